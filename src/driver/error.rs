@@ -1,0 +1,360 @@
+//! Driver errors: what went wrong, in which driver operation, and — when the
+//! error came from a vendor runtime — the native API name, code and message.
+
+use std::fmt;
+use std::time::Duration;
+
+/// A driver operation: the name every [`DriverError`] carries and the key
+/// fault injection uses ([`crate::sim::Fault::FailCall`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+#[non_exhaustive]
+pub enum Op {
+    /// [`Driver::alloc`](super::Driver::alloc).
+    Alloc,
+    /// [`Driver::free`](super::Driver::free).
+    Free,
+    /// [`Driver::copy_to_device`](super::Driver::copy_to_device).
+    CopyToDevice,
+    /// [`Driver::copy_from_device`](super::Driver::copy_from_device).
+    CopyFromDevice,
+    /// [`Driver::memset`](super::Driver::memset).
+    Memset,
+    /// [`Driver::copy_async`](super::Driver::copy_async).
+    CopyAsync,
+    /// [`Driver::memset_async`](super::Driver::memset_async).
+    MemsetAsync,
+    /// [`Driver::create_stream`](super::Driver::create_stream).
+    CreateStream,
+    /// [`Driver::destroy_stream`](super::Driver::destroy_stream).
+    DestroyStream,
+    /// [`Driver::query_stream`](super::Driver::query_stream).
+    QueryStream,
+    /// [`Driver::sync_stream`](super::Driver::sync_stream).
+    SyncStream,
+    /// [`Driver::create_event`](super::Driver::create_event).
+    CreateEvent,
+    /// [`Driver::destroy_event`](super::Driver::destroy_event).
+    DestroyEvent,
+    /// [`Driver::record_event`](super::Driver::record_event).
+    RecordEvent,
+    /// [`Driver::query_event`](super::Driver::query_event).
+    QueryEvent,
+    /// [`Driver::sync_event`](super::Driver::sync_event).
+    SyncEvent,
+    /// [`Driver::stream_wait_event`](super::Driver::stream_wait_event).
+    StreamWaitEvent,
+    /// [`Driver::event_elapsed`](super::Driver::event_elapsed).
+    EventElapsed,
+    /// [`Driver::event_timestamp`](super::Driver::event_timestamp).
+    EventTimestamp,
+    /// [`Driver::register_code`](super::Driver::register_code).
+    RegisterCode,
+    /// [`Driver::launch_aicore`](super::Driver::launch_aicore).
+    LaunchAicore,
+    /// [`Driver::launch_aicpu`](super::Driver::launch_aicpu).
+    LaunchAicpu,
+    /// Driver set-up outside the trait (loading a library, binding a device).
+    Open,
+}
+
+impl Op {
+    /// Every operation, in declaration order (for sweeps and tables).
+    pub const ALL: [Op; 23] = [
+        Op::Alloc,
+        Op::Free,
+        Op::CopyToDevice,
+        Op::CopyFromDevice,
+        Op::Memset,
+        Op::CopyAsync,
+        Op::MemsetAsync,
+        Op::CreateStream,
+        Op::DestroyStream,
+        Op::QueryStream,
+        Op::SyncStream,
+        Op::CreateEvent,
+        Op::DestroyEvent,
+        Op::RecordEvent,
+        Op::QueryEvent,
+        Op::SyncEvent,
+        Op::StreamWaitEvent,
+        Op::EventElapsed,
+        Op::EventTimestamp,
+        Op::RegisterCode,
+        Op::LaunchAicore,
+        Op::LaunchAicpu,
+        Op::Open,
+    ];
+
+    /// The `Driver` method name, e.g. `"launch_aicpu"`.
+    #[must_use]
+    pub const fn name(self) -> &'static str {
+        match self {
+            Op::Alloc => "alloc",
+            Op::Free => "free",
+            Op::CopyToDevice => "copy_to_device",
+            Op::CopyFromDevice => "copy_from_device",
+            Op::Memset => "memset",
+            Op::CopyAsync => "copy_async",
+            Op::MemsetAsync => "memset_async",
+            Op::CreateStream => "create_stream",
+            Op::DestroyStream => "destroy_stream",
+            Op::QueryStream => "query_stream",
+            Op::SyncStream => "sync_stream",
+            Op::CreateEvent => "create_event",
+            Op::DestroyEvent => "destroy_event",
+            Op::RecordEvent => "record_event",
+            Op::QueryEvent => "query_event",
+            Op::SyncEvent => "sync_event",
+            Op::StreamWaitEvent => "stream_wait_event",
+            Op::EventElapsed => "event_elapsed",
+            Op::EventTimestamp => "event_timestamp",
+            Op::RegisterCode => "register_code",
+            Op::LaunchAicore => "launch_aicore",
+            Op::LaunchAicpu => "launch_aicpu",
+            Op::Open => "open",
+        }
+    }
+}
+
+impl fmt::Display for Op {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Which kind of handle a [`ErrorKind::BadHandle`] refers to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum HandleKind {
+    /// A [`StreamId`](super::StreamId).
+    Stream,
+    /// An [`EventId`](super::EventId).
+    Event,
+    /// A [`CodeHandle`](super::CodeHandle).
+    Code,
+}
+
+impl fmt::Display for HandleKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            HandleKind::Stream => "stream",
+            HandleKind::Event => "event",
+            HandleKind::Code => "code",
+        })
+    }
+}
+
+/// Which kernel faulted, and how (the ACL codes 507014/507015/507017/507018/507035).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum FaultKind {
+    /// An AICore kernel ran past the device watchdog (507014).
+    AicoreTimeout,
+    /// An AICore kernel raised an exception (507015).
+    AicoreException,
+    /// An AICPU kernel ran past the device watchdog (507017).
+    AicpuTimeout,
+    /// An AICPU kernel raised an exception (507018).
+    AicpuException,
+    /// A vector-core exception (507035).
+    VectorCoreException,
+    /// Work on this stream was abandoned because of an earlier fault (107022).
+    Collateral,
+}
+
+impl fmt::Display for FaultKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            FaultKind::AicoreTimeout => "AICore timeout",
+            FaultKind::AicoreException => "AICore exception",
+            FaultKind::AicpuTimeout => "AICPU timeout",
+            FaultKind::AicpuException => "AICPU exception",
+            FaultKind::VectorCoreException => "vector-core exception",
+            FaultKind::Collateral => "collateral abort after an earlier fault",
+        })
+    }
+}
+
+/// What went wrong, independent of which driver reported it.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The handle is unknown, or was destroyed.
+    #[error("unknown or destroyed {kind} handle {raw:#x}")]
+    BadHandle {
+        /// Which kind of handle.
+        kind: HandleKind,
+        /// Its raw value.
+        raw: u64,
+    },
+    /// The device address range is not inside one live allocation.
+    #[error("device range {addr:#x}+{len} is not inside a live allocation")]
+    BadAddress {
+        /// First byte of the range.
+        addr: u64,
+        /// Length of the range in bytes.
+        len: u64,
+    },
+    /// An argument is out of range or malformed.
+    #[error("invalid argument: {what}")]
+    InvalidArgument {
+        /// Which argument, and what is wrong with it.
+        what: &'static str,
+    },
+    /// The code image is not a valid kernel for this driver.
+    #[error("invalid code image: {what}")]
+    InvalidCode {
+        /// What is wrong with it.
+        what: &'static str,
+    },
+    /// Device memory is exhausted.
+    #[error("out of device memory ({bytes} bytes requested)")]
+    OutOfMemory {
+        /// The request that failed.
+        bytes: u64,
+    },
+    /// A bounded wait expired before its condition held (507046 / 507047).
+    /// The device keeps working: a timeout cancels nothing.
+    #[error("timed out after {waited:?}")]
+    Timeout {
+        /// How long the driver waited.
+        waited: Duration,
+    },
+    /// The stream's task queue is full. A real device would block the calling
+    /// thread instead; the simulator reports it after its step budget.
+    #[error("stream queue full ({capacity} tasks)")]
+    QueueFull {
+        /// The stream's capacity.
+        capacity: usize,
+    },
+    /// A stream with queued work may not be destroyed; synchronize it first.
+    #[error("stream still has {queued} queued task(s)")]
+    StreamBusy {
+        /// Tasks still queued.
+        queued: usize,
+    },
+    /// The calling thread has no device context (107002).
+    #[error("calling thread has no device context")]
+    NoContext,
+    /// A kernel on the stream faulted; the stream is in an error state and
+    /// later work on it fails.
+    #[error("{0}")]
+    KernelFault(FaultKind),
+    /// The device is in a sticky failure state (507899 / 507901): every call
+    /// fails until the device is reset.
+    #[error("device lost; a device reset is required")]
+    DeviceLost,
+    /// The driver, or the loaded runtime, does not offer this operation.
+    #[error("not supported by this driver")]
+    Unsupported,
+    /// A failure injected by the simulator's fault plan.
+    #[error("injected failure (call #{nth} of this operation)")]
+    Injected {
+        /// Which call of the operation failed (1-based, counted from injection).
+        nth: u64,
+    },
+    /// A native error code with no more specific meaning.
+    #[error("runtime error")]
+    Unknown,
+}
+
+/// The native detail of an error reported by a vendor runtime.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Native {
+    /// The C function that failed, e.g. `"aclrtSynchronizeEventWithTimeout"`.
+    pub api: &'static str,
+    /// The integer it returned.
+    pub code: i32,
+    /// `aclGetRecentErrMsg()` right after the failure, when available.
+    pub message: Option<String>,
+}
+
+impl fmt::Display for Native {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} returned {}", self.api, self.code)?;
+        if let Some(m) = &self.message {
+            write!(f, ": {m}")?;
+        }
+        Ok(())
+    }
+}
+
+/// An error from a [`Driver`](super::Driver) call.
+///
+/// It names the operation ([`Op`]), what went wrong ([`ErrorKind`]) and, for
+/// the `acl` driver, the native API, code and message ([`Native`]).
+///
+/// ```
+/// use runclaim::driver::{Driver, DevPtr, ErrorKind, Op};
+/// use runclaim::sim::SimDriver;
+///
+/// let sim = SimDriver::stepped(Default::default());
+/// let err = sim.copy_to_device(DevPtr(0xdead_0000), &[1, 2, 3]).unwrap_err();
+/// assert_eq!(err.op(), Op::CopyToDevice);
+/// assert!(matches!(err.kind(), ErrorKind::BadAddress { .. }));
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{op}: {kind}{}", native_suffix(.native.as_deref()))]
+pub struct DriverError {
+    op: Op,
+    #[source]
+    kind: ErrorKind,
+    native: Option<Box<Native>>,
+}
+
+fn native_suffix(native: Option<&Native>) -> String {
+    native.map(|n| format!(" ({n})")).unwrap_or_default()
+}
+
+impl DriverError {
+    /// An error of `kind` in operation `op`.
+    #[must_use]
+    pub fn new(op: Op, kind: ErrorKind) -> Self {
+        DriverError {
+            op,
+            kind,
+            native: None,
+        }
+    }
+
+    /// An error carrying the native API detail.
+    #[must_use]
+    pub fn with_native(op: Op, kind: ErrorKind, native: Native) -> Self {
+        DriverError {
+            op,
+            kind,
+            native: Some(Box::new(native)),
+        }
+    }
+
+    /// The driver operation that failed.
+    #[must_use]
+    pub fn op(&self) -> Op {
+        self.op
+    }
+
+    /// What went wrong.
+    #[must_use]
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    /// The native API, code and message, when a vendor runtime reported it.
+    #[must_use]
+    pub fn native(&self) -> Option<&Native> {
+        self.native.as_deref()
+    }
+
+    /// `true` for a bounded wait that expired: the work may still complete.
+    #[must_use]
+    pub fn is_timeout(&self) -> bool {
+        matches!(self.kind, ErrorKind::Timeout { .. })
+    }
+
+    /// `true` when the device reported a fault: a kernel fault on a stream or
+    /// a lost device. Work in flight on the faulted stream will not complete.
+    #[must_use]
+    pub fn is_device_fault(&self) -> bool {
+        matches!(self.kind, ErrorKind::KernelFault(_) | ErrorKind::DeviceLost)
+    }
+}

@@ -1,0 +1,321 @@
+//! The driver layer: the minimal stream / event / memory / code-registration /
+//! kernel-launch surface the claim contract needs, and its implementations.
+//!
+//! - [`Driver`] — the trait, with handle newtypes and [`DriverError`].
+//! - [`sim`] — an in-process simulated NPU, the embedded default.
+//! - [`instant`] — a driver that completes every submission at once, for
+//!   timing the contract's own cost.
+//! - [`acl`] — the real Ascend runtime, loaded at run time with `libloading`.
+//! - [`abi`] — the device-side argument block, records and code format.
+//!
+//! No typestates live here: a driver is a thin, honest wrapper over a device,
+//! and every rule about *when* a call is safe belongs to [`crate::contract`].
+//!
+//! # Why a generic trait and not a trait object
+//!
+//! [`Driver`] is used as a type parameter (`Device<D: Driver>`), so every call
+//! on the launch and fence paths is statically dispatched and inlinable —
+//! the contract's per-run host cost is a stated goal. The trait is
+//! nevertheless object safe (no generic methods, no `Self` returns), so a
+//! caller that wants `Box<dyn Driver>` can have it; `Box<dyn Driver>` itself
+//! implements `Driver`.
+//!
+//! # Threads
+//!
+//! Methods take `&self` and drivers are `Send + Sync`: a run may be launched
+//! on one thread and fenced on another. A driver whose runtime binds state to
+//! the calling thread (ACL's per-thread device context) must bind it itself.
+
+pub mod abi;
+// pub mod acl;
+mod error;
+// pub mod instant;
+pub mod sim;
+
+use std::time::Duration;
+
+pub use error::{DriverError, ErrorKind, FaultKind, HandleKind, Native, Op};
+
+/// A device memory address (the first byte of an allocation or a place
+/// inside one).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct DevPtr(pub u64);
+
+impl DevPtr {
+    /// The address `bytes` further on.
+    #[must_use]
+    pub const fn offset(self, bytes: usize) -> DevPtr {
+        DevPtr(self.0 + bytes as u64)
+    }
+}
+
+/// A device stream: an ordered queue of tasks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StreamId(pub u64);
+
+/// A device event: a marker recorded on a stream that completes when the
+/// stream reaches it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct EventId(pub u64);
+
+/// Registered AICore code, as resident in device code memory.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct CodeHandle(pub u64);
+
+/// The answer of a non-blocking query.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Completion {
+    /// Everything captured has finished.
+    Complete,
+    /// Work is still queued or running.
+    NotReady,
+}
+
+/// The result of [`Driver::register_code`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Registration {
+    /// Where the code is resident.
+    pub handle: CodeHandle,
+    /// `true` when new code was uploaded (a *publication*: AICore streams
+    /// created before it may run stale instructions); `false` for a dedup hit
+    /// on code that was already resident.
+    pub published: bool,
+}
+
+bitflags::bitflags! {
+    /// Optional driver features. A missing capability has a documented
+    /// fallback wherever the contract relies on it.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+    pub struct Capabilities: u32 {
+        /// `sync_event` honours its timeout natively
+        /// (`aclrtSynchronizeEventWithTimeout`). Without it the driver polls
+        /// `query_event` until the deadline.
+        const EVENT_SYNC_TIMEOUT = 1 << 0;
+        /// `event_timestamp` is available (`aclrtEventGetTimestamp`).
+        const EVENT_TIMESTAMP = 1 << 1;
+        /// Failures carry the runtime's last error message (`aclGetRecentErrMsg`).
+        const ERROR_MESSAGE = 1 << 2;
+        /// The device watchdog was set and read back (`aclrtSetOpExecuteTimeOutV2`).
+        const WATCHDOG_CONTROL = 1 << 3;
+        /// Streams can be destroyed without waiting (`aclrtDestroyStreamForce`).
+        const FORCE_DESTROY = 1 << 4;
+    }
+}
+
+/// Static facts about a driver's device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DriverInfo {
+    /// Largest `block_dim` an AICore launch accepts.
+    pub max_block_dim: u32,
+    /// Tasks one stream can hold before an enqueue would block.
+    pub stream_capacity: usize,
+    /// The device's own kernel watchdog, when known: a kernel running longer
+    /// faults. Host fence timeouts must exceed it.
+    pub watchdog: Option<Duration>,
+    /// Optional features.
+    pub capabilities: Capabilities,
+}
+
+/// The device surface the claim contract is written against.
+///
+/// Every method returns a [`DriverError`] naming its [`Op`]; none panics on
+/// bad input. "Queued" below means *accepted onto a stream*: a queued task
+/// runs after every task queued before it on the same stream and may run at
+/// the same time as tasks on other streams.
+pub trait Driver: Send + Sync {
+    /// Static facts about the device.
+    fn info(&self) -> DriverInfo;
+
+    // ----- memory -------------------------------------------------------
+
+    /// Allocates `bytes` of device memory (contents unspecified).
+    ///
+    /// *Before*: `bytes > 0`. *After*: the returned range is valid until
+    /// [`free`](Driver::free) and overlaps no other live allocation.
+    fn alloc(&self, bytes: usize) -> Result<DevPtr, DriverError>;
+
+    /// Frees an allocation returned by [`alloc`](Driver::alloc).
+    ///
+    /// *Before*: no queued task touches it (the driver cannot check this).
+    /// *After*: every access to it is a `BadAddress` error.
+    fn free(&self, ptr: DevPtr) -> Result<(), DriverError>;
+
+    /// Copies host bytes to device memory, synchronously.
+    ///
+    /// *Before*: `[dst, dst + src.len())` lies in one live allocation.
+    /// *After*: the bytes are on the device; no queued task is waited for.
+    fn copy_to_device(&self, dst: DevPtr, src: &[u8]) -> Result<(), DriverError>;
+
+    /// Copies device memory to host bytes, synchronously.
+    ///
+    /// *Before*: `[src, src + dst.len())` lies in one live allocation.
+    fn copy_from_device(&self, dst: &mut [u8], src: DevPtr) -> Result<(), DriverError>;
+
+    /// Fills device memory with `value`, synchronously.
+    fn memset(&self, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError>;
+
+    /// Queues a device-to-device copy on `stream`.
+    ///
+    /// *After*: the copy happens in stream order; both ranges must stay live
+    /// until it has run.
+    fn copy_async(
+        &self,
+        stream: StreamId,
+        dst: DevPtr,
+        src: DevPtr,
+        len: usize,
+    ) -> Result<(), DriverError>;
+
+    /// Queues a fill of device memory on `stream`.
+    fn memset_async(
+        &self,
+        stream: StreamId,
+        dst: DevPtr,
+        value: u8,
+        len: usize,
+    ) -> Result<(), DriverError>;
+
+    // ----- streams ------------------------------------------------------
+
+    /// Creates a stream. An AICore stream executes the code that was resident
+    /// when it was created (see [`register_code`](Driver::register_code)).
+    fn create_stream(&self) -> Result<StreamId, DriverError>;
+
+    /// Destroys a stream.
+    ///
+    /// *Before*: the stream has no queued work (synchronize first), or it is
+    /// in an error state. A stream with queued work is refused with
+    /// [`ErrorKind::StreamBusy`] and stays usable.
+    fn destroy_stream(&self, stream: StreamId) -> Result<(), DriverError>;
+
+    /// Reports whether every task queued on `stream` has finished.
+    ///
+    /// *After*: `Err` with [`ErrorKind::KernelFault`] once a task on the
+    /// stream faulted (sticky).
+    fn query_stream(&self, stream: StreamId) -> Result<Completion, DriverError>;
+
+    /// Waits until every task queued on `stream` has finished, at most
+    /// `timeout`.
+    ///
+    /// *After*: `Ok` = drained; [`ErrorKind::Timeout`] = still busy (nothing
+    /// was cancelled); a fault error = the stream stopped on a fault and runs
+    /// nothing more.
+    fn sync_stream(&self, stream: StreamId, timeout: Duration) -> Result<(), DriverError>;
+
+    // ----- events -------------------------------------------------------
+
+    /// Creates an event. A never-recorded event reports complete.
+    fn create_event(&self) -> Result<EventId, DriverError>;
+
+    /// Destroys an event. Allowed while a record of it is still queued.
+    fn destroy_event(&self, event: EventId) -> Result<(), DriverError>;
+
+    /// Queues a record of `event` on `stream`: the event completes when the
+    /// stream reaches it, i.e. when everything queued before it finished.
+    /// Re-recording replaces what the event captures.
+    fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), DriverError>;
+
+    /// Reports whether the event's last record has completed. Note the
+    /// native ACL enum for this is the reverse of the stream-status enum; the
+    /// driver maps both to [`Completion`].
+    fn query_event(&self, event: EventId) -> Result<Completion, DriverError>;
+
+    /// Waits for the event's last record to complete, at most `timeout`.
+    ///
+    /// *After*: as [`sync_stream`](Driver::sync_stream), for the work the
+    /// event captured only.
+    fn sync_event(&self, event: EventId, timeout: Duration) -> Result<(), DriverError>;
+
+    /// Makes later work queued on `stream` wait for the work `event` has
+    /// captured (asynchronous; the host does not wait).
+    fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), DriverError>;
+
+    /// Device time between two completed records.
+    fn event_elapsed(&self, start: EventId, end: EventId) -> Result<Duration, DriverError>;
+
+    /// Device timestamp of a completed record, in device ticks
+    /// ([`abi::TICKS_PER_SEC`]).
+    fn event_timestamp(&self, event: EventId) -> Result<u64, DriverError>;
+
+    // ----- code and kernels ---------------------------------------------
+
+    /// Registers AICore code, uploading it unless identical code is already
+    /// resident.
+    ///
+    /// *After*: [`Registration::published`] says whether new code was
+    /// uploaded. After a publication, an AICore stream created *before* it
+    /// may execute stale instructions at any resident address, even for code
+    /// whose bytes are unchanged; only a stream created afterwards is clean.
+    fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError>;
+
+    /// Queues the AICore kernel of a run: `block_dim` workers executing
+    /// `code` with the argument block `args` ([`abi::RunArgs`] bytes, copied
+    /// at launch).
+    ///
+    /// *Before*: `1 <= block_dim <= info().max_block_dim`; `args` is exactly
+    /// [`abi::RunArgs::SIZE`] bytes.
+    fn launch_aicore(
+        &self,
+        stream: StreamId,
+        code: CodeHandle,
+        block_dim: u32,
+        args: &[u8],
+    ) -> Result<(), DriverError>;
+
+    /// Queues the AICPU Run kernel of a run with the argument block `args`.
+    /// It hand-shakes with the AICore workers of the same run (see
+    /// [`abi`]) and writes the run's device-wall and status records.
+    fn launch_aicpu(&self, stream: StreamId, args: &[u8]) -> Result<(), DriverError>;
+}
+
+macro_rules! forward_driver {
+    ($($ty:ty),*) => {$(
+        impl<D: Driver + ?Sized> Driver for $ty {
+            fn info(&self) -> DriverInfo { (**self).info() }
+            fn alloc(&self, bytes: usize) -> Result<DevPtr, DriverError> { (**self).alloc(bytes) }
+            fn free(&self, ptr: DevPtr) -> Result<(), DriverError> { (**self).free(ptr) }
+            fn copy_to_device(&self, dst: DevPtr, src: &[u8]) -> Result<(), DriverError> {
+                (**self).copy_to_device(dst, src)
+            }
+            fn copy_from_device(&self, dst: &mut [u8], src: DevPtr) -> Result<(), DriverError> {
+                (**self).copy_from_device(dst, src)
+            }
+            fn memset(&self, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError> {
+                (**self).memset(dst, value, len)
+            }
+            fn copy_async(&self, s: StreamId, dst: DevPtr, src: DevPtr, len: usize) -> Result<(), DriverError> {
+                (**self).copy_async(s, dst, src, len)
+            }
+            fn memset_async(&self, s: StreamId, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError> {
+                (**self).memset_async(s, dst, value, len)
+            }
+            fn create_stream(&self) -> Result<StreamId, DriverError> { (**self).create_stream() }
+            fn destroy_stream(&self, s: StreamId) -> Result<(), DriverError> { (**self).destroy_stream(s) }
+            fn query_stream(&self, s: StreamId) -> Result<Completion, DriverError> { (**self).query_stream(s) }
+            fn sync_stream(&self, s: StreamId, t: Duration) -> Result<(), DriverError> { (**self).sync_stream(s, t) }
+            fn create_event(&self) -> Result<EventId, DriverError> { (**self).create_event() }
+            fn destroy_event(&self, e: EventId) -> Result<(), DriverError> { (**self).destroy_event(e) }
+            fn record_event(&self, e: EventId, s: StreamId) -> Result<(), DriverError> { (**self).record_event(e, s) }
+            fn query_event(&self, e: EventId) -> Result<Completion, DriverError> { (**self).query_event(e) }
+            fn sync_event(&self, e: EventId, t: Duration) -> Result<(), DriverError> { (**self).sync_event(e, t) }
+            fn stream_wait_event(&self, s: StreamId, e: EventId) -> Result<(), DriverError> {
+                (**self).stream_wait_event(s, e)
+            }
+            fn event_elapsed(&self, a: EventId, b: EventId) -> Result<Duration, DriverError> {
+                (**self).event_elapsed(a, b)
+            }
+            fn event_timestamp(&self, e: EventId) -> Result<u64, DriverError> { (**self).event_timestamp(e) }
+            fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
+                (**self).register_code(code)
+            }
+            fn launch_aicore(&self, s: StreamId, c: CodeHandle, b: u32, a: &[u8]) -> Result<(), DriverError> {
+                (**self).launch_aicore(s, c, b, a)
+            }
+            fn launch_aicpu(&self, s: StreamId, a: &[u8]) -> Result<(), DriverError> {
+                (**self).launch_aicpu(s, a)
+            }
+        }
+    )*};
+}
+
+forward_driver!(Box<D>, std::sync::Arc<D>, &D);

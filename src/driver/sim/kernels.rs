@@ -1,0 +1,256 @@
+//! The two kernels of a run as step-by-step state machines over device
+//! memory, following the handshake protocol of [`abi`].
+//!
+//! Neither kernel trusts anything but memory: the AICPU kernel learns that a
+//! worker reported only by reading its `aicore_done` word, so a host write
+//! that zeroes the region mid-run (a stomped handshake) is observed exactly
+//! as it would be on the device.
+
+use std::sync::Arc;
+
+use super::faults::FaultPlan;
+use super::memory::Memory;
+use crate::driver::FaultKind;
+use crate::driver::abi::{self, Program, RunArgs, StatusRecord, WallRecord, worker_word as ww};
+
+/// Outcome of one kernel step.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum KernelStep {
+    Progress,
+    /// Waiting; `Some(t)`: on its own, nothing changes before tick `t`.
+    Blocked(Option<u64>),
+    Finished,
+    Fault(FaultKind),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Worker {
+    Start,
+    Waiting,
+    Computing { until: u64 },
+    Done,
+    Exited,
+}
+
+/// The AICore kernel: `block_dim` workers.
+pub(crate) struct AicoreKernel {
+    /// Code address index, resolved through the stream's instruction cache
+    /// when the kernel starts.
+    pub code_index: usize,
+    pub args: RunArgs,
+    pub program: Option<Arc<Program>>,
+    workers: Vec<Worker>,
+    /// Round-robin cursor: the next worker to try.
+    rr: usize,
+}
+
+fn word(handshake: u64, w: usize, off: usize) -> u64 {
+    handshake + abi::worker_offset(w as u32) as u64 + off as u64
+}
+
+impl AicoreKernel {
+    pub fn new(code_index: usize, args: RunArgs) -> Self {
+        AicoreKernel {
+            code_index,
+            args,
+            program: None,
+            workers: vec![Worker::Start; args.block_dim as usize],
+            rr: 0,
+        }
+    }
+
+    /// Kernel start: stamps `core_start` in the handshake header.
+    pub fn start(&mut self, mem: &mut Memory, now: u64) -> Result<(), FaultKind> {
+        mem.write_u64(self.args.handshake, now)
+            .map_err(|_| FaultKind::AicoreException)
+    }
+
+    /// Moves one worker one phase on (round robin), or reports the earliest
+    /// compute end when all are waiting.
+    pub fn step(&mut self, mem: &mut Memory, now: u64, kernel_ticks: u64) -> KernelStep {
+        let n = self.workers.len();
+        let mut gate: Option<u64> = None;
+        for k in 0..n {
+            let w = (self.rr + k) % n;
+            match self.advance(w, mem, now, kernel_ticks) {
+                Err(f) => return KernelStep::Fault(f),
+                Ok(true) => {
+                    self.rr = (w + 1) % n;
+                    if self.workers.iter().all(|&s| s == Worker::Exited) {
+                        return KernelStep::Finished;
+                    }
+                    return KernelStep::Progress;
+                }
+                Ok(false) => {
+                    if let Worker::Computing { until } = self.workers[w] {
+                        gate = Some(gate.map_or(until, |g| g.min(until)));
+                    }
+                }
+            }
+        }
+        KernelStep::Blocked(gate)
+    }
+
+    fn advance(
+        &mut self,
+        w: usize,
+        mem: &mut Memory,
+        now: u64,
+        kernel_ticks: u64,
+    ) -> Result<bool, FaultKind> {
+        let a = self.args;
+        let tag = a.run_id;
+        let e = |_| FaultKind::AicoreException;
+        let next = match self.workers[w] {
+            Worker::Start => {
+                mem.write_u64(word(a.handshake, w, ww::AICORE_DONE), tag)
+                    .map_err(e)?;
+                Worker::Waiting
+            }
+            Worker::Waiting if mem.read_u64(word(a.handshake, w, ww::TASK)).map_err(e)? == tag => {
+                Worker::Computing {
+                    until: now + kernel_ticks,
+                }
+            }
+            Worker::Computing { until } if now >= until => {
+                let program = self.program.as_ref().ok_or(FaultKind::AicoreException)?;
+                let (s, end) = abi::worker_share(a.len, a.block_dim, w as u32);
+                let mut buf = vec![0u8; ((end - s) * 4) as usize];
+                mem.read(a.input + s * 4, &mut buf).map_err(e)?;
+                for c in buf.chunks_exact_mut(4) {
+                    let x = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+                    c.copy_from_slice(&program.apply_lossy(x).to_le_bytes());
+                }
+                mem.write(a.output + s * 4, &buf).map_err(e)?;
+                mem.write_u64(
+                    word(a.handshake, w, ww::ERROR),
+                    u64::from(program.fail_code()),
+                )
+                .map_err(e)?;
+                mem.write_u64(word(a.handshake, w, ww::TASK_DONE), tag)
+                    .map_err(e)?;
+                Worker::Done
+            }
+            Worker::Done if mem.read_u64(word(a.handshake, w, ww::RELEASE)).map_err(e)? == tag => {
+                Worker::Exited
+            }
+            _ => return Ok(false),
+        };
+        self.workers[w] = next;
+        Ok(true)
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    WaitReported,
+    WaitDone,
+    Release,
+}
+
+/// The AICPU Run kernel: the device-side scheduler of one run.
+pub(crate) struct AicpuKernel {
+    pub args: RunArgs,
+    pub aicpu_start: u64,
+    dispatched: u64,
+    phase: Phase,
+}
+
+impl AicpuKernel {
+    pub fn new(args: RunArgs) -> Self {
+        AicpuKernel {
+            args,
+            aicpu_start: 0,
+            dispatched: 0,
+            phase: Phase::WaitReported,
+        }
+    }
+
+    fn all(&self, mem: &Memory, off: usize) -> Result<bool, FaultKind> {
+        let a = &self.args;
+        for w in 0..a.block_dim as usize {
+            if mem
+                .read_u64(word(a.handshake, w, off))
+                .map_err(|_| FaultKind::AicpuException)?
+                != a.run_id
+            {
+                return Ok(false);
+            }
+        }
+        Ok(true)
+    }
+
+    fn set_all(&self, mem: &mut Memory, off: usize) -> Result<(), FaultKind> {
+        let a = &self.args;
+        for w in 0..a.block_dim as usize {
+            mem.write_u64(word(a.handshake, w, off), a.run_id)
+                .map_err(|_| FaultKind::AicpuException)?;
+        }
+        Ok(())
+    }
+
+    pub fn step(&mut self, mem: &mut Memory, now: u64, faults: &mut FaultPlan) -> KernelStep {
+        match self.try_step(mem, now, faults) {
+            Ok(s) => s,
+            Err(f) => KernelStep::Fault(f),
+        }
+    }
+
+    fn try_step(
+        &mut self,
+        mem: &mut Memory,
+        now: u64,
+        faults: &mut FaultPlan,
+    ) -> Result<KernelStep, FaultKind> {
+        let a = self.args;
+        let e = |_| FaultKind::AicpuException;
+        match self.phase {
+            Phase::WaitReported => {
+                if !self.all(mem, ww::AICORE_DONE)? {
+                    return Ok(KernelStep::Blocked(None));
+                }
+                self.dispatched = now;
+                self.set_all(mem, ww::TASK)?;
+                self.phase = Phase::WaitDone;
+                Ok(KernelStep::Progress)
+            }
+            Phase::WaitDone => {
+                if !self.all(mem, ww::TASK_DONE)? {
+                    return Ok(KernelStep::Blocked(None));
+                }
+                let mut code = 0u32;
+                for w in 0..a.block_dim as usize {
+                    let err = mem.read_u64(word(a.handshake, w, ww::ERROR)).map_err(e)?;
+                    if code == 0 {
+                        code = u32::try_from(err).unwrap_or(u32::MAX);
+                    }
+                }
+                if let Some(c) = faults.on_status() {
+                    code = c;
+                }
+                let wall = WallRecord {
+                    run_id: a.run_id,
+                    slot: a.slot,
+                    block_dim: a.block_dim,
+                    aicore_start: mem.read_u64(a.handshake).map_err(e)?,
+                    aicpu_start: self.aicpu_start,
+                    dispatched: self.dispatched,
+                    end: now,
+                };
+                mem.write(a.wall, &wall.to_bytes()).map_err(e)?;
+                let status = StatusRecord {
+                    run_id: a.run_id,
+                    state: StatusRecord::DONE,
+                    code,
+                };
+                mem.write(a.status, &status.to_bytes()).map_err(e)?;
+                self.phase = Phase::Release;
+                Ok(KernelStep::Progress)
+            }
+            Phase::Release => {
+                self.set_all(mem, ww::RELEASE)?;
+                Ok(KernelStep::Finished)
+            }
+        }
+    }
+}

@@ -1,0 +1,982 @@
+//! A simulated NPU implementing [`Driver`]: the embedded default on which
+//! every example, doctest and test runs without an NPU.
+//!
+//! It is not a mock. It behaves like the device in every way the claim
+//! contract depends on, so a broken contract produces a wrong value, a hang
+//! bounded by the device watchdog, or a named error:
+//!
+//! - **Memory** at real addresses with guard gaps; every access is
+//!   bounds-checked ([`ErrorKind::BadAddress`]).
+//! - **Streams** are FIFO queues with a bounded capacity (1,792 tasks by
+//!   default, as measured on the device); kernels on different streams make
+//!   progress at the same time; events complete when their stream reaches
+//!   them.
+//! - **Code memory** holds [`SimConfig::code_slots`] resident images with
+//!   content-hash dedup and LRU replacement. Each stream has an
+//!   **instruction cache**: it keeps the images that were resident when it
+//!   was created (filling an empty address on first use), so after a
+//!   publication a kernel on an older stream computes with the old code — a
+//!   wrong value in the same time. [`SimStats::stale_executions`] counts it.
+//! - **The two kernels** hand-shake through the run's handshake region
+//!   exactly as described in [`abi`](super::abi): AICore workers report,
+//!   wait for a task, compute their share with the program, report done and
+//!   wait for release; the AICPU kernel waits for every report, dispatches,
+//!   waits, writes the device-wall and status records, releases. Zeroing a
+//!   live region leaves the AICPU kernel waiting until the watchdog faults it.
+//! - **Faults** ([`Fault`]): fail the k-th call of an operation, fault a
+//!   kernel (the stream enters a sticky error state), report a run error,
+//!   an event that never completes or completes late, a lost device.
+//!
+//! # Two modes over one core
+//!
+//! - [`SimDriver::stepped`]: the device advances only when driven — by
+//!   [`SimDriver::step`] (a seeded policy picks the stream),
+//!   [`SimDriver::step_stream`] (the caller picks), or a blocking wait, which
+//!   drives the device until its condition holds or its step budget
+//!   ([`SimConfig::step_time`] per step, capped by
+//!   [`SimConfig::max_wait_steps`]) runs out. Same seed, same calls → same
+//!   trace. Latencies are ignored; one step is one device action.
+//! - [`SimDriver::real_time`]: one device thread advances every stream
+//!   against the wall clock with a [`LatencyModel`]. (One thread drives all
+//!   streams, interleaving them at the model's time points, rather than a
+//!   thread per stream: a 2-core CI machine cannot keep three spinning threads
+//!   on time, and the interleaving is exact at microsecond resolution.)
+//!
+//! ```
+//! use runclaim::driver::{Completion, Driver};
+//! use runclaim::sim::{SimConfig, SimDriver};
+//!
+//! let sim = SimDriver::stepped(SimConfig::default());
+//! let s = sim.create_stream()?;
+//! let e = sim.create_event()?;
+//! let buf = sim.alloc(16)?;
+//! sim.memset_async(s, buf, 0xab, 16)?;
+//! sim.record_event(e, s)?;
+//! assert_eq!(sim.query_event(e)?, Completion::NotReady); // nothing stepped yet
+//! sim.sync_event(e, std::time::Duration::from_millis(1))?; // drives the device
+//! let mut out = [0u8; 16];
+//! sim.copy_from_device(&mut out, buf)?;
+//! assert_eq!(out, [0xab; 16]);
+//! # Ok::<(), runclaim::driver::DriverError>(())
+//! ```
+
+mod core;
+mod faults;
+mod kernels;
+mod memory;
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+use self::core::{Core, StepResult};
+use super::{
+    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, ErrorKind, EventId, FaultKind,
+    Op, Registration, StreamId,
+};
+
+#[cfg(doc)]
+use super::abi;
+
+/// Host- and device-side latencies of the real-time mode. All may be zero.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct LatencyModel {
+    /// Host cost of one kernel-launch call (spent by the calling thread).
+    pub submit: Duration,
+    /// Device gap before a queued kernel starts after its predecessor on the
+    /// same stream finished (or after it was queued, if later).
+    pub dispatch_gap: Duration,
+    /// Host wake-up after a blocking wait's condition became true.
+    pub host_wake: Duration,
+    /// Compute time of one run's AICore workers.
+    pub kernel: Duration,
+}
+
+impl Default for LatencyModel {
+    /// 10 µs submit, 2 µs dispatch gap, 20 µs host wake-up, 250 µs kernel.
+    fn default() -> Self {
+        LatencyModel {
+            submit: Duration::from_micros(10),
+            dispatch_gap: Duration::from_micros(2),
+            host_wake: Duration::from_micros(20),
+            kernel: Duration::from_micros(250),
+        }
+    }
+}
+
+impl LatencyModel {
+    /// Every latency zero: the device runs as fast as the host can drive it.
+    #[must_use]
+    pub const fn zero() -> Self {
+        LatencyModel {
+            submit: Duration::ZERO,
+            dispatch_gap: Duration::ZERO,
+            host_wake: Duration::ZERO,
+            kernel: Duration::ZERO,
+        }
+    }
+}
+
+/// Configuration of the simulated device.
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SimConfig {
+    /// Tasks one stream holds (default 1,792, as measured on a2a3).
+    pub stream_capacity: usize,
+    /// Largest `block_dim` (default 24 AICore blocks).
+    pub max_block_dim: u32,
+    /// Device memory size in bytes (default 256 MiB).
+    pub memory_bytes: u64,
+    /// Resident code images (default 16). With 1, every new image replaces
+    /// the previous one at the same code address.
+    pub code_slots: usize,
+    /// Device watchdog: a kernel running longer faults (default 100 ms).
+    pub watchdog: Duration,
+    /// Device time one step represents in stepped mode (default 1 µs); a
+    /// blocking wait of `t` may take up to `t / step_time` steps.
+    pub step_time: Duration,
+    /// Upper bound on steps of one blocking wait in stepped mode (default 10 M).
+    pub max_wait_steps: u64,
+    /// Trace ring size (default 65,536 entries; 0 disables tracing).
+    pub trace_capacity: usize,
+    /// Seed of the stepped-mode scheduling policy.
+    pub seed: u64,
+    /// Latencies of the real-time mode.
+    pub latency: LatencyModel,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            stream_capacity: 1792,
+            max_block_dim: 24,
+            memory_bytes: 256 << 20,
+            code_slots: 16,
+            watchdog: Duration::from_millis(100),
+            step_time: Duration::from_micros(1),
+            max_wait_steps: 10_000_000,
+            trace_capacity: 1 << 16,
+            seed: 0x5eed,
+            latency: LatencyModel::default(),
+        }
+    }
+}
+
+impl SimConfig {
+    /// Sets [`SimConfig::watchdog`].
+    #[must_use]
+    pub fn watchdog(mut self, watchdog: Duration) -> Self {
+        self.watchdog = watchdog;
+        self
+    }
+
+    /// Sets [`SimConfig::code_slots`].
+    #[must_use]
+    pub fn code_slots(mut self, slots: usize) -> Self {
+        self.code_slots = slots;
+        self
+    }
+
+    /// Sets [`SimConfig::stream_capacity`].
+    #[must_use]
+    pub fn stream_capacity(mut self, capacity: usize) -> Self {
+        self.stream_capacity = capacity;
+        self
+    }
+
+    /// Sets [`SimConfig::seed`].
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Sets [`SimConfig::latency`].
+    #[must_use]
+    pub fn latency(mut self, latency: LatencyModel) -> Self {
+        self.latency = latency;
+        self
+    }
+
+    /// Sets [`SimConfig::trace_capacity`].
+    #[must_use]
+    pub fn trace_capacity(mut self, entries: usize) -> Self {
+        self.trace_capacity = entries;
+        self
+    }
+
+    /// Sets [`SimConfig::max_block_dim`].
+    #[must_use]
+    pub fn max_block_dim(mut self, max: u32) -> Self {
+        self.max_block_dim = max;
+        self
+    }
+}
+
+/// Which kernel a [`Fault::KernelFault`] targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// The AICore kernel of a run.
+    Aicore,
+    /// The AICPU Run kernel of a run.
+    Aicpu,
+}
+
+/// A fault to inject. Counts start at the moment of injection and are
+/// 1-based: `nth: 1` is the next one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// The `nth` call of `op` fails with [`ErrorKind::Injected`] and has no
+    /// effect.
+    FailCall {
+        /// The operation.
+        op: Op,
+        /// Which call.
+        nth: u64,
+    },
+    /// The `nth` driver call of any operation fails with
+    /// [`ErrorKind::Injected`] and has no effect (for sweeps).
+    FailAnyCall {
+        /// Which call.
+        nth: u64,
+    },
+    /// The `nth` kernel of this kind to start raises an exception: its
+    /// stream enters a sticky error state and drops its queued work.
+    KernelFault {
+        /// Which kernel kind.
+        kernel: Kernel,
+        /// Which start.
+        nth: u64,
+    },
+    /// The `nth` AICPU kernel to write its status reports run error `code`
+    /// (a known run error, not a device fault).
+    RunError {
+        /// Which AICPU kernel.
+        nth: u64,
+        /// The error code (non-zero).
+        code: u32,
+    },
+    /// The `nth` `record_event` never completes.
+    EventNeverCompletes {
+        /// Which record.
+        nth: u64,
+    },
+    /// The `nth` `record_event` completes `delay` after the stream reaches it.
+    DelayEvent {
+        /// Which record.
+        nth: u64,
+        /// How late.
+        delay: Duration,
+    },
+    /// From the `nth` driver call on, every call fails with
+    /// [`ErrorKind::DeviceLost`] (sticky, like 507899).
+    DeviceLost {
+        /// Which call.
+        nth: u64,
+    },
+}
+
+/// Kinds of task in the [`TraceEvent`] log.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TaskTag {
+    /// An AICore kernel.
+    Aicore,
+    /// An AICPU kernel.
+    Aicpu,
+    /// An event record.
+    Record(EventId),
+    /// A stream wait on an event.
+    Wait(EventId),
+    /// An asynchronous device copy.
+    Copy,
+    /// An asynchronous memset.
+    Memset,
+}
+
+/// What happened, in a [`TraceEvent`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum TraceKind {
+    /// A task was accepted onto the stream.
+    Enqueued(TaskTag),
+    /// A task began executing.
+    Started(TaskTag),
+    /// A task finished.
+    Finished(TaskTag),
+    /// An AICore kernel began with code that differs from what is resident
+    /// now at its address (a stale instruction cache).
+    StaleCode,
+    /// A task faulted; the stream entered an error state.
+    Faulted(FaultKind),
+    /// The stream was created.
+    StreamCreated,
+    /// The stream was destroyed.
+    StreamDestroyed,
+    /// New code was uploaded (a publication).
+    Published(CodeHandle),
+}
+
+/// One entry of the device trace.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TraceEvent {
+    /// Device tick.
+    pub tick: u64,
+    /// The stream concerned (`StreamId(0)` for device-wide entries).
+    pub stream: StreamId,
+    /// The run id the task belongs to (0 when none).
+    pub run: u64,
+    /// What happened.
+    pub what: TraceKind,
+}
+
+/// Counters a test can read ([`SimDriver::stats`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SimStats {
+    /// Streams created.
+    pub streams_created: u64,
+    /// Streams destroyed.
+    pub streams_destroyed: u64,
+    /// Events created.
+    pub events_created: u64,
+    /// Events destroyed.
+    pub events_destroyed: u64,
+    /// Successful allocations.
+    pub allocations: u64,
+    /// Successful frees.
+    pub frees: u64,
+    /// Successful `register_code` calls.
+    pub registrations: u64,
+    /// Registrations that uploaded new code.
+    pub publications: u64,
+    /// Registrations answered from resident code.
+    pub dedup_hits: u64,
+    /// AICore kernels started.
+    pub aicore_kernels: u64,
+    /// AICPU kernels started.
+    pub aicpu_kernels: u64,
+    /// AICore kernels that executed stale code.
+    pub stale_executions: u64,
+    /// Kernel faults.
+    pub kernel_faults: u64,
+    /// Tasks finished, by stream (streams stay listed after destruction).
+    pub tasks_run: BTreeMap<StreamId, u64>,
+    /// Largest queue length any stream reached.
+    pub max_queue_depth: usize,
+    /// Enqueues that found their stream full (a real device would block).
+    pub blocked_enqueues: u64,
+    /// `destroy_stream` calls refused because work was queued.
+    pub busy_destroy_refused: u64,
+    /// Calls per operation.
+    pub calls: BTreeMap<Op, u64>,
+    /// Device steps taken (stepped mode).
+    pub steps: u64,
+    /// Trace entries dropped because the ring was full.
+    pub trace_dropped: u64,
+    /// Bytes of device memory allocated and not freed.
+    pub live_bytes: u64,
+}
+
+impl SimStats {
+    /// Streams alive now.
+    #[must_use]
+    pub fn live_streams(&self) -> u64 {
+        self.streams_created - self.streams_destroyed
+    }
+
+    /// Events alive now.
+    #[must_use]
+    pub fn live_events(&self) -> u64 {
+        self.events_created - self.events_destroyed
+    }
+
+    /// Allocations alive now.
+    #[must_use]
+    pub fn live_allocations(&self) -> u64 {
+        self.allocations - self.frees
+    }
+
+    /// Driver calls of every operation.
+    #[must_use]
+    pub fn total_calls(&self) -> u64 {
+        self.calls.values().sum()
+    }
+}
+
+/// The result of one device step (stepped mode).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StepOutcome {
+    /// The stream performed an action.
+    Progressed(StreamId),
+    /// The stream's head task is waiting (on the other stream or on time).
+    Blocked(StreamId),
+    /// No stream had work (or the simulator is in real-time mode).
+    Idle,
+}
+
+struct Shared {
+    core: Mutex<Core>,
+    /// Hosts wait here for device progress.
+    progress: Condvar,
+    /// The real-time device thread waits here for submissions.
+    kick: Condvar,
+}
+
+struct Handle {
+    shared: Arc<Shared>,
+    thread: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl Drop for Handle {
+    fn drop(&mut self) {
+        if let Ok(mut core) = self.shared.core.lock() {
+            core.shutdown = true;
+        }
+        self.shared.kick.notify_all();
+        let thread = self.thread.lock().ok().and_then(|mut t| t.take());
+        if let Some(t) = thread {
+            // A panicking device thread has already reported; nothing to add.
+            let _ = t.join();
+        }
+    }
+}
+
+/// The simulated NPU. Cheap to clone: clones share one device, so a test can
+/// keep a handle for [`stats`](SimDriver::stats), [`inject`](SimDriver::inject)
+/// and stepping while a [`Device`](crate::Device) owns another.
+#[derive(Clone)]
+pub struct SimDriver {
+    handle: Arc<Handle>,
+}
+
+impl std::fmt::Debug for SimDriver {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SimDriver")
+            .field("real_time", &self.is_real_time())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SimDriver {
+    /// A deterministic device that advances only when driven.
+    #[must_use]
+    pub fn stepped(config: SimConfig) -> Self {
+        SimDriver::build(config, false)
+    }
+
+    /// A device that advances on its own thread against the wall clock with
+    /// `config.latency`.
+    #[must_use]
+    pub fn real_time(config: SimConfig) -> Self {
+        SimDriver::build(config, true)
+    }
+
+    fn build(config: SimConfig, real_time: bool) -> Self {
+        let shared = Arc::new(Shared {
+            core: Mutex::new(Core::new(config, real_time.then(Instant::now))),
+            progress: Condvar::new(),
+            kick: Condvar::new(),
+        });
+        let thread = real_time.then(|| {
+            let shared = Arc::clone(&shared);
+            std::thread::Builder::new()
+                .name("runclaim-sim-device".into())
+                .spawn(move || device_thread(&shared))
+        });
+        // Without a device thread the real-time sim cannot progress; report
+        // that through every wait (a timeout) rather than panicking here.
+        let thread = thread.and_then(Result::ok);
+        SimDriver {
+            handle: Arc::new(Handle {
+                shared,
+                thread: Mutex::new(thread),
+            }),
+        }
+    }
+
+    fn shared(&self) -> &Shared {
+        &self.handle.shared
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Core> {
+        // A poisoned lock means a panic inside the simulator, which is a bug
+        // in it; the state is still consistent enough to report from.
+        self.shared()
+            .core
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// `true` for [`SimDriver::real_time`].
+    #[must_use]
+    pub fn is_real_time(&self) -> bool {
+        self.lock().is_real_time()
+    }
+
+    /// The configuration.
+    #[must_use]
+    pub fn config(&self) -> SimConfig {
+        self.lock().cfg.clone()
+    }
+
+    /// A snapshot of the counters.
+    #[must_use]
+    pub fn stats(&self) -> SimStats {
+        let core = self.lock();
+        let mut s = core.stats.clone();
+        s.trace_dropped = core.trace_dropped;
+        s.live_bytes = core.mem.live_bytes();
+        s
+    }
+
+    /// The trace entries still in the ring, oldest first.
+    #[must_use]
+    pub fn trace(&self) -> Vec<TraceEvent> {
+        self.lock().trace.iter().copied().collect()
+    }
+
+    /// Empties the trace ring.
+    pub fn clear_trace(&self) {
+        self.lock().trace.clear();
+    }
+
+    /// Arms a fault.
+    pub fn inject(&self, fault: Fault) {
+        self.lock().faults.arm(fault);
+    }
+
+    /// Disarms every fault not yet triggered.
+    pub fn clear_faults(&self) {
+        self.lock().faults.clear();
+    }
+
+    /// Live streams, in creation order.
+    #[must_use]
+    pub fn streams(&self) -> Vec<StreamId> {
+        self.lock().streams.keys().map(|&k| StreamId(k)).collect()
+    }
+
+    /// Tasks queued (including a running one) on `stream`; 0 for an unknown
+    /// stream.
+    #[must_use]
+    pub fn queued(&self, stream: StreamId) -> usize {
+        self.lock().queued(stream.0)
+    }
+
+    /// The current device tick.
+    #[must_use]
+    pub fn now_ticks(&self) -> u64 {
+        self.lock().now()
+    }
+
+    /// Stepped mode: performs one device action on a stream picked by the
+    /// seeded policy, and advances the device clock by one step. Real-time
+    /// mode: does nothing and returns [`StepOutcome::Idle`].
+    pub fn step(&self) -> StepOutcome {
+        let mut core = self.lock();
+        if core.is_real_time() {
+            return StepOutcome::Idle;
+        }
+        let out = core.policy_step();
+        drop(core);
+        self.shared().progress.notify_all();
+        out
+    }
+
+    /// Stepped mode: performs one device action on `stream` (the caller
+    /// picks), and advances the device clock by one step.
+    pub fn step_stream(&self, stream: StreamId) -> StepOutcome {
+        let mut core = self.lock();
+        if core.is_real_time() {
+            return StepOutcome::Idle;
+        }
+        core.tick();
+        let out = match core.step_stream(stream.0) {
+            StepResult::Progress => StepOutcome::Progressed(stream),
+            StepResult::Blocked(_) => StepOutcome::Blocked(stream),
+            StepResult::Idle => StepOutcome::Idle,
+        };
+        drop(core);
+        self.shared().progress.notify_all();
+        out
+    }
+
+    /// Stepped mode: steps until no stream has work, at most `max_steps`.
+    /// Returns the steps taken; `Err` with the steps taken when work remains.
+    ///
+    /// # Errors
+    /// `Err(steps)` when the budget ran out with work still queued.
+    pub fn run_until_idle(&self, max_steps: u64) -> Result<u64, u64> {
+        let mut core = self.lock();
+        if core.is_real_time() {
+            return Ok(0);
+        }
+        let mut n = 0;
+        while core.has_work() {
+            if n == max_steps {
+                return Err(n);
+            }
+            core.policy_step();
+            n += 1;
+        }
+        Ok(n)
+    }
+
+    // ----- shared implementation of the Driver calls --------------------
+
+    /// Runs `f` under the lock after charging the call and applying injected
+    /// call faults.
+    fn call<T>(
+        &self,
+        op: Op,
+        f: impl FnOnce(&mut Core) -> Result<T, ErrorKind>,
+    ) -> Result<T, DriverError> {
+        let mut core = self.lock();
+        core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
+        let r = f(&mut core).map_err(|k| DriverError::new(op, k));
+        drop(core);
+        self.shared().kick.notify_all();
+        self.shared().progress.notify_all();
+        r
+    }
+
+    /// A submission: pays the model's host submit cost (real time), then
+    /// waits for room on the stream like a device enqueue would, bounded.
+    fn submit(
+        &self,
+        op: Op,
+        stream: u64,
+        kernel: bool,
+        f: impl FnOnce(&mut Core) -> Result<(), ErrorKind>,
+    ) -> Result<(), DriverError> {
+        let mut core = self.lock();
+        core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
+        if kernel && core.is_real_time() {
+            let cost = core.cfg.latency.submit;
+            drop(core);
+            spin_for(cost);
+            core = self.lock();
+        }
+        core.check_stream(stream)
+            .map_err(|k| DriverError::new(op, k))?;
+        let capacity = core.cfg.stream_capacity;
+        if core.queued(stream) >= capacity {
+            // A real enqueue would block this thread; wait (bounded) instead.
+            core.stats.blocked_enqueues += 1;
+            let room = |c: &Core| c.queued(stream) < capacity || c.check_stream(stream).is_err();
+            core = self
+                .wait(core, Duration::from_secs(10), room)
+                .map_err(|_| DriverError::new(op, ErrorKind::QueueFull { capacity }))?;
+            core.check_stream(stream)
+                .map_err(|k| DriverError::new(op, k))?;
+        }
+        let r = f(&mut core).map_err(|k| DriverError::new(op, k));
+        drop(core);
+        self.shared().kick.notify_all();
+        r
+    }
+
+    /// Waits until `cond` holds: stepped mode drives the device (budget from
+    /// `timeout`), real-time mode waits for the device thread. Returns the
+    /// guard, or (having released it) the time waited on expiry.
+    fn wait<'a>(
+        &'a self,
+        mut core: MutexGuard<'a, Core>,
+        timeout: Duration,
+        mut cond: impl FnMut(&Core) -> bool,
+    ) -> Result<MutexGuard<'a, Core>, Duration> {
+        if !core.is_real_time() {
+            let step = core.cfg.step_time.max(Duration::from_nanos(1));
+            let budget = (timeout.as_nanos() / step.as_nanos())
+                .min(u128::from(core.cfg.max_wait_steps)) as u64;
+            let mut steps = 0;
+            while !cond(&core) {
+                if steps >= budget {
+                    return Err(step.saturating_mul(u32::try_from(steps).unwrap_or(u32::MAX)));
+                }
+                core.policy_step();
+                steps += 1;
+            }
+            return Ok(core);
+        }
+        let start = Instant::now();
+        let spin_until = start + Duration::from_millis(2);
+        loop {
+            if cond(&core) {
+                return Ok(core);
+            }
+            let now = Instant::now();
+            if now >= start + timeout {
+                return Err(now - start);
+            }
+            if now < spin_until {
+                drop(core);
+                std::thread::yield_now();
+                core = self.lock();
+            } else {
+                let left = (start + timeout - now).min(Duration::from_millis(1));
+                core = self
+                    .shared()
+                    .progress
+                    .wait_timeout(core, left)
+                    .map(|(g, _)| g)
+                    .unwrap_or_else(|e| e.into_inner().0);
+            }
+        }
+    }
+
+    /// After a blocking wait observed completion at device tick `at`, the
+    /// host wakes `host_wake` later (real-time mode).
+    fn host_wake(&self, core: MutexGuard<'_, Core>, at: u64) {
+        if !core.is_real_time() {
+            return;
+        }
+        let target = at + core.duration_ticks(core.cfg.latency.host_wake);
+        let base = core.base();
+        drop(core);
+        if let Some(base) = base {
+            let deadline = base + Duration::from_nanos(super::abi::ticks_to_nanos(target));
+            while Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
+        }
+    }
+
+    fn blocking(
+        &self,
+        op: Op,
+        timeout: Duration,
+        done: impl Fn(&Core) -> Result<Option<u64>, ErrorKind>,
+    ) -> Result<(), DriverError> {
+        let mut core = self.lock();
+        core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
+        let cond = |c: &Core| !matches!(done(c), Ok(None));
+        core = match self.wait(core, timeout, cond) {
+            Ok(c) => c,
+            Err(waited) => {
+                return Err(DriverError::new(op, ErrorKind::Timeout { waited }));
+            }
+        };
+        match done(&core) {
+            Ok(Some(at)) => {
+                self.host_wake(core, at);
+                Ok(())
+            }
+            Ok(None) => Err(DriverError::new(op, ErrorKind::Timeout { waited: timeout })),
+            Err(k) => Err(DriverError::new(op, k)),
+        }
+    }
+}
+
+/// Busy-waits `d` on the calling thread (the modelled host cost of a call).
+fn spin_for(d: Duration) {
+    if d.is_zero() {
+        return;
+    }
+    let end = Instant::now() + d;
+    while Instant::now() < end {
+        std::hint::spin_loop();
+    }
+}
+
+fn device_thread(shared: &Shared) {
+    let lock = || {
+        shared
+            .core
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    let mut idle_since: Option<Instant> = None;
+    loop {
+        let mut core = lock();
+        if core.shutdown {
+            return;
+        }
+        let (progressed, next) = core.advance_real_time();
+        let now = core.now();
+        if progressed {
+            drop(core);
+            shared.progress.notify_all();
+            idle_since = None;
+            continue;
+        }
+        match next {
+            Some(t) if t > now => {
+                let wait = Duration::from_nanos(super::abi::ticks_to_nanos(t - now));
+                if wait > Duration::from_millis(2) {
+                    let _ = shared
+                        .kick
+                        .wait_timeout(core, wait - Duration::from_millis(1));
+                } else {
+                    drop(core);
+                    std::thread::yield_now();
+                }
+            }
+            Some(_) => drop(core),
+            None => {
+                let since = *idle_since.get_or_insert_with(Instant::now);
+                if since.elapsed() < Duration::from_millis(2) {
+                    drop(core);
+                    std::thread::yield_now();
+                } else {
+                    let _ = shared.kick.wait_timeout(core, Duration::from_millis(5));
+                }
+            }
+        }
+    }
+}
+
+impl Driver for SimDriver {
+    fn info(&self) -> DriverInfo {
+        let core = self.lock();
+        DriverInfo {
+            max_block_dim: core.cfg.max_block_dim,
+            stream_capacity: core.cfg.stream_capacity,
+            watchdog: Some(core.cfg.watchdog),
+            capabilities: super::Capabilities::EVENT_SYNC_TIMEOUT
+                | super::Capabilities::EVENT_TIMESTAMP
+                | super::Capabilities::WATCHDOG_CONTROL,
+        }
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DevPtr, DriverError> {
+        self.call(Op::Alloc, |c| c.alloc(bytes as u64).map(DevPtr))
+    }
+
+    fn free(&self, ptr: DevPtr) -> Result<(), DriverError> {
+        self.call(Op::Free, |c| c.free(ptr.0))
+    }
+
+    fn copy_to_device(&self, dst: DevPtr, src: &[u8]) -> Result<(), DriverError> {
+        self.call(Op::CopyToDevice, |c| c.write(dst.0, src))
+    }
+
+    fn copy_from_device(&self, dst: &mut [u8], src: DevPtr) -> Result<(), DriverError> {
+        self.call(Op::CopyFromDevice, |c| c.read(src.0, dst))
+    }
+
+    fn memset(&self, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError> {
+        self.call(Op::Memset, |c| c.fill(dst.0, value, len as u64))
+    }
+
+    fn copy_async(
+        &self,
+        stream: StreamId,
+        dst: DevPtr,
+        src: DevPtr,
+        len: usize,
+    ) -> Result<(), DriverError> {
+        self.submit(Op::CopyAsync, stream.0, false, |c| {
+            c.enqueue_copy(stream.0, dst.0, src.0, len as u64)
+        })
+    }
+
+    fn memset_async(
+        &self,
+        stream: StreamId,
+        dst: DevPtr,
+        value: u8,
+        len: usize,
+    ) -> Result<(), DriverError> {
+        self.submit(Op::MemsetAsync, stream.0, false, |c| {
+            c.enqueue_memset(stream.0, dst.0, value, len as u64)
+        })
+    }
+
+    fn create_stream(&self) -> Result<StreamId, DriverError> {
+        self.call(Op::CreateStream, |c| Ok(StreamId(c.create_stream())))
+    }
+
+    fn destroy_stream(&self, stream: StreamId) -> Result<(), DriverError> {
+        self.call(Op::DestroyStream, |c| c.destroy_stream(stream.0))
+    }
+
+    fn query_stream(&self, stream: StreamId) -> Result<Completion, DriverError> {
+        self.call(Op::QueryStream, |c| {
+            c.stream_done(stream.0).map(|d| {
+                if d.is_some() {
+                    Completion::Complete
+                } else {
+                    Completion::NotReady
+                }
+            })
+        })
+    }
+
+    fn sync_stream(&self, stream: StreamId, timeout: Duration) -> Result<(), DriverError> {
+        self.blocking(Op::SyncStream, timeout, |c| c.stream_done(stream.0))
+    }
+
+    fn create_event(&self) -> Result<EventId, DriverError> {
+        self.call(Op::CreateEvent, |c| Ok(EventId(c.create_event())))
+    }
+
+    fn destroy_event(&self, event: EventId) -> Result<(), DriverError> {
+        self.call(Op::DestroyEvent, |c| c.destroy_event(event.0))
+    }
+
+    fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), DriverError> {
+        self.submit(Op::RecordEvent, stream.0, false, |c| {
+            c.enqueue_record(event.0, stream.0)
+        })
+    }
+
+    fn query_event(&self, event: EventId) -> Result<Completion, DriverError> {
+        self.call(Op::QueryEvent, |c| {
+            c.event_done(event.0).map(|d| {
+                if d.is_some() {
+                    Completion::Complete
+                } else {
+                    Completion::NotReady
+                }
+            })
+        })
+    }
+
+    fn sync_event(&self, event: EventId, timeout: Duration) -> Result<(), DriverError> {
+        self.blocking(Op::SyncEvent, timeout, |c| c.event_done(event.0))
+    }
+
+    fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), DriverError> {
+        self.submit(Op::StreamWaitEvent, stream.0, false, |c| {
+            c.enqueue_wait(stream.0, event.0)
+        })
+    }
+
+    fn event_elapsed(&self, start: EventId, end: EventId) -> Result<Duration, DriverError> {
+        self.call(Op::EventElapsed, |c| {
+            let a = c.event_time(start.0)?;
+            let b = c.event_time(end.0)?;
+            Ok(Duration::from_nanos(super::abi::ticks_to_nanos(
+                b.saturating_sub(a),
+            )))
+        })
+    }
+
+    fn event_timestamp(&self, event: EventId) -> Result<u64, DriverError> {
+        self.call(Op::EventTimestamp, |c| c.event_time(event.0))
+    }
+
+    fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
+        self.call(Op::RegisterCode, |c| c.register_code(code))
+    }
+
+    fn launch_aicore(
+        &self,
+        stream: StreamId,
+        code: CodeHandle,
+        block_dim: u32,
+        args: &[u8],
+    ) -> Result<(), DriverError> {
+        self.submit(Op::LaunchAicore, stream.0, true, |c| {
+            c.enqueue_aicore(stream.0, code.0, block_dim, args)
+        })
+    }
+
+    fn launch_aicpu(&self, stream: StreamId, args: &[u8]) -> Result<(), DriverError> {
+        self.submit(Op::LaunchAicpu, stream.0, true, |c| {
+            c.enqueue_aicpu(stream.0, args)
+        })
+    }
+}
