@@ -3,9 +3,6 @@
 //!
 //! - [`Driver`] — the trait, with handle newtypes and [`DriverError`].
 //! - [`sim`] — an in-process simulated NPU, the embedded default.
-//! - [`instant`] — a driver that completes every submission at once, for
-//!   timing the contract's own cost.
-//! - [`acl`] — the real Ascend runtime, loaded at run time with `libloading`.
 //! - [`abi`] — the device-side argument block, records and code format.
 //!
 //! No typestates live here: a driver is a thin, honest wrapper over a device,

@@ -18,7 +18,7 @@
 //!   publication a kernel on an older stream computes with the old code — a
 //!   wrong value in the same time. [`SimStats::stale_executions`] counts it.
 //! - **The two kernels** hand-shake through the run's handshake region
-//!   exactly as described in [`abi`](super::abi): AICore workers report,
+//!   exactly as described in [`abi`]: AICore workers report,
 //!   wait for a task, compute their share with the program, report done and
 //!   wait for release; the AICPU kernel waits for every report, dispatches,
 //!   waits, writes the device-wall and status records, releases. Zeroing a

@@ -1,0 +1,1049 @@
+//! [`Device`]: owns the driver, the stream pair, the per-slot device regions
+//! and the run-time bookkeeping the types cannot express (forgotten runs,
+//! poisoning, quarantine).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use super::config::{DeviceConfig, Resolved};
+use super::error::{Action, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
+use super::inflight::{Entry, InFlightSet, Proof};
+use super::run::{Input, RunInfo};
+use super::runner::{Callable, CodeEntry, Runner};
+use super::slot::{Depth, SlotSet, SupportedDepth};
+use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord};
+use crate::driver::{Completion, DevPtr, Driver, DriverError, EventId, StreamId};
+
+static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// How a fence waits.
+#[derive(Debug, Clone, Copy)]
+pub(crate) enum Wait {
+    /// Query once.
+    Poll,
+    /// Wait at most this long.
+    For(Duration),
+    /// Wait the configured fence timeout.
+    Configured,
+}
+
+/// Why a launch failed, graded by what reached the streams.
+pub(crate) enum LaunchFail {
+    /// Nothing was submitted: the run is still prepared.
+    NotSubmitted(ErrorKind),
+    /// Something was submitted: the run is gone, its slot quarantined, the
+    /// runner poisoned.
+    Lost(ErrorKind),
+}
+
+/// What a successful launch fixed about the run.
+pub(crate) struct Launched {
+    pub seq: u64,
+    pub len: usize,
+}
+
+/// The object-safe surface runs and tokens call through, so that
+/// `Run<'r, State, I>` needs neither the driver type nor `DEPTH`.
+pub(crate) trait Port: Sync {
+    fn device_id(&self) -> u64;
+    /// A token of `slot` with `lease` is dropped.
+    fn release(&self, slot: usize, lease: u64);
+    fn prepare(
+        &self,
+        slot: usize,
+        lease: u64,
+        code: super::runner::CodeRef<'_>,
+        input: Input<'_>,
+    ) -> Result<RunInfo, ErrorKind>;
+    fn launch(&self, slot: usize, lease: u64, info: &RunInfo) -> Result<Launched, LaunchFail>;
+    fn wait(&self, slot: usize, lease: u64, info: &RunInfo, how: Wait) -> Result<(), ErrorKind>;
+    fn finalize(
+        &self,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+        out: &mut [u32],
+    ) -> Result<WallRecord, ErrorKind>;
+}
+
+/// One slot's device regions and completion events: per slot by
+/// construction, reachable only through slot `I`'s token.
+#[derive(Debug, Clone, Copy)]
+struct SlotRegions {
+    input: DevPtr,
+    output: DevPtr,
+    handshake: DevPtr,
+    wall: DevPtr,
+    status: DevPtr,
+    /// Recorded on the AICore stream after the run's AICore kernel.
+    ev_aicore: EventId,
+    /// The run's fence: recorded on the AICPU stream after its AICPU kernel
+    /// and a wait on `ev_aicore`, so it completes only when both kernels have.
+    ev_fence: EventId,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum SlotState {
+    /// The runner holds the slot; a token can be taken.
+    Free,
+    /// A token with this lease is out (alone or inside a prepared or
+    /// fenced run).
+    Held { lease: u64 },
+    /// A launched run with this lease holds the slot.
+    InFlight { lease: u64 },
+    /// The slot's run could not be proven complete; only a drain frees it.
+    Quarantined,
+}
+
+/// The last launched run's output: what [`Input::Previous`] reads.
+#[derive(Debug, Clone, Copy)]
+struct Chain {
+    slot: usize,
+    len: usize,
+}
+
+/// Counters of the contract itself ([`Device::stats`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ContractStats {
+    /// Runs launched.
+    pub launched: u64,
+    /// Runs observed complete by a fence (or by a drop's fence).
+    pub fenced: u64,
+    /// Runs finalized successfully.
+    pub finalized: u64,
+    /// Runs whose status reported an error.
+    pub run_failures: u64,
+    /// Slots quarantined.
+    pub quarantined: u64,
+    /// Drains that proved the queue quiet.
+    pub drains: u64,
+    /// AICore streams re-created after a publication.
+    pub aicore_recreations: u64,
+    /// Streams re-created after a fault.
+    pub fault_recreations: u64,
+    /// Code generations started (registrations that uploaded new code).
+    pub generations: u64,
+}
+
+/// A snapshot of a device's run-time state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Health {
+    /// The poison, if the runner stopped launching.
+    pub poisoned: Option<Poison>,
+    /// Runs in flight (including unproven ones).
+    pub in_flight: usize,
+    /// Slots quarantined until a drain.
+    pub quarantined: SlotSet,
+    /// Slots in flight.
+    pub launched: SlotSet,
+}
+
+/// What a drain found and did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DrainReport {
+    /// In-flight entries retired (forgotten, unproven or partial runs).
+    pub retired: usize,
+    /// Quarantined slots returned to service.
+    pub released: usize,
+    /// Faulted streams re-created.
+    pub streams_recreated: usize,
+    /// The poison cleared, if the runner was poisoned.
+    pub cleared: Option<Poison>,
+}
+
+struct State<const DEPTH: usize> {
+    slots: [SlotState; DEPTH],
+    leases: [u64; DEPTH],
+    in_flight: InFlightSet<DEPTH>,
+    poison: Option<Poison>,
+    next_run: u64,
+    next_seq: u64,
+    chain: Option<Chain>,
+    aicore: StreamId,
+    aicpu: StreamId,
+    /// Code generation the AICore stream was created in.
+    aicore_generation: u64,
+    /// Current code generation: bumped by every publication.
+    generation: u64,
+    stats: ContractStats,
+}
+
+impl<const DEPTH: usize> State<DEPTH> {
+    fn poison(&mut self, cause: PoisonCause, run: RunId, slot: usize) {
+        if self.poison.is_none() {
+            self.poison = Some(Poison { cause, run, slot });
+        }
+    }
+
+    fn quarantine(&mut self, slot: usize) {
+        if self.slots[slot] != SlotState::Quarantined {
+            self.slots[slot] = SlotState::Quarantined;
+            self.stats.quarantined += 1;
+        }
+    }
+
+    fn check_held(&self, slot: usize, lease: u64) -> Result<(), ErrorKind> {
+        match self.slots[slot] {
+            SlotState::Held { lease: l } if l == lease => Ok(()),
+            _ => Err(self.stale(slot, lease)),
+        }
+    }
+
+    fn stale(&self, slot: usize, lease: u64) -> ErrorKind {
+        ErrorKind::StaleToken {
+            token: lease,
+            current: self.leases[slot],
+        }
+    }
+}
+
+/// An NPU opened for queued runs: the driver, one AICPU + AICore stream
+/// pair, `DEPTH` slots of device regions, and the code registry.
+///
+/// `DEPTH` (default 2, supported 2 to 16) is how many runs may be launched
+/// at once. Open it, [`publish`](Device::publish) code to get a
+/// [`Runner`], and run through the runner.
+///
+/// ```
+/// use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// use runclaim::driver::abi::Program;
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// let runner = device.publish(&[Callable::program("double", &Program::new().mul(2))])?;
+/// let mut out = Outputs::<0>::new(4);
+/// let token = runner.take_slot::<0>()?;
+/// let spec = RunSpec::new(runner.code("double")?, Input::Host(&[1, 2, 3]));
+/// let done = runner.run_serial(token, spec, &mut out)?;
+/// assert_eq!(out.values(), &[2, 4, 6]);
+/// # drop(done);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+pub struct Device<D: Driver, const DEPTH: usize = 2> {
+    id: u64,
+    driver: D,
+    config: Resolved,
+    regions: [SlotRegions; DEPTH],
+    /// Host staging buffer of each slot (`max_elements * 4` bytes), used only
+    /// by the holder of the slot's token, so never contended.
+    staging: [Mutex<Vec<u8>>; DEPTH],
+    state: Mutex<State<DEPTH>>,
+    /// Set once resources are released (or deliberately leaked).
+    closed: bool,
+}
+
+impl<D: Driver, const DEPTH: usize> std::fmt::Debug for Device<D, DEPTH> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device")
+            .field("id", &self.id)
+            .field("depth", &DEPTH)
+            .field("health", &self.health())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Device resources created so far, released in reverse if open fails.
+struct Building<'d, D: Driver> {
+    driver: &'d D,
+    memory: Vec<DevPtr>,
+    events: Vec<EventId>,
+    streams: Vec<StreamId>,
+}
+
+impl<D: Driver> Building<'_, D> {
+    fn alloc(&mut self, bytes: usize) -> Result<DevPtr, DriverError> {
+        let p = self.driver.alloc(bytes)?;
+        self.memory.push(p);
+        Ok(p)
+    }
+
+    fn event(&mut self) -> Result<EventId, DriverError> {
+        let e = self.driver.create_event()?;
+        self.events.push(e);
+        Ok(e)
+    }
+
+    fn stream(&mut self) -> Result<StreamId, DriverError> {
+        let s = self.driver.create_stream()?;
+        self.streams.push(s);
+        Ok(s)
+    }
+
+    fn undo(self) {
+        // Nothing was submitted yet: every resource is idle and may go.
+        for s in self.streams {
+            let _ = self.driver.destroy_stream(s);
+        }
+        for e in self.events {
+            let _ = self.driver.destroy_event(e);
+        }
+        for p in self.memory {
+            let _ = self.driver.free(p);
+        }
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH>
+where
+    Depth<DEPTH>: SupportedDepth,
+{
+    /// Opens the device: validates `config` against the driver, creates the
+    /// stream pair, allocates every slot's regions and completion events.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Config`] for an invalid configuration (e.g. a fence
+    /// timeout not above the device watchdog); [`ErrorKind::Driver`] when
+    /// the device refuses a resource (everything created so far is released).
+    pub fn open(driver: D, config: DeviceConfig) -> Result<Self, Error> {
+        let info = driver.info();
+        let config = config
+            .resolve(&info, DEPTH)
+            .map_err(|e| Error::plain(Action::Open, e))?;
+        let mut b = Building {
+            driver: &driver,
+            memory: Vec::new(),
+            events: Vec::new(),
+            streams: Vec::new(),
+        };
+        let built = (|| -> Result<_, DriverError> {
+            let aicpu = b.stream()?;
+            let aicore = b.stream()?;
+            let elems = config.max_elements * 4;
+            let mut regions = Vec::with_capacity(DEPTH);
+            for _ in 0..DEPTH {
+                let arena = b.alloc(2 * elems)?;
+                regions.push(SlotRegions {
+                    input: arena,
+                    output: arena.offset(elems),
+                    handshake: b.alloc(abi::handshake_bytes(config.block_dim))?,
+                    wall: b.alloc(WallRecord::SIZE)?,
+                    status: b.alloc(StatusRecord::SIZE)?,
+                    ev_aicore: b.event()?,
+                    ev_fence: b.event()?,
+                });
+            }
+            Ok((aicpu, aicore, regions))
+        })();
+        let (aicpu, aicore, regions) = match built {
+            Ok(x) => x,
+            Err(e) => {
+                b.undo();
+                return Err(Error::plain(Action::Open, ErrorKind::from_driver(e)));
+            }
+        };
+        let staging: Vec<_> = (0..DEPTH)
+            .map(|_| Mutex::new(vec![0u8; config.max_elements * 4]))
+            .collect();
+        let (Ok(regions), Ok(staging)) = (
+            <[SlotRegions; DEPTH]>::try_from(regions),
+            <[Mutex<Vec<u8>>; DEPTH]>::try_from(staging),
+        ) else {
+            b.undo();
+            return Err(Error::plain(Action::Open, ErrorKind::DepthExhausted(DEPTH)));
+        };
+        drop(b);
+        Ok(Device {
+            id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+            config,
+            regions,
+            staging,
+            state: Mutex::new(State {
+                slots: [SlotState::Free; DEPTH],
+                leases: [0; DEPTH],
+                in_flight: InFlightSet::new(),
+                poison: None,
+                next_run: 1,
+                next_seq: 1,
+                chain: None,
+                aicore,
+                aicpu,
+                aicore_generation: 0,
+                generation: 0,
+                stats: ContractStats::default(),
+            }),
+            driver,
+            closed: false,
+        })
+    }
+
+    /// Registers `callables` and returns the [`Runner`] for them.
+    ///
+    /// If any callable's code was not already resident, this starts a new
+    /// **code generation**: the AICore stream is marked stale and re-created
+    /// before the next launch, so no kernel runs stale instructions.
+    ///
+    /// Publication is a drain barrier, enforced twice:
+    /// - at compile time: it takes `&mut self`, and every runner, token and
+    ///   run borrows the device, so publishing while a run is alive does not
+    ///   compile;
+    /// - at run time: runs hidden from the borrow checker by
+    ///   [`std::mem::forget`] are still in the in-flight set; publication
+    ///   waits (at most the fence timeout) until they are proven complete and
+    ///   refuses otherwise. It never destroys a stream with queued work.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Undrained`] when forgotten runs are still in flight;
+    /// [`ErrorKind::CodeDoesNotFit`] when the callables cannot be resident
+    /// together; [`ErrorKind::Driver`] for a refused registration.
+    pub fn publish(&mut self, callables: &[Callable]) -> Result<Runner<'_, D, DEPTH>, Error> {
+        let timeout = self.config.fence_timeout;
+        self.drain(timeout)
+            .map_err(|k| Error::plain(Action::Publish, k))?;
+        let mut st = self.lock();
+        let mut entries = Vec::with_capacity(callables.len());
+        let mut published = false;
+        for c in callables {
+            let r = self
+                .driver
+                .register_code(c.code())
+                .map_err(|e| Error::plain(Action::Publish, ErrorKind::from_driver(e)))?;
+            published |= r.published;
+            entries.push(CodeEntry {
+                name: c.name().to_owned(),
+                handle: r.handle,
+            });
+        }
+        if published {
+            st.generation += 1;
+            st.stats.generations += 1;
+        }
+        // Every callable must still be resident after all were registered: a
+        // later registration may have evicted an earlier one.
+        for c in callables {
+            let r = self
+                .driver
+                .register_code(c.code())
+                .map_err(|e| Error::plain(Action::Publish, ErrorKind::from_driver(e)))?;
+            if r.published {
+                st.generation += 1;
+                st.stats.generations += 1;
+                return Err(Error::plain(Action::Publish, ErrorKind::CodeDoesNotFit));
+            }
+        }
+        drop(st);
+        Ok(Runner::new(self, entries))
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    fn lock(&self) -> MutexGuard<'_, State<DEPTH>> {
+        // Nothing panics while holding the lock; if something did, the state
+        // is still the best information there is.
+        self.state
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// The driver.
+    pub fn driver(&self) -> &D {
+        &self.driver
+    }
+
+    /// The fence timeout in force.
+    #[must_use]
+    pub fn fence_timeout(&self) -> Duration {
+        self.config.fence_timeout
+    }
+
+    /// The device watchdog the fence timeout was checked against.
+    #[must_use]
+    pub fn watchdog(&self) -> Duration {
+        self.config.watchdog
+    }
+
+    /// Elements each slot's arena holds.
+    #[must_use]
+    pub fn max_elements(&self) -> usize {
+        self.config.max_elements
+    }
+
+    /// AICore workers per run.
+    #[must_use]
+    pub fn block_dim(&self) -> u32 {
+        self.config.block_dim
+    }
+
+    /// The run-time state: poison, in-flight runs, quarantined slots.
+    #[must_use]
+    pub fn health(&self) -> Health {
+        let st = self.lock();
+        let mut quarantined = SlotSet::new();
+        let mut launched = SlotSet::new();
+        for (i, s) in st.slots.iter().enumerate() {
+            match s {
+                SlotState::Quarantined => quarantined.insert(i),
+                SlotState::InFlight { .. } => launched.insert(i),
+                _ => {}
+            }
+        }
+        Health {
+            poisoned: st.poison,
+            in_flight: st.in_flight.len(),
+            quarantined,
+            launched,
+        }
+    }
+
+    /// Counters of the contract itself.
+    #[must_use]
+    pub fn stats(&self) -> ContractStats {
+        self.lock().stats
+    }
+
+    /// The current AICore and AICPU streams (for diagnostics and tests).
+    #[must_use]
+    pub fn streams(&self) -> (StreamId, StreamId) {
+        let st = self.lock();
+        (st.aicore, st.aicpu)
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) fn port(&self) -> &dyn Port {
+        self
+    }
+
+    pub(crate) fn take(&self, slot: usize) -> Result<u64, ErrorKind> {
+        let mut st = self.lock();
+        match st.slots[slot] {
+            SlotState::Free => {
+                st.leases[slot] += 1;
+                let lease = st.leases[slot];
+                st.slots[slot] = SlotState::Held { lease };
+                Ok(lease)
+            }
+            SlotState::Held { .. } => Err(ErrorKind::SlotTaken),
+            SlotState::InFlight { .. } | SlotState::Quarantined => {
+                let run = st
+                    .in_flight
+                    .iter()
+                    .find(|e| e.slot == slot)
+                    .map_or(RunId(0), |e| e.run);
+                Err(if st.slots[slot] == SlotState::Quarantined {
+                    ErrorKind::SlotQuarantined { run }
+                } else {
+                    ErrorKind::SlotInFlight { run }
+                })
+            }
+        }
+    }
+
+    /// Proves the queue quiet and returns every slot to service.
+    ///
+    /// Callers hold exclusive access to the device or its runner, so no
+    /// token, prepared, launched or fenced run is alive: anything still in
+    /// the in-flight set was forgotten, lost in a partial launch, or is
+    /// unproven; a `Held` slot's token was forgotten.
+    pub(crate) fn drain(&self, timeout: Duration) -> Result<DrainReport, ErrorKind> {
+        let mut st = self.lock();
+        let mut report = DrainReport::default();
+        let needs_sync = !st.in_flight.is_empty() || st.poison.is_some();
+        if needs_sync {
+            let deadline = Instant::now() + timeout;
+            let mut faulted = [false; 2];
+            for (i, s) in [st.aicpu, st.aicore].into_iter().enumerate() {
+                let left = deadline.saturating_duration_since(Instant::now());
+                match self.driver.sync_stream(s, left) {
+                    Ok(()) => {}
+                    Err(e) if e.is_timeout() => {
+                        return Err(ErrorKind::Undrained {
+                            count: st.in_flight.len(),
+                            waited: timeout,
+                        });
+                    }
+                    Err(e) if matches!(e.kind(), crate::driver::ErrorKind::KernelFault(_)) => {
+                        faulted[i] = true;
+                    }
+                    Err(e) => return Err(ErrorKind::from_driver(e)),
+                }
+            }
+            // A faulted stream runs nothing more: replace it.
+            for (i, f) in faulted.into_iter().enumerate() {
+                if !f {
+                    continue;
+                }
+                let fresh = self
+                    .driver
+                    .create_stream()
+                    .map_err(ErrorKind::from_driver)?;
+                let old = if i == 0 {
+                    std::mem::replace(&mut st.aicpu, fresh)
+                } else {
+                    st.aicore_generation = st.generation;
+                    std::mem::replace(&mut st.aicore, fresh)
+                };
+                // An error-state stream may be destroyed; if the runtime
+                // refuses, the handle is abandoned rather than retried.
+                let _ = self.driver.destroy_stream(old);
+                report.streams_recreated += 1;
+                st.stats.fault_recreations += 1;
+            }
+            if faulted.iter().any(|&f| f) || st.in_flight.iter().any(|e| e.proof == Proof::Unproven)
+            {
+                st.chain = None;
+            }
+            st.stats.drains += 1;
+        }
+        report.retired = st.in_flight.len();
+        st.in_flight.clear();
+        for s in &mut st.slots {
+            if *s == SlotState::Quarantined {
+                report.released += 1;
+            }
+            *s = SlotState::Free;
+        }
+        report.cleared = st.poison.take();
+        Ok(report)
+    }
+
+    /// Drains and releases every device resource, reporting what could not
+    /// be released. Dropping the device does the same, silently.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Undrained`] when runs could not be proven complete
+    /// within the fence timeout: their streams and memory are then leaked
+    /// on purpose (a stream with queued work is never destroyed, and memory
+    /// a kernel may still write is never freed).
+    pub fn close(mut self) -> Result<(), Error> {
+        self.teardown().map_err(|k| Error::plain(Action::Close, k))
+    }
+
+    fn teardown(&mut self) -> Result<(), ErrorKind> {
+        if self.closed {
+            return Ok(());
+        }
+        self.closed = true;
+        self.drain(self.config.fence_timeout)?;
+        let st = self.lock();
+        let (aicore, aicpu) = (st.aicore, st.aicpu);
+        drop(st);
+        let mut first_err = None;
+        let mut note = |r: Result<(), DriverError>| {
+            if let Err(e) = r {
+                first_err.get_or_insert(ErrorKind::from_driver(e));
+            }
+        };
+        note(self.driver.destroy_stream(aicore));
+        note(self.driver.destroy_stream(aicpu));
+        for r in &self.regions {
+            note(self.driver.destroy_event(r.ev_aicore));
+            note(self.driver.destroy_event(r.ev_fence));
+            note(self.driver.free(r.input));
+            note(self.driver.free(r.handshake));
+            note(self.driver.free(r.wall));
+            note(self.driver.free(r.status));
+        }
+        first_err.map_or(Ok(()), Err)
+    }
+
+    fn staging(&self, slot: usize) -> MutexGuard<'_, Vec<u8>> {
+        self.staging[slot]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Readies the stream pair for a launch: re-creates a stale AICore stream
+    /// (only when nothing is in flight). Nothing is submitted.
+    fn ready_streams(&self, st: &mut State<DEPTH>) -> Result<(), ErrorKind> {
+        if st.aicore_generation == st.generation {
+            return Ok(());
+        }
+        if !st.in_flight.is_empty() {
+            // Unreachable through the API (publication drains first), kept
+            // as a guard: never re-create a stream with queued work.
+            return Err(ErrorKind::DepthExhausted(st.in_flight.len()));
+        }
+        let fresh = self
+            .driver
+            .create_stream()
+            .map_err(ErrorKind::from_driver)?;
+        let old = std::mem::replace(&mut st.aicore, fresh);
+        st.aicore_generation = st.generation;
+        st.stats.aicore_recreations += 1;
+        // The old stream is idle (nothing in flight); if the runtime refuses
+        // to destroy it anyway, it is abandoned, not reused.
+        let _ = self.driver.destroy_stream(old);
+        Ok(())
+    }
+
+    /// Observes a slot's fence event (recorded on the AICPU stream after it
+    /// waited for the AICore stream's event, so it covers both kernels); on
+    /// failure, the driver error and how long was waited.
+    fn observe(&self, r: &SlotRegions, how: Wait) -> Result<(), (DriverError, Duration)> {
+        let timeout = match how {
+            Wait::Poll => {
+                return match self.driver.query_event(r.ev_fence) {
+                    Ok(Completion::Complete) => Ok(()),
+                    Ok(Completion::NotReady) => {
+                        let not_yet = crate::driver::ErrorKind::Timeout {
+                            waited: Duration::ZERO,
+                        };
+                        let e = DriverError::new(crate::driver::Op::QueryEvent, not_yet);
+                        Err((e, Duration::ZERO))
+                    }
+                    Err(e) => Err((e, Duration::ZERO)),
+                };
+            }
+            Wait::For(t) => t,
+            Wait::Configured => self.config.fence_timeout,
+        };
+        let start = Instant::now();
+        self.driver.sync_event(r.ev_fence, timeout).map_err(|err| {
+            let waited = match err.kind() {
+                crate::driver::ErrorKind::Timeout { waited } => (*waited).max(start.elapsed()),
+                _ => start.elapsed(),
+            };
+            (err, waited)
+        })
+    }
+
+    /// Records the outcome of observing run `seq` in `slot`.
+    fn settle(
+        &self,
+        slot: usize,
+        lease: u64,
+        seq: u64,
+        run: RunId,
+        outcome: Result<(), (DriverError, Duration)>,
+        poll: bool,
+    ) -> Result<(), ErrorKind> {
+        let mut st = self.lock();
+        match outcome {
+            Ok(()) => {
+                st.in_flight.remove(seq);
+                if st.slots[slot] == (SlotState::InFlight { lease }) {
+                    st.slots[slot] = SlotState::Held { lease };
+                }
+                st.stats.fenced += 1;
+                Ok(())
+            }
+            Err((e, waited)) if e.is_timeout() => {
+                if poll {
+                    return Err(ErrorKind::NotReady);
+                }
+                // Outlasting the device's own watchdog proves something the
+                // device should have ended is still not done.
+                let poisoned = waited >= self.config.watchdog;
+                if poisoned {
+                    st.poison(PoisonCause::FenceTimeout, run, slot);
+                    if let Some(entry) = st.in_flight.get_mut(seq) {
+                        entry.proof = Proof::Unproven;
+                    }
+                }
+                Err(ErrorKind::Timeout { waited, poisoned })
+            }
+            Err((e, _)) if e.is_device_fault() => {
+                st.poison(PoisonCause::DeviceFault, run, slot);
+                st.chain = None;
+                if let Some(entry) = st.in_flight.get_mut(seq) {
+                    entry.proof = Proof::Unproven;
+                }
+                Err(ErrorKind::Fault(Box::new(e)))
+            }
+            Err((e, _)) => Err(ErrorKind::Driver(Box::new(e))),
+        }
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
+    fn device_id(&self) -> u64 {
+        self.id
+    }
+
+    fn release(&self, slot: usize, lease: u64) {
+        let mut st = self.lock();
+        match st.slots[slot] {
+            SlotState::Held { lease: l } if l == lease => st.slots[slot] = SlotState::Free,
+            SlotState::InFlight { lease: l } if l == lease => {
+                // A launched run is being dropped: wait for its own fence.
+                let Some(entry) = st.in_flight.iter().find(|e| e.slot == slot).copied() else {
+                    st.slots[slot] = SlotState::Free;
+                    return;
+                };
+                drop(st);
+                let outcome = (entry.proof == Proof::Pending).then(|| {
+                    let o = self.observe(&self.regions[slot], Wait::Configured);
+                    self.settle(slot, lease, entry.seq, entry.run, o, false)
+                });
+                let mut st = self.lock();
+                match outcome {
+                    Some(Ok(())) => st.slots[slot] = SlotState::Free,
+                    // A driver error that is neither fault nor timeout still
+                    // leaves completion unproven.
+                    Some(Err(_)) | None => {
+                        if let Some(e) = st.in_flight.get_mut(entry.seq) {
+                            e.proof = Proof::Unproven;
+                        }
+                        st.quarantine(slot);
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn prepare(
+        &self,
+        slot: usize,
+        lease: u64,
+        code: super::runner::CodeRef<'_>,
+        input: Input<'_>,
+    ) -> Result<RunInfo, ErrorKind> {
+        if code.device != self.id {
+            return Err(ErrorKind::ForeignHandle);
+        }
+        let len = match input {
+            Input::Host([]) => return Err(ErrorKind::EmptyInput),
+            Input::Host(d) if d.len() > self.config.max_elements => {
+                return Err(ErrorKind::InputTooLong {
+                    len: d.len(),
+                    capacity: self.config.max_elements,
+                });
+            }
+            Input::Host(d) => d.len(),
+            Input::Previous => 0,
+        };
+        let run = {
+            let mut st = self.lock();
+            st.check_held(slot, lease)?;
+            let run = RunId(st.next_run);
+            st.next_run += 1;
+            run
+        };
+        // The slot is ours alone (held lease, nothing in flight on it), so its
+        // regions may be written synchronously.
+        let r = &self.regions[slot];
+        let d = &self.driver;
+        let e = ErrorKind::from_driver;
+        if let Input::Host(data) = input {
+            let mut staging = self.staging(slot);
+            let bytes = &mut staging[..data.len() * 4];
+            for (c, v) in bytes.chunks_exact_mut(4).zip(data) {
+                c.copy_from_slice(&v.to_le_bytes());
+            }
+            d.copy_to_device(r.input, bytes).map_err(e)?;
+        }
+        d.memset(r.handshake, 0, abi::handshake_bytes(self.config.block_dim))
+            .map_err(e)?;
+        d.memset(r.wall, 0, WallRecord::SIZE).map_err(e)?;
+        let armed = StatusRecord {
+            run_id: run.0,
+            state: StatusRecord::ARMED,
+            code: 0,
+        };
+        d.copy_to_device(r.status, &armed.to_bytes()).map_err(e)?;
+        Ok(RunInfo {
+            run,
+            seq: 0,
+            len,
+            code: code.handle,
+            chained: matches!(input, Input::Previous),
+        })
+    }
+
+    fn launch(&self, slot: usize, lease: u64, info: &RunInfo) -> Result<Launched, LaunchFail> {
+        use LaunchFail::{Lost, NotSubmitted};
+        // The lock is held across submission: sequence order is stream order
+        // even when several threads launch.
+        let mut st = self.lock();
+        st.check_held(slot, lease).map_err(NotSubmitted)?;
+        if let Some(p) = st.poison {
+            return Err(NotSubmitted(ErrorKind::Poisoned(p)));
+        }
+        if st.in_flight.is_full() {
+            return Err(NotSubmitted(ErrorKind::DepthExhausted(st.in_flight.len())));
+        }
+        self.ready_streams(&mut st).map_err(NotSubmitted)?;
+        let r = &self.regions[slot];
+        let (input, len) = if info.chained {
+            let c = st.chain.ok_or(NotSubmitted(ErrorKind::NoChainValue))?;
+            (self.regions[c.slot].output, c.len)
+        } else {
+            (r.input, info.len)
+        };
+        let args = RunArgs {
+            run_id: info.run.0,
+            slot: slot as u32,
+            block_dim: self.config.block_dim,
+            len: len as u64,
+            input: input.0,
+            output: r.output.0,
+            handshake: r.handshake.0,
+            wall: r.wall.0,
+            status: r.status.0,
+        }
+        .to_bytes();
+        let (aicore, aicpu) = (st.aicore, st.aicpu);
+        let d = &self.driver;
+        d.launch_aicore(aicore, info.code, self.config.block_dim, &args)
+            .map_err(|e| NotSubmitted(ErrorKind::from_driver(e)))?;
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        let mut entry = Entry {
+            seq,
+            run: info.run,
+            slot,
+            proof: Proof::Pending,
+        };
+        let lost = if let Err(e) = d.launch_aicpu(aicpu, &args) {
+            Some((
+                PoisonCause::PartialLaunch,
+                ErrorKind::PartialLaunch(Box::new(e)),
+            ))
+        } else if let Err(e) = d
+            .record_event(r.ev_aicore, aicore)
+            .and_then(|()| d.stream_wait_event(aicpu, r.ev_aicore))
+            .and_then(|()| d.record_event(r.ev_fence, aicpu))
+        {
+            Some((
+                PoisonCause::FenceNotRecorded,
+                ErrorKind::FenceNotRecorded(Box::new(e)),
+            ))
+        } else {
+            None
+        };
+        st.stats.launched += 1;
+        if let Some((cause, kind)) = lost {
+            // Work reached the device that no fence can observe: keep it in
+            // the set as unproven until a drain proves the queue quiet.
+            entry.proof = Proof::Unproven;
+            let _ = st.in_flight.push(entry);
+            st.quarantine(slot);
+            st.poison(cause, info.run, slot);
+            st.chain = None;
+            return Err(Lost(kind));
+        }
+        // `is_full` was checked above and the sequence is fresh.
+        let _ = st.in_flight.push(entry);
+        st.slots[slot] = SlotState::InFlight { lease };
+        st.chain = Some(Chain { slot, len });
+        Ok(Launched { seq, len })
+    }
+
+    fn wait(&self, slot: usize, lease: u64, info: &RunInfo, how: Wait) -> Result<(), ErrorKind> {
+        {
+            let st = self.lock();
+            if st.slots[slot] != (SlotState::InFlight { lease }) {
+                return Err(st.stale(slot, lease));
+            }
+        }
+        let outcome = self.observe(&self.regions[slot], how);
+        self.settle(
+            slot,
+            lease,
+            info.seq,
+            info.run,
+            outcome,
+            matches!(how, Wait::Poll),
+        )
+    }
+
+    fn finalize(
+        &self,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+        out: &mut [u32],
+    ) -> Result<WallRecord, ErrorKind> {
+        self.lock().check_held(slot, lease)?;
+        if out.len() < info.len {
+            return Err(ErrorKind::OutputsTooSmall {
+                len: info.len,
+                capacity: out.len(),
+            });
+        }
+        let r = &self.regions[slot];
+        let e = ErrorKind::from_driver;
+        let mut raw = [0u8; StatusRecord::SIZE];
+        self.driver
+            .copy_from_device(&mut raw, r.status)
+            .map_err(e)?;
+        let status = StatusRecord::from_bytes(&raw).unwrap_or_default();
+        if status.run_id != info.run.0 {
+            return Err(ErrorKind::RecordMismatch {
+                record: Record::Status,
+                expected: info.run.0,
+                found: status.run_id,
+            });
+        }
+        if status.state != StatusRecord::DONE {
+            return Err(ErrorKind::RecordMissing(Record::Status));
+        }
+        let mut raw = [0u8; WallRecord::SIZE];
+        self.driver.copy_from_device(&mut raw, r.wall).map_err(e)?;
+        let wall = WallRecord::from_bytes(&raw).unwrap_or_default();
+        if wall.run_id != info.run.0 || wall.slot as usize != slot {
+            return Err(ErrorKind::RecordMismatch {
+                record: Record::Wall,
+                expected: info.run.0,
+                found: wall.run_id,
+            });
+        }
+        if status.code != 0 {
+            self.lock().stats.run_failures += 1;
+            return Err(ErrorKind::RunFailed { code: status.code });
+        }
+        let mut staging = self.staging(slot);
+        let bytes = &mut staging[..info.len * 4];
+        self.driver.copy_from_device(bytes, r.output).map_err(e)?;
+        for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+            *o = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        drop(staging);
+        self.lock().stats.finalized += 1;
+        Ok(wall)
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> Drop for Device<D, DEPTH> {
+    fn drop(&mut self) {
+        // Best effort: drain within the fence timeout, then release. What
+        // cannot be proven idle is leaked, never destroyed under the device.
+        let _ = self.teardown();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{SimConfig, SimDriver};
+    use static_assertions::assert_impl_all;
+
+    assert_impl_all!(Device<SimDriver, 2>: Send, Sync);
+
+    #[test]
+    fn failed_open_releases_what_it_created() {
+        let sim = SimDriver::stepped(SimConfig::default());
+        sim.inject(crate::sim::Fault::FailCall {
+            op: crate::driver::Op::CreateEvent,
+            nth: 3,
+        });
+        let err = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap_err();
+        assert_eq!(err.action(), Action::Open);
+        let s = sim.stats();
+        assert_eq!(s.live_streams(), 0);
+        assert_eq!(s.live_events(), 0);
+        assert_eq!(s.live_allocations(), 0);
+    }
+
+    #[test]
+    fn drop_releases_everything() {
+        let sim = SimDriver::stepped(SimConfig::default());
+        let d = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
+        let s = sim.stats();
+        assert_eq!(s.live_streams(), 2);
+        assert_eq!(s.live_events(), 6);
+        assert_eq!(s.live_allocations(), 12);
+        drop(d);
+        let s = sim.stats();
+        assert_eq!(
+            (s.live_streams(), s.live_events(), s.live_allocations()),
+            (0, 0, 0)
+        );
+    }
+}

@@ -1,0 +1,481 @@
+//! Contract errors. Every failure names the [`Action`] that failed, the run
+//! and the slot it concerns, and what went wrong ([`ErrorKind`]); a failed
+//! transition hands its value back inside the [`Error`].
+
+use std::fmt;
+use std::time::Duration;
+
+use crate::driver::DriverError;
+
+/// A run's identity: assigned at prepare, unique per device, never 0. It is
+/// the tag the kernels write into the handshake, the device wall and the
+/// status record.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct RunId(pub u64);
+
+impl fmt::Display for RunId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "#{}", self.0)
+    }
+}
+
+/// The contract operation that failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Action {
+    /// [`Device::open`](super::Device::open).
+    Open,
+    /// [`Device::publish`](super::Device::publish).
+    Publish,
+    /// [`Runner::take_slot`](super::Runner::take_slot).
+    TakeSlot,
+    /// [`Runner::prepare`](super::Runner::prepare).
+    Prepare,
+    /// [`Run::launch`](super::Run::launch).
+    Launch,
+    /// [`Run::fence`](super::Run::fence) / [`Run::fence_for`](super::Run::fence_for).
+    Fence,
+    /// [`Run::try_fence`](super::Run::try_fence).
+    TryFence,
+    /// [`Run::finalize`](super::Run::finalize).
+    Finalize,
+    /// [`Runner::drain`](super::Runner::drain) (also inside publish and close).
+    Drain,
+    /// [`Device::close`](super::Device::close).
+    Close,
+}
+
+impl fmt::Display for Action {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Action::Open => "open",
+            Action::Publish => "publish",
+            Action::TakeSlot => "take_slot",
+            Action::Prepare => "prepare",
+            Action::Launch => "launch",
+            Action::Fence => "fence",
+            Action::TryFence => "try_fence",
+            Action::Finalize => "finalize",
+            Action::Drain => "drain",
+            Action::Close => "close",
+        })
+    }
+}
+
+/// Why a runner stopped launching.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum PoisonCause {
+    /// The AICore kernel was queued but the AICPU launch failed: the AICore
+    /// workers wait for a scheduler that never comes.
+    PartialLaunch,
+    /// The kernels were queued but a completion event could not be recorded:
+    /// the run's completion cannot be observed.
+    FenceNotRecorded,
+    /// A fence waited longer than the device watchdog without completion.
+    FenceTimeout,
+    /// The device reported a kernel fault or a lost device.
+    DeviceFault,
+}
+
+impl fmt::Display for PoisonCause {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            PoisonCause::PartialLaunch => "AICore kernel queued but AICPU launch failed",
+            PoisonCause::FenceNotRecorded => "completion event could not be recorded",
+            PoisonCause::FenceTimeout => "fence outlasted the device watchdog",
+            PoisonCause::DeviceFault => "device fault",
+        })
+    }
+}
+
+/// The first failure that poisoned a runner: no run launches until a drain
+/// ([`Runner::drain`](super::Runner::drain)) proves the queue quiet.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Poison {
+    /// What happened.
+    pub cause: PoisonCause,
+    /// The run it happened to.
+    pub run: RunId,
+    /// That run's slot.
+    pub slot: usize,
+}
+
+impl fmt::Display for Poison {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{} (run {} in slot {})", self.cause, self.run, self.slot)
+    }
+}
+
+/// Which device record a [`ErrorKind::RecordMismatch`] concerns.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Record {
+    /// The status record.
+    Status,
+    /// The device-wall record.
+    Wall,
+}
+
+impl fmt::Display for Record {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Record::Status => "status",
+            Record::Wall => "device-wall",
+        })
+    }
+}
+
+/// A configuration the device refuses to open with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The host would give up on a fence while the device still runs.
+    #[error("fence timeout {fence:?} must exceed the device watchdog {watchdog:?}")]
+    FenceTimeoutNotAboveWatchdog {
+        /// The configured fence timeout.
+        fence: Duration,
+        /// The device watchdog.
+        watchdog: Duration,
+    },
+    /// The declared watchdog is shorter than the one the driver reports.
+    #[error("declared watchdog {declared:?} is below the device's {device:?}")]
+    WatchdogBelowDevice {
+        /// Declared in the configuration.
+        declared: Duration,
+        /// Reported by the driver.
+        device: Duration,
+    },
+    /// Neither the configuration nor the driver knows the watchdog.
+    #[error("the device watchdog is unknown: declare it in the configuration")]
+    WatchdogUnknown,
+    /// `block_dim` is 0 or above the driver's maximum.
+    #[error("block_dim {block_dim} is outside 1..={max}")]
+    BlockDim {
+        /// Requested.
+        block_dim: u32,
+        /// The driver's maximum.
+        max: u32,
+    },
+    /// The arena capacity is 0.
+    #[error("arena capacity must be at least one element")]
+    ZeroCapacity,
+    /// `DEPTH` runs would not fit in a stream queue (admission must never
+    /// reach a blocking enqueue).
+    #[error("depth needs {needed} queue entries per stream, the device holds {capacity}")]
+    QueueTooShallow {
+        /// Entries needed per stream.
+        needed: usize,
+        /// Stream capacity.
+        capacity: usize,
+    },
+}
+
+/// What went wrong in a contract operation.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ErrorKind {
+    /// The configuration is invalid.
+    #[error("invalid configuration: {0}")]
+    Config(Box<ConfigError>),
+    /// A driver call failed (not a device fault, not a timeout).
+    #[error("driver call failed: {0}")]
+    Driver(Box<DriverError>),
+    /// The device reported a fault; the runner is poisoned.
+    #[error("device fault: {0}")]
+    Fault(Box<DriverError>),
+    /// The runner is poisoned and launches nothing until drained.
+    #[error("runner is poisoned: {0}; drain it to recover")]
+    Poisoned(Poison),
+    /// The AICore kernel was queued but the AICPU launch failed. The run is
+    /// gone (its slot is quarantined) and the runner is poisoned.
+    #[error(
+        "AICore kernel queued but AICPU launch failed ({0}); runner poisoned, slot quarantined"
+    )]
+    PartialLaunch(Box<DriverError>),
+    /// Both kernels were queued but a completion event could not be
+    /// recorded. The run is gone (its slot is quarantined) and the runner
+    /// is poisoned.
+    #[error(
+        "kernels queued but the completion event failed ({0}); runner poisoned, slot quarantined"
+    )]
+    FenceNotRecorded(Box<DriverError>),
+    /// The slot's token is already out.
+    #[error("slot token already taken")]
+    SlotTaken,
+    /// The slot is held by a launched run (possibly forgotten).
+    #[error("slot is in flight with run {run}; drain to reclaim it if that run was forgotten")]
+    SlotInFlight {
+        /// The run holding it.
+        run: RunId,
+    },
+    /// The slot's last run could not be proven complete.
+    #[error("slot is quarantined: run {run} could not be proven complete; drain to recover")]
+    SlotQuarantined {
+        /// The unproven run.
+        run: RunId,
+    },
+    /// The token's lease is not the slot's current lease.
+    #[error("stale token (lease {token}, slot now on lease {current})")]
+    StaleToken {
+        /// The token's lease.
+        token: u64,
+        /// The slot's lease.
+        current: u64,
+    },
+    /// A token or code reference from another device.
+    #[error("token or code reference belongs to another device")]
+    ForeignHandle,
+    /// No callable of that name was published.
+    #[error("no callable named {0:?} in this publication")]
+    UnknownCallable(Box<str>),
+    /// The callables need more resident code memory than the device has.
+    #[error("the published callables do not fit in device code memory together")]
+    CodeDoesNotFit,
+    /// The input is empty.
+    #[error("input is empty")]
+    EmptyInput,
+    /// The input is longer than the slot's arena.
+    #[error("input of {len} elements exceeds the arena capacity of {capacity}")]
+    InputTooLong {
+        /// Input length.
+        len: usize,
+        /// Arena capacity in elements.
+        capacity: usize,
+    },
+    /// [`Input::Previous`](super::Input::Previous) with no valid previous
+    /// output (none launched yet, or the chain was broken by a fault).
+    #[error("no previous run output to chain from")]
+    NoChainValue,
+    /// The outputs buffer is smaller than the run's output.
+    #[error("outputs buffer holds {capacity} elements, the run produced {len}")]
+    OutputsTooSmall {
+        /// Elements produced.
+        len: usize,
+        /// Buffer capacity.
+        capacity: usize,
+    },
+    /// The run completed and reported an error code: this run failed, the
+    /// runner is not poisoned.
+    #[error("run completed with error code {code}")]
+    RunFailed {
+        /// The code from the run's status record.
+        code: u32,
+    },
+    /// A device record carries another run's id.
+    #[error("{record} record carries run {found}, expected {expected}")]
+    RecordMismatch {
+        /// Which record.
+        record: Record,
+        /// This run.
+        expected: u64,
+        /// What the record says.
+        found: u64,
+    },
+    /// The run is complete but its status record was never completed.
+    #[error("{0} record was never written")]
+    RecordMissing(Record),
+    /// The run's completion was not observed within the wait.
+    #[error("not complete after {waited:?}{}", if *.poisoned { "; runner poisoned" } else { "" })]
+    Timeout {
+        /// How long the wait lasted.
+        waited: Duration,
+        /// `true` when the wait outlasted the device watchdog, which
+        /// poisoned the runner.
+        poisoned: bool,
+    },
+    /// [`Run::try_fence`](super::Run::try_fence): not complete yet.
+    #[error("not complete yet")]
+    NotReady,
+    /// Runs still in flight could not be drained in time.
+    #[error("{count} run(s) still in flight after {waited:?}")]
+    Undrained {
+        /// Runs not proven complete.
+        count: usize,
+        /// How long the drain waited.
+        waited: Duration,
+    },
+    /// At most `DEPTH` runs may be launched at once.
+    #[error("{0} runs already in flight")]
+    DepthExhausted(usize),
+}
+
+impl ErrorKind {
+    /// Classifies a driver error: device faults become [`ErrorKind::Fault`].
+    pub(crate) fn from_driver(e: DriverError) -> Self {
+        if e.is_device_fault() {
+            ErrorKind::Fault(Box::new(e))
+        } else {
+            ErrorKind::Driver(Box::new(e))
+        }
+    }
+
+    /// The driver error behind this one, if any.
+    #[must_use]
+    pub fn driver_error(&self) -> Option<&DriverError> {
+        match self {
+            ErrorKind::Driver(e)
+            | ErrorKind::Fault(e)
+            | ErrorKind::PartialLaunch(e)
+            | ErrorKind::FenceNotRecorded(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ConfigError> for ErrorKind {
+    fn from(e: ConfigError) -> Self {
+        ErrorKind::Config(Box::new(e))
+    }
+}
+
+/// A contract error: which [`Action`] failed, for which run and slot, and
+/// why — with the value the action consumed handed back (`T = ()` where
+/// there is none).
+///
+/// Use [`into_value`](Error::into_value) to recover the value (a prepared
+/// run to retry, a token to reuse). `?` converts an `Error<T>` into a plain
+/// [`Error`] by dropping the value (a launched run's drop waits, bounded, for
+/// its fence); [`without_value`](Error::without_value) does the same
+/// explicitly, e.g. for `Box<dyn std::error::Error>`.
+///
+/// ```
+/// use runclaim::{Callable, Device, DeviceConfig, Input, RunSpec};
+/// use runclaim::contract::ErrorKind;
+/// use runclaim::driver::abi::Program;
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+/// let code = runner.code("inc")?;
+/// let token = runner.take_slot::<0>()?;
+/// // An empty input is refused; the token comes back inside the error.
+/// let err = runner.prepare(token, RunSpec::new(code, Input::Host(&[]))).unwrap_err();
+/// assert_eq!(err.kind(), &ErrorKind::EmptyInput);
+/// assert_eq!(err.slot(), Some(0));
+/// let token = err.into_value();
+/// let run = runner.prepare(token, RunSpec::new(code, Input::Host(&[1])))?;
+/// # drop(run);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+#[derive(thiserror::Error)]
+#[error("{action}{}: {kind}", subject(self.run(), self.slot()))]
+pub struct Error<T = ()> {
+    value: T,
+    action: Action,
+    /// Run id, 0 = none (run ids are never 0); kept narrow because errors
+    /// carry runs back by value.
+    run: u64,
+    /// Slot index, `u32::MAX` = none.
+    slot: u32,
+    #[source]
+    kind: ErrorKind,
+}
+
+fn subject(run: Option<RunId>, slot: Option<usize>) -> String {
+    match (run, slot) {
+        (Some(r), Some(s)) => format!(" of run {r} in slot {s}"),
+        (Some(r), None) => format!(" of run {r}"),
+        (None, Some(s)) => format!(" in slot {s}"),
+        (None, None) => String::new(),
+    }
+}
+
+impl<T> fmt::Debug for Error<T> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Error")
+            .field("action", &self.action)
+            .field("run", &self.run())
+            .field("slot", &self.slot())
+            .field("kind", &self.kind)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Error<()> {
+    /// An error with no value to hand back.
+    pub(crate) fn plain(action: Action, kind: impl Into<ErrorKind>) -> Self {
+        Error::new((), action, None, None, kind.into())
+    }
+}
+
+impl<T> Error<T> {
+    pub(crate) fn new(
+        value: T,
+        action: Action,
+        run: Option<RunId>,
+        slot: Option<usize>,
+        kind: ErrorKind,
+    ) -> Self {
+        Error {
+            value,
+            action,
+            run: run.map_or(0, |r| r.0),
+            slot: slot.and_then(|s| u32::try_from(s).ok()).unwrap_or(u32::MAX),
+            kind,
+        }
+    }
+
+    /// The action that failed.
+    #[must_use]
+    pub fn action(&self) -> Action {
+        self.action
+    }
+
+    /// The run concerned, when there was one.
+    #[must_use]
+    pub fn run(&self) -> Option<RunId> {
+        (self.run != 0).then_some(RunId(self.run))
+    }
+
+    /// The slot concerned, when there was one.
+    #[must_use]
+    pub fn slot(&self) -> Option<usize> {
+        (self.slot != u32::MAX).then_some(self.slot as usize)
+    }
+
+    /// What went wrong.
+    #[must_use]
+    pub fn kind(&self) -> &ErrorKind {
+        &self.kind
+    }
+
+    /// The value handed back.
+    #[must_use]
+    pub fn value(&self) -> &T {
+        &self.value
+    }
+
+    /// Takes the value handed back.
+    #[must_use]
+    pub fn into_value(self) -> T {
+        self.value
+    }
+
+    /// Replaces the handed-back value.
+    #[must_use]
+    pub fn map_value<U>(self, f: impl FnOnce(T) -> U) -> Error<U> {
+        let (value, e) = self.into_parts();
+        let (run, slot) = (e.run(), e.slot());
+        Error::new(f(value), e.action, run, slot, e.kind)
+    }
+
+    /// Splits into the value and the error without it.
+    #[must_use]
+    pub fn into_parts(self) -> (T, Error) {
+        let (run, slot) = (self.run(), self.slot());
+        let Error {
+            value,
+            action,
+            kind,
+            ..
+        } = self;
+        (value, Error::new((), action, run, slot, kind))
+    }
+
+    /// Drops the handed-back value (releasing what it holds) and keeps the
+    /// error, e.g. to propagate it with `?`.
+    #[must_use]
+    pub fn without_value(self) -> Error {
+        self.into_parts().1
+    }
+}

@@ -1,0 +1,27 @@
+//! The claim contract: runs move through `Prepared → Launched → Fenced →
+//! Finalized`, up to `DEPTH` of them launched at once on one stream pair.
+//!
+//! | type | what it is |
+//! |---|---|
+//! | [`Device`] | driver, stream pair, per-slot device regions, code registry |
+//! | [`Runner`] | one published code generation; issues tokens, prepares runs |
+//! | [`SlotToken`] | the one capability to use slot `I` |
+//! | [`Run`] | a run in slot `I`, in state [`Prepared`], [`Launched`] or [`Fenced`] |
+//! | [`Finalized`] | a finished run's records and its token, handed back |
+//!
+//! See the [crate documentation](crate) for the rules and what enforces each.
+
+mod config;
+mod device;
+mod error;
+mod inflight;
+mod run;
+mod runner;
+mod slot;
+
+pub use config::DeviceConfig;
+pub use device::{ContractStats, Device, DrainReport, Health};
+pub use error::{Action, ConfigError, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
+pub use run::{Fenced, Finalized, Input, Launched, Outputs, Prepared, Run, RunSpec, State};
+pub use runner::{Callable, CodeRef, Runner};
+pub use slot::{Depth, Slot, SlotOf, SlotSet, SlotToken, SupportedDepth};

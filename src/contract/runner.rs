@@ -1,0 +1,297 @@
+//! [`Runner`]: the published code generation, and the hand that issues slot
+//! tokens and prepares runs.
+
+use std::marker::PhantomData;
+use std::time::Duration;
+
+use super::device::{Device, DrainReport, Health};
+use super::error::{Action, Error, ErrorKind};
+use super::run::{Finalized, Outputs, Prepared, Run, RunSpec};
+use super::slot::{Slot, SlotOf, SlotToken};
+use crate::driver::abi::Program;
+use crate::driver::{CodeHandle, Driver};
+
+/// A callable: a name and the AICore code it carries.
+///
+/// ```
+/// use runclaim::Callable;
+/// use runclaim::driver::abi::Program;
+///
+/// let c = Callable::program("scale", &Program::new().mul(3));
+/// assert_eq!(c.name(), "scale");
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub struct Callable {
+    name: String,
+    code: Vec<u8>,
+}
+
+impl Callable {
+    /// A callable with raw code bytes (validated by the driver at publish).
+    pub fn new(name: impl Into<String>, code: impl Into<Vec<u8>>) -> Self {
+        Callable {
+            name: name.into(),
+            code: code.into(),
+        }
+    }
+
+    /// A callable whose code is an encoded [`Program`].
+    pub fn program(name: impl Into<String>, program: &Program) -> Self {
+        Callable::new(name, program.encode())
+    }
+
+    /// Its name.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// Its code bytes.
+    #[must_use]
+    pub fn code(&self) -> &[u8] {
+        &self.code
+    }
+}
+
+#[derive(Debug, Clone)]
+pub(crate) struct CodeEntry {
+    pub name: String,
+    pub handle: CodeHandle,
+}
+
+/// A published callable, valid while its [`Runner`] lives.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct CodeRef<'r> {
+    pub(crate) device: u64,
+    pub(crate) handle: CodeHandle,
+    _runner: PhantomData<&'r ()>,
+}
+
+impl CodeRef<'_> {
+    /// Where the code is resident.
+    #[must_use]
+    pub fn handle(&self) -> CodeHandle {
+        self.handle
+    }
+}
+
+/// The runs of one code generation.
+///
+/// A runner borrows its [`Device`] for `'p` (the publication); every token and run borrows
+/// the runner. So while any of them is alive, the device cannot publish new
+/// code — the AICore stream cannot be re-created under a launched run — and
+/// the compiler says so.
+///
+/// ```compile_fail,E0499
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
+/// # let a = [Callable::program("a", &Program::new().add(1))];
+/// # let b = [Callable::program("b", &Program::new().mul(2))];
+/// let runner = device.publish(&a).unwrap();
+/// let token = runner.take_slot::<0>().unwrap();
+/// let spec = RunSpec::new(runner.code("a").unwrap(), Input::Host(&[1]));
+/// let run = runner.prepare(token, spec).unwrap().launch().unwrap();
+/// let runner_b = device.publish(&b).unwrap(); // publish while `run` is launched
+/// drop(run);
+/// ```
+///
+/// The passing twin fences and finalizes the run first:
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
+/// # let a = [Callable::program("a", &Program::new().add(1))];
+/// # let b = [Callable::program("b", &Program::new().mul(2))];
+/// # let mut out = Outputs::<0>::new(1);
+/// let runner = device.publish(&a).unwrap();
+/// let token = runner.take_slot::<0>().unwrap();
+/// let spec = RunSpec::new(runner.code("a").unwrap(), Input::Host(&[1]));
+/// let run = runner.prepare(token, spec).unwrap().launch().unwrap();
+/// let done = run.fence().unwrap().finalize(&mut out).unwrap(); drop(done);
+/// let runner_b = device.publish(&b).unwrap(); // nothing is launched any more
+/// ```
+pub struct Runner<'p, D: Driver, const DEPTH: usize = 2> {
+    device: &'p Device<D, DEPTH>,
+    code: Vec<CodeEntry>,
+}
+
+impl<D: Driver, const DEPTH: usize> std::fmt::Debug for Runner<'_, D, DEPTH> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Runner")
+            .field(
+                "callables",
+                &self.code.iter().map(|c| &c.name).collect::<Vec<_>>(),
+            )
+            .field("health", &self.health())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
+    pub(crate) fn new(device: &'p Device<D, DEPTH>, code: Vec<CodeEntry>) -> Self {
+        Runner { device, code }
+    }
+
+    /// The device.
+    #[must_use]
+    pub fn device(&self) -> &'p Device<D, DEPTH> {
+        self.device
+    }
+
+    /// A published callable by name.
+    ///
+    /// # Errors
+    /// [`ErrorKind::UnknownCallable`] when no callable of that name was
+    /// published with this runner.
+    pub fn code(&self, name: &str) -> Result<CodeRef<'_>, Error> {
+        self.code
+            .iter()
+            .find(|c| c.name == name)
+            .map(|c| self.code_ref(c))
+            .ok_or_else(|| Error::plain(Action::Prepare, ErrorKind::UnknownCallable(name.into())))
+    }
+
+    /// The published callables, in publication order.
+    pub fn callables(&self) -> impl Iterator<Item = (&str, CodeRef<'_>)> {
+        self.code
+            .iter()
+            .map(|c| (c.name.as_str(), self.code_ref(c)))
+    }
+
+    fn code_ref(&self, c: &CodeEntry) -> CodeRef<'_> {
+        CodeRef {
+            device: self.device.id(),
+            handle: c.handle,
+            _runner: PhantomData,
+        }
+    }
+
+    /// Takes the token of slot `I`. `I >= DEPTH` does not compile:
+    ///
+    /// ```compile_fail,E0277
+    /// # use runclaim::{Device, DeviceConfig};
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
+    /// let runner = device.publish(&[]).unwrap();
+    /// let token = runner.take_slot::<2>(); // a depth-2 runner has slots 0 and 1
+    /// ```
+    ///
+    /// ```
+    /// # use runclaim::{Device, DeviceConfig};
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
+    /// let runner = device.publish(&[]).unwrap();
+    /// let token = runner.take_slot::<1>(); // the last slot of a depth-2 runner
+    /// ```
+    ///
+    /// # Errors
+    /// [`ErrorKind::SlotTaken`] when the token is out;
+    /// [`ErrorKind::SlotInFlight`] while a launched run holds the slot;
+    /// [`ErrorKind::SlotQuarantined`] until a drain after an unproven run.
+    pub fn take_slot<const I: usize>(&self) -> Result<SlotToken<'_, I>, Error>
+    where
+        Slot<I>: SlotOf<DEPTH>,
+    {
+        let lease = self
+            .device
+            .take(I)
+            .map_err(|k| Error::new((), Action::TakeSlot, None, Some(I), k))?;
+        Ok(SlotToken {
+            port: self.device,
+            lease,
+        })
+    }
+
+    /// A host buffer for slot `I`'s outputs, sized to the arena.
+    #[must_use]
+    pub fn outputs<const I: usize>(&self) -> Outputs<I>
+    where
+        Slot<I>: SlotOf<DEPTH>,
+    {
+        Outputs::new(self.device.max_elements())
+    }
+
+    /// Prepares a run in slot `I`: uploads its input into the slot's arena
+    /// bank, clears the slot's handshake region, arms its device wall and
+    /// status record. Nothing goes on a stream.
+    ///
+    /// # Errors
+    /// The token comes back inside the error: [`ErrorKind::EmptyInput`],
+    /// [`ErrorKind::InputTooLong`], [`ErrorKind::ForeignHandle`] (a token or
+    /// code of another device), [`ErrorKind::StaleToken`], or a driver error.
+    pub fn prepare<'r, const I: usize>(
+        &'r self,
+        token: SlotToken<'r, I>,
+        spec: RunSpec<'_>,
+    ) -> Result<Run<'r, Prepared, I>, Error<SlotToken<'r, I>>> {
+        let fail = |token, k| Error::new(token, Action::Prepare, None, Some(I), k);
+        if token.port.device_id() != self.device.id() {
+            return Err(fail(token, ErrorKind::ForeignHandle));
+        }
+        match self
+            .device
+            .port()
+            .prepare(I, token.lease, spec.code, spec.input)
+        {
+            Ok(info) => Ok(Run::new(token, info)),
+            Err(k) => Err(fail(token, k)),
+        }
+    }
+
+    /// The whole old contract in one call — prepare, launch, fence,
+    /// finalize — for comparison with queued runs (the reference runtime's
+    /// serial pattern: run N is finalized before run N+1 launches).
+    ///
+    /// # Errors
+    /// The first failing transition's error; the token comes back when the
+    /// slot is known quiet (`None` when the run was lost or its fence failed —
+    /// then the run was dropped, which waited for it or quarantined the slot).
+    pub fn run_serial<'r, const I: usize>(
+        &'r self,
+        token: SlotToken<'r, I>,
+        spec: RunSpec<'_>,
+        out: &mut Outputs<I>,
+    ) -> Result<Finalized<'r, I>, Error<Option<SlotToken<'r, I>>>> {
+        let run = self.prepare(token, spec).map_err(|e| e.map_value(Some))?;
+        let run = run
+            .launch()
+            .map_err(|e| e.map_value(|r| r.map(Run::into_token)))?;
+        let run = run.fence().map_err(|e| e.map_value(|_| None))?;
+        run.finalize(out).map_err(|e| e.map_value(Some))
+    }
+
+    /// The device's run-time state.
+    #[must_use]
+    pub fn health(&self) -> Health {
+        self.device.health()
+    }
+
+    /// Proves the queue quiet (bounded by the fence timeout) and returns
+    /// every slot to service: clears the poison, releases quarantined slots,
+    /// reclaims slots of forgotten runs and tokens, re-creates faulted streams.
+    ///
+    /// Takes `&mut self`: no token or run of this runner can be alive, which
+    /// is what makes reclaiming their slots sound.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Undrained`] when the streams are still busy after the
+    /// timeout (the runner stays poisoned; try again later), or a driver
+    /// error (e.g. a lost device).
+    pub fn drain(&mut self) -> Result<DrainReport, Error> {
+        self.drain_for(self.device.fence_timeout())
+    }
+
+    /// [`drain`](Runner::drain) with an explicit timeout.
+    ///
+    /// # Errors
+    /// As [`drain`](Runner::drain).
+    pub fn drain_for(&mut self, timeout: Duration) -> Result<DrainReport, Error> {
+        self.device
+            .drain(timeout)
+            .map_err(|k| Error::plain(Action::Drain, k))
+    }
+}

@@ -1,0 +1,145 @@
+//! Slots at the type level: `Slot<I>` is a slot index the compiler checks
+//! against `DEPTH`, and [`SlotToken`] is the one capability to use slot `I`.
+
+use std::fmt;
+
+use super::device::Port;
+
+mod sealed {
+    pub trait Sealed {}
+}
+
+/// Slot index `I` as a type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Slot<const I: usize>;
+
+/// Implemented for `Slot<I>` exactly when `I < DEPTH`: a slot index out of
+/// range is a type error (E0277), reported already by `cargo check`.
+pub trait SlotOf<const DEPTH: usize>: sealed::Sealed {}
+
+/// A pipeline depth as a type.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Depth<const N: usize>;
+
+/// Implemented for the supported depths, `Depth<2>` through `Depth<16>`.
+pub trait SupportedDepth: sealed::Sealed {}
+
+impl<const I: usize> sealed::Sealed for Slot<I> {}
+
+macro_rules! depths {
+    ($($n:literal: [$($i:literal)*];)*) => {$(
+        impl sealed::Sealed for Depth<$n> {}
+        impl SupportedDepth for Depth<$n> {}
+        $(impl SlotOf<$n> for Slot<$i> {})*
+    )*};
+}
+
+depths! {
+    2: [0 1];
+    3: [0 1 2];
+    4: [0 1 2 3];
+    5: [0 1 2 3 4];
+    6: [0 1 2 3 4 5];
+    7: [0 1 2 3 4 5 6];
+    8: [0 1 2 3 4 5 6 7];
+    9: [0 1 2 3 4 5 6 7 8];
+    10: [0 1 2 3 4 5 6 7 8 9];
+    11: [0 1 2 3 4 5 6 7 8 9 10];
+    12: [0 1 2 3 4 5 6 7 8 9 10 11];
+    13: [0 1 2 3 4 5 6 7 8 9 10 11 12];
+    14: [0 1 2 3 4 5 6 7 8 9 10 11 12 13];
+    15: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14];
+    16: [0 1 2 3 4 5 6 7 8 9 10 11 12 13 14 15];
+}
+
+/// The capability to use slot `I`: its arena bank, handshake region,
+/// device-wall buffer and status record.
+///
+/// A runner issues at most one live token per slot
+/// ([`Runner::take_slot`](super::Runner::take_slot)). The token moves into
+/// the run it prepares and comes back at finalize, or inside an error; it is
+/// neither `Clone` nor `Copy`, so two runs can never hold one slot. Dropping
+/// a token returns the slot to its runner; dropping the token of a launched
+/// run first waits (bounded) for that run's fence.
+///
+/// Each token carries a *lease*: the slot's lease advances whenever the
+/// slot is reclaimed (a drain or a publication after a forgotten run), so a
+/// token that outlived its lease can neither finalize nor release anything.
+pub struct SlotToken<'r, const I: usize> {
+    pub(crate) port: &'r dyn Port,
+    pub(crate) lease: u64,
+}
+
+impl<const I: usize> SlotToken<'_, I> {
+    /// The slot index, `I`.
+    #[must_use]
+    pub const fn index(&self) -> usize {
+        I
+    }
+
+    /// The lease this token holds.
+    #[must_use]
+    pub fn lease(&self) -> u64 {
+        self.lease
+    }
+}
+
+impl<const I: usize> fmt::Debug for SlotToken<'_, I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("SlotToken")
+            .field("slot", &I)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+impl<const I: usize> Drop for SlotToken<'_, I> {
+    fn drop(&mut self) {
+        self.port.release(I, self.lease);
+    }
+}
+
+/// A set of slot indices (for health reports).
+#[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct SlotSet(u32);
+
+impl SlotSet {
+    /// The empty set.
+    #[must_use]
+    pub const fn new() -> Self {
+        SlotSet(0)
+    }
+
+    pub(crate) fn insert(&mut self, slot: usize) {
+        self.0 |= 1 << slot;
+    }
+
+    /// Whether `slot` is in the set.
+    #[must_use]
+    pub fn contains(&self, slot: usize) -> bool {
+        slot < 32 && self.0 & (1 << slot) != 0
+    }
+
+    /// Number of slots in the set.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.0.count_ones() as usize
+    }
+
+    /// Whether the set is empty.
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.0 == 0
+    }
+
+    /// The slots, ascending.
+    pub fn iter(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..32).filter(|&i| self.contains(i))
+    }
+}
+
+impl fmt::Debug for SlotSet {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_set().entries(self.iter()).finish()
+    }
+}

@@ -1,0 +1,55 @@
+//! Shared test support: the `Target` a contract suite runs against (the
+//! simulator directly, or the `acl` driver over the fake runtime library),
+//! and helpers the suites share.
+
+#![allow(dead_code, reason = "each test binary uses a different subset")]
+
+pub mod suite;
+
+use runclaim::driver::Driver;
+use runclaim::sim::{Fault, SimConfig, SimDriver, SimStats, TraceEvent};
+
+/// A device a contract suite can open, inspect and fault.
+pub trait Target: Sync {
+    /// The driver type.
+    type D: Driver + 'static;
+    /// A stepped (deterministic) device.
+    fn stepped(&self, cfg: SimConfig) -> Self::D;
+    /// A real-time device.
+    fn real_time(&self, cfg: SimConfig) -> Self::D;
+    /// Arms a fault on the device behind `d`.
+    fn inject(&self, d: &Self::D, f: Fault);
+    /// Counters of the device behind `d`.
+    fn stats(&self, d: &Self::D) -> SimStats;
+    /// The device trace behind `d`.
+    fn trace(&self, d: &Self::D) -> Vec<TraceEvent>;
+    /// A reader of the counters that outlives `d` (to check for leaks after
+    /// the device is closed).
+    fn probe(&self, d: &Self::D) -> Box<dyn Fn() -> SimStats>;
+}
+
+/// The simulator, used directly.
+pub struct Sim;
+
+impl Target for Sim {
+    type D = SimDriver;
+    fn stepped(&self, cfg: SimConfig) -> SimDriver {
+        SimDriver::stepped(cfg)
+    }
+    fn real_time(&self, cfg: SimConfig) -> SimDriver {
+        SimDriver::real_time(cfg)
+    }
+    fn inject(&self, d: &SimDriver, f: Fault) {
+        d.inject(f);
+    }
+    fn stats(&self, d: &SimDriver) -> SimStats {
+        d.stats()
+    }
+    fn trace(&self, d: &SimDriver) -> Vec<TraceEvent> {
+        d.trace()
+    }
+    fn probe(&self, d: &SimDriver) -> Box<dyn Fn() -> SimStats> {
+        let d = d.clone();
+        Box::new(move || d.stats())
+    }
+}

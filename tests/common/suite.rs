@@ -1,0 +1,866 @@
+//! The claim-contract suite: scenario tests written once against
+//! [`Target`], instantiated for every driver with [`contract_suite!`].
+
+use std::time::Duration;
+
+use runclaim::contract::{ErrorKind, PoisonCause};
+use runclaim::driver::Op;
+use runclaim::driver::abi::Program;
+use runclaim::sim::{Fault, Kernel, SimConfig, TaskTag, TraceEvent, TraceKind};
+use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+
+use super::Target;
+
+/// Generates one `#[test]` per suite function for a target expression.
+#[macro_export]
+macro_rules! contract_suite {
+    ($target:expr) => {
+        $crate::contract_suite!(@tests $target;
+            queued_runs_are_in_flight_together,
+            serial_runs_never_overlap,
+            ordering_chain_a_c_b_across_a_publication,
+            a_b_a_publication_recreates_the_aicore_stream_each_time,
+            result_readable_while_successor_executes,
+            known_run_error_fails_that_run_alone,
+            records_carry_their_own_run_id,
+            finalize_in_any_order,
+            dropped_and_forgotten_runs_then_publish_and_drop,
+            partial_launch_poisons_until_drained,
+            fence_timeout_hands_the_run_back,
+            hung_run_poisons_and_quarantines_until_drained,
+            kernel_fault_poisons_and_drain_recovers,
+            chain_needs_a_predecessor,
+            slot_tokens_are_unique,
+            foreign_tokens_and_code_are_refused,
+            fence_from_another_thread,
+            try_fence_polls_without_waiting,
+            real_time_queue_runs_correctly,
+        );
+    };
+    (@tests $target:expr; $($name:ident),* $(,)?) => {
+        $(
+            #[test]
+            fn $name() {
+                $crate::common::suite::$name(&$target);
+            }
+        )*
+    };
+}
+
+/// Watchdog 2 ms, so a hung kernel faults after 2,000 steps.
+pub fn cfg() -> SimConfig {
+    SimConfig::default().watchdog(Duration::from_millis(2))
+}
+
+fn prog_add(k: u32) -> Callable {
+    Callable::program(format!("add{k}"), &Program::new().add(k))
+}
+
+fn open<T: Target>(t: &T, sim: SimConfig) -> Device<T::D, 2> {
+    Device::open(t.stepped(sim), DeviceConfig::default().max_elements(64)).unwrap()
+}
+
+/// Index of the first trace entry matching.
+fn find(trace: &[TraceEvent], pred: impl Fn(&TraceEvent) -> bool) -> Option<usize> {
+    trace.iter().position(pred)
+}
+
+/// For consecutive launched runs `a` then `b`: was `b`'s AICore kernel
+/// enqueued before `a`'s completion record on the AICPU stream finished?
+/// `None` when the trace lacks either entry (a skipped check is a failure).
+pub fn overlapped(trace: &[TraceEvent], a: u64, b: u64) -> Option<bool> {
+    let enq_b = find(trace, |t| {
+        t.run == b && t.what == TraceKind::Enqueued(TaskTag::Aicore)
+    })?;
+    let aicpu_stream = trace
+        .iter()
+        .find(|t| t.run == a && t.what == TraceKind::Enqueued(TaskTag::Aicpu))?
+        .stream;
+    let done_a = find(trace, |t| {
+        t.run == a
+            && t.stream == aicpu_stream
+            && matches!(t.what, TraceKind::Finished(TaskTag::Record(_)))
+    })?;
+    Some(enq_b < done_a)
+}
+
+pub fn queued_runs_are_in_flight_together<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let code = runner.code("add1").unwrap();
+    let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
+    let r0 = runner
+        .prepare(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(code, Input::Host(&[1, 2])),
+        )
+        .unwrap()
+        .launch()
+        .unwrap();
+    let r1 = runner
+        .prepare(
+            runner.take_slot::<1>().unwrap(),
+            RunSpec::new(code, Input::Host(&[3, 4])),
+        )
+        .unwrap()
+        .launch()
+        .unwrap();
+    assert_eq!(
+        runner.health().in_flight,
+        2,
+        "both launched before either is fenced"
+    );
+    let (id0, id1) = (r0.id().0, r1.id().0);
+    let f0 = r0.fence().unwrap().finalize(&mut o0).unwrap();
+    let f1 = r1.fence().unwrap().finalize(&mut o1).unwrap();
+    assert_eq!((o0.values(), o1.values()), (&[2, 3][..], &[4, 5][..]));
+    assert!(f0.seq < f1.seq);
+    let trace = t.trace(runner.device().driver());
+    assert_eq!(
+        overlapped(&trace, id0, id1),
+        Some(true),
+        "queued runs overlap"
+    );
+}
+
+pub fn serial_runs_never_overlap<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let code = runner.code("add1").unwrap();
+    let mut o0 = Outputs::<0>::new(8);
+    let mut token = runner.take_slot::<0>().unwrap();
+    let mut ids = Vec::new();
+    for i in 0..3 {
+        let input = [i];
+        let spec = RunSpec::new(code, Input::Host(&input));
+        let done = runner.run_serial(token, spec, &mut o0).unwrap();
+        assert_eq!(o0.values(), &[i + 1]);
+        ids.push(done.run.0);
+        token = done.token;
+    }
+    let trace = t.trace(runner.device().driver());
+    for w in ids.windows(2) {
+        assert_eq!(
+            overlapped(&trace, w[0], w[1]),
+            Some(false),
+            "serial never overlaps"
+        );
+    }
+}
+
+pub fn ordering_chain_a_c_b_across_a_publication<T: Target>(t: &T) {
+    // Two resident images: publishing B evicts A (least recently used) and
+    // lands at A's address, where the old AICore stream still caches A.
+    let mut dev = open(t, cfg().code_slots(2));
+    let a = Callable::program("A", &Program::new().add(3));
+    let c = Callable::program("C", &Program::new().mul(5));
+    let b = Callable::program("B", &Program::new().xor(0x55).add(7));
+    let x = [1u32, 2, 3, 1000];
+    let expect = |v: u32| (((v + 3) * 5) ^ 0x55) + 7;
+    {
+        let runner = dev.publish(&[a.clone(), c.clone()]).unwrap();
+        let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
+        let ra = runner
+            .prepare(
+                runner.take_slot::<0>().unwrap(),
+                RunSpec::new(runner.code("A").unwrap(), Input::Host(&x)),
+            )
+            .unwrap()
+            .launch()
+            .unwrap();
+        let rc = runner
+            .prepare(
+                runner.take_slot::<1>().unwrap(),
+                RunSpec::new(runner.code("C").unwrap(), Input::Previous),
+            )
+            .unwrap()
+            .launch()
+            .unwrap();
+        // Both in flight; finalize in reverse order.
+        rc.fence().unwrap().finalize(&mut o1).unwrap();
+        ra.fence().unwrap().finalize(&mut o0).unwrap();
+        let mid: Vec<u32> = x.iter().map(|v| (v + 3) * 5).collect();
+        assert_eq!(o1.values(), &mid[..]);
+    }
+    let before = t.stats(dev.driver()).streams_created;
+    let runner = dev.publish(&[b]).unwrap();
+    let mut o0 = Outputs::<0>::new(8);
+    runner
+        .prepare(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(runner.code("B").unwrap(), Input::Previous),
+        )
+        .unwrap()
+        .launch()
+        .unwrap()
+        .fence()
+        .unwrap()
+        .finalize(&mut o0)
+        .unwrap();
+    let want: Vec<u32> = x.iter().map(|&v| expect(v)).collect();
+    assert_eq!(
+        o0.values(),
+        &want[..],
+        "exact final values: order and fresh code"
+    );
+    let s = t.stats(runner.device().driver());
+    assert_eq!(
+        s.streams_created,
+        before + 1,
+        "the AICore stream was re-created"
+    );
+    assert_eq!(s.stale_executions, 0);
+}
+
+pub fn a_b_a_publication_recreates_the_aicore_stream_each_time<T: Target>(t: &T) {
+    let mut dev = open(t, cfg().code_slots(1));
+    let a = Callable::program("f", &Program::new().add(1));
+    let b = Callable::program("f", &Program::new().mul(10));
+    let mut created = Vec::new();
+    for (callable, want) in [(&a, 6u32), (&b, 50), (&a, 6), (&a, 6)] {
+        let runner = dev.publish(std::slice::from_ref(callable)).unwrap();
+        let mut o = Outputs::<0>::new(1);
+        runner
+            .run_serial(
+                runner.take_slot::<0>().unwrap(),
+                RunSpec::new(runner.code("f").unwrap(), Input::Host(&[5])),
+                &mut o,
+            )
+            .unwrap();
+        assert_eq!(o.values(), &[want]);
+        created.push(t.stats(runner.device().driver()).streams_created);
+    }
+    // Open created 2 streams; A, B, A each re-create the AICore stream once;
+    // the final dedup hit re-creates nothing.
+    assert_eq!(created, vec![3, 4, 5, 5]);
+    assert_eq!(t.stats(dev.driver()).stale_executions, 0);
+    assert_eq!(dev.stats().aicore_recreations, 3);
+}
+
+pub fn result_readable_while_successor_executes<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let code = runner.code("add1").unwrap();
+    let mut o0 = Outputs::<0>::new(8);
+    let r0 = runner
+        .prepare(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(code, Input::Host(&[10])),
+        )
+        .unwrap()
+        .launch()
+        .unwrap();
+    let r1 = runner
+        .prepare(
+            runner.take_slot::<1>().unwrap(),
+            RunSpec::new(code, Input::Previous),
+        )
+        .unwrap()
+        .launch()
+        .unwrap();
+    let done = r0.fence().unwrap().finalize(&mut o0).unwrap();
+    assert_eq!(o0.values(), &[11], "run N read back");
+    // Run N+1 has not completed: polling hands it back not ready.
+    let r1 = match r1.try_fence() {
+        Err(e) => {
+            assert_eq!(e.kind(), &ErrorKind::NotReady);
+            e.into_value()
+        }
+        Ok(_) => panic!("the successor cannot have finished: nothing drove it"),
+    };
+    // The slot of N is reusable while N+1 runs.
+    let r2 = runner
+        .prepare(done.token, RunSpec::new(code, Input::Previous))
+        .unwrap()
+        .launch()
+        .unwrap();
+    let mut o1 = Outputs::<1>::new(8);
+    r1.fence().unwrap().finalize(&mut o1).unwrap();
+    r2.fence().unwrap().finalize(&mut o0).unwrap();
+    assert_eq!((o1.values(), o0.values()), (&[12][..], &[13][..]));
+}
+
+pub fn known_run_error_fails_that_run_alone<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let code = runner.code("add1").unwrap();
+    t.inject(
+        runner.device().driver(),
+        Fault::RunError { nth: 1, code: 42 },
+    );
+    let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
+    let bad = runner
+        .prepare(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(code, Input::Host(&[1])),
+        )
+        .unwrap()
+        .launch()
+        .unwrap();
+    let good = runner
+        .prepare(
+            runner.take_slot::<1>().unwrap(),
+            RunSpec::new(code, Input::Host(&[7])),
+        )
+        .unwrap()
+        .launch()
+        .unwrap();
+    let bad_id = bad.id();
+    let err = bad.fence().unwrap().finalize(&mut o0).unwrap_err();
+    assert_eq!(err.kind(), &ErrorKind::RunFailed { code: 42 });
+    assert_eq!((err.run(), err.slot()), (Some(bad_id), Some(0)));
+    assert!(o0.values().is_empty());
+    let token0 = err.into_value();
+    assert!(
+        runner.health().poisoned.is_none(),
+        "a known run error does not poison"
+    );
+    good.fence().unwrap().finalize(&mut o1).unwrap();
+    assert_eq!(
+        o1.values(),
+        &[8],
+        "the queued successor completes correctly"
+    );
+    // The failed run's slot is usable at once.
+    let again = runner
+        .run_serial(token0, RunSpec::new(code, Input::Host(&[2])), &mut o0)
+        .unwrap();
+    assert_eq!(o0.values(), &[3]);
+    drop(again);
+}
+
+pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let code = runner.code("add1").unwrap();
+    let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
+    let (mut t0, mut t1) = (
+        runner.take_slot::<0>().unwrap(),
+        runner.take_slot::<1>().unwrap(),
+    );
+    for i in 0..6u32 {
+        let r0 = runner
+            .prepare(t0, RunSpec::new(code, Input::Host(&[i])))
+            .unwrap()
+            .launch()
+            .unwrap();
+        let r1 = runner
+            .prepare(t1, RunSpec::new(code, Input::Host(&[i + 100])))
+            .unwrap()
+            .launch()
+            .unwrap();
+        let (id0, id1) = (r0.id(), r1.id());
+        let f1 = r1.fence().unwrap().finalize(&mut o1).unwrap();
+        let f0 = r0.fence().unwrap().finalize(&mut o0).unwrap();
+        assert_eq!((f0.wall.run_id, f0.wall.slot), (id0.0, 0));
+        assert_eq!((f1.wall.run_id, f1.wall.slot), (id1.0, 1));
+        assert_eq!((o0.run(), o1.run()), (Some(id0), Some(id1)));
+        assert!(f0.wall.end <= f1.wall.dispatched, "slot 0's run ran first");
+        t0 = f0.token;
+        t1 = f1.token;
+    }
+}
+
+pub fn finalize_in_any_order<T: Target>(t: &T) {
+    let mut dev = Device::<_, 3>::open(t.stepped(cfg()), DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&[prog_add(5)]).unwrap();
+    let code = runner.code("add5").unwrap();
+    let r0 = runner
+        .prepare(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(code, Input::Host(&[0])),
+        )
+        .unwrap()
+        .launch()
+        .unwrap();
+    let r1 = runner
+        .prepare(
+            runner.take_slot::<1>().unwrap(),
+            RunSpec::new(code, Input::Previous),
+        )
+        .unwrap()
+        .launch()
+        .unwrap();
+    let r2 = runner
+        .prepare(
+            runner.take_slot::<2>().unwrap(),
+            RunSpec::new(code, Input::Previous),
+        )
+        .unwrap()
+        .launch()
+        .unwrap();
+    assert_eq!(runner.health().in_flight, 3);
+    let (mut o0, mut o1, mut o2) = (
+        Outputs::<0>::new(1),
+        Outputs::<1>::new(1),
+        Outputs::<2>::new(1),
+    );
+    let f2 = r2.fence().unwrap();
+    let f0 = r0.fence().unwrap();
+    let f1 = r1.fence().unwrap();
+    f1.finalize(&mut o1).unwrap();
+    f2.finalize(&mut o2).unwrap();
+    f0.finalize(&mut o0).unwrap();
+    assert_eq!(
+        (o0.values(), o1.values(), o2.values()),
+        (&[5][..], &[10][..], &[15][..])
+    );
+}
+
+pub fn dropped_and_forgotten_runs_then_publish_and_drop<T: Target>(t: &T) {
+    let drv = t.stepped(cfg());
+    let mut dev = Device::<_, 2>::open(drv, DeviceConfig::default()).unwrap();
+    {
+        let runner = dev.publish(&[prog_add(1)]).unwrap();
+        let code = runner.code("add1").unwrap();
+        let dropped = runner
+            .prepare(
+                runner.take_slot::<0>().unwrap(),
+                RunSpec::new(code, Input::Host(&[1])),
+            )
+            .unwrap()
+            .launch()
+            .unwrap();
+        let forgotten = runner
+            .prepare(
+                runner.take_slot::<1>().unwrap(),
+                RunSpec::new(code, Input::Host(&[2])),
+            )
+            .unwrap()
+            .launch()
+            .unwrap();
+        drop(dropped); // waits for its own fence, then frees slot 0
+        assert!(
+            runner.take_slot::<0>().is_ok(),
+            "a dropped launched run frees its slot"
+        );
+        std::mem::forget(forgotten); // ends the borrow; the device still knows
+        let err = runner.take_slot::<1>().unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::SlotInFlight { .. }),
+            "{err}"
+        );
+        assert_eq!(runner.health().in_flight, 1);
+    }
+    // Publication waits for the forgotten run and reclaims its slot.
+    let runner = dev.publish(&[prog_add(2)]).unwrap();
+    assert_eq!(runner.health().in_flight, 0);
+    let mut o1 = Outputs::<1>::new(1);
+    let code = runner.code("add2").unwrap();
+    runner
+        .run_serial(
+            runner.take_slot::<1>().unwrap(),
+            RunSpec::new(code, Input::Host(&[1])),
+            &mut o1,
+        )
+        .unwrap();
+    assert_eq!(o1.values(), &[3]);
+    // Forget a launched run once more, then close the device: it drains the
+    // forgotten run before releasing anything.
+    let r = runner
+        .prepare(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(code, Input::Host(&[1])),
+        )
+        .unwrap()
+        .launch()
+        .unwrap();
+    std::mem::forget(r);
+    let stats = t.probe(dev.driver());
+    dev.close().unwrap();
+    let s = stats();
+    assert_eq!(
+        s.busy_destroy_refused, 0,
+        "no stream with queued work was destroyed"
+    );
+    assert_eq!(
+        (s.live_streams(), s.live_events(), s.live_allocations()),
+        (0, 0, 0)
+    );
+}
+
+pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let mut runner = dev.publish(&[prog_add(1)]).unwrap();
+    {
+        let code = runner.code("add1").unwrap();
+        t.inject(
+            runner.device().driver(),
+            Fault::FailCall {
+                op: Op::LaunchAicpu,
+                nth: 1,
+            },
+        );
+        let err = runner
+            .prepare(
+                runner.take_slot::<0>().unwrap(),
+                RunSpec::new(code, Input::Host(&[1])),
+            )
+            .unwrap()
+            .launch()
+            .unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::PartialLaunch(_)), "{err}");
+        assert!(err.value().is_none(), "the run is gone");
+        let h = runner.health();
+        assert_eq!(
+            h.poisoned.map(|p| p.cause),
+            Some(PoisonCause::PartialLaunch)
+        );
+        assert!(h.quarantined.contains(0));
+        // No further launch while poisoned; the prepared run comes back.
+        let err = runner
+            .prepare(
+                runner.take_slot::<1>().unwrap(),
+                RunSpec::new(code, Input::Host(&[1])),
+            )
+            .unwrap()
+            .launch()
+            .unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::Poisoned(_)));
+        assert!(err.value().is_some());
+        assert!(matches!(
+            runner.take_slot::<0>().unwrap_err().kind(),
+            ErrorKind::SlotQuarantined { .. }
+        ));
+    }
+    // The orphaned AICore kernel ends at the device watchdog; the drain sees
+    // the queue quiet, re-creates the faulted stream and releases the slot.
+    let report = runner.drain().unwrap();
+    assert_eq!(report.released, 1);
+    assert!(report.cleared.is_some());
+    assert!(runner.health().poisoned.is_none());
+    let code = runner.code("add1").unwrap();
+    let mut o = Outputs::<0>::new(1);
+    runner
+        .run_serial(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(code, Input::Host(&[4])),
+            &mut o,
+        )
+        .unwrap();
+    assert_eq!(o.values(), &[5]);
+}
+
+pub fn fence_timeout_hands_the_run_back<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let code = runner.code("add1").unwrap();
+    let run = runner
+        .prepare(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(code, Input::Host(&[1; 8])),
+        )
+        .unwrap()
+        .launch()
+        .unwrap();
+    // A wait shorter than the watchdog: not yet, nothing poisoned.
+    let err = run.fence_for(Duration::from_micros(3)).unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::Timeout {
+                poisoned: false,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert!(runner.health().poisoned.is_none());
+    let mut o = Outputs::<0>::new(8);
+    err.into_value().fence().unwrap().finalize(&mut o).unwrap();
+    assert_eq!(o.values(), &[2; 8]);
+}
+
+pub fn hung_run_poisons_and_quarantines_until_drained<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let mut runner = dev.publish(&[prog_add(1)]).unwrap();
+    {
+        let code = runner.code("add1").unwrap();
+        // The AICPU stream's completion record never completes.
+        t.inject(
+            runner.device().driver(),
+            Fault::EventNeverCompletes { nth: 2 },
+        );
+        let run = runner
+            .prepare(
+                runner.take_slot::<0>().unwrap(),
+                RunSpec::new(code, Input::Host(&[1])),
+            )
+            .unwrap()
+            .launch()
+            .unwrap();
+        let err = run.fence().unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::Timeout { poisoned: true, .. }),
+            "{err}"
+        );
+        assert_eq!(
+            runner.health().poisoned.map(|p| p.cause),
+            Some(PoisonCause::FenceTimeout)
+        );
+        drop(err); // dropping the unproven run quarantines its slot at once
+        assert!(runner.health().quarantined.contains(0));
+        // Slot 1 is fine, but nothing launches while poisoned.
+        let err = runner
+            .prepare(
+                runner.take_slot::<1>().unwrap(),
+                RunSpec::new(code, Input::Host(&[1])),
+            )
+            .unwrap()
+            .launch()
+            .unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::Poisoned(_)));
+    }
+    // The streams themselves are quiet: a drain proves it, and no slot stays
+    // blocked for good.
+    let r = runner.drain().unwrap();
+    assert_eq!((r.released, r.retired), (1, 1));
+    let code = runner.code("add1").unwrap();
+    let mut o = Outputs::<0>::new(1);
+    runner
+        .run_serial(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(code, Input::Host(&[1])),
+            &mut o,
+        )
+        .unwrap();
+    assert_eq!(o.values(), &[2]);
+}
+
+pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let mut runner = dev.publish(&[prog_add(1)]).unwrap();
+    {
+        let code = runner.code("add1").unwrap();
+        t.inject(
+            runner.device().driver(),
+            Fault::KernelFault {
+                kernel: Kernel::Aicpu,
+                nth: 1,
+            },
+        );
+        let r0 = runner
+            .prepare(
+                runner.take_slot::<0>().unwrap(),
+                RunSpec::new(code, Input::Host(&[1])),
+            )
+            .unwrap()
+            .launch()
+            .unwrap();
+        let r1 = runner
+            .prepare(
+                runner.take_slot::<1>().unwrap(),
+                RunSpec::new(code, Input::Host(&[2])),
+            )
+            .unwrap()
+            .launch()
+            .unwrap();
+        let e0 = r0.fence().unwrap_err();
+        assert!(matches!(e0.kind(), ErrorKind::Fault(_)), "{e0}");
+        let e1 = r1.fence().unwrap_err();
+        assert!(
+            matches!(e1.kind(), ErrorKind::Fault(_)),
+            "the successor was dropped by the faulted stream"
+        );
+        assert_eq!(
+            runner.health().poisoned.map(|p| p.cause),
+            Some(PoisonCause::DeviceFault)
+        );
+        drop((e0, e1));
+        assert_eq!(runner.health().quarantined.len(), 2);
+    }
+    let report = runner.drain().unwrap();
+    assert_eq!(
+        report.streams_recreated, 2,
+        "both streams faulted (AICore by watchdog)"
+    );
+    let code = runner.code("add1").unwrap();
+    let mut o = Outputs::<1>::new(1);
+    runner
+        .run_serial(
+            runner.take_slot::<1>().unwrap(),
+            RunSpec::new(code, Input::Host(&[9])),
+            &mut o,
+        )
+        .unwrap();
+    assert_eq!(o.values(), &[10]);
+}
+
+pub fn chain_needs_a_predecessor<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let code = runner.code("add1").unwrap();
+    let err = runner
+        .prepare(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(code, Input::Previous),
+        )
+        .unwrap()
+        .launch()
+        .unwrap_err();
+    assert_eq!(err.kind(), &ErrorKind::NoChainValue);
+    let prepared = err
+        .into_value()
+        .expect("nothing was submitted: the run comes back");
+    drop(prepared);
+    assert!(runner.health().poisoned.is_none());
+    assert!(
+        runner.take_slot::<0>().is_ok(),
+        "dropping a prepared run frees its slot"
+    );
+}
+
+pub fn slot_tokens_are_unique<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let t0 = runner.take_slot::<0>().unwrap();
+    assert_eq!(
+        runner.take_slot::<0>().unwrap_err().kind(),
+        &ErrorKind::SlotTaken
+    );
+    let lease = t0.lease();
+    drop(t0);
+    let t0 = runner.take_slot::<0>().unwrap();
+    assert!(t0.lease() > lease, "every issue is a new lease");
+    let code = runner.code("add1").unwrap();
+    let empty = runner
+        .prepare(t0, RunSpec::new(code, Input::Host(&[])))
+        .unwrap_err();
+    assert_eq!(empty.kind(), &ErrorKind::EmptyInput);
+    let long = vec![0u32; 65];
+    let err = runner
+        .prepare(empty.into_value(), RunSpec::new(code, Input::Host(&long)))
+        .unwrap_err();
+    assert_eq!(
+        err.kind(),
+        &ErrorKind::InputTooLong {
+            len: 65,
+            capacity: 64
+        }
+    );
+    assert!(matches!(
+        runner.code("nope").unwrap_err().kind(),
+        ErrorKind::UnknownCallable(_)
+    ));
+}
+
+pub fn foreign_tokens_and_code_are_refused<T: Target>(t: &T) {
+    let mut d1 = open(t, cfg());
+    let mut d2 = open(t, cfg());
+    let r1 = d1.publish(&[prog_add(1)]).unwrap();
+    let r2 = d2.publish(&[prog_add(1)]).unwrap();
+    let c1 = r1.code("add1").unwrap();
+    let c2 = r2.code("add1").unwrap();
+    let err = r2
+        .prepare(
+            r1.take_slot::<0>().unwrap(),
+            RunSpec::new(c2, Input::Host(&[1])),
+        )
+        .unwrap_err();
+    assert_eq!(
+        err.kind(),
+        &ErrorKind::ForeignHandle,
+        "another device's token"
+    );
+    let err = r2
+        .prepare(
+            r2.take_slot::<0>().unwrap(),
+            RunSpec::new(c1, Input::Host(&[1])),
+        )
+        .unwrap_err();
+    assert_eq!(
+        err.kind(),
+        &ErrorKind::ForeignHandle,
+        "another device's code"
+    );
+}
+
+pub fn fence_from_another_thread<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let code = runner.code("add1").unwrap();
+    let run = runner
+        .prepare(
+            runner.take_slot::<1>().unwrap(),
+            RunSpec::new(code, Input::Host(&[41])),
+        )
+        .unwrap()
+        .launch()
+        .unwrap();
+    let values = std::thread::scope(|s| {
+        s.spawn(move || {
+            let mut o = Outputs::<1>::new(1);
+            run.fence().unwrap().finalize(&mut o).unwrap();
+            o.values().to_vec()
+        })
+        .join()
+        .unwrap()
+    });
+    assert_eq!(values, vec![42]);
+}
+
+pub fn try_fence_polls_without_waiting<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let code = runner.code("add1").unwrap();
+    let mut run = runner
+        .prepare(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(code, Input::Host(&[1])),
+        )
+        .unwrap()
+        .launch()
+        .unwrap();
+    let mut polls = 0;
+    let fenced = loop {
+        match run.try_fence() {
+            Ok(f) => break f,
+            Err(e) => {
+                assert_eq!(e.kind(), &ErrorKind::NotReady);
+                run = e.into_value();
+                polls += 1;
+                assert!(polls < 10_000, "never completed");
+                // Poll with a short wait so a stepped device advances.
+                run = match run.fence_for(Duration::from_micros(1)) {
+                    Ok(f) => break f,
+                    Err(e) => e.into_value(),
+                };
+            }
+        }
+    };
+    assert!(polls >= 1, "the first poll found it not ready");
+    let mut o = Outputs::<0>::new(1);
+    fenced.finalize(&mut o).unwrap();
+    assert_eq!(o.values(), &[2]);
+}
+
+pub fn real_time_queue_runs_correctly<T: Target>(t: &T) {
+    let lat = runclaim::sim::LatencyModel {
+        kernel: Duration::from_micros(100),
+        ..runclaim::sim::LatencyModel::default()
+    };
+    let drv = t.real_time(SimConfig::default().latency(lat));
+    let mut dev = Device::<_, 2>::open(drv, DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let code = runner.code("add1").unwrap();
+    let (mut o0, mut o1) = (Outputs::<0>::new(4), Outputs::<1>::new(4));
+    let (mut t0, mut t1) = (
+        runner.take_slot::<0>().unwrap(),
+        runner.take_slot::<1>().unwrap(),
+    );
+    for i in (0..40u32).step_by(2) {
+        let r0 = runner
+            .prepare(t0, RunSpec::new(code, Input::Host(&[i])))
+            .unwrap()
+            .launch()
+            .unwrap();
+        let r1 = runner
+            .prepare(t1, RunSpec::new(code, Input::Previous))
+            .unwrap()
+            .launch()
+            .unwrap();
+        t0 = r0.fence().unwrap().finalize(&mut o0).unwrap().token;
+        t1 = r1.fence().unwrap().finalize(&mut o1).unwrap().token;
+        assert_eq!((o0.values(), o1.values()), (&[i + 1][..], &[i + 2][..]));
+    }
+}
