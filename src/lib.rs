@@ -96,9 +96,12 @@
 //!
 //! - [`driver`] — the [`driver::Driver`] trait and [`sim`], the simulated NPU.
 //! - [`contract`] — devices, runners, slots and run states.
+//! - [`measure`] — device idle gaps and throughput from device-wall records,
+//!   and an SVG timeline.
 
 pub mod contract;
 pub mod driver;
+pub mod measure;
 
 pub use contract::{
     Callable, Device, DeviceConfig, Error, Fenced, Finalized, Input, Launched, Outputs, Prepared,

@@ -3,6 +3,8 @@
 //!
 //! - [`Driver`] — the trait, with handle newtypes and [`DriverError`].
 //! - [`sim`] — an in-process simulated NPU, the embedded default.
+//! - [`instant`] — a driver that completes every submission at once, for
+//!   timing the contract's own cost.
 //! - [`abi`] — the device-side argument block, records and code format.
 //!
 //! No typestates live here: a driver is a thin, honest wrapper over a device,
@@ -26,7 +28,7 @@
 pub mod abi;
 // pub mod acl;
 mod error;
-// pub mod instant;
+pub mod instant;
 pub mod sim;
 
 use std::time::Duration;

@@ -138,7 +138,13 @@ impl Event {
 pub(crate) struct Core {
     pub cfg: SimConfig,
     base: Option<Instant>,
+    /// Stepped mode: the device clock, advanced one step at a time.
     ticks: u64,
+    /// Real-time mode: the device's model clock, never ahead of the wall
+    /// clock. Device actions are stamped with it, so when the device thread
+    /// runs late (descheduled by the OS) it catches up at the model's time
+    /// points instead of recording its own lateness as device idle time.
+    vclock: u64,
     pub shutdown: bool,
     pub mem: Memory,
     pub streams: BTreeMap<u64, Stream>,
@@ -163,6 +169,7 @@ impl Core {
             cfg,
             base,
             ticks: 0,
+            vclock: 0,
             shutdown: false,
             streams: BTreeMap::new(),
             events: BTreeMap::new(),
@@ -185,10 +192,21 @@ impl Core {
         self.base
     }
 
+    /// Host time: what a host call observes and stamps (enqueues,
+    /// completion checks). Stepped mode has one clock for both.
     pub fn now(&self) -> u64 {
         match self.base {
             Some(b) => (b.elapsed().as_nanos() / u128::from(abi::NANOS_PER_TICK)) as u64,
             None => self.ticks,
+        }
+    }
+
+    /// Device time: what device actions are stamped with.
+    fn dev(&self) -> u64 {
+        if self.base.is_some() {
+            self.vclock
+        } else {
+            self.ticks
         }
     }
 
@@ -216,7 +234,15 @@ impl Core {
             self.trace.pop_front();
             self.trace_dropped += 1;
         }
-        let tick = self.now();
+        // Host actions are stamped in host time, device actions in device
+        // time; in real-time mode the trace order is the order of record.
+        let tick = match what {
+            TraceKind::Enqueued(_)
+            | TraceKind::StreamCreated
+            | TraceKind::StreamDestroyed
+            | TraceKind::Published(_) => self.now(),
+            _ => self.dev(),
+        };
         self.trace.push_back(TraceEvent {
             tick,
             stream: StreamId(stream),
@@ -591,9 +617,10 @@ impl Core {
     }
 
     /// Real-time mode: performs every action whose time has come, across all
-    /// streams, until none can move. Returns whether anything moved and the
-    /// earliest tick at which a blocked stream could move on its own (time
-    /// gates, compute ends, watchdogs).
+    /// streams, in model time: the device clock moves from gate to gate (a
+    /// dispatch gap, a compute end, a watchdog) up to the wall clock, so the
+    /// stamps do not depend on when this thread got the CPU. Returns whether
+    /// anything moved and the next gate beyond the wall clock, if any.
     pub fn advance_real_time(&mut self) -> (bool, Option<u64>) {
         let ids: Vec<u64> = self.streams.keys().copied().collect();
         let mut any = false;
@@ -613,8 +640,19 @@ impl Core {
                 }
             }
             any |= moved;
-            if !moved {
-                return (any, gate);
+            if moved {
+                continue;
+            }
+            let wall = self.now();
+            match gate {
+                // The next model time point has passed: catch up to it.
+                Some(g) if g <= wall => self.vclock = self.vclock.max(g),
+                // Nothing can happen before `g` (or before the host acts):
+                // device time passes up to now.
+                _ => {
+                    self.vclock = self.vclock.max(wall);
+                    return (any, gate);
+                }
             }
         }
     }
@@ -630,7 +668,7 @@ impl Core {
 
     /// One action on stream `id`.
     pub fn step_stream(&mut self, id: u64) -> StepResult {
-        let now = self.now();
+        let now = self.dev();
         let Some(s) = self.streams.get(&id).filter(|s| s.fault.is_none()) else {
             return StepResult::Idle;
         };

@@ -36,11 +36,19 @@
 //!   ([`SimConfig::step_time`] per step, capped by
 //!   [`SimConfig::max_wait_steps`]) runs out. Same seed, same calls → same
 //!   trace. Latencies are ignored; one step is one device action.
-//! - [`SimDriver::real_time`]: one device thread advances every stream
-//!   against the wall clock with a [`LatencyModel`]. (One thread drives all
-//!   streams, interleaving them at the model's time points, rather than a
-//!   thread per stream: a 2-core CI machine cannot keep three spinning threads
-//!   on time, and the interleaving is exact at microsecond resolution.)
+//! - [`SimDriver::real_time`]: the device advances against the wall clock
+//!   with a [`LatencyModel`] (host submit cost per kernel, device dispatch
+//!   gap, host wake-up after a blocking wait, kernel duration). Device
+//!   timestamps are **model time**: the device clock moves from one model
+//!   time point to the next (a dispatch gap ends, a kernel's compute ends)
+//!   and never runs ahead of the wall clock, so a task can never start before
+//!   the host queued it, and host-side delays show as device idle time — but
+//!   the simulator's own scheduling jitter does not. Every host call brings
+//!   the simulation up to the wall clock before it looks ("whoever looks,
+//!   advances"), and a background device thread keeps it moving when nobody
+//!   looks. (One thread for all streams, not one per stream: on a 2-core
+//!   machine three spinning threads would measure the OS scheduler, not the
+//!   model.)
 //!
 //! ```
 //! use runclaim::driver::{Completion, Driver};
@@ -66,6 +74,7 @@ mod kernels;
 mod memory;
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -417,10 +426,26 @@ pub enum StepOutcome {
 
 struct Shared {
     core: Mutex<Core>,
+    /// Bumped by the real-time device thread after every batch of progress,
+    /// so waiting hosts can spin on it without taking the lock.
+    epoch: AtomicU64,
+    /// Device tick before which nothing can change on its own (the earliest
+    /// time gate), `u64::MAX` when none: lets waiters sleep instead of spin.
+    next_gate: AtomicU64,
+    /// Hosts blocked on `progress`: the device thread signals only if any.
+    waiters: AtomicUsize,
     /// Hosts wait here for device progress.
     progress: Condvar,
     /// The real-time device thread waits here for submissions.
     kick: Condvar,
+}
+
+impl Shared {
+    fn notify_progress(&self) {
+        if self.waiters.load(Ordering::Acquire) > 0 {
+            self.progress.notify_all();
+        }
+    }
 }
 
 struct Handle {
@@ -475,6 +500,9 @@ impl SimDriver {
     fn build(config: SimConfig, real_time: bool) -> Self {
         let shared = Arc::new(Shared {
             core: Mutex::new(Core::new(config, real_time.then(Instant::now))),
+            epoch: AtomicU64::new(0),
+            next_gate: AtomicU64::new(u64::MAX),
+            waiters: AtomicUsize::new(0),
             progress: Condvar::new(),
             kick: Condvar::new(),
         });
@@ -497,6 +525,27 @@ impl SimDriver {
 
     fn shared(&self) -> &Shared {
         &self.handle.shared
+    }
+
+    /// Real-time mode: brings the simulation up to the wall clock under the
+    /// caller's lock (a no-op in stepped mode).
+    fn advance(&self, core: &mut MutexGuard<'_, Core>) {
+        if core.is_real_time() {
+            let (moved, next) = core.advance_real_time();
+            self.shared()
+                .next_gate
+                .store(next.unwrap_or(u64::MAX), Ordering::Release);
+            if moved {
+                self.shared().epoch.fetch_add(1, Ordering::Release);
+                self.notify_progress();
+            }
+        }
+    }
+
+    /// Wakes hosts blocked on device progress, if any (a futex wake is a
+    /// syscall; most of the time nobody is blocked).
+    fn notify_progress(&self) {
+        self.shared().notify_progress();
     }
 
     fn lock(&self) -> MutexGuard<'_, Core> {
@@ -580,7 +629,7 @@ impl SimDriver {
         }
         let out = core.policy_step();
         drop(core);
-        self.shared().progress.notify_all();
+        self.notify_progress();
         out
     }
 
@@ -598,7 +647,7 @@ impl SimDriver {
             StepResult::Idle => StepOutcome::Idle,
         };
         drop(core);
-        self.shared().progress.notify_all();
+        self.notify_progress();
         out
     }
 
@@ -634,10 +683,10 @@ impl SimDriver {
     ) -> Result<T, DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
+        self.advance(&mut core);
         let r = f(&mut core).map_err(|k| DriverError::new(op, k));
         drop(core);
-        self.shared().kick.notify_all();
-        self.shared().progress.notify_all();
+        self.notify_progress();
         r
     }
 
@@ -672,8 +721,10 @@ impl SimDriver {
                 .map_err(|k| DriverError::new(op, k))?;
         }
         let r = f(&mut core).map_err(|k| DriverError::new(op, k));
+        // The published gate predates this task: until the device thread has
+        // seen it, nobody may sleep on the old gate.
+        self.shared().next_gate.store(0, Ordering::Release);
         drop(core);
-        self.shared().kick.notify_all();
         r
     }
 
@@ -703,6 +754,9 @@ impl SimDriver {
         let start = Instant::now();
         let spin_until = start + Duration::from_millis(2);
         loop {
+            // Whoever looks advances: the simulation is determined by time, so
+            // a waiting host need not depend on the device thread's timing.
+            self.advance(&mut core);
             if cond(&core) {
                 return Ok(core);
             }
@@ -711,17 +765,54 @@ impl SimDriver {
                 return Err(now - start);
             }
             if now < spin_until {
+                // Spin on the progress epoch, not the lock: the device thread
+                // must not queue behind a polling host. Re-check at least every
+                // 50 µs for conditions that depend on time alone.
+                let gate = self.shared().next_gate.load(Ordering::Acquire);
+                let until_gate = gate.saturating_sub(core.now());
+                // Far from the next device event: sleep through most of it
+                // (sleep overshoots by ~100 µs on small VMs), leaving the CPU
+                // to the device thread; any device progress wakes us early.
+                let far = Duration::from_nanos(super::abi::ticks_to_nanos(until_gate.min(1 << 40)));
+                if gate != u64::MAX && far > SLEEP_THRESHOLD {
+                    // Nothing happens on its own before the gate, and a new
+                    // submission resets it; so a plain sleep, which wakes no
+                    // one and takes no lock.
+                    let nap = (far - SLEEP_MARGIN).min(start + timeout - now);
+                    drop(core);
+                    std::thread::sleep(nap);
+                    core = self.lock();
+                    continue;
+                }
+                let seen = self.shared().epoch.load(Ordering::Acquire);
+                let gate_at = core
+                    .base()
+                    .filter(|_| gate != u64::MAX)
+                    .map(|b| b + Duration::from_nanos(super::abi::ticks_to_nanos(gate)));
                 drop(core);
-                std::thread::yield_now();
+                let recheck = Instant::now() + Duration::from_micros(50);
+                loop {
+                    let t = Instant::now();
+                    if self.shared().epoch.load(Ordering::Acquire) != seen
+                        || t >= recheck
+                        || gate_at.is_some_and(|g| t >= g)
+                    {
+                        break;
+                    }
+                    std::hint::spin_loop();
+                    std::thread::yield_now();
+                }
                 core = self.lock();
             } else {
                 let left = (start + timeout - now).min(Duration::from_millis(1));
+                self.shared().waiters.fetch_add(1, Ordering::AcqRel);
                 core = self
                     .shared()
                     .progress
                     .wait_timeout(core, left)
                     .map(|(g, _)| g)
                     .unwrap_or_else(|e| e.into_inner().0);
+                self.shared().waiters.fetch_sub(1, Ordering::AcqRel);
             }
         }
     }
@@ -769,6 +860,17 @@ impl SimDriver {
     }
 }
 
+/// Host waits longer than this sleep (for all but [`SLEEP_MARGIN`]) rather
+/// than spin, leaving the CPU to the device thread.
+const SLEEP_THRESHOLD: Duration = Duration::from_micros(300);
+/// Longest the device thread sleeps with nothing due.
+const DEVICE_IDLE_NAP: Duration = Duration::from_millis(1);
+/// Shortest device-thread nap (sleeps overshoot anyway).
+const DEVICE_MIN_NAP: Duration = Duration::from_micros(50);
+/// How much of a long wait is spun rather than slept: covers the ~100 µs a
+/// sleep overshoots on a small VM.
+const SLEEP_MARGIN: Duration = Duration::from_micros(200);
+
 /// Busy-waits `d` on the calling thread (the modelled host cost of a call).
 fn spin_for(d: Duration) {
     if d.is_zero() {
@@ -780,6 +882,11 @@ fn spin_for(d: Duration) {
     }
 }
 
+/// The real-time device thread: keeps the simulation moving when no host is
+/// looking (hosts advance it themselves whenever they look). Device time is
+/// model time, so when this thread runs late nothing observable changes; it
+/// therefore sleeps to the next gate rather than spin, and needs no wake-up
+/// on submissions.
 fn device_thread(shared: &Shared) {
     let lock = || {
         shared
@@ -787,43 +894,26 @@ fn device_thread(shared: &Shared) {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     };
-    let mut idle_since: Option<Instant> = None;
     loop {
         let mut core = lock();
         if core.shutdown {
             return;
         }
         let (progressed, next) = core.advance_real_time();
-        let now = core.now();
+        shared
+            .next_gate
+            .store(next.unwrap_or(u64::MAX), Ordering::Release);
         if progressed {
-            drop(core);
-            shared.progress.notify_all();
-            idle_since = None;
-            continue;
+            shared.epoch.fetch_add(1, Ordering::Release);
+            shared.notify_progress();
         }
-        match next {
-            Some(t) if t > now => {
-                let wait = Duration::from_nanos(super::abi::ticks_to_nanos(t - now));
-                if wait > Duration::from_millis(2) {
-                    let _ = shared
-                        .kick
-                        .wait_timeout(core, wait - Duration::from_millis(1));
-                } else {
-                    drop(core);
-                    std::thread::yield_now();
-                }
-            }
-            Some(_) => drop(core),
-            None => {
-                let since = *idle_since.get_or_insert_with(Instant::now);
-                if since.elapsed() < Duration::from_millis(2) {
-                    drop(core);
-                    std::thread::yield_now();
-                } else {
-                    let _ = shared.kick.wait_timeout(core, Duration::from_millis(5));
-                }
-            }
-        }
+        let now = core.now();
+        let nap = next.map_or(DEVICE_IDLE_NAP, |t| {
+            Duration::from_nanos(super::abi::ticks_to_nanos(t.saturating_sub(now)))
+                .clamp(DEVICE_MIN_NAP, DEVICE_IDLE_NAP)
+        });
+        // Woken early only by shutdown.
+        let _ = shared.kick.wait_timeout(core, nap);
     }
 }
 

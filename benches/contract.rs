@@ -1,0 +1,174 @@
+//! Host cost of the claim contract: one full prepare → launch → fence →
+//! finalize cycle on a driver that completes everything at once
+//! (`InstantDriver`), at depth 2 and 3, against the same driver calls made
+//! by hand without the contract. The difference is the contract's own work.
+//!
+//! Run: `cargo bench --bench contract` (a plain `harness = false` bench:
+//! median of 7 batches, no extra dependency).
+
+use std::hint::black_box;
+use std::time::{Duration, Instant};
+
+use runclaim::contract::{Depth, Slot, SlotOf, SupportedDepth};
+use runclaim::driver::Driver;
+use runclaim::driver::abi::{self, Program, RunArgs, StatusRecord, WallRecord};
+use runclaim::driver::instant::InstantDriver;
+use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+
+const ELEMS: usize = 16;
+const BATCH: u32 = 20_000;
+const BATCHES: usize = 7;
+
+/// Median ns per iteration of `f` over `BATCHES` batches of `BATCH`.
+fn time(mut f: impl FnMut()) -> f64 {
+    for _ in 0..BATCH / 10 {
+        f();
+    }
+    let mut per: Vec<f64> = (0..BATCHES)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                f();
+            }
+            t.elapsed().as_nanos() as f64 / f64::from(BATCH)
+        })
+        .collect();
+    per.sort_by(f64::total_cmp);
+    per[BATCHES / 2]
+}
+
+fn contract<const D: usize>() -> (f64, f64)
+where
+    Depth<D>: SupportedDepth,
+    Slot<0>: SlotOf<D>,
+    Slot<1>: SlotOf<D>,
+{
+    let mut dev = Device::<_, D>::open(
+        InstantDriver::new(),
+        DeviceConfig::default().max_elements(ELEMS),
+    )
+    .unwrap();
+    let runner = dev
+        .publish(&[Callable::program("f", &Program::new().add(1))])
+        .unwrap();
+    let code = runner.code("f").unwrap();
+    let input = [7u32; ELEMS];
+    let (mut o0, mut o1) = (Outputs::<0>::new(ELEMS), Outputs::<1>::new(ELEMS));
+    let mut t0 = Some(runner.take_slot::<0>().unwrap());
+    let mut t1 = Some(runner.take_slot::<1>().unwrap());
+    let serial = time(|| {
+        let token = t0.take().unwrap();
+        let run = runner
+            .prepare(token, RunSpec::new(code, Input::Host(&input)))
+            .unwrap();
+        let done = run
+            .launch()
+            .unwrap()
+            .fence()
+            .unwrap()
+            .finalize(&mut o0)
+            .unwrap();
+        t0 = Some(black_box(done).token);
+    });
+    // Two in flight; per run = half a pair.
+    let queued = time(|| {
+        let r0 = runner
+            .prepare(t0.take().unwrap(), RunSpec::new(code, Input::Host(&input)))
+            .unwrap()
+            .launch()
+            .unwrap();
+        let r1 = runner
+            .prepare(t1.take().unwrap(), RunSpec::new(code, Input::Host(&input)))
+            .unwrap()
+            .launch()
+            .unwrap();
+        t0 = Some(r0.fence().unwrap().finalize(&mut o0).unwrap().token);
+        t1 = Some(r1.fence().unwrap().finalize(&mut o1).unwrap().token);
+    }) / 2.0;
+    (serial, queued)
+}
+
+/// The driver calls one run makes through the contract, made by hand.
+fn by_hand() -> f64 {
+    let d = InstantDriver::new();
+    let block_dim = 4;
+    let arena = d.alloc(ELEMS * 8).unwrap();
+    let hs = d.alloc(abi::handshake_bytes(block_dim)).unwrap();
+    let wall = d.alloc(WallRecord::SIZE).unwrap();
+    let status = d.alloc(StatusRecord::SIZE).unwrap();
+    let (core, cpu) = (d.create_stream().unwrap(), d.create_stream().unwrap());
+    let (ev_core, ev_fence) = (d.create_event().unwrap(), d.create_event().unwrap());
+    let code = d
+        .register_code(&Program::new().add(1).encode())
+        .unwrap()
+        .handle;
+    let input = [7u8; ELEMS * 4];
+    let mut out = [0u8; ELEMS * 4];
+    let mut rec = [0u8; WallRecord::SIZE];
+    let mut st = [0u8; StatusRecord::SIZE];
+    let mut run_id = 0;
+    time(|| {
+        run_id += 1;
+        d.copy_to_device(arena, &input).unwrap();
+        d.memset(hs, 0, abi::handshake_bytes(block_dim)).unwrap();
+        d.memset(wall, 0, WallRecord::SIZE).unwrap();
+        d.copy_to_device(
+            status,
+            &StatusRecord {
+                run_id,
+                state: StatusRecord::ARMED,
+                code: 0,
+            }
+            .to_bytes(),
+        )
+        .unwrap();
+        let args = RunArgs {
+            run_id,
+            slot: 0,
+            block_dim,
+            len: ELEMS as u64,
+            input: arena.0,
+            output: arena.offset(ELEMS * 4).0,
+            handshake: hs.0,
+            wall: wall.0,
+            status: status.0,
+        }
+        .to_bytes();
+        d.launch_aicore(core, code, block_dim, &args).unwrap();
+        d.launch_aicpu(cpu, &args).unwrap();
+        d.record_event(ev_core, core).unwrap();
+        d.stream_wait_event(cpu, ev_core).unwrap();
+        d.record_event(ev_fence, cpu).unwrap();
+        d.sync_event(ev_fence, Duration::from_secs(1)).unwrap();
+        d.copy_from_device(&mut st, status).unwrap();
+        d.copy_from_device(&mut rec, wall).unwrap();
+        d.copy_from_device(&mut out, arena.offset(ELEMS * 4))
+            .unwrap();
+        black_box((&st, &rec, &out));
+    })
+}
+
+fn main() {
+    // `cargo test --benches` runs this binary with `--bench` absent; keep it quick then.
+    let quick = !std::env::args().any(|a| a == "--bench");
+    if quick {
+        println!("contract bench: run with `cargo bench --bench contract` for numbers");
+        return;
+    }
+    let raw = by_hand();
+    let (s2, q2) = contract::<2>();
+    let (s3, q3) = contract::<3>();
+    println!("host cost per run ({ELEMS} elements, InstantDriver; median of {BATCHES} × {BATCH})");
+    println!("  driver calls by hand (no contract):   {raw:>7.0} ns");
+    for (name, v) in [
+        ("depth 2, serial cycle", s2),
+        ("depth 2, two in flight", q2),
+        ("depth 3, serial cycle", s3),
+        ("depth 3, two in flight", q3),
+    ] {
+        println!(
+            "  {name:<36} {v:>7.0} ns   contract's own: {:>6.0} ns",
+            v - raw
+        );
+    }
+}

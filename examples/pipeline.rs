@@ -1,0 +1,318 @@
+//! What queuing buys: the same workload run twice on the real-time simulated
+//! NPU, first *serial* (fence and finalize run N before launching run N+1,
+//! as the reference runtime does) and then *queued* (DEPTH runs launched,
+//! run N+1 prepared while run N executes). Every run's outputs are checked
+//! in both modes. Prints a table, two summary lines, and writes an SVG
+//! timeline.
+//!
+//! ```sh
+//! cargo run --release --example pipeline
+//! cargo run --release --example pipeline -- --runs 2000 --depth 3 --kernel-us 50
+//! ```
+//!
+//! Flags: `--runs N` (500), `--depth 2|3|4` (2), `--elements N` (256),
+//! `--kernel-us`, `--submit-us`, `--dispatch-us`, `--wake-us` (the latency
+//! model: 250, 10, 2, 20), `--svg PATH` (target/runclaim-timeline.svg),
+//! `--window N` (runs drawn per mode, 12).
+
+use std::error::Error;
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use runclaim::driver::Driver;
+use runclaim::driver::abi::{Program, WallRecord};
+use runclaim::measure::Report;
+use runclaim::measure::timeline::{Section, svg};
+use runclaim::sim::{LatencyModel, SimConfig, SimDriver};
+use runclaim::{
+    Callable, Device, DeviceConfig, Finalized, Input, Launched, Outputs, Run, RunSpec, Runner,
+    SlotToken,
+};
+
+struct Opts {
+    runs: usize,
+    depth: usize,
+    elements: usize,
+    latency: LatencyModel,
+    svg: PathBuf,
+    window: usize,
+}
+
+fn parse() -> Result<Opts, String> {
+    let mut o = Opts {
+        runs: 500,
+        depth: 2,
+        elements: 256,
+        latency: LatencyModel::default(),
+        svg: PathBuf::from("target/runclaim-timeline.svg"),
+        window: 12,
+    };
+    let mut args = std::env::args().skip(1);
+    while let Some(flag) = args.next() {
+        let mut value = || args.next().ok_or(format!("{flag} needs a value"));
+        let num = |v: String| v.parse::<u64>().map_err(|e| format!("{flag}: {e}"));
+        let us = |v: String| num(v).map(Duration::from_micros);
+        match flag.as_str() {
+            "--runs" => o.runs = num(value()?)? as usize,
+            "--depth" => o.depth = num(value()?)? as usize,
+            "--elements" => o.elements = num(value()?)? as usize,
+            "--kernel-us" => o.latency.kernel = us(value()?)?,
+            "--submit-us" => o.latency.submit = us(value()?)?,
+            "--dispatch-us" => o.latency.dispatch_gap = us(value()?)?,
+            "--wake-us" => o.latency.host_wake = us(value()?)?,
+            "--svg" => o.svg = PathBuf::from(value()?),
+            "--window" => o.window = num(value()?)? as usize,
+            "-h" | "--help" => {
+                println!("see the header of examples/pipeline.rs for the flags");
+                std::process::exit(0);
+            }
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    if o.runs < 2 || o.elements == 0 || !(2..=4).contains(&o.depth) {
+        return Err("need --runs >= 2, --elements >= 1, --depth 2..=4".into());
+    }
+    Ok(o)
+}
+
+/// The workload: run `i` computes `3x + 7` over its own input.
+struct Work {
+    program: Program,
+    inputs: Vec<Vec<u32>>,
+    walls: Vec<WallRecord>,
+    checked: usize,
+    next: usize,
+    retired: usize,
+    label: &'static str,
+}
+
+impl Work {
+    fn new(opts: &Opts, label: &'static str) -> Self {
+        let inputs = (0..opts.runs)
+            .map(|i| (0..opts.elements).map(|j| (i * 7 + j) as u32).collect())
+            .collect();
+        Work {
+            program: Program::new().mul(3).add(7),
+            inputs,
+            walls: Vec::with_capacity(opts.runs),
+            checked: 0,
+            next: 0,
+            retired: 0,
+            label,
+        }
+    }
+
+    fn check(&mut self, i: usize, got: &[u32], wall: WallRecord) -> Result<(), String> {
+        let want = self.inputs[i].iter().map(|&x| self.program.apply_lossy(x));
+        if !got.iter().copied().eq(want) {
+            return Err(format!("{}: run {i} produced wrong values", self.label));
+        }
+        self.checked += 1;
+        self.walls.push(wall);
+        self.retired += 1;
+        if self.retired.is_multiple_of(50) || self.retired == self.inputs.len() {
+            eprint!(
+                "\r{:>7}: {}/{} runs",
+                self.label,
+                self.retired,
+                self.inputs.len()
+            );
+            let _ = std::io::stderr().flush();
+        }
+        Ok(())
+    }
+}
+
+/// One slot of the queued pipeline: its token, its launched run, its buffer.
+struct Lane<'r, const I: usize> {
+    token: Option<SlotToken<'r, I>>,
+    pending: Option<(Run<'r, Launched, I>, usize)>,
+    out: Outputs<I>,
+}
+
+impl<'r, const I: usize> Lane<'r, I> {
+    fn new(token: SlotToken<'r, I>, elements: usize) -> Self {
+        Lane {
+            token: Some(token),
+            pending: None,
+            out: Outputs::new(elements),
+        }
+    }
+
+    /// Retires this slot's launched run, then prepares and launches the next
+    /// run into it — while the other slots' runs keep the device busy.
+    fn turn<D: Driver, const DEPTH: usize>(
+        &mut self,
+        runner: &'r Runner<'_, D, DEPTH>,
+        work: &mut Work,
+    ) -> Result<(), Box<dyn Error>> {
+        if let Some((i, wall)) = self.retire()? {
+            work.check(i, self.out.values(), wall)?;
+        }
+        if work.next < work.inputs.len() {
+            let i = work.next;
+            work.next += 1;
+            self.launch(runner, &work.inputs[i], i)?;
+        }
+        Ok(())
+    }
+
+    fn retire(&mut self) -> Result<Option<(usize, WallRecord)>, runclaim::Error> {
+        let Some((run, i)) = self.pending.take() else {
+            return Ok(None);
+        };
+        let done = run.fence()?.finalize(&mut self.out)?;
+        self.token = Some(done.token);
+        Ok(Some((i, done.wall)))
+    }
+
+    fn launch<D: Driver, const DEPTH: usize>(
+        &mut self,
+        runner: &'r Runner<'_, D, DEPTH>,
+        input: &[u32],
+        i: usize,
+    ) -> Result<(), runclaim::Error> {
+        if let Some(token) = self.token.take() {
+            let spec = RunSpec::new(runner.code("f")?, Input::Host(input));
+            self.pending = Some((runner.prepare(token, spec)?.launch()?, i));
+        }
+        Ok(())
+    }
+}
+
+fn device<const DEPTH: usize>(opts: &Opts) -> Result<Device<SimDriver, DEPTH>, runclaim::Error>
+where
+    runclaim::contract::Depth<DEPTH>: runclaim::contract::SupportedDepth,
+{
+    let sim = SimDriver::real_time(SimConfig::default().latency(opts.latency));
+    Device::open(sim, DeviceConfig::default().max_elements(opts.elements))
+}
+
+fn serial(opts: &Opts) -> Result<(Work, Duration), Box<dyn Error>> {
+    let mut dev = device::<2>(opts)?;
+    let mut work = Work::new(opts, "serial");
+    let callable = Callable::program("f", &work.program);
+    let runner = dev.publish(&[callable])?;
+    let mut out = Outputs::<0>::new(opts.elements);
+    let mut token = Some(runner.take_slot::<0>()?);
+    // The reference runtime's contract: run N is fenced and finalized before
+    // run N+1 launches.
+    fn one<'r>(
+        runner: &'r Runner<'_, SimDriver, 2>,
+        token: SlotToken<'r, 0>,
+        input: &[u32],
+        out: &mut Outputs<0>,
+    ) -> Result<Finalized<'r, 0>, runclaim::Error> {
+        let spec = RunSpec::new(runner.code("f")?, Input::Host(input));
+        Ok(runner.run_serial(token, spec, out)?)
+    }
+    let t0 = Instant::now();
+    for i in 0..opts.runs {
+        let t = token.take().ok_or("slot token lost")?;
+        let done = one(&runner, t, &work.inputs[i], &mut out)?;
+        work.check(i, out.values(), done.wall)?;
+        token = Some(done.token);
+    }
+    Ok((work, t0.elapsed()))
+}
+
+macro_rules! queued {
+    ($name:ident, $depth:literal, $($lane:ident = $i:literal),+) => {
+        fn $name(opts: &Opts) -> Result<(Work, Duration), Box<dyn Error>> {
+            let mut dev = device::<$depth>(opts)?;
+            let mut work = Work::new(opts, "queued");
+            let callable = Callable::program("f", &work.program);
+            let runner = dev.publish(&[callable])?;
+            $(let mut $lane = Lane::<$i>::new(runner.take_slot::<$i>()?, opts.elements);)+
+            let t0 = Instant::now();
+            while work.retired < opts.runs {
+                $($lane.turn(&runner, &mut work)?;)+
+            }
+            Ok((work, t0.elapsed()))
+        }
+    };
+}
+
+queued!(queued2, 2, a = 0, b = 1);
+queued!(queued3, 3, a = 0, b = 1, c = 2);
+queued!(queued4, 4, a = 0, b = 1, c = 2, d = 3);
+
+fn row(mode: &str, r: &Report, wall: Duration) -> String {
+    let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
+    format!(
+        "{mode:<8} {:>6} {:>9.1} {:>9} {:>8} {:>8} {:>8} {:>10.0} {:>8.1}%",
+        r.runs,
+        wall.as_secs_f64() * 1e3,
+        us(r.gap.mean_ns),
+        us(r.gap.p50_ns),
+        us(r.gap.p99_ns),
+        us(r.gap.max_ns),
+        r.throughput,
+        r.busy_fraction * 100.0,
+    )
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let opts = parse()?;
+    let l = opts.latency;
+    println!(
+        "runclaim pipeline on the simulated NPU (real-time mode): {} runs of {} elements, depth {}",
+        opts.runs, opts.elements, opts.depth
+    );
+    println!(
+        "latency model: kernel {:?}, host submit {:?}/kernel, device dispatch gap {:?}, host wake-up {:?}",
+        l.kernel, l.submit, l.dispatch_gap, l.host_wake
+    );
+    let (serial_work, serial_wall) = serial(&opts)?;
+    eprintln!();
+    let (queued_work, queued_wall) = match opts.depth {
+        2 => queued2(&opts)?,
+        3 => queued3(&opts)?,
+        _ => queued4(&opts)?,
+    };
+    eprintln!();
+    let s = Report::from_walls(&serial_work.walls)?;
+    let q = Report::from_walls(&queued_work.walls)?;
+    println!();
+    println!(
+        "{:<8} {:>6} {:>9} {:>9} {:>8} {:>8} {:>8} {:>10} {:>9}",
+        "mode", "runs", "wall ms", "gap mean", "p50", "p99", "max", "runs/s", "busy"
+    );
+    println!(
+        "{:<8} {:>6} {:>9} {:>9} {:>8} {:>8} {:>8} {:>10} {:>9}",
+        "", "", "", "µs", "µs", "µs", "µs", "(device)", ""
+    );
+    println!("{}", row("serial", &s, serial_wall));
+    println!("{}", row("queued", &q, queued_wall));
+    println!(
+        "outputs checked: {} serial + {} queued runs, all correct",
+        serial_work.checked, queued_work.checked
+    );
+    let picture = svg(
+        &[
+            Section::new("serial", &serial_work.walls),
+            Section::new(
+                &format!("queued (depth {})", opts.depth),
+                &queued_work.walls,
+            ),
+        ],
+        opts.window,
+    );
+    if let Some(dir) = opts.svg.parent() {
+        std::fs::create_dir_all(dir)?;
+    }
+    std::fs::write(&opts.svg, picture)?;
+    println!("timeline: {}", opts.svg.display());
+    let ratio = if s.gap.mean_ns == 0 {
+        0.0
+    } else {
+        q.gap.mean_ns as f64 / s.gap.mean_ns as f64
+    };
+    println!("idle-gap ratio (queued/serial): {ratio:.4}");
+    println!(
+        "queued throughput vs device-bound limit: {:.1}%",
+        q.of_device_bound() * 100.0
+    );
+    Ok(())
+}

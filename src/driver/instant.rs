@@ -1,0 +1,453 @@
+//! A driver that completes every submission at once: the AICPU launch runs
+//! the whole run (both kernels' effects) synchronously, and every event is
+//! complete when recorded.
+//!
+//! It exists to time the **contract's own cost** — the host work of prepare,
+//! launch, fence and finalize apart from any device — and to prove that cost
+//! allocates nothing in steady state. It is not a simulator: it has no
+//! handshake, no watchdog, no stale code and no faults; use [`sim`](super::sim)
+//! to test behaviour.
+//!
+//! After set-up (allocations, code registration) no driver call allocates.
+//!
+//! ```
+//! use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+//! use runclaim::driver::abi::Program;
+//! use runclaim::driver::instant::InstantDriver;
+//!
+//! let mut device = Device::<_, 2>::open(InstantDriver::new(), DeviceConfig::default())?;
+//! let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+//! let mut out = Outputs::<0>::new(4);
+//! let spec = RunSpec::new(runner.code("inc")?, Input::Host(&[41]));
+//! runner.run_serial(runner.take_slot::<0>()?, spec, &mut out)?;
+//! assert_eq!(out.values(), &[42]);
+//! # Ok::<(), runclaim::Error>(())
+//! ```
+
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+use super::abi::{self, Program, RunArgs, StatusRecord, WallRecord};
+use super::{
+    Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, ErrorKind,
+    EventId, HandleKind, Op, Registration, StreamId,
+};
+
+const BASE: u64 = 0x1_0000_0000;
+const GUARD: u64 = 4096;
+/// Pending AICore launches one stream can hold before its AICPU partner.
+const PENDING: usize = 64;
+
+#[derive(Debug, Clone, Copy)]
+struct Block {
+    addr: u64,
+    len: u64,
+    live: bool,
+}
+
+#[derive(Debug, Default)]
+struct Inner {
+    /// Backing store; `Block::addr - BASE` indexes it.
+    memory: Vec<u8>,
+    blocks: Vec<Block>,
+    streams: Vec<(u64, bool)>,
+    events: Vec<(u64, bool)>,
+    code: Vec<(Vec<u8>, Program)>,
+    /// AICore launches waiting for their AICPU kernel: (run id, code index).
+    pending: Vec<(u64, usize)>,
+    next_handle: u64,
+    clock: u64,
+}
+
+impl Inner {
+    fn range(&self, op: Op, addr: u64, len: usize) -> Result<std::ops::Range<usize>, DriverError> {
+        let bad = || {
+            DriverError::new(
+                op,
+                ErrorKind::BadAddress {
+                    addr,
+                    len: len as u64,
+                },
+            )
+        };
+        let b = self
+            .blocks
+            .iter()
+            .find(|b| b.live && addr >= b.addr && addr < b.addr + b.len.max(1))
+            .ok_or_else(bad)?;
+        let end = addr.checked_add(len as u64).ok_or_else(bad)?;
+        if end > b.addr + b.len {
+            return Err(bad());
+        }
+        let start = usize::try_from(addr - BASE).map_err(|_| bad())?;
+        Ok(start..start + len)
+    }
+
+    fn handle(&mut self) -> u64 {
+        self.next_handle += 1;
+        self.next_handle
+    }
+
+    fn check(
+        list: &[(u64, bool)],
+        op: Op,
+        kind: HandleKind,
+        id: u64,
+    ) -> Result<usize, DriverError> {
+        list.iter()
+            .position(|&(h, live)| live && h == id)
+            .ok_or(DriverError::new(op, ErrorKind::BadHandle { kind, raw: id }))
+    }
+
+    fn word(&mut self, addr: u64, v: u64) -> Result<(), DriverError> {
+        let r = self.range(Op::LaunchAicpu, addr, 8)?;
+        self.memory[r].copy_from_slice(&v.to_le_bytes());
+        Ok(())
+    }
+
+    /// Executes a whole run: outputs, handshake words, device wall, status.
+    fn execute(&mut self, a: &RunArgs, code: usize) -> Result<(), DriverError> {
+        let op = Op::LaunchAicpu;
+        let len = usize::try_from(a.len).unwrap_or(usize::MAX);
+        let input = self.range(op, a.input, len.saturating_mul(4))?;
+        let output = self.range(op, a.output, len.saturating_mul(4))?;
+        let program = &self.code[code].1;
+        let mut status = 0;
+        for i in 0..len {
+            let at = input.start + 4 * i;
+            let m = &self.memory;
+            let x = u32::from_le_bytes([m[at], m[at + 1], m[at + 2], m[at + 3]]);
+            let y = program.apply_lossy(x);
+            status = program.fail_code();
+            let o = output.start + 4 * i;
+            self.memory[o..o + 4].copy_from_slice(&y.to_le_bytes());
+        }
+        let start = self.clock;
+        self.clock += 1;
+        self.word(a.handshake, start)?;
+        for w in 0..a.block_dim {
+            let base = a.handshake + abi::worker_offset(w) as u64;
+            for off in [
+                abi::worker_word::AICORE_DONE,
+                abi::worker_word::TASK,
+                abi::worker_word::TASK_DONE,
+                abi::worker_word::RELEASE,
+            ] {
+                self.word(base + off as u64, a.run_id)?;
+            }
+        }
+        let wall = WallRecord {
+            run_id: a.run_id,
+            slot: a.slot,
+            block_dim: a.block_dim,
+            aicore_start: start,
+            aicpu_start: start,
+            dispatched: start,
+            end: self.clock,
+        };
+        let r = self.range(op, a.wall, WallRecord::SIZE)?;
+        self.memory[r].copy_from_slice(&wall.to_bytes());
+        let st = StatusRecord {
+            run_id: a.run_id,
+            state: StatusRecord::DONE,
+            code: status,
+        };
+        let r = self.range(op, a.status, StatusRecord::SIZE)?;
+        self.memory[r].copy_from_slice(&st.to_bytes());
+        Ok(())
+    }
+}
+
+/// See the [module documentation](self).
+#[derive(Debug, Default)]
+pub struct InstantDriver {
+    inner: Mutex<Inner>,
+}
+
+impl InstantDriver {
+    /// A fresh device.
+    #[must_use]
+    pub fn new() -> Self {
+        InstantDriver {
+            inner: Mutex::new(Inner {
+                pending: Vec::with_capacity(PENDING),
+                ..Inner::default()
+            }),
+        }
+    }
+
+    fn lock(&self) -> MutexGuard<'_, Inner> {
+        self.inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn args(op: Op, args: &[u8]) -> Result<RunArgs, DriverError> {
+        RunArgs::from_bytes(args).ok_or(DriverError::new(
+            op,
+            ErrorKind::InvalidArgument {
+                what: "argument block is not a valid RunArgs",
+            },
+        ))
+    }
+}
+
+impl Driver for InstantDriver {
+    fn info(&self) -> DriverInfo {
+        DriverInfo {
+            max_block_dim: 24,
+            stream_capacity: 1792,
+            // Nothing ever runs long; any positive fence timeout is above it.
+            watchdog: Some(Duration::from_millis(1)),
+            capabilities: Capabilities::EVENT_SYNC_TIMEOUT,
+        }
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DevPtr, DriverError> {
+        if bytes == 0 {
+            return Err(DriverError::new(
+                Op::Alloc,
+                ErrorKind::InvalidArgument {
+                    what: "allocation size is 0",
+                },
+            ));
+        }
+        let mut g = self.lock();
+        let addr = BASE + g.memory.len() as u64;
+        let total = g.memory.len() + bytes + GUARD as usize;
+        g.memory.resize(total, 0);
+        g.blocks.push(Block {
+            addr,
+            len: bytes as u64,
+            live: true,
+        });
+        Ok(DevPtr(addr))
+    }
+
+    fn free(&self, ptr: DevPtr) -> Result<(), DriverError> {
+        let mut g = self.lock();
+        match g.blocks.iter_mut().find(|b| b.live && b.addr == ptr.0) {
+            Some(b) => {
+                b.live = false;
+                Ok(())
+            }
+            None => Err(DriverError::new(
+                Op::Free,
+                ErrorKind::BadAddress {
+                    addr: ptr.0,
+                    len: 0,
+                },
+            )),
+        }
+    }
+
+    fn copy_to_device(&self, dst: DevPtr, src: &[u8]) -> Result<(), DriverError> {
+        let mut g = self.lock();
+        let r = g.range(Op::CopyToDevice, dst.0, src.len())?;
+        g.memory[r].copy_from_slice(src);
+        Ok(())
+    }
+
+    fn copy_from_device(&self, dst: &mut [u8], src: DevPtr) -> Result<(), DriverError> {
+        let g = self.lock();
+        let r = g.range(Op::CopyFromDevice, src.0, dst.len())?;
+        dst.copy_from_slice(&g.memory[r]);
+        Ok(())
+    }
+
+    fn memset(&self, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError> {
+        let mut g = self.lock();
+        let r = g.range(Op::Memset, dst.0, len)?;
+        g.memory[r].fill(value);
+        Ok(())
+    }
+
+    fn copy_async(
+        &self,
+        s: StreamId,
+        dst: DevPtr,
+        src: DevPtr,
+        len: usize,
+    ) -> Result<(), DriverError> {
+        let mut g = self.lock();
+        Inner::check(&g.streams, Op::CopyAsync, HandleKind::Stream, s.0)?;
+        let from = g.range(Op::CopyAsync, src.0, len)?;
+        let to = g.range(Op::CopyAsync, dst.0, len)?;
+        g.memory.copy_within(from, to.start);
+        Ok(())
+    }
+
+    fn memset_async(
+        &self,
+        s: StreamId,
+        dst: DevPtr,
+        value: u8,
+        len: usize,
+    ) -> Result<(), DriverError> {
+        Inner::check(
+            &self.lock().streams,
+            Op::MemsetAsync,
+            HandleKind::Stream,
+            s.0,
+        )?;
+        self.memset(dst, value, len)
+    }
+
+    fn create_stream(&self) -> Result<StreamId, DriverError> {
+        let mut g = self.lock();
+        let h = g.handle();
+        g.streams.push((h, true));
+        Ok(StreamId(h))
+    }
+
+    fn destroy_stream(&self, s: StreamId) -> Result<(), DriverError> {
+        let mut g = self.lock();
+        let i = Inner::check(&g.streams, Op::DestroyStream, HandleKind::Stream, s.0)?;
+        g.streams[i].1 = false;
+        Ok(())
+    }
+
+    fn query_stream(&self, s: StreamId) -> Result<Completion, DriverError> {
+        Inner::check(
+            &self.lock().streams,
+            Op::QueryStream,
+            HandleKind::Stream,
+            s.0,
+        )?;
+        Ok(Completion::Complete)
+    }
+
+    fn sync_stream(&self, s: StreamId, _timeout: Duration) -> Result<(), DriverError> {
+        Inner::check(
+            &self.lock().streams,
+            Op::SyncStream,
+            HandleKind::Stream,
+            s.0,
+        )?;
+        Ok(())
+    }
+
+    fn create_event(&self) -> Result<EventId, DriverError> {
+        let mut g = self.lock();
+        let h = g.handle();
+        g.events.push((h, true));
+        Ok(EventId(h))
+    }
+
+    fn destroy_event(&self, e: EventId) -> Result<(), DriverError> {
+        let mut g = self.lock();
+        let i = Inner::check(&g.events, Op::DestroyEvent, HandleKind::Event, e.0)?;
+        g.events[i].1 = false;
+        Ok(())
+    }
+
+    fn record_event(&self, e: EventId, s: StreamId) -> Result<(), DriverError> {
+        let g = self.lock();
+        Inner::check(&g.events, Op::RecordEvent, HandleKind::Event, e.0)?;
+        Inner::check(&g.streams, Op::RecordEvent, HandleKind::Stream, s.0)?;
+        Ok(())
+    }
+
+    fn query_event(&self, e: EventId) -> Result<Completion, DriverError> {
+        Inner::check(&self.lock().events, Op::QueryEvent, HandleKind::Event, e.0)?;
+        Ok(Completion::Complete)
+    }
+
+    fn sync_event(&self, e: EventId, _timeout: Duration) -> Result<(), DriverError> {
+        Inner::check(&self.lock().events, Op::SyncEvent, HandleKind::Event, e.0)?;
+        Ok(())
+    }
+
+    fn stream_wait_event(&self, s: StreamId, e: EventId) -> Result<(), DriverError> {
+        let g = self.lock();
+        Inner::check(&g.events, Op::StreamWaitEvent, HandleKind::Event, e.0)?;
+        Inner::check(&g.streams, Op::StreamWaitEvent, HandleKind::Stream, s.0)?;
+        Ok(())
+    }
+
+    fn event_elapsed(&self, a: EventId, b: EventId) -> Result<Duration, DriverError> {
+        let g = self.lock();
+        Inner::check(&g.events, Op::EventElapsed, HandleKind::Event, a.0)?;
+        Inner::check(&g.events, Op::EventElapsed, HandleKind::Event, b.0)?;
+        Ok(Duration::ZERO)
+    }
+
+    fn event_timestamp(&self, e: EventId) -> Result<u64, DriverError> {
+        let g = self.lock();
+        Inner::check(&g.events, Op::EventTimestamp, HandleKind::Event, e.0)?;
+        Ok(g.clock)
+    }
+
+    fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
+        let program = Program::decode(code).map_err(|e| {
+            DriverError::new(
+                Op::RegisterCode,
+                ErrorKind::InvalidCode { what: e.as_str() },
+            )
+        })?;
+        let mut g = self.lock();
+        if let Some(i) = g.code.iter().position(|(c, _)| c == code) {
+            return Ok(Registration {
+                handle: CodeHandle(i as u64 + 1),
+                published: false,
+            });
+        }
+        g.code.push((code.to_vec(), program));
+        Ok(Registration {
+            handle: CodeHandle(g.code.len() as u64),
+            published: true,
+        })
+    }
+
+    fn launch_aicore(
+        &self,
+        s: StreamId,
+        code: CodeHandle,
+        block_dim: u32,
+        args: &[u8],
+    ) -> Result<(), DriverError> {
+        let a = Self::args(Op::LaunchAicore, args)?;
+        let mut g = self.lock();
+        Inner::check(&g.streams, Op::LaunchAicore, HandleKind::Stream, s.0)?;
+        let index = usize::try_from(code.0)
+            .ok()
+            .and_then(|c| c.checked_sub(1))
+            .filter(|&c| c < g.code.len())
+            .ok_or(DriverError::new(
+                Op::LaunchAicore,
+                ErrorKind::BadHandle {
+                    kind: HandleKind::Code,
+                    raw: code.0,
+                },
+            ))?;
+        if block_dim == 0 || block_dim > 24 || block_dim != a.block_dim {
+            return Err(DriverError::new(
+                Op::LaunchAicore,
+                ErrorKind::InvalidArgument {
+                    what: "block_dim is 0, above 24, or not the argument block's",
+                },
+            ));
+        }
+        if g.pending.len() == PENDING {
+            return Err(DriverError::new(
+                Op::LaunchAicore,
+                ErrorKind::QueueFull { capacity: PENDING },
+            ));
+        }
+        g.pending.push((a.run_id, index));
+        Ok(())
+    }
+
+    fn launch_aicpu(&self, s: StreamId, args: &[u8]) -> Result<(), DriverError> {
+        let a = Self::args(Op::LaunchAicpu, args)?;
+        let mut g = self.lock();
+        Inner::check(&g.streams, Op::LaunchAicpu, HandleKind::Stream, s.0)?;
+        // Without its AICore kernel the run cannot complete; nothing happens
+        // (its status stays armed), as a hung run would leave it.
+        let Some(at) = g.pending.iter().position(|&(run, _)| run == a.run_id) else {
+            return Ok(());
+        };
+        let (_, code) = g.pending.swap_remove(at);
+        g.execute(&a, code)
+    }
+}

@@ -1,0 +1,152 @@
+//! Zero heap allocations per run in steady state: a counting global
+//! allocator watches 1,000 full prepare → launch → fence → finalize cycles
+//! at depth 2 and 3, on a driver that completes everything at once (so any
+//! allocation seen is the contract's own).
+
+use std::alloc::{GlobalAlloc, Layout, System};
+use std::cell::Cell;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use runclaim::contract::{Depth, Slot, SlotOf, SupportedDepth};
+use runclaim::driver::abi::Program;
+use runclaim::driver::instant::InstantDriver;
+use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec, Runner};
+
+struct Counting;
+
+static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
+
+thread_local! {
+    /// Count only this thread's allocations, only while armed.
+    static ARMED: Cell<bool> = const { Cell::new(false) };
+}
+
+// SAFETY: every method forwards to `System` with the caller's arguments
+// unchanged; the counting touches only an atomic and a const-initialized
+// thread-local `Cell` (no allocation, no destructor), so it cannot recurse.
+unsafe impl GlobalAlloc for Counting {
+    unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
+        if ARMED.with(Cell::get) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded with the caller's layout (the `GlobalAlloc` contract).
+        unsafe { System.alloc(layout) }
+    }
+
+    unsafe fn dealloc(&self, ptr: *mut u8, layout: Layout) {
+        // SAFETY: `ptr` was allocated by `System` with `layout` (above).
+        unsafe { System.dealloc(ptr, layout) }
+    }
+
+    unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
+        if ARMED.with(Cell::get) {
+            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
+        }
+        // SAFETY: forwarded unchanged; `ptr` came from `System` with `layout`.
+        unsafe { System.realloc(ptr, layout, new_size) }
+    }
+}
+
+#[global_allocator]
+static GLOBAL: Counting = Counting;
+
+/// Allocations made by `f` on this thread.
+fn allocations_in(f: impl FnOnce()) -> usize {
+    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    ARMED.with(|a| a.set(true));
+    f();
+    ARMED.with(|a| a.set(false));
+    ALLOCATIONS.load(Ordering::Relaxed) - before
+}
+
+/// One serial cycle in slot `I`.
+fn cycle<const I: usize, const D: usize>(
+    runner: &Runner<'_, InstantDriver, D>,
+    input: &[u32],
+    out: &mut Outputs<I>,
+) where
+    Slot<I>: SlotOf<D>,
+{
+    let code = runner.code("f").unwrap();
+    let token = runner.take_slot::<I>().unwrap();
+    let run = runner
+        .prepare(token, RunSpec::new(code, Input::Host(input)))
+        .unwrap();
+    let done = run
+        .launch()
+        .unwrap()
+        .fence()
+        .unwrap()
+        .finalize(out)
+        .unwrap();
+    drop(done);
+}
+
+fn steady_state<const D: usize>()
+where
+    Depth<D>: SupportedDepth,
+    Slot<0>: SlotOf<D>,
+    Slot<1>: SlotOf<D>,
+{
+    let mut dev = Device::<_, D>::open(
+        InstantDriver::new(),
+        DeviceConfig::default().max_elements(64),
+    )
+    .unwrap();
+    let runner = dev
+        .publish(&[Callable::program("f", &Program::new().mul(3).add(1))])
+        .unwrap();
+    let input: Vec<u32> = (0..64).collect();
+    let (mut o0, mut o1) = (Outputs::<0>::new(64), Outputs::<1>::new(64));
+    let queued = |o0: &mut Outputs<0>, o1: &mut Outputs<1>| {
+        // Two runs in flight, the second chained on the first, finalized in
+        // reverse order.
+        let code = runner.code("f").unwrap();
+        let r0 = runner
+            .prepare(
+                runner.take_slot::<0>().unwrap(),
+                RunSpec::new(code, Input::Host(&input)),
+            )
+            .unwrap()
+            .launch()
+            .unwrap();
+        let r1 = runner
+            .prepare(
+                runner.take_slot::<1>().unwrap(),
+                RunSpec::new(code, Input::Previous),
+            )
+            .unwrap()
+            .launch()
+            .unwrap();
+        drop(r1.fence().unwrap().finalize(o1).unwrap());
+        drop(r0.fence().unwrap().finalize(o0).unwrap());
+    };
+    // Warm up: first uses may size internal buffers.
+    for _ in 0..10 {
+        cycle::<0, D>(&runner, &input, &mut o0);
+        queued(&mut o0, &mut o1);
+    }
+    let n = allocations_in(|| {
+        for _ in 0..1000 {
+            cycle::<0, D>(&runner, &input, &mut o0);
+            queued(&mut o0, &mut o1);
+        }
+    });
+    assert_eq!(
+        n, 0,
+        "depth {D}: {n} allocations in 1,000 steady-state cycles"
+    );
+    // The values are right, so the cycles did real work.
+    let want: Vec<u32> = input.iter().map(|x| (x * 3 + 1) * 3 + 1).collect();
+    assert_eq!(o1.values(), &want[..]);
+    assert_eq!(o0.values()[5], 16);
+}
+
+#[test]
+fn no_allocation_per_run_in_steady_state() {
+    steady_state::<2>();
+    steady_state::<3>();
+    // Negative control: the counter sees an allocation when there is one.
+    let n = allocations_in(|| drop(std::hint::black_box(vec![1u8; 16])));
+    assert!(n >= 1, "the counting allocator must count");
+}
