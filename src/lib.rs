@@ -94,7 +94,8 @@
 //!
 //! ## Layers
 //!
-//! - [`driver`] — the [`driver::Driver`] trait and [`sim`], the simulated NPU.
+//! - [`driver`] — the [`driver::Driver`] trait; [`sim`], the simulated NPU;
+//!   [`driver::acl`], the real runtime loaded with `libloading`.
 //! - [`contract`] — devices, runners, slots and run states.
 //! - [`measure`] — device idle gaps and throughput from device-wall records,
 //!   and an SVG timeline.

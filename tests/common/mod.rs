@@ -4,6 +4,7 @@
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod acl;
 pub mod suite;
 
 use runclaim::driver::Driver;

@@ -545,6 +545,15 @@ pub fn fence_timeout_hands_the_run_back<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
     let code = runner.code("add1").unwrap();
+    // The run's fence (its second record) becomes visible 3 ms late: longer
+    // than a 1 ms wait, shorter than the configured 4 ms fence timeout.
+    t.inject(
+        runner.device().driver(),
+        Fault::DelayEvent {
+            nth: 2,
+            delay: Duration::from_millis(3),
+        },
+    );
     let run = runner
         .prepare(
             runner.take_slot::<0>().unwrap(),
@@ -553,8 +562,8 @@ pub fn fence_timeout_hands_the_run_back<T: Target>(t: &T) {
         .unwrap()
         .launch()
         .unwrap();
-    // A wait shorter than the watchdog: not yet, nothing poisoned.
-    let err = run.fence_for(Duration::from_micros(3)).unwrap_err();
+    // A wait shorter than the watchdog: not yet, and nothing is poisoned.
+    let err = run.fence_for(Duration::from_millis(1)).unwrap_err();
     assert!(
         matches!(
             err.kind(),

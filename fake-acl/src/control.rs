@@ -1,0 +1,306 @@
+//! The fake library's test-control ABI: plain `repr(C)` data exchanged with
+//! the `runclaim_fake_*` functions, and conversions to the simulator's types.
+
+use std::time::Duration;
+
+use runclaim::driver::{EventId, FaultKind, Op, StreamId};
+use runclaim::sim::{
+    Fault, Kernel, LatencyModel, SimConfig, SimStats, TaskTag, TraceEvent, TraceKind,
+};
+
+/// Configuration of one fake device (`runclaim_fake_configure`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FakeConfig {
+    /// 0: stepped mode; 1: real-time mode.
+    pub real_time: u32,
+    /// Resident code images.
+    pub code_slots: u32,
+    /// Tasks per stream.
+    pub stream_capacity: u32,
+    /// Trace ring size.
+    pub trace_capacity: u32,
+    /// Device watchdog, µs.
+    pub watchdog_us: u64,
+    /// Stepped-mode policy seed.
+    pub seed: u64,
+    /// Latency model, µs: kernel duration.
+    pub kernel_us: u64,
+    /// Host submit cost per kernel launch.
+    pub submit_us: u64,
+    /// Device dispatch gap.
+    pub dispatch_us: u64,
+    /// Host wake-up after a blocking wait.
+    pub wake_us: u64,
+}
+
+fn us(d: Duration) -> u64 {
+    u64::try_from(d.as_micros()).unwrap_or(u64::MAX)
+}
+
+impl FakeConfig {
+    /// From a simulator configuration.
+    #[must_use]
+    pub fn from_sim(c: &SimConfig, real_time: bool) -> Self {
+        FakeConfig {
+            real_time: u32::from(real_time),
+            code_slots: u32::try_from(c.code_slots).unwrap_or(u32::MAX),
+            stream_capacity: u32::try_from(c.stream_capacity).unwrap_or(u32::MAX),
+            trace_capacity: u32::try_from(c.trace_capacity).unwrap_or(u32::MAX),
+            watchdog_us: us(c.watchdog),
+            seed: c.seed,
+            kernel_us: us(c.latency.kernel),
+            submit_us: us(c.latency.submit),
+            dispatch_us: us(c.latency.dispatch_gap),
+            wake_us: us(c.latency.host_wake),
+        }
+    }
+
+    /// To a simulator configuration.
+    #[must_use]
+    pub fn to_sim(self) -> SimConfig {
+        let mut c = SimConfig::default();
+        c.code_slots = self.code_slots as usize;
+        c.stream_capacity = self.stream_capacity as usize;
+        c.trace_capacity = self.trace_capacity as usize;
+        c.watchdog = Duration::from_micros(self.watchdog_us);
+        c.seed = self.seed;
+        c.latency = LatencyModel {
+            kernel: Duration::from_micros(self.kernel_us),
+            submit: Duration::from_micros(self.submit_us),
+            dispatch_gap: Duration::from_micros(self.dispatch_us),
+            host_wake: Duration::from_micros(self.wake_us),
+        };
+        c
+    }
+}
+
+/// Counters of one fake device (`runclaim_fake_stats`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[allow(
+    missing_docs,
+    reason = "each field mirrors the SimStats field of the same name"
+)]
+pub struct FakeStats {
+    pub streams_created: u64,
+    pub streams_destroyed: u64,
+    pub events_created: u64,
+    pub events_destroyed: u64,
+    pub allocations: u64,
+    pub frees: u64,
+    pub registrations: u64,
+    pub publications: u64,
+    pub dedup_hits: u64,
+    pub aicore_kernels: u64,
+    pub aicpu_kernels: u64,
+    pub stale_executions: u64,
+    pub kernel_faults: u64,
+    pub max_queue_depth: u64,
+    pub blocked_enqueues: u64,
+    pub busy_destroy_refused: u64,
+    pub steps: u64,
+    pub live_bytes: u64,
+}
+
+impl FakeStats {
+    /// From the simulator's counters.
+    #[must_use]
+    pub fn from_sim(s: &SimStats) -> Self {
+        FakeStats {
+            streams_created: s.streams_created,
+            streams_destroyed: s.streams_destroyed,
+            events_created: s.events_created,
+            events_destroyed: s.events_destroyed,
+            allocations: s.allocations,
+            frees: s.frees,
+            registrations: s.registrations,
+            publications: s.publications,
+            dedup_hits: s.dedup_hits,
+            aicore_kernels: s.aicore_kernels,
+            aicpu_kernels: s.aicpu_kernels,
+            stale_executions: s.stale_executions,
+            kernel_faults: s.kernel_faults,
+            max_queue_depth: s.max_queue_depth as u64,
+            blocked_enqueues: s.blocked_enqueues,
+            busy_destroy_refused: s.busy_destroy_refused,
+            steps: s.steps,
+            live_bytes: s.live_bytes,
+        }
+    }
+
+    /// To the simulator's counters (per-stream and per-op maps left empty).
+    #[must_use]
+    pub fn to_sim(self) -> SimStats {
+        let mut s = SimStats::default();
+        s.streams_created = self.streams_created;
+        s.streams_destroyed = self.streams_destroyed;
+        s.events_created = self.events_created;
+        s.events_destroyed = self.events_destroyed;
+        s.allocations = self.allocations;
+        s.frees = self.frees;
+        s.registrations = self.registrations;
+        s.publications = self.publications;
+        s.dedup_hits = self.dedup_hits;
+        s.aicore_kernels = self.aicore_kernels;
+        s.aicpu_kernels = self.aicpu_kernels;
+        s.stale_executions = self.stale_executions;
+        s.kernel_faults = self.kernel_faults;
+        s.max_queue_depth = self.max_queue_depth as usize;
+        s.blocked_enqueues = self.blocked_enqueues;
+        s.busy_destroy_refused = self.busy_destroy_refused;
+        s.steps = self.steps;
+        s.live_bytes = self.live_bytes;
+        s
+    }
+}
+
+/// One trace entry (`runclaim_fake_trace`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FakeTraceEntry {
+    /// Device tick.
+    pub tick: u64,
+    /// Stream id.
+    pub stream: u64,
+    /// Run id.
+    pub run: u64,
+    /// What happened (see [`encode_trace`]).
+    pub what: u32,
+    /// Task tag, fault kind or nothing.
+    pub tag: u32,
+    /// Event id or code handle.
+    pub aux: u64,
+}
+
+fn tag_code(t: TaskTag) -> (u32, u64) {
+    match t {
+        TaskTag::Aicore => (1, 0),
+        TaskTag::Aicpu => (2, 0),
+        TaskTag::Record(e) => (3, e.0),
+        TaskTag::Wait(e) => (4, e.0),
+        TaskTag::Copy => (5, 0),
+        TaskTag::Memset => (6, 0),
+    }
+}
+
+fn tag_of(code: u32, aux: u64) -> Option<TaskTag> {
+    Some(match code {
+        1 => TaskTag::Aicore,
+        2 => TaskTag::Aicpu,
+        3 => TaskTag::Record(EventId(aux)),
+        4 => TaskTag::Wait(EventId(aux)),
+        5 => TaskTag::Copy,
+        6 => TaskTag::Memset,
+        _ => return None,
+    })
+}
+
+const FAULT_KINDS: [FaultKind; 6] = [
+    FaultKind::AicoreTimeout,
+    FaultKind::AicoreException,
+    FaultKind::AicpuTimeout,
+    FaultKind::AicpuException,
+    FaultKind::VectorCoreException,
+    FaultKind::Collateral,
+];
+
+/// Encodes a trace entry.
+#[must_use]
+pub fn encode_trace(t: &TraceEvent) -> FakeTraceEntry {
+    let (what, tag, aux) = match t.what {
+        TraceKind::Enqueued(g) => (1, tag_code(g).0, tag_code(g).1),
+        TraceKind::Started(g) => (2, tag_code(g).0, tag_code(g).1),
+        TraceKind::Finished(g) => (3, tag_code(g).0, tag_code(g).1),
+        TraceKind::StaleCode => (4, 0, 0),
+        TraceKind::Faulted(k) => (
+            5,
+            FAULT_KINDS.iter().position(|&f| f == k).unwrap_or(0) as u32,
+            0,
+        ),
+        TraceKind::StreamCreated => (6, 0, 0),
+        TraceKind::StreamDestroyed => (7, 0, 0),
+        TraceKind::Published(h) => (8, 0, h.0),
+    };
+    FakeTraceEntry {
+        tick: t.tick,
+        stream: t.stream.0,
+        run: t.run,
+        what,
+        tag,
+        aux,
+    }
+}
+
+/// Decodes a trace entry; `None` for an unknown encoding.
+#[must_use]
+pub fn decode_trace(e: &FakeTraceEntry) -> Option<TraceEvent> {
+    let what = match e.what {
+        1 => TraceKind::Enqueued(tag_of(e.tag, e.aux)?),
+        2 => TraceKind::Started(tag_of(e.tag, e.aux)?),
+        3 => TraceKind::Finished(tag_of(e.tag, e.aux)?),
+        4 => TraceKind::StaleCode,
+        5 => TraceKind::Faulted(*FAULT_KINDS.get(e.tag as usize)?),
+        6 => TraceKind::StreamCreated,
+        7 => TraceKind::StreamDestroyed,
+        8 => TraceKind::Published(runclaim::driver::CodeHandle(e.aux)),
+        _ => return None,
+    };
+    Some(TraceEvent {
+        tick: e.tick,
+        stream: StreamId(e.stream),
+        run: e.run,
+        what,
+    })
+}
+
+/// `runclaim_fake_inject` kind: the `nth` ACL call on the device returns `arg`
+/// as its error code (a fake-level fault, for the error-code mapping).
+pub const INJECT_CODE: u32 = 8;
+
+/// Encodes a simulator fault as `(kind, a, nth, arg)` for `runclaim_fake_inject`.
+#[must_use]
+pub fn encode_fault(f: &Fault) -> (u32, u32, u64, u64) {
+    let op_index = |op: Op| Op::ALL.iter().position(|&o| o == op).unwrap_or(0) as u32;
+    match *f {
+        Fault::FailCall { op, nth } => (1, op_index(op), nth, 0),
+        Fault::FailAnyCall { nth } => (2, 0, nth, 0),
+        Fault::KernelFault { kernel, nth } => (3, u32::from(kernel == Kernel::Aicpu), nth, 0),
+        Fault::RunError { nth, code } => (4, 0, nth, u64::from(code)),
+        Fault::EventNeverCompletes { nth } => (5, 0, nth, 0),
+        Fault::DelayEvent { nth, delay } => (6, 0, nth, us(delay)),
+        Fault::DeviceLost { nth } => (7, 0, nth, 0),
+        _ => (0, 0, 0, 0),
+    }
+}
+
+/// Decodes `(kind, a, nth, arg)`; `None` for [`INJECT_CODE`] or an unknown kind.
+#[must_use]
+pub fn decode_fault(kind: u32, a: u32, nth: u64, arg: u64) -> Option<Fault> {
+    Some(match kind {
+        1 => Fault::FailCall {
+            op: *Op::ALL.get(a as usize)?,
+            nth,
+        },
+        2 => Fault::FailAnyCall { nth },
+        3 => Fault::KernelFault {
+            kernel: if a == 1 {
+                Kernel::Aicpu
+            } else {
+                Kernel::Aicore
+            },
+            nth,
+        },
+        4 => Fault::RunError {
+            nth,
+            code: u32::try_from(arg).unwrap_or(u32::MAX),
+        },
+        5 => Fault::EventNeverCompletes { nth },
+        6 => Fault::DelayEvent {
+            nth,
+            delay: Duration::from_micros(arg),
+        },
+        7 => Fault::DeviceLost { nth },
+        _ => return None,
+    })
+}

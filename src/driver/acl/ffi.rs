@@ -1,0 +1,255 @@
+//! C types, constants and launch-struct layouts of the ACL / libruntime ABI
+//! (CANN 8.5 and later), as documented in `shared/reference/acl-abi.md`.
+//! Every layout is pinned with `static_assertions`: a field that moves is a
+//! compile error, not a corrupted launch.
+
+#![allow(
+    missing_docs,
+    reason = "mirrors of C declarations; the reference documents each field"
+)]
+
+use std::ffi::{c_char, c_int, c_void};
+use std::mem::{offset_of, size_of};
+
+use static_assertions::const_assert_eq;
+
+pub type AclError = c_int;
+pub type AclrtStream = *mut c_void;
+pub type AclrtEvent = *mut c_void;
+
+// Memcpy kinds (aclrtMemcpyKind).
+pub const ACL_MEMCPY_HOST_TO_DEVICE: u32 = 1;
+pub const ACL_MEMCPY_DEVICE_TO_HOST: u32 = 2;
+pub const ACL_MEMCPY_DEVICE_TO_DEVICE: u32 = 3;
+/// aclrtMemMallocPolicy
+pub const ACL_MEM_MALLOC_HUGE_FIRST: u32 = 0;
+// Event flags.
+pub const ACL_EVENT_SYNC: u32 = 0x1;
+pub const ACL_EVENT_TIME_LINE: u32 = 0x8;
+// aclrtStreamStatus: COMPLETE = 0, NOT_READY = 1.
+pub const ACL_STREAM_STATUS_COMPLETE: u32 = 0;
+pub const ACL_STREAM_STATUS_NOT_READY: u32 = 1;
+// aclrtEventRecordedStatus: the REVERSE numbering — NOT_READY = 0, COMPLETE = 1.
+pub const ACL_EVENT_RECORDED_STATUS_NOT_READY: u32 = 0;
+pub const ACL_EVENT_RECORDED_STATUS_COMPLETE: u32 = 1;
+/// AICore ELF magic for `rtDevBinary_t`.
+pub const RT_DEV_BINARY_MAGIC_ELF: u32 = 0x4355_4245;
+pub const RT_SCHEM_MODE_BATCH: u8 = 1;
+/// `rtLoadBinaryOption`: CPU kernel mode (0 = op-info JSON only).
+pub const RT_LOAD_BINARY_OPT_CPU_KERNEL_MODE: u32 = 3;
+
+/// `rtDevBinary_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RtDevBinary {
+    pub magic: u32,
+    pub version: u32,
+    pub data: *const c_void,
+    pub length: u64,
+}
+
+/// `rtHostInputInfo_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RtHostInputInfo {
+    pub addr_offset: u32,
+    pub data_offset: u32,
+}
+
+/// `rtArgsEx_t` (CANN ≥ 8.5: 32-bit tiling offsets).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RtArgsEx {
+    pub args: *mut c_void,
+    pub host_input_info_ptr: *mut RtHostInputInfo,
+    pub args_size: u32,
+    pub tiling_addr_offset: u32,
+    pub tiling_data_offset: u32,
+    pub host_input_info_num: u16,
+    pub has_tiling: u8,
+    pub is_no_need_h2d_copy: u8,
+    pub reserved: [u8; 4],
+}
+
+/// `rtAicpuArgsEx_t` (CANN ≥ 8.5: 32-bit name offsets).
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RtAicpuArgsEx {
+    pub args: *mut c_void,
+    pub host_input_info_ptr: *mut RtHostInputInfo,
+    pub kernel_offset_info_ptr: *mut RtHostInputInfo,
+    pub args_size: u32,
+    pub host_input_info_num: u16,
+    pub kernel_offset_info_num: u16,
+    pub so_name_addr_offset: u32,
+    pub kernel_name_addr_offset: u32,
+    pub is_no_need_h2d_copy: bool,
+    pub timeout: u16,
+    pub reserved: u8,
+}
+
+/// `rtCpuKernelArgs_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RtCpuKernelArgs {
+    pub base_args: RtAicpuArgsEx,
+    pub cpu_param_head_offset: usize,
+    pub rsv: [u32; 4],
+}
+
+/// `rtTaskCfgInfo_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RtTaskCfgInfo {
+    pub qos: u8,
+    pub part_id: u8,
+    pub schem_mode: u8,
+    pub d2d_cross_flag: bool,
+    pub block_dim_offset: u32,
+    pub dumpflag: u8,
+    pub never_timeout: u8,
+    pub enable_profiling: u8,
+    pub rev: u8,
+    pub local_memory_size: u32,
+}
+
+/// `rtLaunchKernelAttr_t`: an id and a 16-byte, 4-aligned value union.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RtLaunchKernelAttr {
+    pub id: u32,
+    pub value: [u32; 4],
+}
+
+/// `rtKernelLaunchCfg_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RtKernelLaunchCfg {
+    pub attrs: *mut RtLaunchKernelAttr,
+    pub num_attrs: usize,
+}
+
+/// `rtLoadBinaryOption_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RtLoadBinaryOption {
+    pub option_id: u32,
+    pub value: [u32; 4],
+}
+
+/// `rtLoadBinaryConfig_t`.
+#[repr(C)]
+#[derive(Debug, Clone, Copy)]
+pub struct RtLoadBinaryConfig {
+    pub options: *mut RtLoadBinaryOption,
+    pub num_opt: usize,
+}
+
+// Layouts as computed with gcc against the CANN 8.5 / 9.x headers (LP64).
+const_assert_eq!(size_of::<RtDevBinary>(), 24);
+const_assert_eq!(offset_of!(RtDevBinary, data), 8);
+const_assert_eq!(offset_of!(RtDevBinary, length), 16);
+const_assert_eq!(size_of::<RtArgsEx>(), 40);
+const_assert_eq!(offset_of!(RtArgsEx, args_size), 16);
+const_assert_eq!(offset_of!(RtArgsEx, tiling_addr_offset), 20);
+const_assert_eq!(offset_of!(RtArgsEx, tiling_data_offset), 24);
+const_assert_eq!(offset_of!(RtArgsEx, host_input_info_num), 28);
+const_assert_eq!(offset_of!(RtArgsEx, has_tiling), 30);
+const_assert_eq!(offset_of!(RtArgsEx, is_no_need_h2d_copy), 31);
+const_assert_eq!(size_of::<RtAicpuArgsEx>(), 48);
+const_assert_eq!(offset_of!(RtAicpuArgsEx, args_size), 24);
+const_assert_eq!(offset_of!(RtAicpuArgsEx, host_input_info_num), 28);
+const_assert_eq!(offset_of!(RtAicpuArgsEx, kernel_offset_info_num), 30);
+const_assert_eq!(offset_of!(RtAicpuArgsEx, so_name_addr_offset), 32);
+const_assert_eq!(offset_of!(RtAicpuArgsEx, kernel_name_addr_offset), 36);
+const_assert_eq!(offset_of!(RtAicpuArgsEx, is_no_need_h2d_copy), 40);
+const_assert_eq!(offset_of!(RtAicpuArgsEx, timeout), 42);
+const_assert_eq!(offset_of!(RtAicpuArgsEx, reserved), 44);
+const_assert_eq!(size_of::<RtCpuKernelArgs>(), 72);
+const_assert_eq!(offset_of!(RtCpuKernelArgs, cpu_param_head_offset), 48);
+const_assert_eq!(size_of::<RtTaskCfgInfo>(), 16);
+const_assert_eq!(offset_of!(RtTaskCfgInfo, schem_mode), 2);
+const_assert_eq!(offset_of!(RtTaskCfgInfo, block_dim_offset), 4);
+const_assert_eq!(offset_of!(RtTaskCfgInfo, dumpflag), 8);
+const_assert_eq!(offset_of!(RtTaskCfgInfo, local_memory_size), 12);
+const_assert_eq!(size_of::<RtLaunchKernelAttr>(), 20);
+const_assert_eq!(size_of::<RtKernelLaunchCfg>(), 16);
+const_assert_eq!(size_of::<RtLoadBinaryOption>(), 20);
+const_assert_eq!(size_of::<RtLoadBinaryConfig>(), 16);
+
+// Function-pointer types, one per C prototype used (acl-abi.md §3–§4).
+pub type FnAclInit = unsafe extern "C" fn(config: *const c_char) -> AclError;
+pub type FnAclFinalizeReference = unsafe extern "C" fn(ref_count: *mut u64) -> AclError;
+pub type FnAclGetRecentErrMsg = unsafe extern "C" fn() -> *const c_char;
+pub type FnSetDevice = unsafe extern "C" fn(device: i32) -> AclError;
+pub type FnMalloc =
+    unsafe extern "C" fn(ptr: *mut *mut c_void, size: usize, policy: u32) -> AclError;
+pub type FnFree = unsafe extern "C" fn(ptr: *mut c_void) -> AclError;
+pub type FnMemcpy = unsafe extern "C" fn(
+    dst: *mut c_void,
+    dest_max: usize,
+    src: *const c_void,
+    count: usize,
+    kind: u32,
+) -> AclError;
+pub type FnMemcpyAsync = unsafe extern "C" fn(
+    dst: *mut c_void,
+    dest_max: usize,
+    src: *const c_void,
+    count: usize,
+    kind: u32,
+    stream: AclrtStream,
+) -> AclError;
+pub type FnMemset =
+    unsafe extern "C" fn(ptr: *mut c_void, max: usize, value: i32, count: usize) -> AclError;
+pub type FnMemsetAsync = unsafe extern "C" fn(
+    ptr: *mut c_void,
+    max: usize,
+    value: i32,
+    count: usize,
+    stream: AclrtStream,
+) -> AclError;
+pub type FnCreateStream = unsafe extern "C" fn(stream: *mut AclrtStream) -> AclError;
+pub type FnStream = unsafe extern "C" fn(stream: AclrtStream) -> AclError;
+pub type FnStreamQuery = unsafe extern "C" fn(stream: AclrtStream, status: *mut u32) -> AclError;
+pub type FnStreamSyncTimeout =
+    unsafe extern "C" fn(stream: AclrtStream, timeout_ms: i32) -> AclError;
+pub type FnCreateEventWithFlag =
+    unsafe extern "C" fn(event: *mut AclrtEvent, flag: u32) -> AclError;
+pub type FnEvent = unsafe extern "C" fn(event: AclrtEvent) -> AclError;
+pub type FnRecordEvent = unsafe extern "C" fn(event: AclrtEvent, stream: AclrtStream) -> AclError;
+pub type FnQueryEventStatus = unsafe extern "C" fn(event: AclrtEvent, status: *mut u32) -> AclError;
+pub type FnEventSyncTimeout = unsafe extern "C" fn(event: AclrtEvent, timeout_ms: i32) -> AclError;
+pub type FnStreamWaitEvent =
+    unsafe extern "C" fn(stream: AclrtStream, event: AclrtEvent) -> AclError;
+pub type FnEventElapsed =
+    unsafe extern "C" fn(ms: *mut f32, start: AclrtEvent, end: AclrtEvent) -> AclError;
+pub type FnEventTimestamp =
+    unsafe extern "C" fn(event: AclrtEvent, timestamp: *mut u64) -> AclError;
+pub type FnSetOpTimeout = unsafe extern "C" fn(timeout_us: u64, actual_us: *mut u64) -> AclError;
+pub type FnRegisterAllKernel =
+    unsafe extern "C" fn(bin: *const RtDevBinary, handle: *mut *mut c_void) -> AclError;
+pub type FnKernelLaunchWithHandleV2 = unsafe extern "C" fn(
+    handle: *mut c_void,
+    tiling_key: u64,
+    block_dim: u32,
+    args: *mut RtArgsEx,
+    sm_desc: *mut c_void,
+    stream: AclrtStream,
+    cfg: *const RtTaskCfgInfo,
+) -> AclError;
+pub type FnBinaryLoadFromFile = unsafe extern "C" fn(
+    path: *const c_char,
+    cfg: *const RtLoadBinaryConfig,
+    handle: *mut *mut c_void,
+) -> AclError;
+pub type FnBinaryUnload = unsafe extern "C" fn(handle: *mut c_void) -> AclError;
+pub type FnFuncGetByName =
+    unsafe extern "C" fn(bin: *mut c_void, name: *const c_char, func: *mut *mut c_void) -> AclError;
+pub type FnLaunchCpuKernel = unsafe extern "C" fn(
+    func: *mut c_void,
+    block_dim: u32,
+    stream: AclrtStream,
+    cfg: *const RtKernelLaunchCfg,
+    args: *mut RtCpuKernelArgs,
+) -> AclError;

@@ -1,0 +1,94 @@
+//! Tests on a real Ascend NPU (CANN 8.5 or later). Ignored by default; on an
+//! Ascend machine with the toolkit's `setenv.bash` sourced:
+//!
+//! ```sh
+//! RUNCLAIM_ACL_HARDWARE=1 \
+//! RUNCLAIM_AICPU_BINARY=/path/to/runclaim_aicpu_op_info.json \
+//! RUNCLAIM_AICORE_KERNEL=/path/to/runclaim_aicore.o \
+//! cargo test --test acl_hardware -- --ignored --test-threads=1
+//! ```
+//!
+//! The kernels must implement runclaim's device ABI (`runclaim::driver::abi`):
+//! the handshake, the device-wall and status records. `RUNCLAIM_DEVICE`
+//! picks the device (default 0).
+
+use std::time::Duration;
+
+use runclaim::driver::Driver;
+use runclaim::driver::acl::{AclConfig, AclDriver};
+use runclaim::measure::Report;
+use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+
+/// The driver, or `None` (with a note) when hardware tests are not enabled.
+fn hardware() -> Option<AclDriver> {
+    if std::env::var("RUNCLAIM_ACL_HARDWARE").as_deref() != Ok("1") {
+        eprintln!("skipped: set RUNCLAIM_ACL_HARDWARE=1 on an Ascend machine");
+        return None;
+    }
+    let binary = std::env::var("RUNCLAIM_AICPU_BINARY").expect("RUNCLAIM_AICPU_BINARY");
+    let device =
+        std::env::var("RUNCLAIM_DEVICE").map_or(0, |d| d.parse().expect("RUNCLAIM_DEVICE"));
+    let cfg = AclConfig::new(device, binary).op_watchdog(Duration::from_secs(5));
+    Some(AclDriver::open(cfg).expect("open the Ascend runtime"))
+}
+
+#[test]
+#[ignore = "needs an Ascend NPU: RUNCLAIM_ACL_HARDWARE=1 cargo test --test acl_hardware -- --ignored"]
+fn runtime_loads_and_device_memory_round_trips() {
+    let Some(d) = hardware() else { return };
+    eprintln!(
+        "loaded {:?}, capabilities {:?}",
+        d.library_paths(),
+        d.capabilities()
+    );
+    let p = d.alloc(4096).unwrap();
+    let data: Vec<u8> = (0..4096).map(|i| (i % 251) as u8).collect();
+    d.copy_to_device(p, &data).unwrap();
+    let mut back = vec![0u8; 4096];
+    d.copy_from_device(&mut back, p).unwrap();
+    assert_eq!(back, data);
+    let s = d.create_stream().unwrap();
+    let e = d.create_event().unwrap();
+    d.memset_async(s, p, 0, 4096).unwrap();
+    d.record_event(e, s).unwrap();
+    d.sync_event(e, Duration::from_secs(10)).unwrap();
+    d.destroy_event(e).unwrap();
+    d.destroy_stream(s).unwrap();
+    d.free(p).unwrap();
+}
+
+#[test]
+#[ignore = "needs an Ascend NPU and runclaim-ABI kernels: see the file header"]
+fn queued_runs_complete_with_their_own_records() {
+    let Some(d) = hardware() else { return };
+    let elf =
+        std::fs::read(std::env::var("RUNCLAIM_AICORE_KERNEL").expect("RUNCLAIM_AICORE_KERNEL"))
+            .expect("read the AICore kernel");
+    let mut dev = Device::<_, 2>::open(d, DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&[Callable::new("k", elf)]).unwrap();
+    let code = runner.code("k").unwrap();
+    let input: Vec<u32> = (0..1024).collect();
+    let (mut o0, mut o1) = (Outputs::<0>::new(1024), Outputs::<1>::new(1024));
+    let (mut t0, mut t1) = (
+        runner.take_slot::<0>().unwrap(),
+        runner.take_slot::<1>().unwrap(),
+    );
+    let mut walls = Vec::new();
+    for _ in 0..50 {
+        let r0 = runner
+            .prepare(t0, RunSpec::new(code, Input::Host(&input)))
+            .unwrap()
+            .launch()
+            .unwrap();
+        let r1 = runner
+            .prepare(t1, RunSpec::new(code, Input::Host(&input)))
+            .unwrap()
+            .launch()
+            .unwrap();
+        let f0 = r0.fence().unwrap().finalize(&mut o0).unwrap();
+        let f1 = r1.fence().unwrap().finalize(&mut o1).unwrap();
+        walls.extend([f0.wall, f1.wall]);
+        (t0, t1) = (f0.token, f1.token);
+    }
+    println!("{}", Report::from_walls(&walls).unwrap());
+}
