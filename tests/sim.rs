@@ -250,7 +250,10 @@ fn stream_wait_event_orders_across_streams() {
 
 #[test]
 fn queue_is_bounded_and_a_full_queue_is_reported() {
-    let sim = SimDriver::stepped(SimConfig::default().stream_capacity(2));
+    // An enqueue waits at most 1,000 steps for room: less than the watchdog.
+    let mut cfg = SimConfig::default().stream_capacity(2);
+    cfg.max_wait_steps = 1000;
+    let sim = SimDriver::stepped(cfg);
     let s = sim.create_stream().unwrap();
     let buf = sim.alloc(4).unwrap();
     sim.memset_async(s, buf, 1, 4).unwrap();
@@ -260,7 +263,8 @@ fn queue_is_bounded_and_a_full_queue_is_reported() {
     sim.memset_async(s, buf, 3, 4).unwrap();
     assert_eq!(sim.stats().blocked_enqueues, 1);
     assert!(sim.stats().max_queue_depth <= 2);
-    // A stream that can never drain: a wait on a record that is never reached.
+    // A stream that cannot drain within that budget: a wait on a record that
+    // never completes (until the watchdog, 100 ms away).
     let other = sim.create_stream().unwrap();
     let e = sim.create_event().unwrap();
     sim.inject(Fault::EventNeverCompletes { nth: 1 });
@@ -662,4 +666,21 @@ fn real_time_latency_model_shapes_the_device_wall() {
     let compute = abi::ticks_to_nanos(w.end - w.dispatched);
     assert!(compute >= 500_000, "kernel time is modelled: {compute} ns");
     assert_eq!(run.output(&sim), vec![2; 64]);
+}
+
+#[test]
+fn a_wait_that_never_ends_faults_at_the_watchdog() {
+    let sim = SimDriver::stepped(small());
+    let (a, b) = pair(&sim);
+    let e = sim.create_event().unwrap();
+    sim.inject(Fault::EventNeverCompletes { nth: 1 });
+    sim.record_event(e, a).unwrap();
+    sim.stream_wait_event(b, e).unwrap();
+    let buf = sim.alloc(4).unwrap();
+    sim.memset_async(b, buf, 1, 4).unwrap();
+    // Not blocked for good: the stream's work ends at the 2 ms watchdog.
+    let err = sim.sync_stream(b, Duration::from_millis(10)).unwrap_err();
+    assert_eq!(err.kind(), &ErrorKind::KernelFault(FaultKind::Collateral));
+    assert!(sim.stats().steps <= 2100, "{} steps", sim.stats().steps);
+    sim.destroy_stream(b).unwrap();
 }

@@ -185,6 +185,16 @@ impl<const DEPTH: usize> State<DEPTH> {
         }
     }
 
+    /// Classifies a driver error; a device fault poisons the runner and
+    /// breaks the chain (what the device holds is no longer known).
+    fn driver_error(&mut self, e: DriverError, run: RunId, slot: usize) -> ErrorKind {
+        if e.is_device_fault() {
+            self.poison(PoisonCause::DeviceFault, run, slot);
+            self.chain = None;
+        }
+        ErrorKind::from_driver(e)
+    }
+
     fn check_held(&self, slot: usize, lease: u64) -> Result<(), ErrorKind> {
         match self.slots[slot] {
             SlotState::Held { lease: l } if l == lease => Ok(()),
@@ -819,7 +829,7 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         // regions may be written synchronously.
         let r = &self.regions[slot];
         let d = &self.driver;
-        let e = ErrorKind::from_driver;
+        let e = |err: DriverError| self.lock().driver_error(err, run, slot);
         if let Input::Host(data) = input {
             let mut staging = self.staging(slot);
             let bytes = &mut staging[..data.len() * 4];
@@ -880,8 +890,9 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         .to_bytes();
         let (aicore, aicpu) = (st.aicore, st.aicpu);
         let d = &self.driver;
-        d.launch_aicore(aicore, info.code, self.config.block_dim, &args)
-            .map_err(|e| NotSubmitted(ErrorKind::from_driver(e)))?;
+        if let Err(e) = d.launch_aicore(aicore, info.code, self.config.block_dim, &args) {
+            return Err(NotSubmitted(st.driver_error(e, info.run, slot)));
+        }
         let seq = st.next_seq;
         st.next_seq += 1;
         let mut entry = Entry {
@@ -958,7 +969,7 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
             });
         }
         let r = &self.regions[slot];
-        let e = ErrorKind::from_driver;
+        let e = |err: DriverError| self.lock().driver_error(err, info.run, slot);
         let mut raw = [0u8; StatusRecord::SIZE];
         self.driver
             .copy_from_device(&mut raw, r.status)

@@ -682,9 +682,13 @@ impl Core {
             }
             return self.start_head(id, now);
         };
+        // The device watchdog covers kernels and stream waits: a wait on an
+        // event that never completes ends the stream's work, like a task
+        // timeout on the device, instead of blocking it for good.
         let timeout_kind = match head.kind {
             TaskKind::Aicore(_) => Some(FaultKind::AicoreTimeout),
             TaskKind::Aicpu(_) => Some(FaultKind::AicpuTimeout),
+            TaskKind::Wait { .. } => Some(FaultKind::Collateral),
             _ => None,
         };
         let watchdog = started + self.duration_ticks(self.cfg.watchdog);
