@@ -105,7 +105,7 @@ pub mod driver;
 pub mod measure;
 
 pub use contract::{
-    Callable, Device, DeviceConfig, Error, Fenced, Finalized, Input, Launched, Outputs, Prepared,
-    Run, RunSpec, Runner, SlotToken,
+    Callable, CodeRef, Device, DeviceConfig, Error, Fenced, Finalized, Input, Launched, Outputs,
+    Prepared, Run, RunSpec, Runner, SlotToken,
 };
 pub use driver::sim;

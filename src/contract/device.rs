@@ -168,6 +168,9 @@ struct State<const DEPTH: usize> {
     aicore_generation: u64,
     /// Current code generation: bumped by every publication.
     generation: u64,
+    /// Idle streams whose destroy failed: retried at every drain and at
+    /// teardown, so a refused destroy does not leak the stream for good.
+    abandoned: Vec<StreamId>,
     stats: ContractStats,
 }
 
@@ -372,6 +375,7 @@ where
                 aicpu,
                 aicore_generation: 0,
                 generation: 0,
+                abandoned: Vec::new(),
                 stats: ContractStats::default(),
             }),
             driver,
@@ -588,8 +592,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     std::mem::replace(&mut st.aicore, fresh)
                 };
                 // An error-state stream may be destroyed; if the runtime
-                // refuses, the handle is abandoned rather than retried.
-                let _ = self.driver.destroy_stream(old);
+                // refuses, it is retried later, never reused.
+                self.retire_stream(&mut st, old);
                 report.streams_recreated += 1;
                 st.stats.fault_recreations += 1;
             }
@@ -598,6 +602,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 st.chain = None;
             }
             st.stats.drains += 1;
+        }
+        let abandoned = std::mem::take(&mut st.abandoned);
+        for old in abandoned {
+            self.retire_stream(&mut st, old);
         }
         report.retired = st.in_flight.len();
         st.in_flight.clear();
@@ -629,8 +637,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         self.closed = true;
         self.drain(self.config.fence_timeout)?;
-        let st = self.lock();
-        let (aicore, aicpu) = (st.aicore, st.aicpu);
+        let mut st = self.lock();
+        let mut streams = std::mem::take(&mut st.abandoned);
+        streams.extend([st.aicore, st.aicpu]);
         drop(st);
         let mut first_err = None;
         let mut note = |r: Result<(), DriverError>| {
@@ -638,8 +647,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 first_err.get_or_insert(ErrorKind::from_driver(e));
             }
         };
-        note(self.driver.destroy_stream(aicore));
-        note(self.driver.destroy_stream(aicpu));
+        for s in streams {
+            note(self.driver.destroy_stream(s));
+        }
         for r in &self.regions {
             note(self.driver.destroy_event(r.ev_aicore));
             note(self.driver.destroy_event(r.ev_fence));
@@ -655,6 +665,14 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         self.staging[slot]
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    /// Destroys a stream that no longer takes work, or keeps it for a later
+    /// retry if the runtime refuses.
+    fn retire_stream(&self, st: &mut State<DEPTH>, stream: StreamId) {
+        if self.driver.destroy_stream(stream).is_err() {
+            st.abandoned.push(stream);
+        }
     }
 
     /// Readies the stream pair for a launch: re-creates a stale AICore stream
@@ -676,8 +694,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         st.aicore_generation = st.generation;
         st.stats.aicore_recreations += 1;
         // The old stream is idle (nothing in flight); if the runtime refuses
-        // to destroy it anyway, it is abandoned, not reused.
-        let _ = self.driver.destroy_stream(old);
+        // to destroy it now, it is retried later, never reused.
+        self.retire_stream(st, old);
         Ok(())
     }
 

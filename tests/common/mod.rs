@@ -5,6 +5,9 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 pub mod acl;
+pub mod broken;
+pub mod checks;
+pub mod model;
 pub mod suite;
 
 use runclaim::driver::Driver;

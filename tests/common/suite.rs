@@ -6,10 +6,10 @@ use std::time::Duration;
 use runclaim::contract::{ErrorKind, PoisonCause};
 use runclaim::driver::Op;
 use runclaim::driver::abi::Program;
-use runclaim::sim::{Fault, Kernel, SimConfig, TaskTag, TraceEvent, TraceKind};
+use runclaim::sim::{Fault, Kernel, SimConfig};
 use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
 
-use super::Target;
+use super::{Target, checks};
 
 /// Generates one `#[test]` per suite function for a target expression.
 #[macro_export]
@@ -60,30 +60,6 @@ fn open<T: Target>(t: &T, sim: SimConfig) -> Device<T::D, 2> {
     Device::open(t.stepped(sim), DeviceConfig::default().max_elements(64)).unwrap()
 }
 
-/// Index of the first trace entry matching.
-fn find(trace: &[TraceEvent], pred: impl Fn(&TraceEvent) -> bool) -> Option<usize> {
-    trace.iter().position(pred)
-}
-
-/// For consecutive launched runs `a` then `b`: was `b`'s AICore kernel
-/// enqueued before `a`'s completion record on the AICPU stream finished?
-/// `None` when the trace lacks either entry (a skipped check is a failure).
-pub fn overlapped(trace: &[TraceEvent], a: u64, b: u64) -> Option<bool> {
-    let enq_b = find(trace, |t| {
-        t.run == b && t.what == TraceKind::Enqueued(TaskTag::Aicore)
-    })?;
-    let aicpu_stream = trace
-        .iter()
-        .find(|t| t.run == a && t.what == TraceKind::Enqueued(TaskTag::Aicpu))?
-        .stream;
-    let done_a = find(trace, |t| {
-        t.run == a
-            && t.stream == aicpu_stream
-            && matches!(t.what, TraceKind::Finished(TaskTag::Record(_)))
-    })?;
-    Some(enq_b < done_a)
-}
-
 pub fn queued_runs_are_in_flight_together<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
@@ -117,7 +93,7 @@ pub fn queued_runs_are_in_flight_together<T: Target>(t: &T) {
     assert!(f0.seq < f1.seq);
     let trace = t.trace(runner.device().driver());
     assert_eq!(
-        overlapped(&trace, id0, id1),
+        checks::overlapped(&trace, id0, id1),
         Some(true),
         "queued runs overlap"
     );
@@ -141,7 +117,7 @@ pub fn serial_runs_never_overlap<T: Target>(t: &T) {
     let trace = t.trace(runner.device().driver());
     for w in ids.windows(2) {
         assert_eq!(
-            overlapped(&trace, w[0], w[1]),
+            checks::overlapped(&trace, w[0], w[1]),
             Some(false),
             "serial never overlaps"
         );
