@@ -98,7 +98,7 @@ fn by_hand() -> f64 {
     let status = d.alloc(StatusRecord::SIZE).unwrap();
     let (core, cpu) = (d.create_stream().unwrap(), d.create_stream().unwrap());
     let (ev_core, ev_fence) = (d.create_event().unwrap(), d.create_event().unwrap());
-    let code = d
+    let kernel = d
         .register_code(&Program::new().add(1).encode())
         .unwrap()
         .handle;
@@ -134,7 +134,7 @@ fn by_hand() -> f64 {
             status: status.0,
         }
         .to_bytes();
-        d.launch_aicore(core, code, block_dim, &args).unwrap();
+        d.launch_aicore(core, kernel, block_dim, &args).unwrap();
         d.launch_aicpu(cpu, &args).unwrap();
         d.record_event(ev_core, core).unwrap();
         d.stream_wait_event(cpu, ev_core).unwrap();

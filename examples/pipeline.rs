@@ -52,17 +52,18 @@ fn parse() -> Result<Opts, String> {
     while let Some(flag) = args.next() {
         let mut value = || args.next().ok_or(format!("{flag} needs a value"));
         let num = |v: String| v.parse::<u64>().map_err(|e| format!("{flag}: {e}"));
+        let count = |v: String| v.parse::<usize>().map_err(|e| format!("{flag}: {e}"));
         let us = |v: String| num(v).map(Duration::from_micros);
         match flag.as_str() {
-            "--runs" => o.runs = num(value()?)? as usize,
-            "--depth" => o.depth = num(value()?)? as usize,
-            "--elements" => o.elements = num(value()?)? as usize,
+            "--runs" => o.runs = count(value()?)?,
+            "--depth" => o.depth = count(value()?)?,
+            "--elements" => o.elements = count(value()?)?,
             "--kernel-us" => o.latency.kernel = us(value()?)?,
             "--submit-us" => o.latency.submit = us(value()?)?,
             "--dispatch-us" => o.latency.dispatch_gap = us(value()?)?,
             "--wake-us" => o.latency.host_wake = us(value()?)?,
             "--svg" => o.svg = PathBuf::from(value()?),
-            "--window" => o.window = num(value()?)? as usize,
+            "--window" => o.window = count(value()?)?,
             "-h" | "--help" => {
                 println!("see the header of examples/pipeline.rs for the flags");
                 std::process::exit(0);
@@ -90,7 +91,11 @@ struct Work {
 impl Work {
     fn new(opts: &Opts, label: &'static str) -> Self {
         let inputs = (0..opts.runs)
-            .map(|i| (0..opts.elements).map(|j| (i * 7 + j) as u32).collect())
+            .map(|i| {
+                (0..opts.elements)
+                    .map(|j| u32::try_from(i * 7 + j).unwrap_or(u32::MAX))
+                    .collect()
+            })
             .collect();
         Work {
             program: Program::new().mul(3).add(7),
@@ -189,6 +194,18 @@ where
     Device::open(sim, DeviceConfig::default().max_elements(opts.elements))
 }
 
+// The reference runtime's contract: run N is fenced and finalized before
+// run N+1 launches.
+fn one<'r>(
+    runner: &'r Runner<'_, SimDriver, 2>,
+    token: SlotToken<'r, 0>,
+    input: &[u32],
+    out: &mut Outputs<0>,
+) -> Result<Finalized<'r, 0>, runclaim::Error> {
+    let spec = RunSpec::new(runner.code("f")?, Input::Host(input));
+    Ok(runner.run_serial(token, spec, out)?)
+}
+
 fn serial(opts: &Opts) -> Result<(Work, Duration), Box<dyn Error>> {
     let mut dev = device::<2>(opts)?;
     let mut work = Work::new(opts, "serial");
@@ -196,17 +213,6 @@ fn serial(opts: &Opts) -> Result<(Work, Duration), Box<dyn Error>> {
     let runner = dev.publish(&[callable])?;
     let mut out = Outputs::<0>::new(opts.elements);
     let mut token = Some(runner.take_slot::<0>()?);
-    // The reference runtime's contract: run N is fenced and finalized before
-    // run N+1 launches.
-    fn one<'r>(
-        runner: &'r Runner<'_, SimDriver, 2>,
-        token: SlotToken<'r, 0>,
-        input: &[u32],
-        out: &mut Outputs<0>,
-    ) -> Result<Finalized<'r, 0>, runclaim::Error> {
-        let spec = RunSpec::new(runner.code("f")?, Input::Host(input));
-        Ok(runner.run_serial(token, spec, out)?)
-    }
     let t0 = Instant::now();
     for i in 0..opts.runs {
         let t = token.take().ok_or("slot token lost")?;

@@ -115,7 +115,7 @@ fn optional_capabilities_absent_fall_back() {
     };
     let cfg = FakeConfig::from_sim(&fast(), true);
     // SAFETY: valid pointer for the call.
-    let rc = unsafe { configure(id, &cfg) };
+    let rc = unsafe { configure(id, &raw const cfg) };
     assert_eq!(rc, 0);
     let d = AclDriver::open(
         AclConfig::new(id, "x.json")
@@ -282,8 +282,12 @@ fn each_thread_is_bound_to_the_device_before_its_first_call() {
                 let mut status = 0;
                 // SAFETY: `status` is a valid out-pointer; the handle is the
                 // driver's stream.
-                let rc =
-                    unsafe { query(std::ptr::without_provenance_mut(s.0 as usize), &mut status) };
+                let rc = unsafe {
+                    query(
+                        std::ptr::without_provenance_mut(usize::try_from(s.0).unwrap()),
+                        &raw mut status,
+                    )
+                };
                 assert_eq!(rc, 107_002, "an unbound thread has no context");
                 assert_eq!(kind_of(rc), ErrorKind::NoContext);
                 // Through the driver the same query works: it binds first.

@@ -42,7 +42,7 @@ fn runtime_loads_and_device_memory_round_trips() {
         d.capabilities()
     );
     let p = d.alloc(4096).unwrap();
-    let data: Vec<u8> = (0..4096).map(|i| (i % 251) as u8).collect();
+    let data: Vec<u8> = (0..4096u32).map(|i| (i % 251).to_le_bytes()[0]).collect();
     d.copy_to_device(p, &data).unwrap();
     let mut back = vec![0u8; 4096];
     d.copy_from_device(&mut back, p).unwrap();

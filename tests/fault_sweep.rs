@@ -22,7 +22,7 @@ fn cfg() -> SimConfig {
 }
 
 fn input(i: usize) -> Vec<u32> {
-    (0..6).map(|j| (i * 10 + j) as u32).collect()
+    (0..6).map(|j| u32::try_from(i * 10 + j).unwrap()).collect()
 }
 
 const A: fn() -> Program = || Program::new().mul(3).add(1);
@@ -70,7 +70,7 @@ fn scenario(sim: &SimDriver) -> Result<usize, String> {
         }
     }
     let mut dev = open.ok_or("open failed three times")?;
-    let fence_steps = dev.fence_timeout().as_micros() as u64;
+    let fence_steps = u64::try_from(dev.fence_timeout().as_micros()).unwrap();
     let mut results = vec![None; 8];
     for (name, program, runs) in [("A", A, 0..4), ("B", B, 4..8)] {
         let callables = [Callable::program(name, &program())];
@@ -89,23 +89,20 @@ fn scenario(sim: &SimDriver) -> Result<usize, String> {
             let mut done = false;
             for _ in 0..4 {
                 let before = sim.stats().steps;
-                match pair(&runner, name, first) {
-                    Ok(values) => {
-                        for (k, v) in values.into_iter().enumerate() {
-                            results[first + k] = Some(v);
-                        }
-                        done = true;
+                if let Ok(values) = pair(&runner, name, first) {
+                    for (k, v) in values.into_iter().enumerate() {
+                        results[first + k] = Some(v);
                     }
-                    Err(_) => {
-                        recovered += 1;
-                        // Every run and token is gone: drain proves the queue
-                        // quiet and returns every slot (one retry: the
-                        // injected failure may hit the drain itself).
-                        if runner.drain().is_err() {
-                            runner
-                                .drain()
-                                .map_err(|e| format!("drain after a failure: {e}"))?;
-                        }
+                    done = true;
+                } else {
+                    recovered += 1;
+                    // Every run and token is gone: drain proves the queue
+                    // quiet and returns every slot (one retry: the
+                    // injected failure may hit the drain itself).
+                    if runner.drain().is_err() {
+                        runner
+                            .drain()
+                            .map_err(|e| format!("drain after a failure: {e}"))?;
                     }
                 }
                 checks::bounded("a queued pair", sim.stats().steps - before, 6 * fence_steps)?;
@@ -160,7 +157,7 @@ fn every_driver_call_can_fail_and_the_pipeline_still_completes() {
         "fault sweep: swept {calls} driver call sites; {recovered_sites} made an operation fail \
          and were recovered, the rest failed a call whose error the contract absorbed"
     );
-    assert!(recovered_sites > calls as usize / 2);
+    assert!(recovered_sites > usize::try_from(calls).unwrap() / 2);
 }
 
 #[test]

@@ -23,7 +23,7 @@ fn control(ops: &[Op], how: Breakage, expect: &str) {
     assert!(err.contains(expect), "{how:?} caught, but as: {err}");
 }
 
-fn lifecycle(slot: usize, callable: usize, input: In) -> Vec<Op> {
+fn lifecycle(slot: usize, callable: usize, input: &In) -> Vec<Op> {
     (0..5)
         .map(|_| Op::Advance(slot, callable, input.clone(), 2))
         .collect()
@@ -33,9 +33,9 @@ fn lifecycle(slot: usize, callable: usize, input: In) -> Vec<Op> {
 fn reused_stale_stream_is_caught_by_the_value_and_stale_code_checks() {
     // Run p0 (cached by the AICore stream), publish a set whose new program
     // p2 lands at p0's code address, run p2: only a fresh stream computes p2.
-    let mut ops = lifecycle(0, 0, In::Host(vec![1, 2, 3]));
+    let mut ops = lifecycle(0, 0, &In::Host(vec![1, 2, 3]));
     ops.push(Op::Publish(1));
-    ops.extend(lifecycle(0, 1, In::Host(vec![1, 2, 3])));
+    ops.extend(lifecycle(0, 1, &In::Host(vec![1, 2, 3])));
     control(&ops, Breakage::ReuseStaleStream, "executed stale code");
 }
 

@@ -1,5 +1,5 @@
 //! No ordering breaks the contract: random sequences of prepare / launch /
-//! try_fence / fence (with and without timeout) / finalize / drop / forget /
+//! `try_fence` / fence (with and without timeout) / finalize / drop / forget /
 //! publish (new code, dedup hits, A → B → A) / drain / device steps, run on
 //! the real API over the stepped simulator and compared with the reference
 //! model (`common::model`) after every step, at depth 2 and depth 3 — first

@@ -54,7 +54,7 @@ impl HandRun {
     }
 
     fn output(&self, sim: &SimDriver) -> Vec<u32> {
-        let mut b = vec![0u8; self.args.len as usize * 4];
+        let mut b = vec![0u8; usize::try_from(self.args.len).unwrap() * 4];
         sim.copy_from_device(&mut b, DevPtr(self.args.output))
             .unwrap();
         b.chunks_exact(4)
@@ -181,7 +181,7 @@ fn queued_runs_on_one_pair_execute_in_order() {
     let (cs, ps) = pair(&sim);
     let c = code(&sim, &Program::new().add(10));
     let runs: Vec<_> = (1..=3)
-        .map(|i| HandRun::new(&sim, i, 2, &[i as u32]))
+        .map(|i| HandRun::new(&sim, i, 2, &[u32::try_from(i).unwrap()]))
         .collect();
     for r in &runs {
         r.launch(&sim, cs, ps, c);
@@ -192,7 +192,7 @@ fn queued_runs_on_one_pair_execute_in_order() {
         assert!(w[0].end <= w[1].dispatched, "run order = queue order");
     }
     for (i, r) in runs.iter().enumerate() {
-        assert_eq!(r.output(&sim), vec![i as u32 + 1 + 10]);
+        assert_eq!(r.output(&sim), vec![u32::try_from(i).unwrap() + 1 + 10]);
     }
 }
 

@@ -146,7 +146,7 @@ impl FakeStats {
         s.aicpu_kernels = self.aicpu_kernels;
         s.stale_executions = self.stale_executions;
         s.kernel_faults = self.kernel_faults;
-        s.max_queue_depth = self.max_queue_depth as usize;
+        s.max_queue_depth = usize::try_from(self.max_queue_depth).unwrap_or(usize::MAX);
         s.blocked_enqueues = self.blocked_enqueues;
         s.busy_destroy_refused = self.busy_destroy_refused;
         s.steps = self.steps;
@@ -215,7 +215,7 @@ pub fn encode_trace(t: &TraceEvent) -> FakeTraceEntry {
         TraceKind::StaleCode => (4, 0, 0),
         TraceKind::Faulted(k) => (
             5,
-            FAULT_KINDS.iter().position(|&f| f == k).unwrap_or(0) as u32,
+            u32::try_from(FAULT_KINDS.iter().position(|&f| f == k).unwrap_or(0)).unwrap_or(0),
             0,
         ),
         TraceKind::StreamCreated => (6, 0, 0),
@@ -261,7 +261,8 @@ pub const INJECT_CODE: u32 = 8;
 /// Encodes a simulator fault as `(kind, a, nth, arg)` for `runclaim_fake_inject`.
 #[must_use]
 pub fn encode_fault(f: &Fault) -> (u32, u32, u64, u64) {
-    let op_index = |op: Op| Op::ALL.iter().position(|&o| o == op).unwrap_or(0) as u32;
+    let op_index =
+        |op: Op| u32::try_from(Op::ALL.iter().position(|&o| o == op).unwrap_or(0)).unwrap_or(0);
     match *f {
         Fault::FailCall { op, nth } => (1, op_index(op), nth, 0),
         Fault::FailAnyCall { nth } => (2, 0, nth, 0),

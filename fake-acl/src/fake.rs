@@ -64,7 +64,7 @@ fn state() -> std::sync::MutexGuard<'static, State> {
         .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-fn set_message(m: String) {
+fn set_message(m: &str) {
     let c = CString::new(m.replace('\0', " ")).unwrap_or_default();
     PENDING.with(|p| *p.borrow_mut() = Some(c));
 }
@@ -78,6 +78,11 @@ fn new_sim(cfg: Option<&FakeConfig>) -> SimDriver {
         }
         None => SimDriver::stepped(SimConfig::default()),
     }
+}
+
+/// The byte C's memset stores: the value converted to `unsigned char`.
+fn memset_byte(value: i32) -> u8 {
+    value.to_le_bytes()[0]
 }
 
 fn stream(p: *mut c_void) -> StreamId {
@@ -95,13 +100,13 @@ fn opaque(v: u64) -> *mut c_void {
 /// Runs `f` on the calling thread's device, mapping the result to a code.
 fn call(is_event: bool, f: impl FnOnce(&SimDriver) -> Result<(), DriverError>) -> c_int {
     let Some(id) = CURRENT.get() else {
-        set_message("no device is bound to this thread (call aclrtSetDevice first)".into());
+        set_message("no device is bound to this thread (call aclrtSetDevice first)");
         return CONTEXT_NULL;
     };
     let sim = {
         let mut st = state();
         let Some(dev) = st.devices.get_mut(&id) else {
-            set_message(format!("device {id} was reset"));
+            set_message(&format!("device {id} was reset"));
             return CONTEXT_NULL;
         };
         let mut injected = None;
@@ -115,7 +120,7 @@ fn call(is_event: bool, f: impl FnOnce(&SimDriver) -> Result<(), DriverError>) -
             }
         });
         if let Some(code) = injected {
-            set_message(format!("injected error code {code}"));
+            set_message(&format!("injected error code {code}"));
             return code;
         }
         dev.sim.clone()
@@ -123,7 +128,7 @@ fn call(is_event: bool, f: impl FnOnce(&SimDriver) -> Result<(), DriverError>) -
     match f(&sim) {
         Ok(()) => 0,
         Err(e) => {
-            set_message(e.to_string());
+            set_message(&e.to_string());
             code_of(e.kind(), is_event)
         }
     }
@@ -136,7 +141,7 @@ unsafe fn call_out<T>(
     f: impl FnOnce(&SimDriver) -> Result<T, DriverError>,
 ) -> c_int {
     if out.is_null() {
-        set_message("NULL out-pointer".into());
+        set_message("NULL out-pointer");
         return PARAM_INVALID;
     }
     call(is_event, |sim| {
@@ -213,7 +218,7 @@ pub unsafe extern "C" fn aclrtMemcpy(
         return 0;
     }
     if count > dest_max || dst.is_null() || src.is_null() {
-        set_message("bad memcpy arguments".into());
+        set_message("bad memcpy arguments");
         return PARAM_INVALID;
     }
     call(false, |s| match kind {
@@ -251,7 +256,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     stm: *mut c_void,
 ) -> c_int {
     if kind != 3 || count > dest_max {
-        set_message("the fake supports device-to-device async copies only".into());
+        set_message("the fake supports device-to-device async copies only");
         return PARAM_INVALID;
     }
     call(false, |s| {
@@ -275,7 +280,7 @@ pub unsafe extern "C" fn aclrtMemset(
         return PARAM_INVALID;
     }
     call(false, |s| {
-        s.memset(DevPtr(ptr.addr() as u64), value as u8, count)
+        s.memset(DevPtr(ptr.addr() as u64), memset_byte(value), count)
     })
 }
 
@@ -291,7 +296,12 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
         return PARAM_INVALID;
     }
     call(false, |s| {
-        s.memset_async(stream(stm), DevPtr(ptr.addr() as u64), value as u8, count)
+        s.memset_async(
+            stream(stm),
+            DevPtr(ptr.addr() as u64),
+            memset_byte(value),
+            count,
+        )
     })
 }
 
@@ -330,7 +340,7 @@ fn timeout_of(ms: i32) -> Option<Duration> {
     match ms {
         -1 => Some(Duration::from_secs(3600)),
         ms if ms < -1 => None,
-        ms => Some(Duration::from_millis(ms as u64)),
+        ms => Some(Duration::from_millis(u64::from(ms.unsigned_abs()))),
     }
 }
 
@@ -361,7 +371,7 @@ pub unsafe extern "C" fn aclrtRecordEvent(evt: *mut c_void, stm: *mut c_void) ->
     call(true, |s| s.record_event(event(evt), stream(stm)))
 }
 
-/// The recorded-status enum: NOT_READY = 0, COMPLETE = 1 (the reverse of
+/// The recorded-status enum: `NOT_READY` = 0, `COMPLETE` = 1 (the reverse of
 /// the stream status).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtQueryEventStatus(evt: *mut c_void, status: *mut u32) -> c_int {
@@ -504,7 +514,7 @@ pub unsafe extern "C" fn rtRegisterAllKernel(
     // SAFETY: non-NULL, points at an rtDevBinary_t (rt contract).
     let bin = unsafe { &*bin };
     if bin.magic != RT_DEV_BINARY_MAGIC_ELF {
-        set_message(format!("unsupported binary magic {:#x}", bin.magic));
+        set_message(&format!("unsupported binary magic {:#x}", bin.magic));
         return PARAM_INVALID;
     }
     let Ok(len) = usize::try_from(bin.length) else {
@@ -578,7 +588,7 @@ pub unsafe extern "C" fn rtsFuncGetByName(
     }
     // SAFETY: non-NULL, NUL-terminated (rt contract).
     if unsafe { CStr::from_ptr(name) } != AICPU_FUNCTION {
-        set_message("no such AICPU function".into());
+        set_message("no such AICPU function");
         return PARAM_INVALID;
     }
     // SAFETY: non-NULL out-pointer (rt contract).
@@ -691,5 +701,5 @@ pub unsafe extern "C" fn runclaim_fake_trace(
         // `i < n <= cap`.
         unsafe { out.add(i).write(encode_trace(t)) };
     }
-    n as isize
+    isize::try_from(n).unwrap_or(-1)
 }

@@ -310,6 +310,10 @@ where
     /// [`ErrorKind::Config`] for an invalid configuration (e.g. a fence
     /// timeout not above the device watchdog); [`ErrorKind::Driver`] when
     /// the device refuses a resource (everything created so far is released).
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "configurations are built inline and handed over, like std's builders"
+    )]
     pub fn open(driver: D, config: DeviceConfig) -> Result<Self, Error> {
         let info = driver.info();
         let config = config
@@ -799,16 +803,15 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
                     self.settle(slot, lease, entry.seq, entry.run, o, false)
                 });
                 let mut st = self.lock();
-                match outcome {
-                    Some(Ok(())) => st.slots[slot] = SlotState::Free,
-                    // A driver error that is neither fault nor timeout still
-                    // leaves completion unproven.
-                    Some(Err(_)) | None => {
-                        if let Some(e) = st.in_flight.get_mut(entry.seq) {
-                            e.proof = Proof::Unproven;
-                        }
-                        st.quarantine(slot);
+                if let Some(Ok(())) = outcome {
+                    st.slots[slot] = SlotState::Free;
+                } else {
+                    // Any failure — even a driver error that is neither fault
+                    // nor timeout — leaves completion unproven.
+                    if let Some(e) = st.in_flight.get_mut(entry.seq) {
+                        e.proof = Proof::Unproven;
                     }
+                    st.quarantine(slot);
                 }
             }
             _ => {}
@@ -894,9 +897,11 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         } else {
             (r.input, info.len)
         };
+        #[allow(clippy::cast_possible_truncation, reason = "slot < DEPTH <= 16")]
+        let slot_u32 = slot as u32;
         let args = RunArgs {
             run_id: info.run.0,
-            slot: slot as u32,
+            slot: slot_u32,
             block_dim: self.config.block_dim,
             len: len as u64,
             input: input.0,

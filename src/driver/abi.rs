@@ -66,6 +66,12 @@ pub const fn worker_offset(w: u32) -> usize {
     HANDSHAKE_HEADER + HANDSHAKE_WORKER * w as usize
 }
 
+/// Device ticks in a duration (rounded down, saturating).
+#[must_use]
+pub fn duration_to_ticks(d: std::time::Duration) -> u64 {
+    u64::try_from(d.as_nanos() / u128::from(NANOS_PER_TICK)).unwrap_or(u64::MAX)
+}
+
 /// Converts device ticks to nanoseconds.
 #[must_use]
 pub const fn ticks_to_nanos(ticks: u64) -> u64 {
@@ -123,6 +129,8 @@ impl RunArgs {
     pub const MAGIC: u32 = u32::from_le_bytes(*b"RCA1");
     /// Encoded size in bytes.
     pub const SIZE: usize = 72;
+    /// [`RunArgs::SIZE`] as the `u32` C launch structs carry.
+    pub const SIZE_U32: u32 = 72;
 
     /// Encodes the block.
     #[must_use]
@@ -272,6 +280,7 @@ impl StatusRecord {
 }
 
 const_assert_eq!(RunArgs::SIZE, 4 + 4 + 8 + 4 + 4 + 8 * 6);
+const_assert_eq!(RunArgs::SIZE, RunArgs::SIZE_U32 as usize);
 const_assert_eq!(WallRecord::SIZE, 8 + 4 + 4 + 8 * 4);
 const_assert_eq!(StatusRecord::SIZE, 8 + 4 + 4);
 const_assert_eq!(HANDSHAKE_WORKER, 5 * 8);

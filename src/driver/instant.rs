@@ -34,7 +34,7 @@ use super::{
 };
 
 const BASE: u64 = 0x1_0000_0000;
-const GUARD: u64 = 4096;
+const GUARD: usize = 4096;
 /// Pending AICore launches one stream can hold before its AICPU partner.
 const PENDING: usize = 64;
 
@@ -106,6 +106,10 @@ impl Inner {
     }
 
     /// Executes a whole run: outputs, handshake words, device wall, status.
+    #[allow(
+        clippy::many_single_char_names,
+        reason = "x → y per element, over short-lived ranges"
+    )]
     fn execute(&mut self, a: &RunArgs, code: usize) -> Result<(), DriverError> {
         let op = Op::LaunchAicpu;
         let len = usize::try_from(a.len).unwrap_or(usize::MAX);
@@ -214,7 +218,7 @@ impl Driver for InstantDriver {
         }
         let mut g = self.lock();
         let addr = BASE + g.memory.len() as u64;
-        let total = g.memory.len() + bytes + GUARD as usize;
+        let total = g.memory.len() + bytes + GUARD;
         g.memory.resize(total, 0);
         g.blocks.push(Block {
             addr,

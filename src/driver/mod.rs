@@ -118,10 +118,20 @@ pub struct DriverInfo {
 
 /// The device surface the claim contract is written against.
 ///
-/// Every method returns a [`DriverError`] naming its [`Op`]; none panics on
-/// bad input. "Queued" below means *accepted onto a stream*: a queued task
-/// runs after every task queued before it on the same stream and may run at
-/// the same time as tasks on other streams.
+/// # Errors
+///
+/// Every method returns a [`DriverError`] naming its [`Op`] and an
+/// [`ErrorKind`]; none panics on bad input. Each method's contract below says
+/// which kinds matter to it (a `Timeout` that cancels nothing, a sticky
+/// `KernelFault`, a `StreamBusy` refusal).
+///
+/// "Queued" below means *accepted onto a stream*: a queued task runs after
+/// every task queued before it on the same stream and may run at the same
+/// time as tasks on other streams.
+#[allow(
+    clippy::missing_errors_doc,
+    reason = "the errors of every method are documented once, on the trait"
+)]
 pub trait Driver: Send + Sync {
     /// Static facts about the device.
     fn info(&self) -> DriverInfo;

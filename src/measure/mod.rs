@@ -57,7 +57,7 @@ impl Summary {
         let sum: u128 = values_ns.iter().map(|&v| u128::from(v)).sum();
         Summary {
             count: n,
-            mean_ns: (sum / n as u128) as u64,
+            mean_ns: u64::try_from(sum / n as u128).unwrap_or(u64::MAX),
             p50_ns: rank(50),
             p99_ns: rank(99),
             max_ns: values_ns[n - 1],
@@ -126,7 +126,7 @@ impl Report {
             if gap < 0 {
                 overlaps += 1;
             }
-            gaps.push(gap.max(0) as u64 * NANOS_PER_TICK);
+            gaps.push(u64::try_from(gap.max(0)).unwrap_or(u64::MAX) * NANOS_PER_TICK);
         }
         let first = sorted[0].start();
         let last = sorted.iter().map(|w| w.end).max().unwrap_or(first);
@@ -207,7 +207,7 @@ mod tests {
         // Given out of order; 1 tick = 20 ns.
         let r = Report::from_walls(&[w(2, 110, 200), w(1, 0, 100), w(3, 203, 300)]).unwrap();
         assert_eq!(r.gap.count, 2);
-        assert_eq!((r.gap.mean_ns, r.gap.max_ns), ((200 + 60) / 2, 200));
+        assert_eq!((r.gap.mean_ns, r.gap.max_ns), (130, 200));
         assert_eq!(r.span_ns, 300 * 20);
         assert_eq!(r.busy_ns, (100 + 90 + 97) * 20);
         assert_eq!(r.overlaps, 0);

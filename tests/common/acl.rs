@@ -76,14 +76,15 @@ impl Control {
     /// Makes the `nth` ACL call on `device` return `code`.
     pub fn inject_code(&self, device: i32, nth: u64, code: i32) {
         // SAFETY: plain values.
-        let rc = unsafe { (self.inject)(device, INJECT_CODE, 0, nth, code as u64) };
+        let rc =
+            unsafe { (self.inject)(device, INJECT_CODE, 0, nth, u64::from(code.unsigned_abs())) };
         assert_eq!(rc, 0);
     }
 
     pub fn stats(&self, device: i32) -> SimStats {
         let mut s = FakeStats::default();
         // SAFETY: `s` is a valid out-pointer.
-        let rc = unsafe { (self.stats)(device, &mut s) };
+        let rc = unsafe { (self.stats)(device, &raw mut s) };
         assert_eq!(rc, 0);
         s.to_sim()
     }

@@ -125,6 +125,10 @@ pub trait Cell<'r> {
     /// `Ok(seq)`; `Err((kind, came_back))`.
     fn launch(&mut self) -> Result<u64, (ErrorKind, bool)>;
     /// `timeout`: `None` = poll, `Some(None)` = configured, `Some(Some(t))`.
+    #[allow(
+        clippy::option_option,
+        reason = "three ways to fence: poll, configured, explicit"
+    )]
     fn fence(&mut self, timeout: Option<Option<Duration>>) -> Result<(), ErrorKind>;
     /// `Ok((values, wall))`; on `Err` the token is kept.
     fn finalize(&mut self) -> Result<(Vec<u32>, WallRecord), ErrorKind>;
@@ -138,7 +142,7 @@ struct TypedCell<'r, 'p, Dr: Driver, const I: usize, const D: usize> {
     out: Outputs<I>,
 }
 
-impl<'r, 'p, Dr: Driver, const I: usize, const D: usize> Cell<'r> for TypedCell<'r, 'p, Dr, I, D>
+impl<'r, Dr: Driver, const I: usize, const D: usize> Cell<'r> for TypedCell<'r, '_, Dr, I, D>
 where
     Slot<I>: SlotOf<D>,
 {
@@ -327,6 +331,10 @@ pub struct Model {
     set: Vec<usize>,
     /// What `Input::Previous` reads: `Some(None)` = a value the model lost
     /// track of (after a fault), `None` = nothing to chain from.
+    #[allow(
+        clippy::option_option,
+        reason = "nothing / unknown / known: three states"
+    )]
     chain: Option<Option<Vec<u32>>>,
     poisoned: bool,
     /// A fault was injected in this case: outcomes are checked against the
@@ -464,6 +472,10 @@ fn is_undrained(k: &ErrorKind) -> bool {
 
 /// Runs `ops` on a depth-`D` device over `wrap(sim)` and the model, checking
 /// every invariant after every step.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the epoch / session loop reads best in one place"
+)]
 pub fn run_case<Dr, const D: usize>(
     ops: &[Op],
     seed: u64,
@@ -477,7 +489,7 @@ where
     let sim = SimDriver::stepped(sim_config(seed));
     let cfg = DeviceConfig::default().max_elements(MAX_ELEMS);
     let mut dev = Device::<_, D>::open(wrap(sim.clone()), cfg).map_err(|e| format!("open: {e}"))?;
-    let fence_steps = dev.fence_timeout().as_micros() as u64;
+    let fence_steps = u64::try_from(dev.fence_timeout().as_micros()).unwrap();
     // Every single operation waits at most once per slot plus a drain.
     let bound = (D as u64 + 2) * fence_steps + 1_000;
     let mut model = Model::new(D, 0);
@@ -491,9 +503,9 @@ where
             .map(|&p| Callable::program(format!("p{p}"), &program(p)))
             .collect();
         let before = sim.stats().steps;
-        let published = dev.publish(&callables);
+        let outcome = dev.publish(&callables);
         checks::bounded("publish", sim.stats().steps - before, bound)?;
-        let mut runner = match published {
+        let mut runner = match outcome {
             Ok(r) => r,
             Err(e) if model.faulty && publishes < 3 => {
                 allowed(
@@ -606,6 +618,10 @@ fn sync_quarantine<Dr: Driver, const D: usize>(runner: &Runner<'_, Dr, D>, model
 }
 
 #[allow(clippy::too_many_lines, reason = "one arm per operation, each short")]
+#[allow(
+    clippy::many_single_char_names,
+    reason = "m: the model, s: a slot, k: an error kind"
+)]
 fn step<'r, Dr: Driver, const D: usize>(
     op: &Op,
     cells: &mut [Box<dyn Cell<'r> + 'r>],

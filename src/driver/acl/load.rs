@@ -8,7 +8,14 @@ use std::path::{Path, PathBuf};
 
 use libloading::Library;
 
-use super::ffi::*;
+use super::ffi::{
+    FnAclFinalizeReference, FnAclGetRecentErrMsg, FnAclInit, FnBinaryLoadFromFile, FnBinaryUnload,
+    FnCreateEventWithFlag, FnCreateStream, FnEvent, FnEventElapsed, FnEventSyncTimeout,
+    FnEventTimestamp, FnFree, FnFuncGetByName, FnKernelLaunchWithHandleV2, FnLaunchCpuKernel,
+    FnMalloc, FnMemcpy, FnMemcpyAsync, FnMemset, FnMemsetAsync, FnQueryEventStatus, FnRecordEvent,
+    FnRegisterAllKernel, FnSetDevice, FnSetOpTimeout, FnStream, FnStreamQuery, FnStreamSyncTimeout,
+    FnStreamWaitEvent,
+};
 
 /// Which vendor library.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -77,9 +84,11 @@ pub enum LoadError {
 }
 
 fn list_attempts(a: &[Attempt]) -> String {
-    a.iter()
-        .map(|t| format!("\n  {} ({}): {}", t.path.display(), t.source, t.error))
-        .collect()
+    use std::fmt::Write as _;
+    a.iter().fold(String::new(), |mut s, t| {
+        let _ = write!(s, "\n  {} ({}): {}", t.path.display(), t.source, t.error);
+        s
+    })
 }
 
 /// The candidates for `lib`, in search order: the explicit path, the override
@@ -156,12 +165,11 @@ unsafe fn sym<T: Copy>(
     // SAFETY: the caller guarantees `T` matches the C prototype; the pointer
     // is copied out of the `Symbol` and used only while the table that owns
     // `lib` is alive.
-    match unsafe { lib.get::<T>(name) } {
-        Ok(s) => Some(*s),
-        Err(_) => {
-            missing.push(format!("{name} ({which})"));
-            None
-        }
+    if let Ok(s) = unsafe { lib.get::<T>(name) } {
+        Some(*s)
+    } else {
+        missing.push(format!("{name} ({which})"));
+        None
     }
 }
 

@@ -83,7 +83,14 @@ pub use self::load::{Attempt, Lib, LoadError};
 use self::codes::{
     ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_RT_EVENT_NOT_COMPLETE, ACL_ERROR_RT_STREAM_NOT_COMPLETE,
 };
-use self::ffi::*;
+use self::ffi::{
+    ACL_EVENT_RECORDED_STATUS_COMPLETE, ACL_EVENT_RECORDED_STATUS_NOT_READY, ACL_EVENT_SYNC,
+    ACL_EVENT_TIME_LINE, ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE,
+    ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, ACL_STREAM_STATUS_COMPLETE,
+    ACL_STREAM_STATUS_NOT_READY, RT_DEV_BINARY_MAGIC_ELF, RT_LOAD_BINARY_OPT_CPU_KERNEL_MODE,
+    RT_SCHEM_MODE_BATCH, RtAicpuArgsEx, RtArgsEx, RtCpuKernelArgs, RtDevBinary, RtKernelLaunchCfg,
+    RtLaunchKernelAttr, RtLoadBinaryConfig, RtLoadBinaryOption, RtTaskCfgInfo,
+};
 use self::load::Api;
 use super::abi::{RunArgs, TICKS_PER_SEC};
 use super::{
@@ -220,6 +227,10 @@ impl AclDriver {
     /// # Errors
     /// [`OpenError::Load`] with every path tried or every missing symbol;
     /// [`OpenError::Runtime`] when a set-up call fails.
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "configurations are built inline and handed over, like std's builders"
+    )]
     pub fn open(config: AclConfig) -> Result<Self, OpenError> {
         let env = |k: &str| std::env::var_os(k);
         let acl = load::open(Lib::AscendCl, config.ascendcl.as_deref(), &env)?;
@@ -266,7 +277,7 @@ impl AclDriver {
             let mut actual = 0u64;
             let us = u64::try_from(w.as_micros()).unwrap_or(u64::MAX);
             // SAFETY: `actual` is a valid out-pointer for the call.
-            let rc = unsafe { set(us, &mut actual) };
+            let rc = unsafe { set(us, &raw mut actual) };
             d.check(Op::Open, "aclrtSetOpExecuteTimeOutV2", rc)?;
             d.watchdog = Some(Duration::from_micros(actual.max(us)));
         }
@@ -275,19 +286,20 @@ impl AclDriver {
             value: [0; 4],
         };
         let cfg = RtLoadBinaryConfig {
-            options: &mut option,
+            options: &raw mut option,
             num_opt: 1,
         };
         let mut bin = null_mut();
         // SAFETY: `path` is a NUL-terminated string and `cfg` points at one
         // option, both alive for the call; `bin` is a valid out-pointer.
-        let rc = unsafe { (d.api.binary_load_from_file)(path.as_ptr(), &cfg, &mut bin) };
+        let rc =
+            unsafe { (d.api.binary_load_from_file)(path.as_ptr(), &raw const cfg, &raw mut bin) };
         d.check(Op::Open, "rtsBinaryLoadFromFile", rc)?;
         d.aicpu_bin = addr(bin);
         let mut f = null_mut();
         // SAFETY: `bin` came from rtsBinaryLoadFromFile; `func` is a
         // NUL-terminated string alive for the call; `f` a valid out-pointer.
-        let rc = unsafe { (d.api.func_get_by_name)(bin, func.as_ptr(), &mut f) };
+        let rc = unsafe { (d.api.func_get_by_name)(bin, func.as_ptr(), &raw mut f) };
         d.check(Op::Open, "rtsFuncGetByName", rc)?;
         d.aicpu_func = addr(f);
         Ok(d)
@@ -374,11 +386,10 @@ impl AclDriver {
     fn query_event_raw(&self, event: EventId) -> Result<Completion, DriverError> {
         let mut status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
         // SAFETY: `status` is a valid out-pointer; the event handle is opaque.
-        let rc = unsafe { (self.api.query_event_status)(handle(event.0), &mut status) };
+        let rc = unsafe { (self.api.query_event_status)(handle(event.0), &raw mut status) };
         match rc {
             0 if status == ACL_EVENT_RECORDED_STATUS_COMPLETE => Ok(Completion::Complete),
-            0 => Ok(Completion::NotReady),
-            ACL_ERROR_RT_EVENT_NOT_COMPLETE => Ok(Completion::NotReady),
+            0 | ACL_ERROR_RT_EVENT_NOT_COMPLETE => Ok(Completion::NotReady),
             _ => Err(self.fail(Op::QueryEvent, "aclrtQueryEventStatus", rc)),
         }
     }
@@ -386,11 +397,10 @@ impl AclDriver {
     fn query_stream_raw(&self, stream: StreamId) -> Result<Completion, DriverError> {
         let mut status = ACL_STREAM_STATUS_NOT_READY;
         // SAFETY: `status` is a valid out-pointer; the stream handle is opaque.
-        let rc = unsafe { (self.api.stream_query)(handle(stream.0), &mut status) };
+        let rc = unsafe { (self.api.stream_query)(handle(stream.0), &raw mut status) };
         match rc {
             0 if status == ACL_STREAM_STATUS_COMPLETE => Ok(Completion::Complete),
-            0 => Ok(Completion::NotReady),
-            ACL_ERROR_RT_STREAM_NOT_COMPLETE => Ok(Completion::NotReady),
+            0 | ACL_ERROR_RT_STREAM_NOT_COMPLETE => Ok(Completion::NotReady),
             _ => Err(self.fail(Op::QueryStream, "aclrtStreamQuery", rc)),
         }
     }
@@ -426,7 +436,7 @@ impl Drop for AclDriver {
         if let Some(fin) = self.api.finalize_reference {
             let mut refs = 0u64;
             // SAFETY: `refs` is a valid out-pointer.
-            let _ = unsafe { fin(&mut refs) };
+            let _ = unsafe { fin(&raw mut refs) };
         }
     }
 }
@@ -453,7 +463,7 @@ impl Driver for AclDriver {
         }
         let mut p = null_mut();
         // SAFETY: `p` is a valid out-pointer; size and policy by value.
-        let rc = unsafe { (self.api.malloc)(&mut p, bytes, ACL_MEM_MALLOC_HUGE_FIRST) };
+        let rc = unsafe { (self.api.malloc)(&raw mut p, bytes, ACL_MEM_MALLOC_HUGE_FIRST) };
         match self.check(Op::Alloc, "aclrtMalloc", rc) {
             Ok(()) => Ok(DevPtr(addr(p))),
             Err(e) if matches!(e.kind(), ErrorKind::OutOfMemory { .. }) => {
@@ -567,7 +577,7 @@ impl Driver for AclDriver {
         self.bind(Op::CreateStream)?;
         let mut s = null_mut();
         // SAFETY: `s` is a valid out-pointer.
-        let rc = unsafe { (self.api.create_stream)(&mut s) };
+        let rc = unsafe { (self.api.create_stream)(&raw mut s) };
         self.check(Op::CreateStream, "aclrtCreateStream", rc)?;
         Ok(StreamId(addr(s)))
     }
@@ -629,7 +639,8 @@ impl Driver for AclDriver {
         let mut e = null_mut();
         // SAFETY: `e` is a valid out-pointer. SYNC: usable in
         // aclrtStreamWaitEvent; TIME_LINE: timestamps and elapsed time.
-        let rc = unsafe { (self.api.create_event)(&mut e, ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE) };
+        let rc =
+            unsafe { (self.api.create_event)(&raw mut e, ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE) };
         self.check(Op::CreateEvent, "aclrtCreateEventWithFlag", rc)?;
         Ok(EventId(addr(e)))
     }
@@ -702,7 +713,7 @@ impl Driver for AclDriver {
         self.bind(Op::EventElapsed)?;
         let mut ms = 0f32;
         // SAFETY: `ms` is a valid out-pointer; opaque handles.
-        let rc = unsafe { (self.api.event_elapsed)(&mut ms, handle(start.0), handle(end.0)) };
+        let rc = unsafe { (self.api.event_elapsed)(&raw mut ms, handle(start.0), handle(end.0)) };
         self.check(Op::EventElapsed, "aclrtEventElapsedTime", rc)?;
         Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1000.0))
     }
@@ -714,7 +725,7 @@ impl Driver for AclDriver {
         };
         let mut us = 0u64;
         // SAFETY: `us` is a valid out-pointer; opaque handle.
-        let rc = unsafe { f(handle(event.0), &mut us) };
+        let rc = unsafe { f(handle(event.0), &raw mut us) };
         self.check(Op::EventTimestamp, "aclrtEventGetTimestamp", rc)?;
         // Device uptime in µs → ticks of the 50 MHz counter.
         Ok(us.saturating_mul(TICKS_PER_SEC / 1_000_000))
@@ -740,7 +751,7 @@ impl Driver for AclDriver {
         let mut h = null_mut();
         // SAFETY: `bin` describes `image`, readable for its length during the
         // call (and kept alive afterwards); `h` is a valid out-pointer.
-        let rc = unsafe { (self.api.register_all_kernel)(&bin, &mut h) };
+        let rc = unsafe { (self.api.register_all_kernel)(&raw const bin, &raw mut h) };
         self.check(Op::RegisterCode, "rtRegisterAllKernel", rc)?;
         // A handle handed out again now holds this image, not its old one.
         let h = addr(h);
@@ -772,7 +783,7 @@ impl Driver for AclDriver {
         let mut ex = RtArgsEx {
             args: blob.as_mut_ptr().cast(),
             host_input_info_ptr: null_mut(),
-            args_size: RunArgs::SIZE as u32,
+            args_size: RunArgs::SIZE_U32,
             tiling_addr_offset: 0,
             tiling_data_offset: 0,
             host_input_info_num: 0,
@@ -792,10 +803,10 @@ impl Driver for AclDriver {
                 handle(code.0),
                 0,
                 block_dim,
-                &mut ex,
+                &raw mut ex,
                 null_mut(),
                 handle(s.0),
-                &cfg,
+                &raw const cfg,
             )
         };
         self.check(Op::LaunchAicore, "rtKernelLaunchWithHandleV2", rc)
@@ -809,7 +820,7 @@ impl Driver for AclDriver {
                 args: blob.as_mut_ptr().cast(),
                 host_input_info_ptr: null_mut(),
                 kernel_offset_info_ptr: null_mut(),
-                args_size: RunArgs::SIZE as u32,
+                args_size: RunArgs::SIZE_U32,
                 host_input_info_num: 0,
                 kernel_offset_info_num: 0,
                 so_name_addr_offset: 0,
@@ -823,7 +834,7 @@ impl Driver for AclDriver {
         };
         let mut attr = RtLaunchKernelAttr::default();
         let cfg = RtKernelLaunchCfg {
-            attrs: &mut attr,
+            attrs: &raw mut attr,
             num_attrs: 0,
         };
         // SAFETY: `cpu.base_args.args` points at `blob` (alive for the call;
@@ -834,8 +845,8 @@ impl Driver for AclDriver {
                 handle(self.aicpu_func),
                 self.aicpu_threads,
                 handle(s.0),
-                &cfg,
-                &mut cpu,
+                &raw const cfg,
+                &raw mut cpu,
             )
         };
         self.check(Op::LaunchAicpu, "rtsLaunchCpuKernel", rc)

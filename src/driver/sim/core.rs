@@ -9,7 +9,7 @@
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use super::faults::{FaultPlan, RecordFate};
 use super::kernels::{AicoreKernel, AicpuKernel, KernelStep};
@@ -196,7 +196,7 @@ impl Core {
     /// completion checks). Stepped mode has one clock for both.
     pub fn now(&self) -> u64 {
         match self.base {
-            Some(b) => (b.elapsed().as_nanos() / u128::from(abi::NANOS_PER_TICK)) as u64,
+            Some(b) => abi::duration_to_ticks(b.elapsed()),
             None => self.ticks,
         }
     }
@@ -210,13 +210,9 @@ impl Core {
         }
     }
 
-    pub fn duration_ticks(&self, d: Duration) -> u64 {
-        (d.as_nanos() / u128::from(abi::NANOS_PER_TICK)) as u64
-    }
-
     /// Stepped mode: one step of device time passes.
     pub fn tick(&mut self) {
-        self.ticks += self.duration_ticks(self.cfg.step_time).max(1);
+        self.ticks += abi::duration_to_ticks(self.cfg.step_time).max(1);
         self.stats.steps += 1;
     }
 
@@ -454,9 +450,7 @@ impl Core {
     pub fn enqueue_record(&mut self, event: u64, stream: u64) -> Result<(), ErrorKind> {
         self.event(event)?;
         self.check_stream(stream)?;
-        let fate = self
-            .faults
-            .on_record(|d| (d.as_nanos() / u128::from(abi::NANOS_PER_TICK)) as u64);
+        let fate = self.faults.on_record(abi::duration_to_ticks);
         let generation = match self.events.get_mut(&event) {
             Some(e) => {
                 e.recorded += 1;
@@ -608,7 +602,7 @@ impl Core {
         self.rng ^= self.rng << 25;
         self.rng ^= self.rng >> 27;
         let r = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
-        let id = busy[(r % busy.len() as u64) as usize];
+        let id = busy[usize::try_from(r % busy.len() as u64).unwrap_or(0)];
         match self.step_stream(id) {
             StepResult::Progress => StepOutcome::Progressed(StreamId(id)),
             StepResult::Blocked(_) => StepOutcome::Blocked(StreamId(id)),
@@ -659,7 +653,7 @@ impl Core {
 
     fn ready_at(&self, s: &Stream, head: &Task) -> u64 {
         let gap = if head.kind.is_kernel() && self.is_real_time() {
-            self.duration_ticks(self.cfg.latency.dispatch_gap)
+            abi::duration_to_ticks(self.cfg.latency.dispatch_gap)
         } else {
             0
         };
@@ -667,6 +661,10 @@ impl Core {
     }
 
     /// One action on stream `id`.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one match over task kinds; split, the borrows of the stream, memory and events would scatter"
+    )]
     pub fn step_stream(&mut self, id: u64) -> StepResult {
         let now = self.dev();
         let Some(s) = self.streams.get(&id).filter(|s| s.fault.is_none()) else {
@@ -691,9 +689,9 @@ impl Core {
             TaskKind::Wait { .. } => Some(FaultKind::Collateral),
             _ => None,
         };
-        let watchdog = started + self.duration_ticks(self.cfg.watchdog);
+        let watchdog = started + abi::duration_to_ticks(self.cfg.watchdog);
         let kernel_ticks = if self.is_real_time() {
-            self.duration_ticks(self.cfg.latency.kernel)
+            abi::duration_to_ticks(self.cfg.latency.kernel)
         } else {
             0
         };
@@ -795,7 +793,7 @@ impl Core {
                 // was empty when the stream was created is filled now.
                 let cached = &mut s.icache[k.code_index];
                 if cached.is_none() {
-                    *cached = self.code[k.code_index].clone();
+                    cached.clone_from(&self.code[k.code_index]);
                 }
                 match cached {
                     Some((bytes, program)) => {

@@ -41,11 +41,11 @@ pub(crate) struct AicoreKernel {
     pub program: Option<Arc<Program>>,
     workers: Vec<Worker>,
     /// Round-robin cursor: the next worker to try.
-    rr: usize,
+    rr: u32,
 }
 
-fn word(handshake: u64, w: usize, off: usize) -> u64 {
-    handshake + abi::worker_offset(w as u32) as u64 + off as u64
+fn word(handshake: u64, w: u32, off: usize) -> u64 {
+    handshake + abi::worker_offset(w) as u64 + off as u64
 }
 
 impl AicoreKernel {
@@ -68,7 +68,7 @@ impl AicoreKernel {
     /// Moves one worker one phase on (round robin), or reports the earliest
     /// compute end when all are waiting.
     pub fn step(&mut self, mem: &mut Memory, now: u64, kernel_ticks: u64) -> KernelStep {
-        let n = self.workers.len();
+        let n = self.args.block_dim.max(1);
         let mut gate: Option<u64> = None;
         for k in 0..n {
             let w = (self.rr + k) % n;
@@ -82,7 +82,8 @@ impl AicoreKernel {
                     return KernelStep::Progress;
                 }
                 Ok(false) => {
-                    if let Worker::Computing { until } = self.workers[w] {
+                    if let Some(Worker::Computing { until }) = self.workers.get(w as usize) {
+                        let until = *until;
                         gate = Some(gate.map_or(until, |g| g.min(until)));
                     }
                 }
@@ -91,9 +92,13 @@ impl AicoreKernel {
         KernelStep::Blocked(gate)
     }
 
+    #[allow(
+        clippy::many_single_char_names,
+        reason = "a, w, s, e: the argument block, the worker, its share, the error map"
+    )]
     fn advance(
         &mut self,
-        w: usize,
+        w: u32,
         mem: &mut Memory,
         now: u64,
         kernel_ticks: u64,
@@ -101,7 +106,10 @@ impl AicoreKernel {
         let a = self.args;
         let tag = a.run_id;
         let e = |_| FaultKind::AicoreException;
-        let next = match self.workers[w] {
+        let Some(&state) = self.workers.get(w as usize) else {
+            return Err(FaultKind::AicoreException);
+        };
+        let next = match state {
             Worker::Start => {
                 mem.write_u64(word(a.handshake, w, ww::AICORE_DONE), tag)
                     .map_err(e)?;
@@ -114,8 +122,10 @@ impl AicoreKernel {
             }
             Worker::Computing { until } if now >= until => {
                 let program = self.program.as_ref().ok_or(FaultKind::AicoreException)?;
-                let (s, end) = abi::worker_share(a.len, a.block_dim, w as u32);
-                let mut buf = vec![0u8; ((end - s) * 4) as usize];
+                let (s, end) = abi::worker_share(a.len, a.block_dim, w);
+                let bytes =
+                    usize::try_from((end - s) * 4).map_err(|_| FaultKind::AicoreException)?;
+                let mut buf = vec![0u8; bytes];
                 mem.read(a.input + s * 4, &mut buf).map_err(e)?;
                 for c in buf.chunks_exact_mut(4) {
                     let x = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
@@ -136,7 +146,7 @@ impl AicoreKernel {
             }
             _ => return Ok(false),
         };
-        self.workers[w] = next;
+        self.workers[w as usize] = next;
         Ok(true)
     }
 }
@@ -168,7 +178,7 @@ impl AicpuKernel {
 
     fn all(&self, mem: &Memory, off: usize) -> Result<bool, FaultKind> {
         let a = &self.args;
-        for w in 0..a.block_dim as usize {
+        for w in 0..a.block_dim {
             if mem
                 .read_u64(word(a.handshake, w, off))
                 .map_err(|_| FaultKind::AicpuException)?
@@ -182,7 +192,7 @@ impl AicpuKernel {
 
     fn set_all(&self, mem: &mut Memory, off: usize) -> Result<(), FaultKind> {
         let a = &self.args;
-        for w in 0..a.block_dim as usize {
+        for w in 0..a.block_dim {
             mem.write_u64(word(a.handshake, w, off), a.run_id)
                 .map_err(|_| FaultKind::AicpuException)?;
         }
@@ -219,7 +229,7 @@ impl AicpuKernel {
                     return Ok(KernelStep::Blocked(None));
                 }
                 let mut code = 0u32;
-                for w in 0..a.block_dim as usize {
+                for w in 0..a.block_dim {
                     let err = mem.read_u64(word(a.handshake, w, ww::ERROR)).map_err(e)?;
                     if code == 0 {
                         code = u32::try_from(err).unwrap_or(u32::MAX);

@@ -622,6 +622,10 @@ impl SimDriver {
     /// Stepped mode: performs one device action on a stream picked by the
     /// seeded policy, and advances the device clock by one step. Real-time
     /// mode: does nothing and returns [`StepOutcome::Idle`].
+    #[allow(
+        clippy::must_use_candidate,
+        reason = "stepping is done for its effect; the outcome is informational"
+    )]
     pub fn step(&self) -> StepOutcome {
         let mut core = self.lock();
         if core.is_real_time() {
@@ -635,6 +639,10 @@ impl SimDriver {
 
     /// Stepped mode: performs one device action on `stream` (the caller
     /// picks), and advances the device clock by one step.
+    #[allow(
+        clippy::must_use_candidate,
+        reason = "stepping is done for its effect; the outcome is informational"
+    )]
     pub fn step_stream(&self, stream: StreamId) -> StepOutcome {
         let mut core = self.lock();
         if core.is_real_time() {
@@ -739,8 +747,9 @@ impl SimDriver {
     ) -> Result<MutexGuard<'a, Core>, Duration> {
         if !core.is_real_time() {
             let step = core.cfg.step_time.max(Duration::from_nanos(1));
-            let budget = (timeout.as_nanos() / step.as_nanos())
-                .min(u128::from(core.cfg.max_wait_steps)) as u64;
+            let budget = u64::try_from(timeout.as_nanos() / step.as_nanos())
+                .unwrap_or(u64::MAX)
+                .min(core.cfg.max_wait_steps);
             let mut steps = 0;
             while !cond(&core) {
                 if steps >= budget {
@@ -778,7 +787,9 @@ impl SimDriver {
                     // Nothing happens on its own before the gate, and a new
                     // submission resets it; so a plain sleep, which wakes no
                     // one and takes no lock.
-                    let nap = (far - SLEEP_MARGIN).min(start + timeout - now);
+                    let nap = far
+                        .saturating_sub(SLEEP_MARGIN)
+                        .min((start + timeout).saturating_duration_since(now));
                     drop(core);
                     std::thread::sleep(nap);
                     core = self.lock();
@@ -810,8 +821,7 @@ impl SimDriver {
                     .shared()
                     .progress
                     .wait_timeout(core, left)
-                    .map(|(g, _)| g)
-                    .unwrap_or_else(|e| e.into_inner().0);
+                    .map_or_else(|e| e.into_inner().0, |(g, _)| g);
                 self.shared().waiters.fetch_sub(1, Ordering::AcqRel);
             }
         }
@@ -819,11 +829,11 @@ impl SimDriver {
 
     /// After a blocking wait observed completion at device tick `at`, the
     /// host wakes `host_wake` later (real-time mode).
-    fn host_wake(&self, core: MutexGuard<'_, Core>, at: u64) {
+    fn host_wake(core: MutexGuard<'_, Core>, at: u64) {
         if !core.is_real_time() {
             return;
         }
-        let target = at + core.duration_ticks(core.cfg.latency.host_wake);
+        let target = at + super::abi::duration_to_ticks(core.cfg.latency.host_wake);
         let base = core.base();
         drop(core);
         if let Some(base) = base {
@@ -851,7 +861,7 @@ impl SimDriver {
         };
         match done(&core) {
             Ok(Some(at)) => {
-                self.host_wake(core, at);
+                Self::host_wake(core, at);
                 Ok(())
             }
             Ok(None) => Err(DriverError::new(op, ErrorKind::Timeout { waited: timeout })),
