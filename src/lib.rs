@@ -109,3 +109,8 @@ pub use contract::{
     Prepared, Run, RunSpec, Runner, SlotToken,
 };
 pub use driver::sim;
+
+/// The README's Rust examples, compiled and run as doctests.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

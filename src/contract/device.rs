@@ -104,6 +104,21 @@ struct Chain {
 }
 
 /// Counters of the contract itself ([`Device::stats`]).
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// let mut out = Outputs::<0>::new(4);
+/// runner.run_serial(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])), &mut out)?;
+/// let stats = runner.device().stats();
+/// assert_eq!((stats.launched, stats.fenced, stats.finalized), (1, 1, 1));
+/// assert_eq!(stats.aicore_recreations, 1); // the first launch after the publication
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct ContractStats {
@@ -128,6 +143,21 @@ pub struct ContractStats {
 }
 
 /// A snapshot of a device's run-time state.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// let run = runner.prepare(runner.take_slot::<1>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?;
+/// let h = runner.health();
+/// assert_eq!((h.in_flight, h.poisoned), (1, None));
+/// assert!(h.launched.contains(1) && h.quarantined.is_empty());
+/// # drop(run);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Health {
     /// The poison, if the runner stopped launching.
@@ -141,6 +171,22 @@ pub struct Health {
 }
 
 /// What a drain found and did.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let mut runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// // A forgotten run keeps its slot until a drain proves it complete.
+/// let run = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?;
+/// std::mem::forget(run);
+/// let report = runner.drain()?;
+/// assert_eq!((report.retired, report.cleared), (1, None));
+/// assert!(runner.take_slot::<0>().is_ok());
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DrainReport {

@@ -10,6 +10,18 @@ use crate::driver::DriverError;
 /// A run's identity: assigned at prepare, unique per device, never 0. It is
 /// the tag the kernels write into the handshake, the device wall and the
 /// status record.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// let run = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?;
+/// assert_eq!(run.id().to_string(), "#1"); // ids start at 1 and never repeat
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct RunId(pub u64);
 
@@ -20,6 +32,19 @@ impl fmt::Display for RunId {
 }
 
 /// The contract operation that failed.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// use runclaim::contract::Action;
+/// let err = runner.take_slot::<0>().and_then(|_t| runner.take_slot::<0>()).unwrap_err();
+/// assert_eq!(err.action(), Action::TakeSlot);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum Action {
@@ -63,6 +88,22 @@ impl fmt::Display for Action {
 }
 
 /// Why a runner stopped launching.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// use runclaim::contract::PoisonCause;
+/// use runclaim::driver::Op;
+/// use runclaim::sim::Fault;
+/// runner.device().driver().inject(Fault::FailCall { op: Op::LaunchAicpu, nth: 1 });
+/// let _ = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?.launch();
+/// assert_eq!(runner.health().poisoned.map(|p| p.cause), Some(PoisonCause::PartialLaunch));
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum PoisonCause {
@@ -91,6 +132,13 @@ impl fmt::Display for PoisonCause {
 
 /// The first failure that poisoned a runner: no run launches until a drain
 /// ([`Runner::drain`](super::Runner::drain)) proves the queue quiet.
+///
+/// ```
+/// use runclaim::contract::{Poison, PoisonCause, RunId};
+///
+/// let p = Poison { cause: PoisonCause::FenceTimeout, run: RunId(4), slot: 1 };
+/// assert_eq!(p.to_string(), "fence outlasted the device watchdog (run #4 in slot 1)");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Poison {
     /// What happened.
@@ -108,6 +156,13 @@ impl fmt::Display for Poison {
 }
 
 /// Which device record a [`ErrorKind::RecordMismatch`] concerns.
+///
+/// ```
+/// use runclaim::contract::{ErrorKind, Record};
+///
+/// let k = ErrorKind::RecordMismatch { record: Record::Wall, expected: 3, found: 4 };
+/// assert_eq!(k.to_string(), "device-wall record carries run 4, expected 3");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Record {
     /// The status record.
@@ -126,6 +181,17 @@ impl fmt::Display for Record {
 }
 
 /// A configuration the device refuses to open with.
+///
+/// ```
+/// use std::time::Duration;
+/// use runclaim::contract::{ConfigError, ErrorKind};
+/// use runclaim::{Device, DeviceConfig};
+/// use runclaim::sim::SimDriver;
+///
+/// let cfg = DeviceConfig::default().block_dim(100);
+/// let err = Device::<_, 2>::open(SimDriver::stepped(Default::default()), cfg).unwrap_err();
+/// assert_eq!(err.kind(), &ErrorKind::Config(Box::new(ConfigError::BlockDim { block_dim: 100, max: 24 })));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ConfigError {
@@ -171,6 +237,22 @@ pub enum ConfigError {
 }
 
 /// What went wrong in a contract operation.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// use runclaim::contract::ErrorKind;
+/// let err = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Previous))?
+///     .launch()
+///     .unwrap_err(); // nothing launched yet to chain from
+/// assert_eq!(err.kind(), &ErrorKind::NoChainValue);
+/// assert!(err.value().is_some(), "nothing was submitted: the prepared run comes back");
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ErrorKind {

@@ -16,6 +16,12 @@ mod sealed {
 }
 
 /// A run state (sealed): [`Prepared`], [`Launched`] or [`Fenced`].
+///
+/// ```
+/// use runclaim::contract::{Launched, Prepared, State};
+///
+/// assert_eq!((Prepared::NAME, Launched::NAME), ("prepared", "launched"));
+/// ```
 pub trait State: sealed::Sealed {
     /// The state's name, for messages.
     const NAME: &'static str;
@@ -23,15 +29,57 @@ pub trait State: sealed::Sealed {
 
 /// Slot taken, input uploaded into the slot's arena bank, handshake region
 /// cleared, device wall and status record armed. Nothing is on a stream.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// use runclaim::{Prepared, Run};
+/// let run: Run<'_, Prepared, 0> = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?;
+/// # drop(run);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Prepared;
 
 /// The AICore kernel, the AICPU kernel and the run's fence are queued on the
 /// shared stream pair.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// use runclaim::{Launched, Run};
+/// let run: Run<'_, Launched, 0> =
+///     runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?;
+/// assert_eq!(run.seq(), 1);
+/// # drop(run);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Launched;
 
 /// This run's own fence event was observed complete (it covers both kernels).
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// use runclaim::{Fenced, Run};
+/// let run: Run<'_, Fenced, 0> =
+///     runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?.fence()?;
+/// # drop(run);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Fenced;
 
@@ -49,6 +97,22 @@ impl State for Fenced {
 }
 
 /// Where a run's input comes from.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// let (mut out0, mut out1) = (Outputs::<0>::new(2), Outputs::<1>::new(2));
+/// let a = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1, 2])))?.launch()?;
+/// let b = runner.prepare(runner.take_slot::<1>()?, RunSpec::new(code, Input::Previous))?.launch()?;
+/// a.fence()?.finalize(&mut out0)?;
+/// b.fence()?.finalize(&mut out1)?;
+/// assert_eq!(out1.values(), &[3, 4]); // (x + 1) + 1
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Input<'a> {
     /// Host elements, uploaded into the slot's arena at prepare.
@@ -61,6 +125,21 @@ pub enum Input<'a> {
 }
 
 /// What to run: a published callable and its input.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// let input = [5, 6];
+/// let spec = RunSpec::new(code, Input::Host(&input)); // Copy: reuse it freely
+/// let a = runner.prepare(runner.take_slot::<0>()?, spec)?;
+/// let b = runner.prepare(runner.take_slot::<1>()?, spec)?;
+/// # drop((a, b));
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunSpec<'a> {
     pub(crate) code: CodeRef<'a>,
@@ -415,6 +494,23 @@ impl<'r, const I: usize> Run<'r, Fenced, I> {
 }
 
 /// A finalized run: its records, and the slot token back.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// let mut out = Outputs::<0>::new(1);
+/// let done = runner
+///     .prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?
+///     .launch()?.fence()?.finalize(&mut out)?;
+/// assert_eq!((done.wall.run_id, done.wall.slot), (done.run.0, 0)); // validated to be this run's
+/// let next = runner.prepare(done.token, RunSpec::new(code, Input::Host(&[2])))?; // the slot, again
+/// # drop(next);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug)]
 pub struct Finalized<'r, const I: usize> {
     /// The slot, ready for the next run.

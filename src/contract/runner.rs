@@ -60,6 +60,19 @@ pub(crate) struct CodeEntry {
 }
 
 /// A published callable, valid while its [`Runner`] lives.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// let f = runner.code("f")?;
+/// assert_eq!(runner.callables().map(|(name, _)| name).collect::<Vec<_>>(), ["f"]);
+/// assert_eq!(runner.callables().next().map(|(_, c)| c), Some(f));
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct CodeRef<'r> {
     pub(crate) device: u64,

@@ -10,18 +10,49 @@ mod sealed {
 }
 
 /// Slot index `I` as a type.
+///
+/// ```
+/// use runclaim::contract::{Slot, SlotOf};
+///
+/// fn below<const I: usize, const D: usize>() where Slot<I>: SlotOf<D> {}
+/// below::<1, 2>(); // slot 1 of a depth-2 runner exists; below::<2, 2>() does not compile
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Slot<const I: usize>;
 
 /// Implemented for `Slot<I>` exactly when `I < DEPTH`: a slot index out of
 /// range is a type error (E0277), reported already by `cargo check`.
+///
+/// ```
+/// use runclaim::contract::{Slot, SlotOf};
+///
+/// fn first_and_last<const D: usize>() where Slot<0>: SlotOf<D>, Slot<2>: SlotOf<D> {}
+/// first_and_last::<3>();
+/// ```
 pub trait SlotOf<const DEPTH: usize>: sealed::Sealed {}
 
 /// A pipeline depth as a type.
+///
+/// ```
+/// use runclaim::contract::{Depth, SupportedDepth};
+///
+/// fn supported<const D: usize>() where Depth<D>: SupportedDepth {}
+/// supported::<2>();
+/// supported::<16>(); // Depth<1> and Depth<17> do not compile
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Depth<const N: usize>;
 
 /// Implemented for the supported depths, `Depth<2>` through `Depth<16>`.
+///
+/// ```
+/// use runclaim::{Device, DeviceConfig};
+/// use runclaim::sim::SimDriver;
+///
+/// let d = Device::<_, 4>::open(SimDriver::stepped(Default::default()), DeviceConfig::default())?;
+/// # drop(d);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 pub trait SupportedDepth: sealed::Sealed {}
 
 impl<const I: usize> sealed::Sealed for Slot<I> {}
@@ -65,6 +96,22 @@ depths! {
 /// Each token carries a *lease*: the slot's lease advances whenever the
 /// slot is reclaimed (a drain or a publication after a forgotten run), so a
 /// token that outlived its lease can neither finalize nor release anything.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// use runclaim::contract::ErrorKind;
+/// let token = runner.take_slot::<0>()?;
+/// assert_eq!(runner.take_slot::<0>().unwrap_err().kind(), &ErrorKind::SlotTaken); // one at a time
+/// drop(token); // the slot returns to the runner
+/// let token = runner.take_slot::<0>()?;
+/// assert_eq!(token.index(), 0);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 pub struct SlotToken<'r, const I: usize> {
     pub(crate) port: &'r dyn Port,
     pub(crate) lease: u64,
@@ -100,6 +147,20 @@ impl<const I: usize> Drop for SlotToken<'_, I> {
 }
 
 /// A set of slot indices (for health reports).
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// let run = runner.prepare(runner.take_slot::<1>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?;
+/// let launched = runner.health().launched;
+/// assert_eq!(launched.iter().collect::<Vec<_>>(), [1]);
+/// # drop(run);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct SlotSet(u32);
 

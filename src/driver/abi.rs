@@ -102,6 +102,17 @@ fn put_u64(b: &mut [u8], at: usize, v: u64) {
 /// the driver at launch like `rtKernelLaunchWithHandleV2` / `rtsLaunchCpuKernel`).
 ///
 /// All pointers are device addresses.
+///
+/// ```
+/// use runclaim::driver::abi::RunArgs;
+///
+/// let args = RunArgs { run_id: 1, slot: 0, block_dim: 4, len: 8, input: 0x100, output: 0x200,
+///                      handshake: 0x300, wall: 0x400, status: 0x500 };
+/// let bytes = args.to_bytes(); // what both kernels receive
+/// assert_eq!(bytes.len(), RunArgs::SIZE);
+/// assert_eq!(RunArgs::from_bytes(&bytes), Some(args));
+/// assert_eq!(RunArgs::from_bytes(&bytes[1..]), None);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunArgs {
     /// The run's id; also its handshake tag. Never 0.
@@ -175,6 +186,15 @@ impl RunArgs {
 /// The device-wall record the AICPU kernel writes at the end of a run:
 /// which run it was and when its phases happened, in device ticks
 /// ([`TICKS_PER_SEC`]).
+///
+/// ```
+/// use runclaim::driver::abi::{WallRecord, ticks_to_nanos};
+///
+/// let w = WallRecord { run_id: 7, aicore_start: 100, aicpu_start: 102, dispatched: 110, end: 600, ..Default::default() };
+/// assert_eq!(w.start(), 100);
+/// assert_eq!(ticks_to_nanos(w.duration_ticks()), 10_000); // 500 ticks at 50 MHz
+/// assert_eq!(WallRecord::from_bytes(&w.to_bytes()), Some(w));
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct WallRecord {
     /// The run that wrote it (0 = never written).
@@ -240,6 +260,13 @@ impl WallRecord {
 
 /// The status record: armed by the host at prepare, completed by the AICPU
 /// kernel at the end of the run.
+///
+/// ```
+/// use runclaim::driver::abi::StatusRecord;
+///
+/// let armed = StatusRecord { run_id: 3, state: StatusRecord::ARMED, code: 0 };
+/// assert_eq!(StatusRecord::from_bytes(&armed.to_bytes()), Some(armed));
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
 pub struct StatusRecord {
     /// The run the record belongs to.
@@ -287,6 +314,12 @@ const_assert_eq!(HANDSHAKE_WORKER, 5 * 8);
 
 /// One instruction of an AICore program; each worker applies the program to
 /// every element of its share, in order, with wrapping `u32` arithmetic.
+///
+/// ```
+/// use runclaim::driver::abi::{Instr, Program};
+///
+/// assert_eq!(Program::new().add(1).fail(9).instrs(), &[Instr::Add(1), Instr::Fail(9)]);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Instr {
     /// `x + k`
@@ -301,6 +334,12 @@ pub enum Instr {
 }
 
 /// Why a code image is not a valid [`Program`].
+///
+/// ```
+/// use runclaim::driver::abi::{CodeError, Program};
+///
+/// assert_eq!(Program::decode(b"ELF?"), Err(CodeError::BadMagic));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum CodeError {

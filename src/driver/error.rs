@@ -6,6 +6,13 @@ use std::time::Duration;
 
 /// A driver operation: the name every [`DriverError`] carries and the key
 /// fault injection uses ([`crate::sim::Fault::FailCall`]).
+///
+/// ```
+/// use runclaim::driver::Op;
+///
+/// assert_eq!(Op::LaunchAicpu.to_string(), "launch_aicpu");
+/// assert!(Op::ALL.contains(&Op::SyncEvent));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 #[non_exhaustive]
 pub enum Op {
@@ -123,6 +130,14 @@ impl fmt::Display for Op {
 }
 
 /// Which kind of handle a [`ErrorKind::BadHandle`] refers to.
+///
+/// ```
+/// use runclaim::driver::{Driver, ErrorKind, HandleKind, StreamId};
+/// use runclaim::sim::SimDriver;
+///
+/// let err = SimDriver::stepped(Default::default()).destroy_stream(StreamId(42)).unwrap_err();
+/// assert!(matches!(err.kind(), ErrorKind::BadHandle { kind: HandleKind::Stream, raw: 42 }));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum HandleKind {
@@ -145,6 +160,13 @@ impl fmt::Display for HandleKind {
 }
 
 /// Which kernel faulted, and how (the ACL codes 507014/507015/507017/507018/507035).
+///
+/// ```
+/// use runclaim::driver::{ErrorKind, FaultKind};
+/// use runclaim::driver::acl::codes::kind_of;
+///
+/// assert_eq!(kind_of(507_018), ErrorKind::KernelFault(FaultKind::AicpuException));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
 pub enum FaultKind {
@@ -176,6 +198,17 @@ impl fmt::Display for FaultKind {
 }
 
 /// What went wrong, independent of which driver reported it.
+///
+/// ```
+/// use runclaim::driver::{Driver, ErrorKind};
+/// use runclaim::sim::SimDriver;
+///
+/// let sim = SimDriver::stepped(Default::default());
+/// assert_eq!(
+///     sim.alloc(0).unwrap_err().kind(),
+///     &ErrorKind::InvalidArgument { what: "allocation size is 0" }
+/// );
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum ErrorKind {
@@ -259,6 +292,18 @@ pub enum ErrorKind {
 }
 
 /// The native detail of an error reported by a vendor runtime.
+///
+/// ```
+/// use runclaim::driver::{DriverError, ErrorKind, Native, Op};
+///
+/// let e = DriverError::with_native(
+///     Op::SyncEvent,
+///     ErrorKind::Timeout { waited: std::time::Duration::from_millis(5) },
+///     Native { api: "aclrtSynchronizeEventWithTimeout", code: 507_047, message: None },
+/// );
+/// assert_eq!(e.native().map(|n| n.code), Some(507_047));
+/// assert!(e.to_string().contains("aclrtSynchronizeEventWithTimeout returned 507047"));
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Native {
     /// The C function that failed, e.g. `"aclrtSynchronizeEventWithTimeout"`.

@@ -163,6 +163,17 @@ impl Inner {
 }
 
 /// See the [module documentation](self).
+///
+/// ```
+/// use runclaim::driver::{Completion, Driver};
+/// use runclaim::driver::instant::InstantDriver;
+///
+/// let d = InstantDriver::new();
+/// let (s, e) = (d.create_stream()?, d.create_event()?);
+/// d.record_event(e, s)?;
+/// assert_eq!(d.query_event(e)?, Completion::Complete); // complete at once
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 #[derive(Debug, Default)]
 pub struct InstantDriver {
     inner: Mutex<Inner>,

@@ -38,6 +38,17 @@ pub use error::{DriverError, ErrorKind, FaultKind, HandleKind, Native, Op};
 
 /// A device memory address (the first byte of an allocation or a place
 /// inside one).
+///
+/// ```
+/// use runclaim::driver::{DevPtr, Driver};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let sim = SimDriver::stepped(SimConfig::default());
+/// let p: DevPtr = sim.alloc(16)?;
+/// sim.copy_to_device(p.offset(8), &[1; 8])?; // the second half
+/// assert!(sim.copy_to_device(p.offset(9), &[1; 8]).is_err()); // one byte past the end
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct DevPtr(pub u64);
 
@@ -50,19 +61,64 @@ impl DevPtr {
 }
 
 /// A device stream: an ordered queue of tasks.
+///
+/// ```
+/// use runclaim::driver::{Completion, Driver, StreamId};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let sim = SimDriver::stepped(SimConfig::default());
+/// let s: StreamId = sim.create_stream()?;
+/// assert_eq!(sim.query_stream(s)?, Completion::Complete); // nothing queued
+/// sim.destroy_stream(s)?;
+/// assert!(sim.query_stream(s).is_err()); // a destroyed handle is refused
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct StreamId(pub u64);
 
 /// A device event: a marker recorded on a stream that completes when the
 /// stream reaches it.
+///
+/// ```
+/// use runclaim::driver::{Completion, Driver, EventId};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let sim = SimDriver::stepped(SimConfig::default());
+/// let (s, e): (_, EventId) = (sim.create_stream()?, sim.create_event()?);
+/// sim.record_event(e, s)?;
+/// assert_eq!(sim.query_event(e)?, Completion::NotReady); // the stream has not reached it
+/// sim.sync_event(e, std::time::Duration::from_millis(1))?;
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct EventId(pub u64);
 
 /// Registered AICore code, as resident in device code memory.
+///
+/// ```
+/// use runclaim::driver::{CodeHandle, Driver};
+/// use runclaim::driver::abi::Program;
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let sim = SimDriver::stepped(SimConfig::default());
+/// let code: CodeHandle = sim.register_code(&Program::new().add(1).encode())?.handle;
+/// assert_eq!(sim.register_code(&Program::new().add(1).encode())?.handle, code);
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct CodeHandle(pub u64);
 
 /// The answer of a non-blocking query.
+///
+/// ```
+/// use runclaim::driver::{Completion, Driver};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let sim = SimDriver::stepped(SimConfig::default());
+/// let e = sim.create_event()?;
+/// assert_eq!(sim.query_event(e)?, Completion::Complete); // never recorded
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Completion {
     /// Everything captured has finished.
@@ -72,6 +128,18 @@ pub enum Completion {
 }
 
 /// The result of [`Driver::register_code`].
+///
+/// ```
+/// use runclaim::driver::{Driver, Registration};
+/// use runclaim::driver::abi::Program;
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let sim = SimDriver::stepped(SimConfig::default());
+/// let first: Registration = sim.register_code(&Program::new().mul(2).encode())?;
+/// let again = sim.register_code(&Program::new().mul(2).encode())?;
+/// assert!(first.published && !again.published); // a dedup hit is no publication
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Registration {
     /// Where the code is resident.
@@ -85,6 +153,14 @@ pub struct Registration {
 bitflags::bitflags! {
     /// Optional driver features. A missing capability has a documented
     /// fallback wherever the contract relies on it.
+    ///
+    /// ```
+    /// use runclaim::driver::{Capabilities, Driver};
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    ///
+    /// let caps = SimDriver::stepped(SimConfig::default()).info().capabilities;
+    /// assert!(caps.contains(Capabilities::EVENT_SYNC_TIMEOUT | Capabilities::EVENT_TIMESTAMP));
+    /// ```
     #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
     pub struct Capabilities: u32 {
         /// `sync_event` honours its timeout natively
@@ -103,6 +179,15 @@ bitflags::bitflags! {
 }
 
 /// Static facts about a driver's device.
+///
+/// ```
+/// use runclaim::driver::{Driver, DriverInfo};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let info: DriverInfo = SimDriver::stepped(SimConfig::default()).info();
+/// assert_eq!((info.max_block_dim, info.stream_capacity), (24, 1792));
+/// assert!(info.watchdog.is_some());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct DriverInfo {
     /// Largest `block_dim` an AICore launch accepts.
@@ -128,6 +213,24 @@ pub struct DriverInfo {
 /// "Queued" below means *accepted onto a stream*: a queued task runs after
 /// every task queued before it on the same stream and may run at the same
 /// time as tasks on other streams.
+///
+/// ```
+/// use runclaim::driver::{Driver, DriverError};
+///
+/// /// Works on any driver: the simulator, the instant driver, the real runtime.
+/// fn roundtrip(d: &impl Driver, data: &[u8]) -> Result<Vec<u8>, DriverError> {
+///     let p = d.alloc(data.len())?;
+///     d.copy_to_device(p, data)?;
+///     let mut back = vec![0; data.len()];
+///     d.copy_from_device(&mut back, p)?;
+///     d.free(p)?;
+///     Ok(back)
+/// }
+/// let sim = runclaim::sim::SimDriver::stepped(Default::default());
+/// assert_eq!(roundtrip(&sim, b"abc")?, b"abc");
+/// assert_eq!(roundtrip(&runclaim::driver::instant::InstantDriver::new(), b"xy")?, b"xy");
+/// # Ok::<(), DriverError>(())
+/// ```
 #[allow(
     clippy::missing_errors_doc,
     reason = "the errors of every method are documented once, on the trait"

@@ -31,6 +31,13 @@ use std::fmt;
 use crate::driver::abi::{NANOS_PER_TICK, WallRecord};
 
 /// Order statistics of a set of durations, in nanoseconds.
+///
+/// ```
+/// use runclaim::measure::Summary;
+///
+/// let s = Summary::of(&mut [30, 10, 20]);
+/// assert_eq!((s.count, s.mean_ns, s.p50_ns, s.max_ns), (3, 20, 20, 30));
+/// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub struct Summary {
     /// How many values.
@@ -66,6 +73,13 @@ impl Summary {
 }
 
 /// Why a set of device-wall records cannot be analyzed.
+///
+/// ```
+/// use runclaim::driver::abi::WallRecord;
+/// use runclaim::measure::{MeasureError, Report};
+///
+/// assert_eq!(Report::from_walls(&[WallRecord::default()]), Err(MeasureError::TooFewRuns(1)));
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum MeasureError {
@@ -81,6 +95,17 @@ pub enum MeasureError {
 }
 
 /// The device-side picture of a sequence of runs.
+///
+/// ```
+/// use runclaim::driver::abi::WallRecord;
+/// use runclaim::measure::Report;
+///
+/// let run = |start: u64| WallRecord { aicore_start: start, aicpu_start: start, end: start + 100, ..Default::default() };
+/// let r = Report::from_walls(&[run(0), run(100), run(200)])?; // back to back
+/// assert_eq!(r.gap.max_ns, 0);
+/// assert!((r.of_device_bound() - 1.0).abs() < 1e-9);
+/// # Ok::<(), runclaim::measure::MeasureError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Report {
     /// Runs analyzed.

@@ -22,6 +22,14 @@ use std::fmt::Write;
 use crate::driver::abi::{NANOS_PER_TICK, WallRecord};
 
 /// One titled group of runs.
+///
+/// ```
+/// use runclaim::driver::abi::WallRecord;
+/// use runclaim::measure::timeline::{Section, svg};
+///
+/// let walls = [WallRecord { run_id: 1, end: 100, ..Default::default() }];
+/// assert!(svg(&[Section::new("one run", &walls)], 10).contains("one run"));
+/// ```
 #[derive(Debug, Clone, Copy)]
 pub struct Section<'a> {
     /// Shown above the lanes.

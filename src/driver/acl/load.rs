@@ -18,6 +18,13 @@ use super::ffi::{
 };
 
 /// Which vendor library.
+///
+/// ```
+/// use runclaim::driver::acl::Lib;
+///
+/// assert_eq!(Lib::Runtime.file_name(), "libruntime.so");
+/// assert_eq!(Lib::AscendCl.env_var(), "RUNCLAIM_LIBASCENDCL");
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Lib {
     /// `libascendcl.so`: the `acl*` / `aclrt*` API.
@@ -53,6 +60,16 @@ impl fmt::Display for Lib {
 }
 
 /// One place a library was looked for, and why it did not load.
+///
+/// ```
+/// use runclaim::driver::acl::{AclConfig, AclDriver, LoadError, OpenError};
+///
+/// let cfg = AclConfig::new(0, "op.json").libraries("/nowhere/libascendcl.so", "/nowhere/libruntime.so");
+/// if let Err(OpenError::Load(LoadError::NotFound { attempts, .. })) = AclDriver::open(cfg) {
+///     let first = &attempts[0];
+///     assert_eq!((first.path.to_str(), first.source), (Some("/nowhere/libascendcl.so"), "explicit path"));
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Attempt {
     /// The path (or bare name) handed to the loader.
@@ -64,6 +81,21 @@ pub struct Attempt {
 }
 
 /// Why the runtime could not be loaded.
+///
+/// ```
+/// use runclaim::driver::acl::{AclConfig, AclDriver, LoadError, OpenError};
+///
+/// // Both "libraries" resolve (libm), but export none of the runtime's symbols:
+/// // every missing name is reported at once.
+/// let cfg = AclConfig::new(0, "op.json").libraries("libm.so.6", "libm.so.6");
+/// match AclDriver::open(cfg) {
+///     Err(OpenError::Load(LoadError::MissingSymbols { missing })) => {
+///         assert_eq!(missing.len(), AclDriver::symbols().0.len());
+///     }
+///     Err(OpenError::Load(LoadError::NotFound { .. })) => {} // no libm here
+///     other => panic!("{other:?}"),
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum LoadError {

@@ -99,6 +99,16 @@ use super::{
 };
 
 /// How to load and open the runtime.
+///
+/// ```
+/// use std::time::Duration;
+/// use runclaim::driver::acl::AclConfig;
+///
+/// let cfg = AclConfig::new(0, "/opt/kernels/runclaim_aicpu.json")
+///     .libraries("/opt/cann/lib64/libascendcl.so", "/opt/cann/lib64/libruntime.so")
+///     .op_watchdog(Duration::from_secs(5));
+/// assert_eq!(cfg.aicpu_function, "runclaim_aicpu_run");
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct AclConfig {
@@ -156,6 +166,18 @@ impl AclConfig {
 }
 
 /// Why [`AclDriver::open`] failed.
+///
+/// ```
+/// use runclaim::driver::acl::{AclConfig, AclDriver, OpenError};
+///
+/// let cfg = AclConfig::new(0, "op.json").libraries("/nowhere/a.so", "/nowhere/b.so");
+/// match AclDriver::open(cfg) {
+///     Err(OpenError::Load(e)) => println!("cannot load the runtime: {e}"),
+///     Err(OpenError::Runtime(e)) => println!("a set-up call failed: {e}"),
+///     Err(e) => println!("{e}"),
+///     Ok(_) => unreachable!("no runtime at /nowhere"),
+/// }
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
 pub enum OpenError {
@@ -193,6 +215,16 @@ fn millis(t: Duration) -> i32 {
 }
 
 /// The Ascend runtime as a [`Driver`]. See the [module documentation](self).
+///
+/// ```
+/// use runclaim::driver::acl::{AclConfig, AclDriver};
+///
+/// let (required, optional) = AclDriver::symbols();
+/// assert!(required.contains(&"rtKernelLaunchWithHandleV2"));
+/// assert!(optional.contains(&"aclrtSynchronizeEventWithTimeout"));
+/// // On an Ascend machine: AclDriver::open(AclConfig::new(0, "op-info.json"))?
+/// # let _ = AclConfig::new(0, "x");
+/// ```
 pub struct AclDriver {
     api: Api,
     instance: u64,

@@ -89,6 +89,16 @@ use super::{
 use super::abi;
 
 /// Host- and device-side latencies of the real-time mode. All may be zero.
+///
+/// ```
+/// use std::time::Duration;
+/// use runclaim::sim::{LatencyModel, SimConfig, SimDriver};
+///
+/// // 50 µs kernels, everything else as the default model.
+/// let model = LatencyModel { kernel: Duration::from_micros(50), ..LatencyModel::default() };
+/// let sim = SimDriver::real_time(SimConfig::default().latency(model));
+/// assert!(sim.is_real_time());
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct LatencyModel {
     /// Host cost of one kernel-launch call (spent by the calling thread).
@@ -128,6 +138,17 @@ impl LatencyModel {
 }
 
 /// Configuration of the simulated device.
+///
+/// ```
+/// use std::time::Duration;
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let cfg = SimConfig::default()
+///     .watchdog(Duration::from_millis(2)) // hung kernels fault after 2 ms of device time
+///     .code_slots(1)                      // every new image replaces the last one
+///     .seed(7);                           // a different stepped interleaving
+/// assert_eq!(SimDriver::stepped(cfg.clone()).config(), cfg);
+/// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SimConfig {
@@ -224,6 +245,13 @@ impl SimConfig {
 }
 
 /// Which kernel a [`Fault::KernelFault`] targets.
+///
+/// ```
+/// use runclaim::sim::{Fault, Kernel};
+///
+/// let f = Fault::KernelFault { kernel: Kernel::Aicpu, nth: 1 }; // the next AICPU kernel faults
+/// # let _ = f;
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kernel {
     /// The AICore kernel of a run.
@@ -234,6 +262,18 @@ pub enum Kernel {
 
 /// A fault to inject. Counts start at the moment of injection and are
 /// 1-based: `nth: 1` is the next one.
+///
+/// ```
+/// use runclaim::driver::{Driver, ErrorKind, Op};
+/// use runclaim::sim::{Fault, SimDriver};
+///
+/// let sim = SimDriver::stepped(Default::default());
+/// sim.inject(Fault::FailCall { op: Op::CreateStream, nth: 2 });
+/// sim.create_stream()?;
+/// assert_eq!(sim.create_stream().unwrap_err().kind(), &ErrorKind::Injected { nth: 2 });
+/// sim.create_stream()?; // fires once
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Fault {
@@ -288,6 +328,17 @@ pub enum Fault {
 }
 
 /// Kinds of task in the [`TraceEvent`] log.
+///
+/// ```
+/// use runclaim::driver::Driver;
+/// use runclaim::sim::{SimDriver, TaskTag, TraceKind};
+///
+/// let sim = SimDriver::stepped(Default::default());
+/// let (s, p) = (sim.create_stream()?, sim.alloc(4)?);
+/// sim.memset_async(s, p, 0, 4)?;
+/// assert!(sim.trace().iter().any(|t| t.what == TraceKind::Enqueued(TaskTag::Memset)));
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TaskTag {
     /// An AICore kernel.
@@ -305,6 +356,17 @@ pub enum TaskTag {
 }
 
 /// What happened, in a [`TraceEvent`].
+///
+/// ```
+/// use runclaim::driver::Driver;
+/// use runclaim::sim::{SimDriver, TraceKind};
+///
+/// let sim = SimDriver::stepped(Default::default());
+/// let s = sim.create_stream()?;
+/// assert_eq!(sim.trace()[0].what, TraceKind::StreamCreated);
+/// assert_eq!(sim.trace()[0].stream, s);
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum TraceKind {
     /// A task was accepted onto the stream.
@@ -327,6 +389,20 @@ pub enum TraceKind {
 }
 
 /// One entry of the device trace.
+///
+/// ```
+/// use runclaim::driver::Driver;
+/// use runclaim::sim::{SimDriver, TaskTag, TraceEvent, TraceKind};
+///
+/// let sim = SimDriver::stepped(Default::default());
+/// let (s, p) = (sim.create_stream()?, sim.alloc(4)?);
+/// sim.memset_async(s, p, 1, 4)?;
+/// sim.run_until_idle(100).unwrap();
+/// let done: Vec<TraceEvent> = sim.trace().into_iter()
+///     .filter(|t| t.what == TraceKind::Finished(TaskTag::Memset)).collect();
+/// assert_eq!(done.len(), 1);
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TraceEvent {
     /// Device tick.
@@ -340,6 +416,19 @@ pub struct TraceEvent {
 }
 
 /// Counters a test can read ([`SimDriver::stats`]).
+///
+/// ```
+/// use runclaim::driver::Driver;
+/// use runclaim::sim::{SimDriver, SimStats};
+///
+/// let sim = SimDriver::stepped(Default::default());
+/// let p = sim.alloc(64)?;
+/// let stats: SimStats = sim.stats();
+/// assert_eq!((stats.live_allocations(), stats.live_bytes), (1, 64));
+/// sim.free(p)?;
+/// assert_eq!(sim.stats().live_allocations(), 0);
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SimStats {
@@ -414,6 +503,18 @@ impl SimStats {
 }
 
 /// The result of one device step (stepped mode).
+///
+/// ```
+/// use runclaim::driver::Driver;
+/// use runclaim::sim::{SimDriver, StepOutcome};
+///
+/// let sim = SimDriver::stepped(Default::default());
+/// assert_eq!(sim.step(), StepOutcome::Idle); // no work
+/// let (s, p) = (sim.create_stream()?, sim.alloc(4)?);
+/// sim.memset_async(s, p, 0, 4)?;
+/// assert_eq!(sim.step_stream(s), StepOutcome::Progressed(s)); // the memset starts
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum StepOutcome {
     /// The stream performed an action.
@@ -470,6 +571,17 @@ impl Drop for Handle {
 /// The simulated NPU. Cheap to clone: clones share one device, so a test can
 /// keep a handle for [`stats`](SimDriver::stats), [`inject`](SimDriver::inject)
 /// and stepping while a [`Device`](crate::Device) owns another.
+///
+/// ```
+/// use runclaim::{Device, DeviceConfig};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let sim = SimDriver::stepped(SimConfig::default());
+/// let device = Device::<_, 2>::open(sim.clone(), DeviceConfig::default())?; // a clone shares the device
+/// assert_eq!(sim.stats().live_streams(), 2); // the device's stream pair
+/// # drop(device);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Clone)]
 pub struct SimDriver {
     handle: Arc<Handle>,
