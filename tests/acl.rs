@@ -88,6 +88,22 @@ fn missing_required_symbols_are_all_listed() {
 }
 
 #[test]
+fn one_missing_required_symbol_is_named() {
+    // The fake runtime, complete but for `aclrtStreamWaitEvent`.
+    let incomplete = lib_path("fake_acl_incomplete");
+    let cfg = AclConfig::new(0, "x.json").libraries(&incomplete, &incomplete);
+    let err = AclDriver::open(cfg).unwrap_err();
+    let OpenError::Load(LoadError::MissingSymbols { missing }) = &err else {
+        panic!("{err}");
+    };
+    assert_eq!(missing, &["aclrtStreamWaitEvent (libascendcl.so)"]);
+    assert_eq!(
+        err.to_string(),
+        "missing required symbols: aclrtStreamWaitEvent (libascendcl.so)"
+    );
+}
+
+#[test]
 fn full_library_offers_every_capability() {
     let d = open(&fast(), false);
     assert_eq!(d.capabilities(), Capabilities::all());

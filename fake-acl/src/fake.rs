@@ -384,6 +384,7 @@ pub unsafe extern "C" fn aclrtQueryEventStatus(evt: *mut c_void, status: *mut u3
     }
 }
 
+#[cfg(not(feature = "omit-required"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamWaitEvent(stm: *mut c_void, evt: *mut c_void) -> c_int {
     call(true, |s| s.stream_wait_event(stream(stm), event(evt)))
