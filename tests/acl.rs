@@ -6,6 +6,7 @@ mod common;
 
 use std::time::Duration;
 
+use common::LaunchIn;
 use common::acl::{control, lib_path, next_device, open};
 use fake_acl::control::FakeConfig;
 use runclaim::contract::{ConfigError, ErrorKind as ContractError};
@@ -13,7 +14,7 @@ use runclaim::driver::acl::codes::{NAMED, kind_of};
 use runclaim::driver::acl::{AclConfig, AclDriver, Lib, LoadError, OpenError};
 use runclaim::driver::{Capabilities, Completion, Driver, ErrorKind};
 use runclaim::sim::SimConfig;
-use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+use runclaim::{Callable, Device, DeviceConfig, Input, Outputs};
 
 fn fast() -> SimConfig {
     SimConfig::default().watchdog(Duration::from_millis(2))
@@ -174,22 +175,8 @@ fn optional_capabilities_absent_fall_back() {
         .unwrap();
     let code = runner.code("f").unwrap();
     let (mut o0, mut o1) = (Outputs::<0>::new(4), Outputs::<1>::new(4));
-    let r0 = runner
-        .prepare(
-            runner.take_slot::<0>().unwrap(),
-            RunSpec::new(code, Input::Host(&[1, 2])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
-    let r1 = runner
-        .prepare(
-            runner.take_slot::<1>().unwrap(),
-            RunSpec::new(code, Input::Previous),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
+    let r0 = runner.launched::<0>(code, Input::Host(&[1, 2]));
+    let r1 = runner.launched::<1>(code, Input::Previous);
     r0.fence().unwrap().finalize(&mut o0).unwrap();
     r1.fence().unwrap().finalize(&mut o1).unwrap();
     assert_eq!((o0.values(), o1.values()), (&[6, 7][..], &[11, 12][..]));

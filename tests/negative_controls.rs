@@ -5,6 +5,7 @@
 
 mod common;
 
+use common::LaunchIn;
 use common::broken::{Breakage, Broken};
 use common::checks;
 use common::model::{In, Op, run_case, sim_config};
@@ -12,7 +13,7 @@ use runclaim::contract::{ErrorKind, Health, Record, SlotSet};
 use runclaim::driver::abi::Program;
 use runclaim::driver::{Driver, StreamId};
 use runclaim::sim::{SimDriver, SimStats, TaskTag, TraceEvent, TraceKind};
-use runclaim::{Callable, Device, DeviceConfig, Input, RunSpec};
+use runclaim::{Callable, Device, DeviceConfig, Input};
 
 /// `run_case` on the plain simulator passes; on the broken one it fails
 /// with a message containing `expect`.
@@ -86,22 +87,8 @@ fn two_runs<D: Driver + 'static>(driver: D, sim: &SimDriver) -> (Vec<TraceEvent>
         .publish(&[Callable::program("f", &Program::new().add(1))])
         .unwrap();
     let code = runner.code("f").unwrap();
-    let r0 = runner
-        .prepare(
-            runner.take_slot::<0>().unwrap(),
-            RunSpec::new(code, Input::Host(&[1])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
-    let r1 = runner
-        .prepare(
-            runner.take_slot::<1>().unwrap(),
-            RunSpec::new(code, Input::Host(&[2])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
+    let r0 = runner.launched::<0>(code, Input::Host(&[1]));
+    let r1 = runner.launched::<1>(code, Input::Host(&[2]));
     let ids = vec![r0.id().0, r1.id().0];
     drop((r0, r1));
     (sim.trace(), ids)

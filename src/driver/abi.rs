@@ -583,7 +583,7 @@ mod tests {
 
     #[test]
     fn program_decode_rejects_malformed_images() {
-        assert_eq!(Program::decode(b"XXXX"), Err(CodeError::BadMagic));
+        assert_eq!(Program::decode(b"ELF\x7f"), Err(CodeError::BadMagic));
         assert_eq!(Program::decode(b"RCK1\x01\x00"), Err(CodeError::Truncated));
         assert_eq!(
             Program::decode(b"RCK1\x09\x00\x00\x00\x00"),

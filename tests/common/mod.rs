@@ -10,8 +10,58 @@ pub mod checks;
 pub mod model;
 pub mod suite;
 
+use runclaim::contract::{Slot, SlotOf};
 use runclaim::driver::Driver;
 use runclaim::sim::{Fault, SimConfig, SimDriver, SimStats, TraceEvent};
+use runclaim::{CodeRef, Input, Launched, Outputs, Run, RunSpec, Runner};
+
+/// Test shorthands over a runner, panicking on any error (the tests that
+/// expect errors spell the steps out).
+pub trait LaunchIn<'r, const DEPTH: usize> {
+    /// The launched run.
+    fn launched<const I: usize>(
+        &'r self,
+        code: CodeRef<'r>,
+        input: Input<'_>,
+    ) -> Run<'r, Launched, I>
+    where
+        Slot<I>: SlotOf<DEPTH>;
+
+    /// One run in slot `I` the serial way; its output values.
+    fn serial<const I: usize>(&'r self, code: CodeRef<'r>, input: Input<'_>) -> Vec<u32>
+    where
+        Slot<I>: SlotOf<DEPTH>;
+}
+
+impl<'r, D: Driver, const DEPTH: usize> LaunchIn<'r, DEPTH> for Runner<'_, D, DEPTH> {
+    fn launched<const I: usize>(
+        &'r self,
+        code: CodeRef<'r>,
+        input: Input<'_>,
+    ) -> Run<'r, Launched, I>
+    where
+        Slot<I>: SlotOf<DEPTH>,
+    {
+        let token = self.take_slot::<I>().expect("take the slot");
+        let run = self
+            .prepare(token, RunSpec::new(code, input))
+            .expect("prepare");
+        run.launch().expect("launch")
+    }
+
+    fn serial<const I: usize>(&'r self, code: CodeRef<'r>, input: Input<'_>) -> Vec<u32>
+    where
+        Slot<I>: SlotOf<DEPTH>,
+    {
+        let mut out = Outputs::<I>::new(self.device().max_elements());
+        let token = self.take_slot::<I>().expect("take the slot");
+        let done = self
+            .run_serial(token, RunSpec::new(code, input), &mut out)
+            .expect("a serial run");
+        drop(done);
+        out.values().to_vec()
+    }
+}
 
 /// A device a contract suite can open, inspect and fault.
 pub trait Target: Sync {

@@ -9,7 +9,7 @@ use runclaim::driver::abi::Program;
 use runclaim::sim::{Fault, Kernel, SimConfig};
 use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
 
-use super::{Target, checks};
+use super::{LaunchIn, Target, checks};
 
 /// Generates one `#[test]` per suite function for a target expression.
 #[macro_export]
@@ -65,22 +65,8 @@ pub fn queued_runs_are_in_flight_together<T: Target>(t: &T) {
     let runner = dev.publish(&[prog_add(1)]).unwrap();
     let code = runner.code("add1").unwrap();
     let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
-    let r0 = runner
-        .prepare(
-            runner.take_slot::<0>().unwrap(),
-            RunSpec::new(code, Input::Host(&[1, 2])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
-    let r1 = runner
-        .prepare(
-            runner.take_slot::<1>().unwrap(),
-            RunSpec::new(code, Input::Host(&[3, 4])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
+    let r0 = runner.launched::<0>(code, Input::Host(&[1, 2]));
+    let r1 = runner.launched::<1>(code, Input::Host(&[3, 4]));
     assert_eq!(
         runner.health().in_flight,
         2,
@@ -222,22 +208,8 @@ pub fn result_readable_while_successor_executes<T: Target>(t: &T) {
     let runner = dev.publish(&[prog_add(1)]).unwrap();
     let code = runner.code("add1").unwrap();
     let mut o0 = Outputs::<0>::new(8);
-    let r0 = runner
-        .prepare(
-            runner.take_slot::<0>().unwrap(),
-            RunSpec::new(code, Input::Host(&[10])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
-    let r1 = runner
-        .prepare(
-            runner.take_slot::<1>().unwrap(),
-            RunSpec::new(code, Input::Previous),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
+    let r0 = runner.launched::<0>(code, Input::Host(&[10]));
+    let r1 = runner.launched::<1>(code, Input::Previous);
     let done = r0.fence().unwrap().finalize(&mut o0).unwrap();
     assert_eq!(o0.values(), &[11], "run N read back");
     // Run N+1 has not completed: polling hands it back not ready.
@@ -269,22 +241,8 @@ pub fn known_run_error_fails_that_run_alone<T: Target>(t: &T) {
         Fault::RunError { nth: 1, code: 42 },
     );
     let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
-    let bad = runner
-        .prepare(
-            runner.take_slot::<0>().unwrap(),
-            RunSpec::new(code, Input::Host(&[1])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
-    let good = runner
-        .prepare(
-            runner.take_slot::<1>().unwrap(),
-            RunSpec::new(code, Input::Host(&[7])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
+    let bad = runner.launched::<0>(code, Input::Host(&[1]));
+    let good = runner.launched::<1>(code, Input::Host(&[7]));
     let bad_id = bad.id();
     let err = bad.fence().unwrap().finalize(&mut o0).unwrap_err();
     assert_eq!(err.kind(), &ErrorKind::RunFailed { code: 42 });
@@ -345,30 +303,9 @@ pub fn finalize_in_any_order<T: Target>(t: &T) {
     let mut dev = Device::<_, 3>::open(t.stepped(cfg()), DeviceConfig::default()).unwrap();
     let runner = dev.publish(&[prog_add(5)]).unwrap();
     let code = runner.code("add5").unwrap();
-    let r0 = runner
-        .prepare(
-            runner.take_slot::<0>().unwrap(),
-            RunSpec::new(code, Input::Host(&[0])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
-    let r1 = runner
-        .prepare(
-            runner.take_slot::<1>().unwrap(),
-            RunSpec::new(code, Input::Previous),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
-    let r2 = runner
-        .prepare(
-            runner.take_slot::<2>().unwrap(),
-            RunSpec::new(code, Input::Previous),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
+    let r0 = runner.launched::<0>(code, Input::Host(&[0]));
+    let r1 = runner.launched::<1>(code, Input::Previous);
+    let r2 = runner.launched::<2>(code, Input::Previous);
     assert_eq!(runner.health().in_flight, 3);
     let (mut o0, mut o1, mut o2) = (
         Outputs::<0>::new(1),
@@ -393,22 +330,8 @@ pub fn dropped_and_forgotten_runs_then_publish_and_drop<T: Target>(t: &T) {
     {
         let runner = dev.publish(&[prog_add(1)]).unwrap();
         let code = runner.code("add1").unwrap();
-        let dropped = runner
-            .prepare(
-                runner.take_slot::<0>().unwrap(),
-                RunSpec::new(code, Input::Host(&[1])),
-            )
-            .unwrap()
-            .launch()
-            .unwrap();
-        let forgotten = runner
-            .prepare(
-                runner.take_slot::<1>().unwrap(),
-                RunSpec::new(code, Input::Host(&[2])),
-            )
-            .unwrap()
-            .launch()
-            .unwrap();
+        let dropped = runner.launched::<0>(code, Input::Host(&[1]));
+        let forgotten = runner.launched::<1>(code, Input::Host(&[2]));
         drop(dropped); // waits for its own fence, then frees slot 0
         assert!(
             runner.take_slot::<0>().is_ok(),
@@ -437,14 +360,7 @@ pub fn dropped_and_forgotten_runs_then_publish_and_drop<T: Target>(t: &T) {
     assert_eq!(o1.values(), &[3]);
     // Forget a launched run once more, then close the device: it drains the
     // forgotten run before releasing anything.
-    let r = runner
-        .prepare(
-            runner.take_slot::<0>().unwrap(),
-            RunSpec::new(code, Input::Host(&[1])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
+    let r = runner.launched::<0>(code, Input::Host(&[1]));
     std::mem::forget(r);
     let stats = t.probe(dev.driver());
     dev.close().unwrap();
@@ -510,15 +426,7 @@ pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
     assert!(report.cleared.is_some());
     assert!(runner.health().poisoned.is_none());
     let code = runner.code("add1").unwrap();
-    let mut o = Outputs::<0>::new(1);
-    runner
-        .run_serial(
-            runner.take_slot::<0>().unwrap(),
-            RunSpec::new(code, Input::Host(&[4])),
-            &mut o,
-        )
-        .unwrap();
-    assert_eq!(o.values(), &[5]);
+    assert_eq!(runner.serial::<0>(code, Input::Host(&[4])), [5]);
 }
 
 pub fn fence_timeout_hands_the_run_back<T: Target>(t: &T) {
@@ -534,14 +442,7 @@ pub fn fence_timeout_hands_the_run_back<T: Target>(t: &T) {
             delay: Duration::from_millis(3),
         },
     );
-    let run = runner
-        .prepare(
-            runner.take_slot::<0>().unwrap(),
-            RunSpec::new(code, Input::Host(&[1; 8])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
+    let run = runner.launched::<0>(code, Input::Host(&[1; 8]));
     // A wait shorter than the watchdog: not yet, and nothing is poisoned.
     let err = run.fence_for(Duration::from_millis(1)).unwrap_err();
     assert!(
@@ -570,14 +471,7 @@ pub fn hung_run_poisons_and_quarantines_until_drained<T: Target>(t: &T) {
             runner.device().driver(),
             Fault::EventNeverCompletes { nth: 2 },
         );
-        let run = runner
-            .prepare(
-                runner.take_slot::<0>().unwrap(),
-                RunSpec::new(code, Input::Host(&[1])),
-            )
-            .unwrap()
-            .launch()
-            .unwrap();
+        let run = runner.launched::<0>(code, Input::Host(&[1]));
         let err = run.fence().unwrap_err();
         assert!(
             matches!(err.kind(), ErrorKind::Timeout { poisoned: true, .. }),
@@ -605,15 +499,7 @@ pub fn hung_run_poisons_and_quarantines_until_drained<T: Target>(t: &T) {
     let r = runner.drain().unwrap();
     assert_eq!((r.released, r.retired), (1, 1));
     let code = runner.code("add1").unwrap();
-    let mut o = Outputs::<0>::new(1);
-    runner
-        .run_serial(
-            runner.take_slot::<0>().unwrap(),
-            RunSpec::new(code, Input::Host(&[1])),
-            &mut o,
-        )
-        .unwrap();
-    assert_eq!(o.values(), &[2]);
+    assert_eq!(runner.serial::<0>(code, Input::Host(&[1])), [2]);
 }
 
 pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {
@@ -628,22 +514,8 @@ pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {
                 nth: 1,
             },
         );
-        let r0 = runner
-            .prepare(
-                runner.take_slot::<0>().unwrap(),
-                RunSpec::new(code, Input::Host(&[1])),
-            )
-            .unwrap()
-            .launch()
-            .unwrap();
-        let r1 = runner
-            .prepare(
-                runner.take_slot::<1>().unwrap(),
-                RunSpec::new(code, Input::Host(&[2])),
-            )
-            .unwrap()
-            .launch()
-            .unwrap();
+        let r0 = runner.launched::<0>(code, Input::Host(&[1]));
+        let r1 = runner.launched::<1>(code, Input::Host(&[2]));
         let e0 = r0.fence().unwrap_err();
         assert!(matches!(e0.kind(), ErrorKind::Fault(_)), "{e0}");
         let e1 = r1.fence().unwrap_err();
@@ -664,15 +536,7 @@ pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {
         "both streams faulted (AICore by watchdog)"
     );
     let code = runner.code("add1").unwrap();
-    let mut o = Outputs::<1>::new(1);
-    runner
-        .run_serial(
-            runner.take_slot::<1>().unwrap(),
-            RunSpec::new(code, Input::Host(&[9])),
-            &mut o,
-        )
-        .unwrap();
-    assert_eq!(o.values(), &[10]);
+    assert_eq!(runner.serial::<1>(code, Input::Host(&[9])), [10]);
 }
 
 pub fn chain_needs_a_predecessor<T: Target>(t: &T) {
@@ -768,14 +632,7 @@ pub fn fence_from_another_thread<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
     let code = runner.code("add1").unwrap();
-    let run = runner
-        .prepare(
-            runner.take_slot::<1>().unwrap(),
-            RunSpec::new(code, Input::Host(&[41])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
+    let run = runner.launched::<1>(code, Input::Host(&[41]));
     let values = std::thread::scope(|s| {
         s.spawn(move || {
             let mut o = Outputs::<1>::new(1);
@@ -792,14 +649,7 @@ pub fn try_fence_polls_without_waiting<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
     let code = runner.code("add1").unwrap();
-    let mut run = runner
-        .prepare(
-            runner.take_slot::<0>().unwrap(),
-            RunSpec::new(code, Input::Host(&[1])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
+    let mut run = runner.launched::<0>(code, Input::Host(&[1]));
     let mut polls = 0;
     let fenced = loop {
         match run.try_fence() {
