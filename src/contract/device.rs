@@ -458,25 +458,10 @@ where
             .map_err(|k| Error::plain(Action::Publish, k))?;
         let mut st = self.lock();
         let mut entries = Vec::with_capacity(callables.len());
-        let mut published = false;
-        for c in callables {
-            let r = self
-                .driver
-                .register_code(c.code())
-                .map_err(|e| Error::plain(Action::Publish, ErrorKind::from_driver(e)))?;
-            published |= r.published;
-            entries.push(CodeEntry {
-                name: c.name().to_owned(),
-                handle: r.handle,
-            });
-        }
-        if published {
-            st.generation += 1;
-            st.stats.generations += 1;
-        }
-        // Every callable must still be resident after all were registered: a
-        // later registration may have evicted an earlier one.
-        for c in callables {
+        // New code may replace what the AICore stream has cached: the code
+        // generation advances the moment any upload happens, before a later
+        // registration can fail and return early.
+        let register = |st: &mut State<DEPTH>, c: &Callable| {
             let r = self
                 .driver
                 .register_code(c.code())
@@ -484,6 +469,20 @@ where
             if r.published {
                 st.generation += 1;
                 st.stats.generations += 1;
+            }
+            Ok::<_, Error>(r)
+        };
+        for c in callables {
+            let r = register(&mut st, c)?;
+            entries.push(CodeEntry {
+                name: c.name().to_owned(),
+                handle: r.handle,
+            });
+        }
+        // Every callable must still be resident after all were registered: a
+        // later registration may have evicted an earlier one.
+        for c in callables {
+            if register(&mut st, c)?.published {
                 return Err(Error::plain(Action::Publish, ErrorKind::CodeDoesNotFit));
             }
         }
@@ -1109,6 +1108,43 @@ mod tests {
         assert_eq!(s.live_streams(), 0);
         assert_eq!(s.live_events(), 0);
         assert_eq!(s.live_allocations(), 0);
+    }
+
+    #[test]
+    fn a_publication_that_fails_midway_still_starts_a_code_generation() {
+        use crate::driver::abi::Program;
+        use crate::{Callable, Input, Outputs, RunSpec};
+        let sim = SimDriver::stepped(
+            SimConfig::default()
+                .code_slots(1)
+                .watchdog(std::time::Duration::from_millis(2)),
+        );
+        let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+        let a = Callable::program("a", &Program::new().add(1));
+        let b = Callable::program("b", &Program::new().mul(10));
+        let c = Callable::program("c", &Program::new().xor(3));
+        let mut out = Outputs::<0>::new(1);
+        {
+            // The AICore stream caches A at the one code address.
+            let r = dev.publish(std::slice::from_ref(&a)).unwrap();
+            let spec = RunSpec::new(r.code("a").unwrap(), Input::Host(&[5]));
+            r.run_serial(r.take_slot::<0>().unwrap(), spec, &mut out)
+                .unwrap();
+            assert_eq!(out.values(), &[6]);
+        }
+        // B uploads (replacing A at that address), then C's registration fails.
+        sim.inject(crate::sim::Fault::FailCall {
+            op: crate::driver::Op::RegisterCode,
+            nth: 2,
+        });
+        assert!(dev.publish(&[b.clone(), c]).is_err());
+        // Publishing B again is a dedup hit; the stream must still be fresh.
+        let r = dev.publish(&[b]).unwrap();
+        let spec = RunSpec::new(r.code("b").unwrap(), Input::Host(&[5]));
+        r.run_serial(r.take_slot::<0>().unwrap(), spec, &mut out)
+            .unwrap();
+        assert_eq!(out.values(), &[50], "a stale AICore stream would compute A");
+        assert_eq!(sim.stats().stale_executions, 0);
     }
 
     #[test]
