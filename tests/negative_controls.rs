@@ -63,6 +63,35 @@ fn shared_device_wall_is_caught_by_the_record_check() {
 }
 
 #[test]
+fn shared_status_record_is_caught_by_the_record_check() {
+    use Op::*;
+    let ops = vec![
+        Take(0),
+        Take(1),
+        Prepare(0, 0, In::Host(vec![1])),
+        Prepare(1, 0, In::Host(vec![2])),
+        Launch(0),
+        Launch(1),
+        Fence(0),
+        Fence(1),
+        Finalize(0),
+        Finalize(1),
+    ];
+    // Run 2 (slot 1) overwrote slot 0's status record after run 1 did.
+    control(&ops, Breakage::ShareStatus, "status record carries run 2");
+}
+
+#[test]
+fn lost_status_record_is_caught_by_the_record_check() {
+    let ops = lifecycle(0, 0, &In::Host(vec![1]));
+    control(
+        &ops,
+        Breakage::LoseStatus,
+        "status record was never written",
+    );
+}
+
+#[test]
 fn clearing_a_live_handshake_is_caught_as_a_device_fault() {
     use Op::*;
     let ops = vec![

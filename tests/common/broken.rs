@@ -24,6 +24,11 @@ pub enum Breakage {
     /// Every run's device wall goes to the first wall buffer seen: slots
     /// share one buffer.
     ShareDeviceWall,
+    /// Every run's status record goes to the first status buffer seen.
+    ShareStatus,
+    /// The AICPU kernel writes its status into a buffer nobody reads: the
+    /// slot's record stays armed.
+    LoseStatus,
     /// Launching a run zeroes the previous run's handshake region, live or not.
     ClearLiveHandshake,
 }
@@ -33,6 +38,7 @@ struct State {
     held_aicore: Option<(StreamId, CodeHandle, u32, Vec<u8>)>,
     streams: Vec<StreamId>,
     first_wall: Option<u64>,
+    first_status: Option<u64>,
     last_handshake: Option<(u64, u32)>,
 }
 
@@ -63,6 +69,13 @@ impl Broken {
         };
         if self.how == Breakage::ShareDeviceWall {
             a.wall = *self.st().first_wall.get_or_insert(a.wall);
+        }
+        if self.how == Breakage::ShareStatus {
+            a.status = *self.st().first_status.get_or_insert(a.status);
+        }
+        if self.how == Breakage::LoseStatus {
+            // Bytes 16..32 of the handshake header are unused by the kernels.
+            a.status = a.handshake + 16;
         }
         a.to_bytes().to_vec()
     }
