@@ -449,10 +449,20 @@ where
     ///   refuses otherwise. It never destroys a stream with queued work.
     ///
     /// # Errors
+    /// [`ErrorKind::DuplicateCallable`] when two callables share a name;
     /// [`ErrorKind::Undrained`] when forgotten runs are still in flight;
     /// [`ErrorKind::CodeDoesNotFit`] when the callables cannot be resident
     /// together; [`ErrorKind::Driver`] for a refused registration.
     pub fn publish(&mut self, callables: &[Callable]) -> Result<Runner<'_, D, DEPTH>, Error> {
+        // Refused before anything happens: `code(name)` must name one callable.
+        for (i, c) in callables.iter().enumerate() {
+            if callables[..i].iter().any(|p| p.name() == c.name()) {
+                return Err(Error::plain(
+                    Action::Publish,
+                    ErrorKind::DuplicateCallable(c.name().into()),
+                ));
+            }
+        }
         let timeout = self.config.fence_timeout;
         self.drain(timeout)
             .map_err(|k| Error::plain(Action::Publish, k))?;

@@ -54,6 +54,8 @@ pub enum Action {
     Publish,
     /// [`Runner::take_slot`](super::Runner::take_slot).
     TakeSlot,
+    /// [`Runner::code`](super::Runner::code): looking a callable up by name.
+    Lookup,
     /// [`Runner::prepare`](super::Runner::prepare).
     Prepare,
     /// [`Run::launch`](super::Run::launch).
@@ -76,6 +78,7 @@ impl fmt::Display for Action {
             Action::Open => "open",
             Action::Publish => "publish",
             Action::TakeSlot => "take_slot",
+            Action::Lookup => "lookup",
             Action::Prepare => "prepare",
             Action::Launch => "launch",
             Action::Fence => "fence",
@@ -310,6 +313,9 @@ pub enum ErrorKind {
     /// No callable of that name was published.
     #[error("no callable named {0:?} in this publication")]
     UnknownCallable(Box<str>),
+    /// Two callables of one publication share a name.
+    #[error("two callables are named {0:?}; names in a publication must be unique")]
+    DuplicateCallable(Box<str>),
     /// The callables need more resident code memory than the device has.
     #[error("the published callables do not fit in device code memory together")]
     CodeDoesNotFit,

@@ -459,15 +459,34 @@ impl<'r, const I: usize> Run<'r, Fenced, I> {
     /// token back. Runs may be finalized in any order.
     ///
     /// # Errors
-    /// The token comes back inside the error: [`ErrorKind::RunFailed`] when
-    /// the run reported an error code (this run failed; the runner is not
-    /// poisoned and queued successors are unaffected),
-    /// [`ErrorKind::RecordMismatch`] / [`ErrorKind::RecordMissing`] when a
-    /// record does not belong to this run, [`ErrorKind::OutputsTooSmall`].
-    pub fn finalize(
-        self,
-        out: &mut Outputs<I>,
-    ) -> Result<Finalized<'r, I>, Error<SlotToken<'r, I>>> {
+    /// The **fenced run** comes back inside the error, so nothing the
+    /// device produced is lost: [`ErrorKind::OutputsTooSmall`] — retry with
+    /// a larger buffer (`Outputs::<I>::new(err.value().len())`);
+    /// [`ErrorKind::RunFailed`] when the run reported an error code (this
+    /// run failed; the runner is not poisoned and queued successors are
+    /// unaffected); [`ErrorKind::RecordMismatch`] /
+    /// [`ErrorKind::RecordMissing`] when a record does not belong to this
+    /// run; a driver error when a read-back failed. Take the slot back with
+    /// [`into_token`](Run::into_token), or drop the run to free it.
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+    /// # use runclaim::driver::abi::Program;
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+    /// # let code = runner.code("f")?;
+    /// use runclaim::contract::ErrorKind;
+    /// let fenced = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1, 2, 3])))?
+    ///     .launch()?.fence()?;
+    /// let err = fenced.finalize(&mut Outputs::<0>::new(2)).unwrap_err(); // one element short
+    /// assert_eq!(err.kind(), &ErrorKind::OutputsTooSmall { len: 3, capacity: 2 });
+    /// let mut bigger = Outputs::<0>::new(3);
+    /// err.into_value().finalize(&mut bigger)?; // the same run, finalized again
+    /// assert_eq!(bigger.values(), &[2, 3, 4]);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    pub fn finalize(self, out: &mut Outputs<I>) -> Result<Finalized<'r, I>, Error<Self>> {
         let info = self.info;
         match self
             .token
@@ -487,9 +506,16 @@ impl<'r, const I: usize> Run<'r, Fenced, I> {
             Err(k) => {
                 out.len = 0;
                 out.run = None;
-                Err(Self::fail(self.token, Action::Finalize, info.run, k))
+                Err(Self::fail(self, Action::Finalize, info.run, k))
             }
         }
+    }
+
+    /// Gives up on reading the run back and keeps its slot. The run is
+    /// complete (it was fenced), so the slot is free for the next run.
+    #[must_use]
+    pub fn into_token(self) -> SlotToken<'r, I> {
+        self.token
     }
 }
 

@@ -165,7 +165,7 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
             .iter()
             .find(|c| c.name == name)
             .map(|c| self.code_ref(c))
-            .ok_or_else(|| Error::plain(Action::Prepare, ErrorKind::UnknownCallable(name.into())))
+            .ok_or_else(|| Error::plain(Action::Lookup, ErrorKind::UnknownCallable(name.into())))
     }
 
     /// The published callables, in publication order.
@@ -272,9 +272,10 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
         let run = self.prepare(token, spec).map_err(|e| e.map_value(Some))?;
         let run = run
             .launch()
-            .map_err(|e| e.map_value(|r| r.map(Run::into_token)))?;
+            .map_err(|e| e.map_value(|r| r.map(Run::<Prepared, I>::into_token)))?;
         let run = run.fence().map_err(|e| e.map_value(|_| None))?;
-        run.finalize(out).map_err(|e| e.map_value(Some))
+        run.finalize(out)
+            .map_err(|e| e.map_value(|r| Some(r.into_token())))
     }
 
     /// The device's run-time state.

@@ -242,7 +242,7 @@ where
             }
             Err(e) => {
                 let kind = e.kind().clone();
-                self.held = Held::Token(e.into_value());
+                self.held = Held::Token(e.into_value().into_token());
                 Err(kind)
             }
         }

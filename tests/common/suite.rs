@@ -35,6 +35,8 @@ macro_rules! contract_suite {
             fence_from_another_thread,
             try_fence_polls_without_waiting,
             real_time_queue_runs_correctly,
+            finalize_into_a_small_buffer_hands_the_run_back,
+            publication_names_are_unique_and_lookups_say_so,
         );
     };
     (@tests $target:expr; $($name:ident),* $(,)?) => {
@@ -248,7 +250,7 @@ pub fn known_run_error_fails_that_run_alone<T: Target>(t: &T) {
     assert_eq!(err.kind(), &ErrorKind::RunFailed { code: 42 });
     assert_eq!((err.run(), err.slot()), (Some(bad_id), Some(0)));
     assert!(o0.values().is_empty());
-    let token0 = err.into_value();
+    let token0 = err.into_value().into_token();
     assert!(
         runner.health().poisoned.is_none(),
         "a known run error does not poison"
@@ -702,4 +704,75 @@ pub fn real_time_queue_runs_correctly<T: Target>(t: &T) {
         t1 = r1.fence().unwrap().finalize(&mut o1).unwrap().token;
         assert_eq!((o0.values(), o1.values()), (&[i + 1][..], &[i + 2][..]));
     }
+}
+
+/// A finalize into a buffer that is too small hands the *fenced run* back:
+/// the values are still on the device, and a retry with a bigger buffer
+/// gets them. (Before, the token came back and the results were lost.)
+pub fn finalize_into_a_small_buffer_hands_the_run_back<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let runner = dev.publish(&[prog_add(10)]).unwrap();
+    let code = runner.code("add10").unwrap();
+    let fenced = runner
+        .launched::<0>(code, Input::Host(&[1, 2, 3, 4]))
+        .fence()
+        .unwrap();
+    let id = fenced.id();
+    let mut small = Outputs::<0>::new(3);
+    let err = fenced.finalize(&mut small).unwrap_err();
+    assert_eq!(
+        err.kind(),
+        &ErrorKind::OutputsTooSmall {
+            len: 4,
+            capacity: 3
+        }
+    );
+    assert_eq!(
+        (err.action(), err.run(), err.slot()),
+        (runclaim::contract::Action::Finalize, Some(id), Some(0))
+    );
+    assert!(small.values().is_empty(), "nothing half-written is shown");
+    let fenced = err.into_value();
+    assert_eq!(fenced.id(), id, "the same run comes back");
+    let mut big = Outputs::<0>::new(4);
+    let done = fenced.finalize(&mut big).unwrap();
+    assert_eq!(big.values(), &[11, 12, 13, 14]);
+    assert_eq!(done.run, id);
+    // Giving up on a fenced run frees its slot for the next run.
+    let fenced = runner
+        .launched::<1>(code, Input::Host(&[5]))
+        .fence()
+        .unwrap();
+    let token = fenced.into_token();
+    let again = runner
+        .run_serial(
+            token,
+            RunSpec::new(code, Input::Host(&[6])),
+            &mut Outputs::<1>::new(1),
+        )
+        .unwrap();
+    drop((done, again));
+}
+
+/// Two callables with one name are refused before anything is registered,
+/// naming the name; an unknown name is a failed *lookup*, not a prepare.
+pub fn publication_names_are_unique_and_lookups_say_so<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let probe = t.probe(dev.driver());
+    let registrations = || probe().registrations;
+    let before = registrations();
+    let twice = [
+        Callable::program("f", &Program::new().add(1)),
+        Callable::program("f", &Program::new().mul(2)),
+    ];
+    let err = dev.publish(&twice).unwrap_err();
+    assert_eq!(err.kind(), &ErrorKind::DuplicateCallable("f".into()));
+    assert_eq!(err.action(), runclaim::contract::Action::Publish);
+    assert!(err.to_string().contains("\"f\""), "{err}");
+    assert_eq!(registrations(), before, "refused before any registration");
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let err = runner.code("nope").unwrap_err();
+    assert_eq!(err.kind(), &ErrorKind::UnknownCallable("nope".into()));
+    assert_eq!(err.action(), runclaim::contract::Action::Lookup);
+    assert!(err.to_string().starts_with("lookup"), "{err}");
 }
