@@ -127,11 +127,11 @@ fn by_hand() -> f64 {
             slot: 0,
             block_dim,
             len: ELEMS as u64,
-            input: arena.0,
-            output: arena.offset(ELEMS * 4).0,
-            handshake: hs.0,
-            wall: wall.0,
-            status: status.0,
+            input: arena.raw(),
+            output: arena.offset(ELEMS * 4).raw(),
+            handshake: hs.raw(),
+            wall: wall.raw(),
+            status: status.raw(),
         }
         .to_bytes();
         d.launch_aicore(core, kernel, block_dim, &args).unwrap();

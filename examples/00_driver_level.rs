@@ -39,11 +39,11 @@ fn main() -> Result<(), DriverError> {
         slot: 0,
         block_dim,
         len: input.len() as u64,
-        input: inp.0,
-        output: out.0,
-        handshake: hs.0,
-        wall: wall.0,
-        status: status.0,
+        input: inp.raw(),
+        output: out.raw(),
+        handshake: hs.raw(),
+        wall: wall.raw(),
+        status: status.raw(),
     }
     .to_bytes();
     sim.launch_aicore(aicore, code.handle, block_dim, &args)?;
@@ -58,7 +58,7 @@ fn main() -> Result<(), DriverError> {
         .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
         .collect();
     let mut rec = [0u8; WallRecord::SIZE];
-    sim.copy_from_device(&mut rec, DevPtr(wall.0))?;
+    sim.copy_from_device(&mut rec, DevPtr::from_raw(wall.raw()))?;
     let wall = WallRecord::from_bytes(&rec).unwrap_or_default();
     let mut st = [0u8; StatusRecord::SIZE];
     sim.copy_from_device(&mut st, status)?;

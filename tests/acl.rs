@@ -183,7 +183,7 @@ fn optional_capabilities_absent_fall_back() {
     // Errors carry API and code, but no runtime message.
     let err = dev
         .driver()
-        .free(runclaim::driver::DevPtr(0x10))
+        .free(runclaim::driver::DevPtr::from_raw(0x10))
         .unwrap_err();
     let native = err.native().unwrap();
     assert_eq!(
@@ -287,7 +287,7 @@ fn each_thread_is_bound_to_the_device_before_its_first_call() {
                 // driver's stream.
                 let rc = unsafe {
                     query(
-                        std::ptr::without_provenance_mut(usize::try_from(s.0).unwrap()),
+                        std::ptr::without_provenance_mut(usize::try_from(s.raw()).unwrap()),
                         &raw mut status,
                     )
                 };

@@ -139,7 +139,7 @@ fn reordered_launches_are_caught_by_the_device_order_check() {
 fn ev(run: u64, what: TraceKind) -> TraceEvent {
     TraceEvent {
         tick: 0,
-        stream: StreamId(if matches!(what, TraceKind::Started(TaskTag::Aicpu)) {
+        stream: StreamId::from_raw(if matches!(what, TraceKind::Started(TaskTag::Aicpu)) {
             1
         } else {
             2
@@ -154,7 +154,7 @@ fn device_order_checker_fails_on_a_swap_a_skip_or_a_phantom() {
     use TraceKind::{Enqueued, Started};
     let core = |run, what| TraceEvent {
         tick: 0,
-        stream: StreamId(2),
+        stream: StreamId::from_raw(2),
         run,
         what,
     };
@@ -245,10 +245,10 @@ fn overlap_checker_tells_queued_from_serial_and_a_skipped_check_fails() {
         ev(1, TraceKind::Enqueued(TaskTag::Aicpu)),
         ev(2, TraceKind::Enqueued(TaskTag::Aicore)),
         TraceEvent {
-            stream: StreamId(2),
+            stream: StreamId::from_raw(2),
             ..ev(
                 1,
-                TraceKind::Finished(TaskTag::Record(runclaim::driver::EventId(5))),
+                TraceKind::Finished(TaskTag::Record(runclaim::driver::EventId::from_raw(5))),
             )
         },
     ];

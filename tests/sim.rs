@@ -37,11 +37,11 @@ impl HandRun {
                 slot: 0,
                 block_dim,
                 len: len as u64,
-                input: inp.0,
-                output: out.0,
-                handshake: hs.0,
-                wall: wall.0,
-                status: status.0,
+                input: inp.raw(),
+                output: out.raw(),
+                handshake: hs.raw(),
+                wall: wall.raw(),
+                status: status.raw(),
             },
         }
     }
@@ -55,7 +55,7 @@ impl HandRun {
 
     fn output(&self, sim: &SimDriver) -> Vec<u32> {
         let mut b = vec![0u8; usize::try_from(self.args.len).unwrap() * 4];
-        sim.copy_from_device(&mut b, DevPtr(self.args.output))
+        sim.copy_from_device(&mut b, DevPtr::from_raw(self.args.output))
             .unwrap();
         b.chunks_exact(4)
             .map(|c| u32::from_le_bytes([c[0], c[1], c[2], c[3]]))
@@ -64,21 +64,21 @@ impl HandRun {
 
     fn status(&self, sim: &SimDriver) -> StatusRecord {
         let mut b = [0u8; StatusRecord::SIZE];
-        sim.copy_from_device(&mut b, DevPtr(self.args.status))
+        sim.copy_from_device(&mut b, DevPtr::from_raw(self.args.status))
             .unwrap();
         StatusRecord::from_bytes(&b).unwrap()
     }
 
     fn wall(&self, sim: &SimDriver) -> WallRecord {
         let mut b = [0u8; WallRecord::SIZE];
-        sim.copy_from_device(&mut b, DevPtr(self.args.wall))
+        sim.copy_from_device(&mut b, DevPtr::from_raw(self.args.wall))
             .unwrap();
         WallRecord::from_bytes(&b).unwrap()
     }
 
     fn stomp(&self, sim: &SimDriver) {
         sim.memset(
-            DevPtr(self.args.handshake),
+            DevPtr::from_raw(self.args.handshake),
             0,
             abi::handshake_bytes(self.args.block_dim),
         )
@@ -284,9 +284,11 @@ fn stale_code_after_publication_gives_wrong_values() {
     let a = sim.register_code(&Program::new().add(1).encode()).unwrap();
     assert!(a.published);
     let (old_core, cpu) = pair(&sim);
+    sim.release_code(a.handle).unwrap(); // unpinned: B may replace it
     let b = sim.register_code(&Program::new().mul(10).encode()).unwrap();
     assert!(b.published);
-    assert_eq!(a.handle, b.handle, "same code address");
+    assert_eq!(a.handle.raw(), b.handle.raw(), "same code address");
+    assert!(b.handle.upload() > a.handle.upload(), "a new upload");
     let run = HandRun::new(&sim, 1, 2, &[5, 6]);
     run.launch(&sim, old_core, cpu, b.handle);
     sim.run_until_idle(10_000).unwrap();
@@ -312,15 +314,18 @@ fn a_b_a_publication_at_one_address_is_stale_each_time() {
     let pb = Program::new().mul(10);
     let a1 = sim.register_code(&pa.encode()).unwrap();
     let s_a = sim.create_stream().unwrap(); // caches A
+    sim.release_code(a1.handle).unwrap();
     let b = sim.register_code(&pb.encode()).unwrap();
     let s_b = sim.create_stream().unwrap(); // caches B
+    sim.release_code(b.handle).unwrap();
     let a2 = sim.register_code(&pa.encode()).unwrap();
     assert!(
         a2.published,
         "A was evicted by B: registering it again uploads"
     );
-    assert_eq!(a1.handle, a2.handle);
-    assert_eq!(a1.handle, b.handle);
+    assert_eq!(a1.handle.raw(), a2.handle.raw());
+    assert_eq!(a1.handle.raw(), b.handle.raw());
+    assert_ne!(a1.handle, a2.handle, "one address, two uploads");
     // A stream whose image "equals" A by content comparison would be judged
     // fresh; it is not: s_b caches B and computes B for an A launch.
     let cpu = sim.create_stream().unwrap();
@@ -334,6 +339,61 @@ fn a_b_a_publication_at_one_address_is_stale_each_time() {
     sim.run_until_idle(10_000).unwrap();
     assert_eq!(run2.output(&sim), vec![4]);
     assert_eq!(sim.stats().publications, 3);
+}
+
+/// The residency rule: a pinned upload is never evicted; new code that
+/// would need its place is refused, naming the capacity; a handle whose
+/// upload was replaced never launches (it cannot run the replacement).
+#[test]
+fn pinned_code_stays_and_replaced_uploads_never_launch() {
+    let sim = SimDriver::stepped(small().code_slots(1));
+    let a = sim.register_code(&Program::new().add(1).encode()).unwrap();
+    assert_eq!(sim.code_pins(a.handle), 1);
+    let err = sim
+        .register_code(&Program::new().mul(10).encode())
+        .unwrap_err();
+    assert_eq!(err.kind(), &ErrorKind::CodeMemoryFull { capacity: 1 });
+    // A dedup hit pins again; each pin needs its release.
+    assert_eq!(
+        sim.register_code(&Program::new().add(1).encode())
+            .unwrap()
+            .handle,
+        a.handle
+    );
+    assert_eq!(sim.code_pins(a.handle), 2);
+    sim.release_code(a.handle).unwrap();
+    assert!(
+        sim.register_code(&Program::new().mul(10).encode()).is_err(),
+        "still pinned once"
+    );
+    sim.release_code(a.handle).unwrap();
+    assert!(
+        sim.release_code(a.handle).is_err(),
+        "released more often than registered"
+    );
+    let b = sim.register_code(&Program::new().mul(10).encode()).unwrap();
+    assert!(b.published && b.handle.raw() == a.handle.raw());
+    assert_eq!(sim.code_pins(a.handle), 0, "A's upload is gone");
+    let (core, cpu) = pair(&sim);
+    let run = HandRun::new(&sim, 1, 2, &[5, 6]);
+    let err = sim
+        .launch_aicore(core, a.handle, 2, &run.args.to_bytes())
+        .unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::BadHandle {
+                kind: HandleKind::Code,
+                ..
+            }
+        ),
+        "{err}"
+    );
+    assert_eq!(sim.queued(core), 0, "nothing reached the stream");
+    run.launch(&sim, core, cpu, b.handle);
+    sim.run_until_idle(10_000).unwrap();
+    assert_eq!(run.output(&sim), vec![50, 60]);
+    assert_eq!(sim.code_epoch(), b.handle.upload());
 }
 
 #[test]
@@ -437,7 +497,7 @@ fn kernel_fault_makes_the_stream_fail_later_work() {
         // Sticky: queries and later submissions on the stream fail.
         assert!(sim.query_stream(faulted).unwrap_err().is_device_fault());
         let later = sim
-            .memset_async(faulted, DevPtr(run.args.output), 0, 4)
+            .memset_async(faulted, DevPtr::from_raw(run.args.output), 0, 4)
             .unwrap_err();
         assert!(later.is_device_fault());
         // An error-state stream may be destroyed.
@@ -574,21 +634,21 @@ fn bad_input_gives_named_errors() {
     let kind = |r: Result<(), runclaim::driver::DriverError>| r.unwrap_err().kind().clone();
 
     assert!(matches!(
-        kind(sim.destroy_stream(StreamId(999))),
+        kind(sim.destroy_stream(StreamId::from_raw(999))),
         ErrorKind::BadHandle {
             kind: HandleKind::Stream,
             ..
         }
     ));
     assert!(matches!(
-        kind(sim.record_event(runclaim::driver::EventId(999), s)),
+        kind(sim.record_event(runclaim::driver::EventId::from_raw(999), s)),
         ErrorKind::BadHandle {
             kind: HandleKind::Event,
             ..
         }
     ));
     assert!(matches!(
-        kind(sim.launch_aicore(s, CodeHandle(1), 2, &args)),
+        kind(sim.launch_aicore(s, CodeHandle::from_raw(1, 1), 2, &args)),
         ErrorKind::BadHandle {
             kind: HandleKind::Code,
             ..

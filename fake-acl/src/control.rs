@@ -177,8 +177,8 @@ fn tag_code(t: TaskTag) -> (u32, u64) {
     match t {
         TaskTag::Aicore => (1, 0),
         TaskTag::Aicpu => (2, 0),
-        TaskTag::Record(e) => (3, e.0),
-        TaskTag::Wait(e) => (4, e.0),
+        TaskTag::Record(e) => (3, e.raw()),
+        TaskTag::Wait(e) => (4, e.raw()),
         TaskTag::Copy => (5, 0),
         TaskTag::Memset => (6, 0),
     }
@@ -188,8 +188,8 @@ fn tag_of(code: u32, aux: u64) -> Option<TaskTag> {
     Some(match code {
         1 => TaskTag::Aicore,
         2 => TaskTag::Aicpu,
-        3 => TaskTag::Record(EventId(aux)),
-        4 => TaskTag::Wait(EventId(aux)),
+        3 => TaskTag::Record(EventId::from_raw(aux)),
+        4 => TaskTag::Wait(EventId::from_raw(aux)),
         5 => TaskTag::Copy,
         6 => TaskTag::Memset,
         _ => return None,
@@ -220,12 +220,16 @@ pub fn encode_trace(t: &TraceEvent) -> FakeTraceEntry {
         ),
         TraceKind::StreamCreated => (6, 0, 0),
         TraceKind::StreamDestroyed => (7, 0, 0),
-        TraceKind::Published(h) => (8, 0, h.0),
+        TraceKind::Published(h) => (8, 0, h.raw()),
     };
     FakeTraceEntry {
         tick: t.tick,
-        stream: t.stream.0,
-        run: t.run,
+        stream: t.stream.raw(),
+        // A publication's upload stamp travels in the run field.
+        run: match t.what {
+            TraceKind::Published(h) => h.upload(),
+            _ => t.run,
+        },
         what,
         tag,
         aux,
@@ -243,13 +247,17 @@ pub fn decode_trace(e: &FakeTraceEntry) -> Option<TraceEvent> {
         5 => TraceKind::Faulted(*FAULT_KINDS.get(e.tag as usize)?),
         6 => TraceKind::StreamCreated,
         7 => TraceKind::StreamDestroyed,
-        8 => TraceKind::Published(runclaim::driver::CodeHandle(e.aux)),
+        8 => TraceKind::Published(runclaim::driver::CodeHandle::from_raw(e.aux, e.run)),
         _ => return None,
     };
     Some(TraceEvent {
         tick: e.tick,
-        stream: StreamId(e.stream),
-        run: e.run,
+        stream: StreamId::from_raw(e.stream),
+        run: if matches!(what, TraceKind::Published(_)) {
+            0
+        } else {
+            e.run
+        },
         what,
     })
 }

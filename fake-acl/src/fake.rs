@@ -86,11 +86,11 @@ fn memset_byte(value: i32) -> u8 {
 }
 
 fn stream(p: *mut c_void) -> StreamId {
-    StreamId(p.addr() as u64)
+    StreamId::from_raw(p.addr() as u64)
 }
 
 fn event(p: *mut c_void) -> EventId {
-    EventId(p.addr() as u64)
+    EventId::from_raw(p.addr() as u64)
 }
 
 fn opaque(v: u64) -> *mut c_void {
@@ -197,12 +197,12 @@ pub unsafe extern "C" fn aclrtResetDevice(_device: i32) -> c_int {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMalloc(ptr: *mut *mut c_void, size: usize, _policy: u32) -> c_int {
     // SAFETY: `ptr` is the caller's out-pointer (ACL contract).
-    unsafe { call_out(ptr, false, |s| s.alloc(size).map(|p| opaque(p.0))) }
+    unsafe { call_out(ptr, false, |s| s.alloc(size).map(|p| opaque(p.raw()))) }
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtFree(ptr: *mut c_void) -> c_int {
-    call(false, |s| s.free(DevPtr(ptr.addr() as u64)))
+    call(false, |s| s.free(DevPtr::from_raw(ptr.addr() as u64)))
 }
 
 /// Kinds: 0 host→host, 1 host→device, 2 device→host, 3 device→device.
@@ -225,17 +225,17 @@ pub unsafe extern "C" fn aclrtMemcpy(
         1 => {
             // SAFETY: host source readable for `count` bytes (ACL contract).
             let data = unsafe { host(src, count) }.unwrap_or_default();
-            s.copy_to_device(DevPtr(dst.addr() as u64), data)
+            s.copy_to_device(DevPtr::from_raw(dst.addr() as u64), data)
         }
         2 => {
             // SAFETY: host destination writable for `count` <= destMax bytes.
             let out = unsafe { std::slice::from_raw_parts_mut(dst.cast::<u8>(), count) };
-            s.copy_from_device(out, DevPtr(src.addr() as u64))
+            s.copy_from_device(out, DevPtr::from_raw(src.addr() as u64))
         }
         3 => {
             let mut tmp = vec![0u8; count];
-            s.copy_from_device(&mut tmp, DevPtr(src.addr() as u64))?;
-            s.copy_to_device(DevPtr(dst.addr() as u64), &tmp)
+            s.copy_from_device(&mut tmp, DevPtr::from_raw(src.addr() as u64))?;
+            s.copy_to_device(DevPtr::from_raw(dst.addr() as u64), &tmp)
         }
         _ => Err(DriverError::new(
             runclaim::driver::Op::CopyToDevice,
@@ -262,8 +262,8 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
     call(false, |s| {
         s.copy_async(
             stream(stm),
-            DevPtr(dst.addr() as u64),
-            DevPtr(src.addr() as u64),
+            DevPtr::from_raw(dst.addr() as u64),
+            DevPtr::from_raw(src.addr() as u64),
             count,
         )
     })
@@ -280,7 +280,11 @@ pub unsafe extern "C" fn aclrtMemset(
         return PARAM_INVALID;
     }
     call(false, |s| {
-        s.memset(DevPtr(ptr.addr() as u64), memset_byte(value), count)
+        s.memset(
+            DevPtr::from_raw(ptr.addr() as u64),
+            memset_byte(value),
+            count,
+        )
     })
 }
 
@@ -298,7 +302,7 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
     call(false, |s| {
         s.memset_async(
             stream(stm),
-            DevPtr(ptr.addr() as u64),
+            DevPtr::from_raw(ptr.addr() as u64),
             memset_byte(value),
             count,
         )
@@ -308,7 +312,7 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateStream(stm: *mut *mut c_void) -> c_int {
     // SAFETY: `stm` is the caller's out-pointer (ACL contract).
-    unsafe { call_out(stm, false, |s| s.create_stream().map(|id| opaque(id.0))) }
+    unsafe { call_out(stm, false, |s| s.create_stream().map(|id| opaque(id.raw()))) }
 }
 
 /// Like the real runtime, destroying a stream with queued work waits for it
@@ -358,7 +362,7 @@ pub unsafe extern "C" fn aclrtSynchronizeStreamWithTimeout(
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateEventWithFlag(evt: *mut *mut c_void, _flag: u32) -> c_int {
     // SAFETY: `evt` is the caller's out-pointer (ACL contract).
-    unsafe { call_out(evt, true, |s| s.create_event().map(|id| opaque(id.0))) }
+    unsafe { call_out(evt, true, |s| s.create_event().map(|id| opaque(id.raw()))) }
 }
 
 #[unsafe(no_mangle)]
@@ -528,7 +532,11 @@ pub unsafe extern "C" fn rtRegisterAllKernel(
     // SAFETY: `handle` is the caller's out-pointer (rt contract).
     unsafe {
         call_out(handle, false, |s| {
-            s.register_code(code).map(|r| opaque(r.handle.0))
+            // This fake does not pin: registered code may be evicted by a
+            // later registration, as the simulator's LRU decides.
+            let r = s.register_code(code)?;
+            s.release_code(r.handle)?;
+            Ok(opaque(r.handle.raw()))
         })
     }
 }
@@ -553,7 +561,11 @@ pub unsafe extern "C" fn rtKernelLaunchWithHandleV2(
         return PARAM_INVALID;
     };
     call(false, |s| {
-        s.launch_aicore(stream(stm), CodeHandle(hdl.addr() as u64), block_dim, blob)
+        // Whatever is resident at the address now runs.
+        let code = s
+            .code_at(hdl.addr() as u64)
+            .unwrap_or(CodeHandle::from_raw(hdl.addr() as u64, 0));
+        s.launch_aicore(stream(stm), code, block_dim, blob)
     })
 }
 
@@ -678,6 +690,27 @@ pub unsafe extern "C" fn runclaim_fake_stats(device: i32, out: *mut FakeStats) -
     }
     // SAFETY: non-NULL out-pointer (control contract).
     unsafe { out.write(FakeStats::from_sim(&dev.sim.stats())) };
+    0
+}
+
+/// The device's clock in nanoseconds (`Driver::clock` of its simulator:
+/// virtual time in stepped mode), for a test driver that must judge waits on
+/// the fake device's own clock.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn runclaim_fake_clock(device: i32, out_ns: *mut u64) -> c_int {
+    let sim = {
+        let st = state();
+        let Some(dev) = st.devices.get(&device) else {
+            return CONTEXT_NULL;
+        };
+        dev.sim.clone()
+    };
+    if out_ns.is_null() {
+        return PARAM_INVALID;
+    }
+    let ns = u64::try_from(sim.clock().as_nanos()).unwrap_or(u64::MAX);
+    // SAFETY: non-NULL out-pointer (control contract).
+    unsafe { out_ns.write(ns) };
     0
 }
 

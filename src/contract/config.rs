@@ -4,12 +4,31 @@ use std::time::Duration;
 
 use super::error::ConfigError;
 use crate::driver::DriverInfo;
+use crate::driver::abi;
 
 /// Queue entries one run puts on its busiest stream: on the AICPU stream its
 /// kernel, a wait on the AICore stream's event, and its fence record.
 pub(crate) const TASKS_PER_RUN: usize = 3;
 
 /// How a [`Device`](super::Device) is opened.
+///
+/// # Time
+///
+/// Runs queue: a run launched behind `k` others may legitimately wait for
+/// all of them. So [`fence_timeout`](DeviceConfig::fence_timeout) is a
+/// **per-run budget**, not a total: how long the device may take over *one*
+/// run once every run ahead of it is complete (the run is at the *head* of
+/// the queue). A run that has been at the head longer than its budget, on
+/// the driver's clock ([`Driver::clock`](crate::driver::Driver::clock)), has
+/// overrun — the only evidence that poisons the runner. A plain
+/// [`fence`](super::Run::fence) therefore waits as long as the runs ahead
+/// legitimately take, at most `(runs ahead + 1) × fence_timeout`.
+///
+/// The budget must exceed the device watchdog (else the host would give up
+/// while the device still runs), and no duration may exceed
+/// [`DeviceConfig::MAX_TIMEOUT`]: [`Device::open`](super::Device::open)
+/// refuses such a configuration with a [`ConfigError`] naming the value, so
+/// no deadline computed from it can overflow.
 ///
 /// ```
 /// use std::time::Duration;
@@ -21,22 +40,25 @@ pub(crate) const TASKS_PER_RUN: usize = 3;
 /// let sim = SimDriver::stepped(SimConfig::default());
 /// let bad = DeviceConfig::default().fence_timeout(Duration::from_millis(50));
 /// assert!(Device::<_, 2>::open(sim.clone(), bad).is_err());
+/// let forever = DeviceConfig::default().fence_timeout(Duration::MAX);
+/// assert!(Device::<_, 2>::open(sim.clone(), forever).is_err()); // refused, not "no limit"
 /// let ok = DeviceConfig::default().fence_timeout(Duration::from_millis(150));
 /// assert!(Device::<_, 2>::open(sim, ok).is_ok());
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct DeviceConfig {
-    /// How long [`Run::fence`](super::Run::fence) (and a drop, a drain, a
-    /// publication) waits for a run. Must exceed the device watchdog. Default:
-    /// twice the watchdog.
+    /// The per-run budget: how long a run at the head of the queue may take
+    /// before the host calls the device hung (see [Time](#time)). Must
+    /// exceed the device watchdog. Default: twice the watchdog.
     pub fence_timeout: Option<Duration>,
     /// The device's kernel watchdog. Default: what the driver reports
     /// ([`DriverInfo::watchdog`]); required when the driver does not know.
     pub device_watchdog: Option<Duration>,
     /// AICore workers per run (default 4).
     pub block_dim: u32,
-    /// Elements each slot's arena holds for input and for output (default 4,096).
+    /// Elements each slot's arena holds for input and for output (default
+    /// 4,096; at most [`DeviceConfig::MAX_ELEMENTS`]).
     pub max_elements: usize,
 }
 
@@ -52,6 +74,15 @@ impl Default for DeviceConfig {
 }
 
 impl DeviceConfig {
+    /// The longest fence timeout or watchdog a device accepts: one day. A
+    /// run that may take longer is a configuration mistake, and the ceiling
+    /// keeps every deadline `(DEPTH + 1) × fence_timeout` far from overflow.
+    pub const MAX_TIMEOUT: Duration = Duration::from_secs(24 * 60 * 60);
+
+    /// The largest arena: 2³⁰ elements (4 GiB of input and 4 GiB of output
+    /// per slot), so every size computed from it fits.
+    pub const MAX_ELEMENTS: usize = 1 << 30;
+
     /// Sets [`DeviceConfig::fence_timeout`].
     #[must_use]
     pub fn fence_timeout(mut self, t: Duration) -> Self {
@@ -81,7 +112,27 @@ impl DeviceConfig {
     }
 
     /// Checks the configuration against the driver and resolves defaults.
+    /// Every sum and product is checked; nothing here can panic.
     pub(crate) fn resolve(&self, info: &DriverInfo, depth: usize) -> Result<Resolved, ConfigError> {
+        let too_long = |what, value: Duration| {
+            (value > Self::MAX_TIMEOUT).then_some(ConfigError::TooLong {
+                what,
+                value,
+                max: Self::MAX_TIMEOUT,
+            })
+        };
+        if let Some(e) = self
+            .device_watchdog
+            .and_then(|w| too_long("device_watchdog", w))
+        {
+            return Err(e);
+        }
+        if let Some(e) = self
+            .fence_timeout
+            .and_then(|f| too_long("fence_timeout", f))
+        {
+            return Err(e);
+        }
         let watchdog = match (self.device_watchdog, info.watchdog) {
             (Some(declared), Some(device)) if declared < device => {
                 return Err(ConfigError::WatchdogBelowDevice { declared, device });
@@ -89,7 +140,18 @@ impl DeviceConfig {
             (Some(w), _) | (None, Some(w)) => w,
             (None, None) => return Err(ConfigError::WatchdogUnknown),
         };
-        let fence = self.fence_timeout.unwrap_or(watchdog * 2);
+        if let Some(e) = too_long("the driver's watchdog", watchdog) {
+            return Err(e);
+        }
+        let fence = if let Some(f) = self.fence_timeout {
+            f
+        } else {
+            let twice = watchdog.saturating_mul(2);
+            if let Some(e) = too_long("fence_timeout (default: twice the watchdog)", twice) {
+                return Err(e);
+            }
+            twice
+        };
         if fence <= watchdog {
             return Err(ConfigError::FenceTimeoutNotAboveWatchdog { fence, watchdog });
         }
@@ -99,10 +161,22 @@ impl DeviceConfig {
                 max: info.max_block_dim,
             });
         }
+        if abi::handshake_bytes_checked(self.block_dim).is_none() {
+            return Err(ConfigError::BlockDim {
+                block_dim: self.block_dim,
+                max: info.max_block_dim,
+            });
+        }
         if self.max_elements == 0 {
             return Err(ConfigError::ZeroCapacity);
         }
-        let needed = depth * TASKS_PER_RUN;
+        if self.max_elements > Self::MAX_ELEMENTS {
+            return Err(ConfigError::ArenaTooLarge {
+                max_elements: self.max_elements,
+                max: Self::MAX_ELEMENTS,
+            });
+        }
+        let needed = depth.saturating_mul(TASKS_PER_RUN);
         if needed > info.stream_capacity {
             return Err(ConfigError::QueueTooShallow {
                 needed,
@@ -121,10 +195,26 @@ impl DeviceConfig {
 /// A validated configuration.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) struct Resolved {
+    /// The per-run budget.
     pub fence_timeout: Duration,
     pub watchdog: Duration,
     pub block_dim: u32,
     pub max_elements: usize,
+}
+
+impl Resolved {
+    /// Bytes of one arena half (input or output): fits, by validation.
+    pub fn arena_half_bytes(&self) -> usize {
+        self.max_elements * 4
+    }
+
+    /// The default wait for a run with `ahead` runs ahead of it:
+    /// `(ahead + 1) × fence_timeout` (bounded by validation and `DEPTH`;
+    /// saturating all the same).
+    pub fn queue_budget(&self, ahead: usize) -> Duration {
+        let n = u32::try_from(ahead.saturating_add(1)).unwrap_or(u32::MAX);
+        self.fence_timeout.saturating_mul(n)
+    }
 }
 
 #[cfg(test)]
@@ -189,6 +279,89 @@ mod tests {
                 device: S * 3
             })
         );
+    }
+
+    #[test]
+    fn extreme_durations_are_refused_naming_the_value() {
+        let i = info(Some(S));
+        let max = DeviceConfig::MAX_TIMEOUT;
+        let day_and_a_bit = max + Duration::from_nanos(1);
+        for (cfg, what) in [
+            (
+                DeviceConfig::default().fence_timeout(Duration::MAX),
+                "fence_timeout",
+            ),
+            (
+                DeviceConfig::default().fence_timeout(day_and_a_bit),
+                "fence_timeout",
+            ),
+            (
+                DeviceConfig::default().device_watchdog(Duration::MAX),
+                "device_watchdog",
+            ),
+            (
+                // a watchdog above MAX / 2 used to panic computing `watchdog * 2`
+                DeviceConfig::default().device_watchdog(Duration::MAX / 2 + S),
+                "device_watchdog",
+            ),
+            (
+                DeviceConfig::default().device_watchdog(max),
+                "fence_timeout (default: twice the watchdog)",
+            ),
+        ] {
+            match cfg.resolve(&i, 2) {
+                Err(ConfigError::TooLong {
+                    what: w, max: m, ..
+                }) => {
+                    assert_eq!((w, m), (what, max));
+                }
+                other => panic!("{cfg:?}: {other:?}"),
+            }
+        }
+        // The driver's own watchdog is checked too.
+        assert!(matches!(
+            DeviceConfig::default().resolve(&info(Some(Duration::MAX)), 2),
+            Err(ConfigError::TooLong { .. })
+        ));
+        // The ceiling itself is allowed.
+        let r = DeviceConfig::default()
+            .device_watchdog(max / 2)
+            .resolve(&info(None), 2)
+            .unwrap();
+        assert_eq!(r.fence_timeout, max);
+        assert_eq!(
+            r.queue_budget(15),
+            max * 16,
+            "no overflow at the deepest queue"
+        );
+        assert_eq!(r.queue_budget(usize::MAX), max.saturating_mul(u32::MAX));
+    }
+
+    #[test]
+    fn extreme_sizes_are_refused() {
+        let i = info(Some(S));
+        assert_eq!(
+            DeviceConfig::default()
+                .max_elements(usize::MAX)
+                .resolve(&i, 2),
+            Err(ConfigError::ArenaTooLarge {
+                max_elements: usize::MAX,
+                max: DeviceConfig::MAX_ELEMENTS
+            })
+        );
+        let r = DeviceConfig::default()
+            .max_elements(DeviceConfig::MAX_ELEMENTS)
+            .resolve(&i, 2)
+            .unwrap();
+        assert_eq!(r.arena_half_bytes(), 4 << 30);
+        let tiny = DriverInfo {
+            stream_capacity: 0,
+            ..info(Some(S))
+        };
+        assert!(matches!(
+            DeviceConfig::default().resolve(&tiny, usize::MAX),
+            Err(ConfigError::QueueTooShallow { .. })
+        ));
     }
 
     #[test]

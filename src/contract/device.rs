@@ -4,7 +4,7 @@
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use super::config::{DeviceConfig, Resolved};
 use super::error::{Action, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
@@ -13,7 +13,7 @@ use super::run::{Input, RunInfo};
 use super::runner::{Callable, CodeEntry, Runner};
 use super::slot::{Depth, SlotSet, SupportedDepth};
 use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord};
-use crate::driver::{Completion, DevPtr, Driver, DriverError, EventId, StreamId};
+use crate::driver::{CodeHandle, Completion, DevPtr, Driver, DriverError, EventId, StreamId};
 
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -22,11 +22,14 @@ static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
 pub(crate) enum Wait {
     /// Query once.
     Poll,
-    /// Wait at most this long.
+    /// Wait at most this long in total (`Duration::MAX`: no limit).
     For(Duration),
-    /// Wait the configured fence timeout.
+    /// Wait the queue budget: `(runs ahead + 1) × fence_timeout`.
     Configured,
 }
+
+/// The shortest wait a fence hands the driver: a virtual clock must move.
+const MIN_SLICE: Duration = Duration::from_micros(1);
 
 /// Why a launch failed, graded by what reached the streams.
 pub(crate) enum LaunchFail {
@@ -214,6 +217,12 @@ struct State<const DEPTH: usize> {
     aicore_generation: u64,
     /// Current code generation: bumped by every publication.
     generation: u64,
+    /// The driver's code epoch when the AICore stream was created: an upload
+    /// stamped above it may be stale in that stream's instruction cache.
+    aicore_epoch: u64,
+    /// The uploads this device's current publication pinned (one per
+    /// registration), released at the next publication and at close.
+    pinned: Vec<CodeHandle>,
     /// Idle streams whose destroy failed: retried at every drain and at
     /// teardown, so a refused destroy does not leak the stream for good.
     abandoned: Vec<StreamId>,
@@ -373,8 +382,9 @@ where
         };
         let built = (|| -> Result<_, DriverError> {
             let aicpu = b.stream()?;
+            let aicore_epoch = driver.code_epoch();
             let aicore = b.stream()?;
-            let elems = config.max_elements * 4;
+            let elems = config.arena_half_bytes();
             let mut regions = Vec::with_capacity(DEPTH);
             for _ in 0..DEPTH {
                 let arena = b.alloc(2 * elems)?;
@@ -388,18 +398,31 @@ where
                     ev_fence: b.event()?,
                 });
             }
-            Ok((aicpu, aicore, regions))
+            Ok((aicpu, aicore, aicore_epoch, regions))
         })();
-        let (aicpu, aicore, regions) = match built {
+        let (aicpu, aicore, aicore_epoch, regions) = match built {
             Ok(x) => x,
             Err(e) => {
                 b.undo();
                 return Err(Error::plain(Action::Open, ErrorKind::from_driver(e)));
             }
         };
-        let staging: Vec<_> = (0..DEPTH)
-            .map(|_| Mutex::new(vec![0u8; config.max_elements * 4]))
-            .collect();
+        // Host staging: a failed host allocation is an error, never an abort.
+        let mut staging = Vec::with_capacity(DEPTH);
+        for _ in 0..DEPTH {
+            let mut buf = Vec::new();
+            if buf.try_reserve_exact(config.arena_half_bytes()).is_err() {
+                b.undo();
+                return Err(Error::plain(
+                    Action::Open,
+                    ErrorKind::HostOutOfMemory {
+                        bytes: config.arena_half_bytes(),
+                    },
+                ));
+            }
+            buf.resize(config.arena_half_bytes(), 0);
+            staging.push(Mutex::new(buf));
+        }
         let (Ok(regions), Ok(staging)) = (
             <[SlotRegions; DEPTH]>::try_from(regions),
             <[Mutex<Vec<u8>>; DEPTH]>::try_from(staging),
@@ -425,6 +448,8 @@ where
                 aicpu,
                 aicore_generation: 0,
                 generation: 0,
+                aicore_epoch,
+                pinned: Vec::new(),
                 abandoned: Vec::new(),
                 stats: ContractStats::default(),
             }),
@@ -451,8 +476,9 @@ where
     /// # Errors
     /// [`ErrorKind::DuplicateCallable`] when two callables share a name;
     /// [`ErrorKind::Undrained`] when forgotten runs are still in flight;
-    /// [`ErrorKind::CodeDoesNotFit`] when the callables cannot be resident
-    /// together; [`ErrorKind::Driver`] for a refused registration.
+    /// [`ErrorKind::CodeDoesNotFit`] when the callables do not fit in device
+    /// code memory next to the code other live publications pin;
+    /// [`ErrorKind::Driver`] for a refused registration.
     pub fn publish(&mut self, callables: &[Callable]) -> Result<Runner<'_, D, DEPTH>, Error> {
         // Refused before anything happens: `code(name)` must name one callable.
         for (i, c) in callables.iter().enumerate() {
@@ -463,38 +489,47 @@ where
                 ));
             }
         }
-        let timeout = self.config.fence_timeout;
-        self.drain(timeout)
+        self.drain(None)
             .map_err(|k| Error::plain(Action::Publish, k))?;
         let mut st = self.lock();
+        // The last publication's runner is gone (this borrow is exclusive)
+        // and nothing is in flight: its code may go.
+        for code in std::mem::take(&mut st.pinned) {
+            // A refused release keeps the pin, to be retried at the next
+            // publication and at close (meanwhile the code stays resident).
+            if self.driver.release_code(code).is_err() {
+                st.pinned.push(code);
+            }
+        }
         let mut entries = Vec::with_capacity(callables.len());
-        // New code may replace what the AICore stream has cached: the code
-        // generation advances the moment any upload happens, before a later
-        // registration can fail and return early.
-        let register = |st: &mut State<DEPTH>, c: &Callable| {
-            let r = self
-                .driver
-                .register_code(c.code())
-                .map_err(|e| Error::plain(Action::Publish, ErrorKind::from_driver(e)))?;
-            if r.published {
+        for c in callables {
+            let r = self.driver.register_code(c.code()).map_err(|e| {
+                let kind = match e.kind() {
+                    crate::driver::ErrorKind::CodeMemoryFull { capacity } => {
+                        ErrorKind::CodeDoesNotFit {
+                            capacity: *capacity,
+                        }
+                    }
+                    _ => ErrorKind::from_driver(e),
+                };
+                Error::plain(Action::Publish, kind)
+            })?;
+            st.pinned.push(r.handle);
+            // New code may be stale in the AICore stream's instruction
+            // cache: uploaded now (a publication), or uploaded by anyone
+            // else on the NPU after the stream was created (a dedup hit on
+            // it). Either starts a new code generation at once, before a
+            // later registration can fail and return early.
+            if r.published || r.handle.upload() > st.aicore_epoch {
                 st.generation += 1;
+            }
+            if r.published {
                 st.stats.generations += 1;
             }
-            Ok::<_, Error>(r)
-        };
-        for c in callables {
-            let r = register(&mut st, c)?;
             entries.push(CodeEntry {
                 name: c.name().to_owned(),
                 handle: r.handle,
             });
-        }
-        // Every callable must still be resident after all were registered: a
-        // later registration may have evicted an earlier one.
-        for c in callables {
-            if register(&mut st, c)?.published {
-                return Err(Error::plain(Action::Publish, ErrorKind::CodeDoesNotFit));
-            }
         }
         drop(st);
         Ok(Runner::new(self, entries))
@@ -612,16 +647,21 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// token, prepared, launched or fenced run is alive: anything still in
     /// the in-flight set was forgotten, lost in a partial launch, or is
     /// unproven; a `Held` slot's token was forgotten.
-    pub(crate) fn drain(&self, timeout: Duration) -> Result<DrainReport, ErrorKind> {
+    ///
+    /// `timeout`: `None` waits the queue budget, `(in flight + 1) ×
+    /// fence_timeout`; `Some(Duration::MAX)` waits without a deadline.
+    pub(crate) fn drain(&self, timeout: Option<Duration>) -> Result<DrainReport, ErrorKind> {
         let mut st = self.lock();
         let mut report = DrainReport::default();
         let needs_sync = !st.in_flight.is_empty() || st.poison.is_some();
         if needs_sync {
-            let deadline = Instant::now() + timeout;
+            let timeout = timeout.unwrap_or_else(|| self.config.queue_budget(st.in_flight.len()));
+            let d = &self.driver;
+            let deadline = d.clock().checked_add(timeout);
             let mut faulted = [false; 2];
             for (i, s) in [st.aicpu, st.aicore].into_iter().enumerate() {
-                let left = deadline.saturating_duration_since(Instant::now());
-                match self.driver.sync_stream(s, left) {
+                let left = deadline.map_or(Duration::MAX, |dl| dl.saturating_sub(d.clock()));
+                match self.driver.sync_stream(s, left.max(MIN_SLICE)) {
                     Ok(()) => {}
                     Err(e) if e.is_timeout() => {
                         return Err(ErrorKind::Undrained {
@@ -640,14 +680,16 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 if !f {
                     continue;
                 }
-                let fresh = self
-                    .driver
-                    .create_stream()
-                    .map_err(ErrorKind::from_driver)?;
                 let old = if i == 0 {
+                    let fresh = self
+                        .driver
+                        .create_stream()
+                        .map_err(ErrorKind::from_driver)?;
                     std::mem::replace(&mut st.aicpu, fresh)
                 } else {
+                    let (fresh, epoch) = self.fresh_aicore().map_err(ErrorKind::from_driver)?;
                     st.aicore_generation = st.generation;
+                    st.aicore_epoch = epoch;
                     std::mem::replace(&mut st.aicore, fresh)
                 };
                 // An error-state stream may be destroyed; if the runtime
@@ -695,10 +737,11 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             return Ok(());
         }
         self.closed = true;
-        self.drain(self.config.fence_timeout)?;
+        self.drain(None)?;
         let mut st = self.lock();
         let mut streams = std::mem::take(&mut st.abandoned);
         streams.extend([st.aicore, st.aicpu]);
+        let pinned = std::mem::take(&mut st.pinned);
         drop(st);
         let mut first_err = None;
         let mut note = |r: Result<(), DriverError>| {
@@ -708,6 +751,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         };
         for s in streams {
             note(self.driver.destroy_stream(s));
+        }
+        for code in pinned {
+            note(self.driver.release_code(code));
         }
         for r in &self.regions {
             note(self.driver.destroy_event(r.ev_aicore));
@@ -734,106 +780,246 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
     }
 
-    /// Readies the stream pair for a launch: re-creates a stale AICore stream
-    /// (only when nothing is in flight). Nothing is submitted.
+    /// Creates an AICore stream and notes the code epoch it can trust: read
+    /// *before* creation, so an upload racing with it counts as newer.
+    fn fresh_aicore(&self) -> Result<(StreamId, u64), DriverError> {
+        let epoch = self.driver.code_epoch();
+        Ok((self.driver.create_stream()?, epoch))
+    }
+
+    /// Readies the stream pair for a launch. The AICore stream is stale
+    /// after this device's own publication (a new code generation) or after
+    /// an upload by anyone else on the NPU since it was created (its code
+    /// epoch moved). A stale stream with nothing in flight is re-created; one
+    /// with runs still queued is never destroyed — a fresh stream is ordered
+    /// behind it instead (it waits for the last queued AICore kernel), and
+    /// the old one is retired once idle. Nothing of the run is submitted.
     fn ready_streams(&self, st: &mut State<DEPTH>) -> Result<(), ErrorKind> {
-        if st.aicore_generation == st.generation {
+        if st.in_flight.is_empty() && !st.abandoned.is_empty() {
+            // Streams left busy earlier are idle now.
+            for old in std::mem::take(&mut st.abandoned) {
+                self.retire_stream(st, old);
+            }
+        }
+        let own = st.aicore_generation != st.generation;
+        let foreign = self.driver.code_epoch() > st.aicore_epoch;
+        if !own && !foreign {
             return Ok(());
         }
-        if !st.in_flight.is_empty() {
+        let last = st.in_flight.iter().last().copied();
+        if own && last.is_some() {
             // Unreachable through the API (publication drains first), kept
-            // as a guard: never re-create a stream with queued work.
+            // as a guard: a new generation never shares the queue.
             return Err(ErrorKind::DepthExhausted(st.in_flight.len()));
         }
-        let fresh = self
-            .driver
-            .create_stream()
-            .map_err(ErrorKind::from_driver)?;
+        let (fresh, epoch) = self.fresh_aicore().map_err(ErrorKind::from_driver)?;
+        if let Some(last) = last {
+            // Keep stream order across the switch: the fresh stream's first
+            // kernel waits for the last one queued on the old stream.
+            let ordered = self
+                .driver
+                .stream_wait_event(fresh, self.regions[last.slot].ev_aicore);
+            if let Err(e) = ordered {
+                self.retire_stream(st, fresh);
+                return Err(ErrorKind::from_driver(e));
+            }
+        }
         let old = std::mem::replace(&mut st.aicore, fresh);
         st.aicore_generation = st.generation;
+        st.aicore_epoch = epoch;
         st.stats.aicore_recreations += 1;
-        // The old stream is idle (nothing in flight); if the runtime refuses
-        // to destroy it now, it is retried later, never reused.
+        // Destroyed now if idle; else (queued runs, or a refusal) retried
+        // later, never reused.
         self.retire_stream(st, old);
         Ok(())
     }
 
-    /// Observes a slot's fence event (recorded on the AICPU stream after it
-    /// waited for the AICore stream's event, so it covers both kernels); on
-    /// failure, the driver error and how long was waited.
-    fn observe(&self, r: &SlotRegions, how: Wait) -> Result<(), (DriverError, Duration)> {
-        let timeout = match how {
-            Wait::Poll => {
-                return match self.driver.query_event(r.ev_fence) {
-                    Ok(Completion::Complete) => Ok(()),
-                    Ok(Completion::NotReady) => {
-                        let not_yet = crate::driver::ErrorKind::Timeout {
-                            waited: Duration::ZERO,
-                        };
-                        let e = DriverError::new(crate::driver::Op::QueryEvent, not_yet);
-                        Err((e, Duration::ZERO))
-                    }
-                    Err(e) => Err((e, Duration::ZERO)),
-                };
-            }
-            Wait::For(t) => t,
-            Wait::Configured => self.config.fence_timeout,
-        };
-        let start = Instant::now();
-        self.driver.sync_event(r.ev_fence, timeout).map_err(|err| {
-            let waited = match err.kind() {
-                crate::driver::ErrorKind::Timeout { waited } => (*waited).max(start.elapsed()),
-                _ => start.elapsed(),
-            };
-            (err, waited)
-        })
+    /// Run `seq` in `slot` was observed complete at driver-clock time `at`:
+    /// it leaves the in-flight set, its slot goes back to its holder, and
+    /// every run behind it learns when one more run ahead was done.
+    fn settle_complete(&self, slot: usize, lease: u64, seq: u64, at: Duration) {
+        let mut st = self.lock();
+        st.in_flight.observed(seq, at);
+        st.in_flight.remove(seq);
+        if st.slots[slot] == (SlotState::InFlight { lease }) {
+            st.slots[slot] = SlotState::Held { lease };
+        }
+        st.stats.fenced += 1;
     }
 
-    /// Records the outcome of observing run `seq` in `slot`.
-    fn settle(
+    /// A wait for run `seq` failed with `e` (not a timeout).
+    fn settle_error(&self, e: DriverError, run: RunId, slot: usize, seq: u64) -> ErrorKind {
+        let mut st = self.lock();
+        if e.is_device_fault() {
+            st.poison(PoisonCause::DeviceFault, run, slot);
+            st.chain = None;
+            if let Some(entry) = st.in_flight.get_mut(seq) {
+                entry.proof = Proof::Unproven;
+            }
+            return ErrorKind::Fault(Box::new(e));
+        }
+        ErrorKind::Driver(Box::new(e))
+    }
+
+    /// The entry of the launched run `seq` holding `slot` with `lease`.
+    fn in_flight_entry(&self, slot: usize, lease: u64, seq: u64) -> Result<Entry, ErrorKind> {
+        let st = self.lock();
+        if st.slots[slot] != (SlotState::InFlight { lease }) {
+            return Err(st.stale(slot, lease));
+        }
+        st.in_flight
+            .iter()
+            .find(|e| e.seq == seq)
+            .copied()
+            .ok_or_else(|| st.stale(slot, lease))
+    }
+
+    /// Polls run `seq`'s fence once; never poisons on "not yet".
+    fn poll(&self, slot: usize, lease: u64, info: &RunInfo) -> Result<(), ErrorKind> {
+        self.in_flight_entry(slot, lease, info.seq)?;
+        match self.driver.query_event(self.regions[slot].ev_fence) {
+            Ok(Completion::Complete) => {
+                self.settle_complete(slot, lease, info.seq, self.driver.clock());
+                Ok(())
+            }
+            Ok(Completion::NotReady) => Err(ErrorKind::NotReady),
+            Err(e) => Err(self.settle_error(e, info.run, slot, info.seq)),
+        }
+    }
+
+    /// Waits for run `seq`'s own fence — at most `limit`, or, by default,
+    /// the queue budget `(runs ahead + 1) × fence_timeout` — and decides,
+    /// on the driver's clock, whether the device overran.
+    ///
+    /// The rule: a run may take `fence_timeout` **once it is at the head of
+    /// the queue** (every run ahead of it observed complete). The wait
+    /// watches the runs ahead of this one by querying their own fences
+    /// (streams are FIFO, so they complete first); when the head has been
+    /// at the head for longer than its budget *and* a query made after that
+    /// point still finds it incomplete, that run — not necessarily this
+    /// one — overran: it is marked unproven and the runner poisoned, naming
+    /// it. Waiting behind others never counts against a run, and how long
+    /// the host thread was away never counts at all: every time is read
+    /// from [`Driver::clock`] and every verdict rests on a query made after
+    /// the time it claims.
+    fn wait_queued(
         &self,
         slot: usize,
         lease: u64,
-        seq: u64,
-        run: RunId,
-        outcome: Result<(), (DriverError, Duration)>,
-        poll: bool,
+        info: &RunInfo,
+        limit: Option<Duration>,
     ) -> Result<(), ErrorKind> {
-        let mut st = self.lock();
-        match outcome {
-            Ok(()) => {
-                st.in_flight.remove(seq);
-                if st.slots[slot] == (SlotState::InFlight { lease }) {
-                    st.slots[slot] = SlotState::Held { lease };
-                }
-                st.stats.fenced += 1;
-                Ok(())
+        let d = &self.driver;
+        let budget = self.config.fence_timeout;
+        let start = d.clock();
+        let limit = limit.unwrap_or_else(|| {
+            let ahead = self.lock().in_flight.ahead_of(info.seq);
+            self.config.queue_budget(ahead)
+        });
+        // `None`: no deadline (a limit past the end of the clock).
+        let deadline = start.checked_add(limit);
+        // Wake up now and then to look at the runs ahead.
+        let slice_cap = (budget / 8).max(MIN_SLICE);
+        let ev = self.regions[slot].ev_fence;
+        loop {
+            self.in_flight_entry(slot, lease, info.seq)?;
+            let head = self.lock().in_flight.head().copied();
+            let now = d.clock();
+            let mut slice = slice_cap;
+            if let Some(dl) = deadline {
+                slice = slice.min(dl.saturating_sub(now));
             }
-            Err((e, waited)) if e.is_timeout() => {
-                if poll {
-                    return Err(ErrorKind::NotReady);
-                }
-                // Outlasting the device's own watchdog proves something the
-                // device should have ended is still not done.
-                let poisoned = waited >= self.config.watchdog;
-                if poisoned {
-                    st.poison(PoisonCause::FenceTimeout, run, slot);
-                    if let Some(entry) = st.in_flight.get_mut(seq) {
-                        entry.proof = Proof::Unproven;
-                    }
-                }
-                Err(ErrorKind::Timeout { waited, poisoned })
+            if let Some(verdict_at) = head
+                .filter(|h| h.proof == Proof::Pending)
+                .and_then(|h| h.head_since().checked_add(budget))
+            {
+                slice = slice.min(verdict_at.saturating_sub(now));
             }
-            Err((e, _)) if e.is_device_fault() => {
-                st.poison(PoisonCause::DeviceFault, run, slot);
-                st.chain = None;
-                if let Some(entry) = st.in_flight.get_mut(seq) {
-                    entry.proof = Proof::Unproven;
+            // At least a little, so that even a virtual clock moves on.
+            match d.sync_event(ev, slice.max(MIN_SLICE)) {
+                Ok(()) => {
+                    self.settle_complete(slot, lease, info.seq, d.clock());
+                    return Ok(());
                 }
-                Err(ErrorKind::Fault(Box::new(e)))
+                Err(e) if e.is_timeout() => {}
+                Err(e) => return Err(self.settle_error(e, info.run, slot, info.seq)),
             }
-            Err((e, _)) => Err(ErrorKind::Driver(Box::new(e))),
+            if let Some(hung) = self.look_ahead(info.seq) {
+                return Err(ErrorKind::Timeout {
+                    waited: d.clock().saturating_sub(start),
+                    overran: Some(hung),
+                });
+            }
+            let now = d.clock();
+            if deadline.is_some_and(|dl| now >= dl) {
+                return Err(ErrorKind::Timeout {
+                    waited: now.saturating_sub(start),
+                    overran: None,
+                });
+            }
         }
+    }
+
+    /// Queries the fences of the runs up to `seq` not yet observed
+    /// complete, in stream order, records what completed, and returns the
+    /// run at the head of the queue when it has overrun its budget (the
+    /// runner is then poisoned, naming it).
+    fn look_ahead(&self, seq: u64) -> Option<RunId> {
+        let d = &self.driver;
+        let mut queue = [None::<Entry>; DEPTH];
+        for (q, e) in queue.iter_mut().zip(
+            self.lock()
+                .in_flight
+                .iter()
+                .filter(|e| e.seq <= seq && !e.observed),
+        ) {
+            *q = Some(*e);
+        }
+        let mut done = [None::<(u64, Duration)>; DEPTH];
+        let mut head = None;
+        for (e, slot_done) in queue.iter().flatten().zip(done.iter_mut()) {
+            if e.proof == Proof::Unproven {
+                // Nothing behind a run that cannot be proven complete can be
+                // dated; the runner is poisoned already.
+                break;
+            }
+            let asked = d.clock();
+            match d.query_event(self.regions[e.slot].ev_fence) {
+                Ok(Completion::Complete) => *slot_done = Some((e.seq, d.clock())),
+                Ok(Completion::NotReady) => {
+                    head = Some((*e, asked));
+                    break;
+                }
+                // A fault ahead reaches this run's own fence too; the next
+                // wait on it reports it.
+                Err(_) => break,
+            }
+        }
+        let mut st = self.lock();
+        for &(seq, at) in done.iter().flatten() {
+            if st.in_flight.iter().any(|e| e.seq == seq) {
+                st.in_flight.observed(seq, at);
+            }
+        }
+        let (h, asked) = head?;
+        // Still the head, still pending (nobody observed or judged it
+        // meanwhile), and found incomplete after its budget ran out?
+        let now_head = st.in_flight.head().copied()?;
+        let overran = now_head.seq == h.seq
+            && now_head.proof == Proof::Pending
+            && now_head
+                .head_since()
+                .checked_add(self.config.fence_timeout)
+                .is_some_and(|verdict_at| asked >= verdict_at);
+        if !overran {
+            return None;
+        }
+        st.poison(PoisonCause::Overrun, h.run, h.slot);
+        st.chain = None;
+        if let Some(entry) = st.in_flight.get_mut(h.seq) {
+            entry.proof = Proof::Unproven;
+        }
+        Some(h.run)
     }
 }
 
@@ -854,8 +1040,14 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
                 };
                 drop(st);
                 let outcome = (entry.proof == Proof::Pending).then(|| {
-                    let o = self.observe(&self.regions[slot], Wait::Configured);
-                    self.settle(slot, lease, entry.seq, entry.run, o, false)
+                    let info = RunInfo {
+                        run: entry.run,
+                        seq: entry.seq,
+                        len: 0,
+                        code: CodeHandle::from_raw(0, 0),
+                        chained: false,
+                    };
+                    self.wait_queued(slot, lease, &info, None)
                 });
                 let mut st = self.lock();
                 if let Some(Ok(())) = outcome {
@@ -959,11 +1151,11 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
             slot: slot_u32,
             block_dim: self.config.block_dim,
             len: len as u64,
-            input: input.0,
-            output: r.output.0,
-            handshake: r.handshake.0,
-            wall: r.wall.0,
-            status: r.status.0,
+            input: input.raw(),
+            output: r.output.raw(),
+            handshake: r.handshake.raw(),
+            wall: r.wall.raw(),
+            status: r.status.raw(),
         }
         .to_bytes();
         let (aicore, aicpu) = (st.aicore, st.aicpu);
@@ -978,6 +1170,9 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
             run: info.run,
             slot,
             proof: Proof::Pending,
+            launched_at: Duration::ZERO,
+            ahead_done_at: Duration::ZERO,
+            observed: false,
         };
         let lost = if let Err(e) = d.launch_aicpu(aicpu, &args) {
             Some((
@@ -1007,6 +1202,9 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
             st.chain = None;
             return Err(Lost(kind));
         }
+        // Read after the submission: the run cannot have reached the head
+        // of the queue earlier.
+        entry.launched_at = d.clock();
         // `is_full` was checked above and the sequence is fresh.
         let _ = st.in_flight.push(entry);
         st.slots[slot] = SlotState::InFlight { lease };
@@ -1015,21 +1213,11 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
     }
 
     fn wait(&self, slot: usize, lease: u64, info: &RunInfo, how: Wait) -> Result<(), ErrorKind> {
-        {
-            let st = self.lock();
-            if st.slots[slot] != (SlotState::InFlight { lease }) {
-                return Err(st.stale(slot, lease));
-            }
+        match how {
+            Wait::Poll => self.poll(slot, lease, info),
+            Wait::For(t) => self.wait_queued(slot, lease, info, Some(t)),
+            Wait::Configured => self.wait_queued(slot, lease, info, None),
         }
-        let outcome = self.observe(&self.regions[slot], how);
-        self.settle(
-            slot,
-            lease,
-            info.seq,
-            info.run,
-            outcome,
-            matches!(how, Wait::Poll),
-        )
     }
 
     fn finalize(

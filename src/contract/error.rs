@@ -116,8 +116,10 @@ pub enum PoisonCause {
     /// The kernels were queued but a completion event could not be recorded:
     /// the run's completion cannot be observed.
     FenceNotRecorded,
-    /// A fence waited longer than the device watchdog without completion.
-    FenceTimeout,
+    /// A run at the head of the queue (every run ahead of it complete)
+    /// stayed incomplete for longer than its budget, the fence timeout, on
+    /// the driver's clock.
+    Overrun,
     /// The device reported a kernel fault or a lost device.
     DeviceFault,
 }
@@ -127,7 +129,7 @@ impl fmt::Display for PoisonCause {
         f.write_str(match self {
             PoisonCause::PartialLaunch => "AICore kernel queued but AICPU launch failed",
             PoisonCause::FenceNotRecorded => "completion event could not be recorded",
-            PoisonCause::FenceTimeout => "fence outlasted the device watchdog",
+            PoisonCause::Overrun => "run overran its budget at the head of the queue",
             PoisonCause::DeviceFault => "device fault",
         })
     }
@@ -139,8 +141,8 @@ impl fmt::Display for PoisonCause {
 /// ```
 /// use runclaim::contract::{Poison, PoisonCause, RunId};
 ///
-/// let p = Poison { cause: PoisonCause::FenceTimeout, run: RunId(4), slot: 1 };
-/// assert_eq!(p.to_string(), "fence outlasted the device watchdog (run #4 in slot 1)");
+/// let p = Poison { cause: PoisonCause::Overrun, run: RunId(4), slot: 1 };
+/// assert_eq!(p.to_string(), "run overran its budget at the head of the queue (run #4 in slot 1)");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Poison {
@@ -228,6 +230,24 @@ pub enum ConfigError {
     /// The arena capacity is 0.
     #[error("arena capacity must be at least one element")]
     ZeroCapacity,
+    /// The arena capacity is above [`DeviceConfig::MAX_ELEMENTS`](super::DeviceConfig::MAX_ELEMENTS).
+    #[error("max_elements {max_elements} is above the largest arena of {max} elements")]
+    ArenaTooLarge {
+        /// Requested.
+        max_elements: usize,
+        /// The ceiling.
+        max: usize,
+    },
+    /// A duration is above [`DeviceConfig::MAX_TIMEOUT`](super::DeviceConfig::MAX_TIMEOUT).
+    #[error("{what} {value:?} is above the ceiling of {max:?}")]
+    TooLong {
+        /// Which setting.
+        what: &'static str,
+        /// Its value.
+        value: Duration,
+        /// The ceiling.
+        max: Duration,
+    },
     /// `DEPTH` runs would not fit in a stream queue (admission must never
     /// reach a blocking enqueue).
     #[error("depth needs {needed} queue entries per stream, the device holds {capacity}")]
@@ -316,9 +336,22 @@ pub enum ErrorKind {
     /// Two callables of one publication share a name.
     #[error("two callables are named {0:?}; names in a publication must be unique")]
     DuplicateCallable(Box<str>),
-    /// The callables need more resident code memory than the device has.
-    #[error("the published callables do not fit in device code memory together")]
-    CodeDoesNotFit,
+    /// The callables do not fit in device code memory next to the code
+    /// that live publications (this device's or others' on the same NPU)
+    /// pin.
+    #[error(
+        "the published callables do not fit in device code memory ({capacity} images, the rest pinned by live publications)"
+    )]
+    CodeDoesNotFit {
+        /// Images device code memory holds.
+        capacity: usize,
+    },
+    /// A host buffer could not be allocated.
+    #[error("host memory exhausted ({bytes} bytes requested)")]
+    HostOutOfMemory {
+        /// The request that failed.
+        bytes: usize,
+    },
     /// The input is empty.
     #[error("input is empty")]
     EmptyInput,
@@ -363,13 +396,15 @@ pub enum ErrorKind {
     #[error("{0} record was never written")]
     RecordMissing(Record),
     /// The run's completion was not observed within the wait.
-    #[error("not complete after {waited:?}{}", if *.poisoned { "; runner poisoned" } else { "" })]
+    #[error("not complete after {waited:?}{}", overran_suffix(*.overran))]
     Timeout {
-        /// How long the wait lasted.
+        /// How long the wait lasted, on the driver's clock.
         waited: Duration,
-        /// `true` when the wait outlasted the device watchdog, which
-        /// poisoned the runner.
-        poisoned: bool,
+        /// `Some(run)` when this wait proved that `run` (this run or one
+        /// ahead of it) overran its budget at the head of the queue: the
+        /// runner is poisoned, and [`Health::poisoned`](super::Health)
+        /// names the run and its slot. `None`: only "not yet".
+        overran: Option<RunId>,
     },
     /// [`Run::try_fence`](super::Run::try_fence): not complete yet.
     #[error("not complete yet")]
@@ -385,6 +420,11 @@ pub enum ErrorKind {
     /// At most `DEPTH` runs may be launched at once.
     #[error("{0} runs already in flight")]
     DepthExhausted(usize),
+}
+
+fn overran_suffix(run: Option<RunId>) -> String {
+    run.map(|r| format!("; run {r} overran its budget at the head of the queue; runner poisoned"))
+        .unwrap_or_default()
 }
 
 impl ErrorKind {

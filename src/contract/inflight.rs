@@ -6,6 +6,8 @@
 //! numbers are monotonic, so the set stays in stream order); a fence, drop
 //! or drain removes from anywhere.
 
+use std::time::Duration;
+
 use super::error::RunId;
 
 /// How much is known about an in-flight run.
@@ -27,6 +29,27 @@ pub(crate) struct Entry {
     pub run: RunId,
     pub slot: usize,
     pub proof: Proof,
+    /// Driver-clock time right after the launch was submitted: the run
+    /// cannot have reached the head of the queue before it.
+    pub launched_at: Duration,
+    /// The latest driver-clock time at which a run *ahead* of this one was
+    /// observed complete (zero when none was). Once every run ahead is
+    /// observed complete, this run has been at the head of the queue since
+    /// at most `max(launched_at, ahead_done_at)`.
+    pub ahead_done_at: Duration,
+    /// Observed complete (by a wait for another run) while its own handle
+    /// has not fenced it yet.
+    pub observed: bool,
+}
+
+impl Entry {
+    /// When this run reached the head of the queue, at the latest — an
+    /// upper bound, so "now − `head_since`" never overstates how long the
+    /// device has had it alone. Meaningful once every run ahead of it is
+    /// observed complete.
+    pub fn head_since(&self) -> Duration {
+        self.launched_at.max(self.ahead_done_at)
+    }
 }
 
 #[derive(Debug)]
@@ -73,6 +96,29 @@ impl<const N: usize> InFlightSet<N> {
             .find(|e| e.seq == seq)
     }
 
+    /// Run `seq` was observed complete at driver-clock time `at`: every
+    /// run behind it learns that one more run ahead of it is done.
+    pub fn observed(&mut self, seq: u64, at: Duration) {
+        for e in self.entries[..self.len].iter_mut().flatten() {
+            if e.seq == seq {
+                e.observed = true;
+            } else if e.seq > seq {
+                e.ahead_done_at = e.ahead_done_at.max(at);
+            }
+        }
+    }
+
+    /// The head of the queue as far as the host knows: the first run (in
+    /// stream order) not observed complete.
+    pub fn head(&self) -> Option<&Entry> {
+        self.iter().find(|e| !e.observed)
+    }
+
+    /// Runs ahead of `seq` not observed complete.
+    pub fn ahead_of(&self, seq: u64) -> usize {
+        self.iter().filter(|e| e.seq < seq && !e.observed).count()
+    }
+
     pub fn remove(&mut self, seq: u64) -> Option<Entry> {
         let at = self.iter().position(|e| e.seq == seq)?;
         let e = self.entries[at].take();
@@ -102,7 +148,38 @@ mod tests {
             run: RunId(seq + 100),
             slot,
             proof: Proof::Pending,
+            launched_at: Duration::from_millis(seq),
+            ahead_done_at: Duration::ZERO,
+            observed: false,
         }
+    }
+
+    #[test]
+    fn observations_move_the_head_and_date_it() {
+        let ms = Duration::from_millis;
+        let mut s = InFlightSet::<4>::new();
+        for (seq, slot) in [(1, 1), (2, 2), (3, 3)] {
+            s.push(e(seq, slot)).unwrap();
+        }
+        assert_eq!(s.head().map(|h| h.seq), Some(1));
+        assert_eq!(s.ahead_of(3), 2);
+        // Run 2 completes first (as far as the host saw): run 1 is still
+        // the head; run 3 learns the time, but not that it is the head.
+        s.observed(2, ms(50));
+        assert_eq!(s.head().map(|h| h.seq), Some(1));
+        assert_eq!(s.ahead_of(3), 1);
+        s.observed(1, ms(40));
+        let head = *s.head().unwrap();
+        assert_eq!(head.seq, 3);
+        assert_eq!(
+            head.head_since(),
+            ms(50),
+            "the latest observation ahead counts"
+        );
+        // Removing an observed entry keeps what it taught the others.
+        s.remove(1);
+        s.remove(2);
+        assert_eq!(s.head().unwrap().head_since(), ms(50));
     }
 
     #[test]

@@ -422,20 +422,58 @@ impl<'r, const I: usize> Run<'r, Launched, I> {
     }
 
     /// Waits for **this run's** fence event (never a whole-stream
-    /// synchronize), at most the configured fence timeout.
+    /// synchronize) as long as the runs queued ahead of it legitimately
+    /// take: at most `(runs ahead + 1) ×`
+    /// [`fence_timeout`](crate::DeviceConfig::fence_timeout). Runs may be
+    /// fenced in any order; in a healthy queue (every kernel under the
+    /// device watchdog) this returns the run [`Fenced`], wherever it is in
+    /// the queue.
+    ///
+    /// **What counts as a hang.** `fence_timeout` is a per-run budget: the
+    /// time the device may take over one run once every run ahead of it is
+    /// complete (the run is at the *head* of the queue). While waiting, the
+    /// fence watches the runs ahead through their own fences; a run that
+    /// has been at the head longer than its budget — measured on the
+    /// driver's clock ([`Driver::clock`](crate::driver::Driver::clock)),
+    /// never on how long this thread was away, and confirmed by a query made
+    /// after the budget ran out — has **overrun**. That run (this one or
+    /// one ahead) is marked unproven and the runner poisoned, naming it.
+    /// Waiting behind other runs never counts against a run.
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+    /// # use runclaim::driver::abi::Program;
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 3>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+    /// # let code = runner.code("f")?;
+    /// let a = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?;
+    /// let b = runner.prepare(runner.take_slot::<1>()?, RunSpec::new(code, Input::Previous))?.launch()?;
+    /// let c = runner.prepare(runner.take_slot::<2>()?, RunSpec::new(code, Input::Previous))?.launch()?;
+    /// let c = c.fence()?; // the last first: it waits for the two ahead of it
+    /// let (b, a) = (b.fence()?, a.fence()?);
+    /// let mut out = Outputs::<2>::new(1);
+    /// c.finalize(&mut out)?;
+    /// assert_eq!(out.values(), &[4]);
+    /// # drop((a, b));
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
     ///
     /// # Errors
-    /// The launched run comes back inside the error. A timeout here outlasts
-    /// the device watchdog, so it poisons the runner
-    /// ([`ErrorKind::Timeout`] with `poisoned: true`); a device fault
-    /// ([`ErrorKind::Fault`]) poisons it too.
+    /// The launched run comes back inside the error:
+    /// [`ErrorKind::Timeout`] — with `overran: Some(run)` when the wait
+    /// proved an overrun (naming the run; the runner is poisoned), `None`
+    /// when it only ran out of time (for a plain `fence`, possible only
+    /// behind a run that is already unproven);
+    /// [`ErrorKind::Fault`] for a device fault (poisons the runner).
     pub fn fence(self) -> Result<Run<'r, Fenced, I>, Error<Self>> {
         self.wait(Wait::Configured, Action::Fence)
     }
 
-    /// Waits for this run's fence event at most `timeout`. A timeout
-    /// shorter than the device watchdog is only "not yet": the run comes
-    /// back and nothing is poisoned.
+    /// Waits for this run's fence at most `timeout` in total
+    /// (`Duration::MAX`: no limit). Running out of time is only "not yet":
+    /// the run comes back and nothing is poisoned — unless the wait proved
+    /// an overrun, exactly as [`fence`](Run::fence) decides it.
     ///
     /// # Errors
     /// As [`fence`](Run::fence).
@@ -443,7 +481,7 @@ impl<'r, const I: usize> Run<'r, Launched, I> {
         self.wait(Wait::For(timeout), Action::Fence)
     }
 
-    /// Polls this run's fence event once.
+    /// Polls this run's fence event once. Never poisons on "not yet".
     ///
     /// # Errors
     /// [`ErrorKind::NotReady`] (with the run) when not complete; a fault as

@@ -284,9 +284,10 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
         self.device.health()
     }
 
-    /// Proves the queue quiet (bounded by the fence timeout) and returns
-    /// every slot to service: clears the poison, releases quarantined slots,
-    /// reclaims slots of forgotten runs and tokens, re-creates faulted streams.
+    /// Proves the queue quiet and returns every slot to service: clears the
+    /// poison, releases quarantined slots, reclaims slots of forgotten runs
+    /// and tokens, re-creates faulted streams. Waits at most the queue
+    /// budget, `(runs in flight + 1) × fence_timeout`.
     ///
     /// Takes `&mut self`: no token or run of this runner can be alive, which
     /// is what makes reclaiming their slots sound.
@@ -296,16 +297,19 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
     /// timeout (the runner stays poisoned; try again later), or a driver
     /// error (e.g. a lost device).
     pub fn drain(&mut self) -> Result<DrainReport, Error> {
-        self.drain_for(self.device.fence_timeout())
+        self.device
+            .drain(None)
+            .map_err(|k| Error::plain(Action::Drain, k))
     }
 
-    /// [`drain`](Runner::drain) with an explicit timeout.
+    /// [`drain`](Runner::drain) with an explicit timeout; `Duration::MAX`
+    /// waits without a deadline.
     ///
     /// # Errors
     /// As [`drain`](Runner::drain).
     pub fn drain_for(&mut self, timeout: Duration) -> Result<DrainReport, Error> {
         self.device
-            .drain(timeout)
+            .drain(Some(timeout))
             .map_err(|k| Error::plain(Action::Drain, k))
     }
 }

@@ -54,16 +54,28 @@ pub mod worker_word {
     pub const RELEASE: usize = 32;
 }
 
-/// Bytes of handshake region needed for `block_dim` workers.
+/// Bytes of handshake region needed for `block_dim` workers (saturating;
+/// see [`handshake_bytes_checked`]).
 #[must_use]
 pub const fn handshake_bytes(block_dim: u32) -> usize {
-    HANDSHAKE_HEADER + HANDSHAKE_WORKER * block_dim as usize
+    worker_offset(block_dim)
 }
 
-/// Byte offset of worker `w`'s record inside a handshake region.
+/// Bytes of handshake region needed for `block_dim` workers, `None` when
+/// that does not fit in `usize`.
+#[must_use]
+pub const fn handshake_bytes_checked(block_dim: u32) -> Option<usize> {
+    match HANDSHAKE_WORKER.checked_mul(block_dim as usize) {
+        Some(w) => HANDSHAKE_HEADER.checked_add(w),
+        None => None,
+    }
+}
+
+/// Byte offset of worker `w`'s record inside a handshake region
+/// (saturating: never panics).
 #[must_use]
 pub const fn worker_offset(w: u32) -> usize {
-    HANDSHAKE_HEADER + HANDSHAKE_WORKER * w as usize
+    HANDSHAKE_HEADER.saturating_add(HANDSHAKE_WORKER.saturating_mul(w as usize))
 }
 
 /// Device ticks in a duration (rounded down, saturating).
@@ -72,10 +84,10 @@ pub fn duration_to_ticks(d: std::time::Duration) -> u64 {
     u64::try_from(d.as_nanos() / u128::from(NANOS_PER_TICK)).unwrap_or(u64::MAX)
 }
 
-/// Converts device ticks to nanoseconds.
+/// Converts device ticks to nanoseconds (saturating: never panics).
 #[must_use]
 pub const fn ticks_to_nanos(ticks: u64) -> u64 {
-    ticks * NANOS_PER_TICK
+    ticks.saturating_mul(NANOS_PER_TICK)
 }
 
 fn get_u32(b: &[u8], at: usize) -> u32 {

@@ -56,6 +56,8 @@ pub enum Op {
     EventTimestamp,
     /// [`Driver::register_code`](super::Driver::register_code).
     RegisterCode,
+    /// [`Driver::release_code`](super::Driver::release_code).
+    ReleaseCode,
     /// [`Driver::launch_aicore`](super::Driver::launch_aicore).
     LaunchAicore,
     /// [`Driver::launch_aicpu`](super::Driver::launch_aicpu).
@@ -66,7 +68,7 @@ pub enum Op {
 
 impl Op {
     /// Every operation, in declaration order (for sweeps and tables).
-    pub const ALL: [Op; 23] = [
+    pub const ALL: [Op; 24] = [
         Op::Alloc,
         Op::Free,
         Op::CopyToDevice,
@@ -87,6 +89,7 @@ impl Op {
         Op::EventElapsed,
         Op::EventTimestamp,
         Op::RegisterCode,
+        Op::ReleaseCode,
         Op::LaunchAicore,
         Op::LaunchAicpu,
         Op::Open,
@@ -116,6 +119,7 @@ impl Op {
             Op::EventElapsed => "event_elapsed",
             Op::EventTimestamp => "event_timestamp",
             Op::RegisterCode => "register_code",
+            Op::ReleaseCode => "release_code",
             Op::LaunchAicore => "launch_aicore",
             Op::LaunchAicpu => "launch_aicpu",
             Op::Open => "open",
@@ -135,7 +139,7 @@ impl fmt::Display for Op {
 /// use runclaim::driver::{Driver, ErrorKind, HandleKind, StreamId};
 /// use runclaim::sim::SimDriver;
 ///
-/// let err = SimDriver::stepped(Default::default()).destroy_stream(StreamId(42)).unwrap_err();
+/// let err = SimDriver::stepped(Default::default()).destroy_stream(StreamId::from_raw(42)).unwrap_err();
 /// assert!(matches!(err.kind(), ErrorKind::BadHandle { kind: HandleKind::Stream, raw: 42 }));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -240,6 +244,13 @@ pub enum ErrorKind {
         /// What is wrong with it.
         what: &'static str,
     },
+    /// New code would only fit by evicting code another registration still
+    /// pins ([`Driver::register_code`](super::Driver::register_code)).
+    #[error("device code memory is full: all {capacity} image(s) are pinned by live registrations")]
+    CodeMemoryFull {
+        /// Images code memory holds.
+        capacity: usize,
+    },
     /// Device memory is exhausted.
     #[error("out of device memory ({bytes} bytes requested)")]
     OutOfMemory {
@@ -334,7 +345,7 @@ impl fmt::Display for Native {
 /// use runclaim::sim::SimDriver;
 ///
 /// let sim = SimDriver::stepped(Default::default());
-/// let err = sim.copy_to_device(DevPtr(0xdead_0000), &[1, 2, 3]).unwrap_err();
+/// let err = sim.copy_to_device(DevPtr::from_raw(0xdead_0000), &[1, 2, 3]).unwrap_err();
 /// assert_eq!(err.op(), Op::CopyToDevice);
 /// assert!(matches!(err.kind(), ErrorKind::BadAddress { .. }));
 /// ```

@@ -228,20 +228,36 @@ impl Driver for InstantDriver {
             ));
         }
         let mut g = self.lock();
+        let oom = || {
+            DriverError::new(
+                Op::Alloc,
+                ErrorKind::OutOfMemory {
+                    bytes: bytes as u64,
+                },
+            )
+        };
         let addr = BASE + g.memory.len() as u64;
-        let total = g.memory.len() + bytes + GUARD;
+        let total = g
+            .memory
+            .len()
+            .checked_add(bytes)
+            .and_then(|t| t.checked_add(GUARD))
+            .ok_or_else(oom)?;
+        // A host allocation failure is an error here, never an abort.
+        let more = total - g.memory.len();
+        g.memory.try_reserve_exact(more).map_err(|_| oom())?;
         g.memory.resize(total, 0);
         g.blocks.push(Block {
             addr,
             len: bytes as u64,
             live: true,
         });
-        Ok(DevPtr(addr))
+        Ok(DevPtr::from_raw(addr))
     }
 
     fn free(&self, ptr: DevPtr) -> Result<(), DriverError> {
         let mut g = self.lock();
-        match g.blocks.iter_mut().find(|b| b.live && b.addr == ptr.0) {
+        match g.blocks.iter_mut().find(|b| b.live && b.addr == ptr.raw()) {
             Some(b) => {
                 b.live = false;
                 Ok(())
@@ -249,7 +265,7 @@ impl Driver for InstantDriver {
             None => Err(DriverError::new(
                 Op::Free,
                 ErrorKind::BadAddress {
-                    addr: ptr.0,
+                    addr: ptr.raw(),
                     len: 0,
                 },
             )),
@@ -258,21 +274,21 @@ impl Driver for InstantDriver {
 
     fn copy_to_device(&self, dst: DevPtr, src: &[u8]) -> Result<(), DriverError> {
         let mut g = self.lock();
-        let r = g.range(Op::CopyToDevice, dst.0, src.len())?;
+        let r = g.range(Op::CopyToDevice, dst.raw(), src.len())?;
         g.memory[r].copy_from_slice(src);
         Ok(())
     }
 
     fn copy_from_device(&self, dst: &mut [u8], src: DevPtr) -> Result<(), DriverError> {
         let g = self.lock();
-        let r = g.range(Op::CopyFromDevice, src.0, dst.len())?;
+        let r = g.range(Op::CopyFromDevice, src.raw(), dst.len())?;
         dst.copy_from_slice(&g.memory[r]);
         Ok(())
     }
 
     fn memset(&self, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError> {
         let mut g = self.lock();
-        let r = g.range(Op::Memset, dst.0, len)?;
+        let r = g.range(Op::Memset, dst.raw(), len)?;
         g.memory[r].fill(value);
         Ok(())
     }
@@ -285,9 +301,9 @@ impl Driver for InstantDriver {
         len: usize,
     ) -> Result<(), DriverError> {
         let mut g = self.lock();
-        Inner::check(&g.streams, Op::CopyAsync, HandleKind::Stream, s.0)?;
-        let from = g.range(Op::CopyAsync, src.0, len)?;
-        let to = g.range(Op::CopyAsync, dst.0, len)?;
+        Inner::check(&g.streams, Op::CopyAsync, HandleKind::Stream, s.raw())?;
+        let from = g.range(Op::CopyAsync, src.raw(), len)?;
+        let to = g.range(Op::CopyAsync, dst.raw(), len)?;
         g.memory.copy_within(from, to.start);
         Ok(())
     }
@@ -303,7 +319,7 @@ impl Driver for InstantDriver {
             &self.lock().streams,
             Op::MemsetAsync,
             HandleKind::Stream,
-            s.0,
+            s.raw(),
         )?;
         self.memset(dst, value, len)
     }
@@ -312,12 +328,12 @@ impl Driver for InstantDriver {
         let mut g = self.lock();
         let h = g.handle();
         g.streams.push((h, true));
-        Ok(StreamId(h))
+        Ok(StreamId::from_raw(h))
     }
 
     fn destroy_stream(&self, s: StreamId) -> Result<(), DriverError> {
         let mut g = self.lock();
-        let i = Inner::check(&g.streams, Op::DestroyStream, HandleKind::Stream, s.0)?;
+        let i = Inner::check(&g.streams, Op::DestroyStream, HandleKind::Stream, s.raw())?;
         g.streams[i].1 = false;
         Ok(())
     }
@@ -327,7 +343,7 @@ impl Driver for InstantDriver {
             &self.lock().streams,
             Op::QueryStream,
             HandleKind::Stream,
-            s.0,
+            s.raw(),
         )?;
         Ok(Completion::Complete)
     }
@@ -337,7 +353,7 @@ impl Driver for InstantDriver {
             &self.lock().streams,
             Op::SyncStream,
             HandleKind::Stream,
-            s.0,
+            s.raw(),
         )?;
         Ok(())
     }
@@ -346,37 +362,47 @@ impl Driver for InstantDriver {
         let mut g = self.lock();
         let h = g.handle();
         g.events.push((h, true));
-        Ok(EventId(h))
+        Ok(EventId::from_raw(h))
     }
 
     fn destroy_event(&self, e: EventId) -> Result<(), DriverError> {
         let mut g = self.lock();
-        let i = Inner::check(&g.events, Op::DestroyEvent, HandleKind::Event, e.0)?;
+        let i = Inner::check(&g.events, Op::DestroyEvent, HandleKind::Event, e.raw())?;
         g.events[i].1 = false;
         Ok(())
     }
 
     fn record_event(&self, e: EventId, s: StreamId) -> Result<(), DriverError> {
         let g = self.lock();
-        Inner::check(&g.events, Op::RecordEvent, HandleKind::Event, e.0)?;
-        Inner::check(&g.streams, Op::RecordEvent, HandleKind::Stream, s.0)?;
+        Inner::check(&g.events, Op::RecordEvent, HandleKind::Event, e.raw())?;
+        Inner::check(&g.streams, Op::RecordEvent, HandleKind::Stream, s.raw())?;
         Ok(())
     }
 
     fn query_event(&self, e: EventId) -> Result<Completion, DriverError> {
-        Inner::check(&self.lock().events, Op::QueryEvent, HandleKind::Event, e.0)?;
+        Inner::check(
+            &self.lock().events,
+            Op::QueryEvent,
+            HandleKind::Event,
+            e.raw(),
+        )?;
         Ok(Completion::Complete)
     }
 
     fn sync_event(&self, e: EventId, _timeout: Duration) -> Result<(), DriverError> {
-        Inner::check(&self.lock().events, Op::SyncEvent, HandleKind::Event, e.0)?;
+        Inner::check(
+            &self.lock().events,
+            Op::SyncEvent,
+            HandleKind::Event,
+            e.raw(),
+        )?;
         Ok(())
     }
 
     fn stream_wait_event(&self, s: StreamId, e: EventId) -> Result<(), DriverError> {
         let g = self.lock();
-        Inner::check(&g.events, Op::StreamWaitEvent, HandleKind::Event, e.0)?;
-        Inner::check(&g.streams, Op::StreamWaitEvent, HandleKind::Stream, s.0)?;
+        Inner::check(&g.events, Op::StreamWaitEvent, HandleKind::Event, e.raw())?;
+        Inner::check(&g.streams, Op::StreamWaitEvent, HandleKind::Stream, s.raw())?;
         Ok(())
     }
 
@@ -389,7 +415,7 @@ impl Driver for InstantDriver {
 
     fn event_timestamp(&self, e: EventId) -> Result<u64, DriverError> {
         let g = self.lock();
-        Inner::check(&g.events, Op::EventTimestamp, HandleKind::Event, e.0)?;
+        Inner::check(&g.events, Op::EventTimestamp, HandleKind::Event, e.raw())?;
         Ok(g.clock)
     }
 
@@ -401,17 +427,25 @@ impl Driver for InstantDriver {
             )
         })?;
         let mut g = self.lock();
+        // Code is never evicted, so pins need no bookkeeping; the n-th
+        // upload lives at n and is stamped n.
         if let Some(i) = g.code.iter().position(|(c, _)| c == code) {
+            let n = i as u64 + 1;
             return Ok(Registration {
-                handle: CodeHandle(i as u64 + 1),
+                handle: CodeHandle::from_raw(n, n),
                 published: false,
             });
         }
         g.code.push((code.to_vec(), program));
+        let n = g.code.len() as u64;
         Ok(Registration {
-            handle: CodeHandle(g.code.len() as u64),
+            handle: CodeHandle::from_raw(n, n),
             published: true,
         })
+    }
+
+    fn code_epoch(&self) -> u64 {
+        self.lock().code.len() as u64
     }
 
     fn launch_aicore(
@@ -423,16 +457,17 @@ impl Driver for InstantDriver {
     ) -> Result<(), DriverError> {
         let a = Self::args(Op::LaunchAicore, args)?;
         let mut g = self.lock();
-        Inner::check(&g.streams, Op::LaunchAicore, HandleKind::Stream, s.0)?;
-        let index = usize::try_from(code.0)
+        Inner::check(&g.streams, Op::LaunchAicore, HandleKind::Stream, s.raw())?;
+        let index = usize::try_from(code.raw())
             .ok()
+            .filter(|_| code.raw() == code.upload())
             .and_then(|c| c.checked_sub(1))
             .filter(|&c| c < g.code.len())
             .ok_or(DriverError::new(
                 Op::LaunchAicore,
                 ErrorKind::BadHandle {
                     kind: HandleKind::Code,
-                    raw: code.0,
+                    raw: code.raw(),
                 },
             ))?;
         if block_dim == 0 || block_dim > 24 || block_dim != a.block_dim {
@@ -456,7 +491,7 @@ impl Driver for InstantDriver {
     fn launch_aicpu(&self, s: StreamId, args: &[u8]) -> Result<(), DriverError> {
         let a = Self::args(Op::LaunchAicpu, args)?;
         let mut g = self.lock();
-        Inner::check(&g.streams, Op::LaunchAicpu, HandleKind::Stream, s.0)?;
+        Inner::check(&g.streams, Op::LaunchAicpu, HandleKind::Stream, s.raw())?;
         // Without its AICore kernel the run cannot complete; nothing happens
         // (its status stays armed), as a hung run would leave it.
         let Some(at) = g.pending.iter().position(|&(run, _)| run == a.run_id) else {

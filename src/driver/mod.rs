@@ -20,6 +20,17 @@
 //! caller that wants `Box<dyn Driver>` can have it; `Box<dyn Driver>` itself
 //! implements `Driver`.
 //!
+//! # Handles
+//!
+//! [`DevPtr`], [`StreamId`], [`EventId`] and [`CodeHandle`] are plain values,
+//! and anyone can make one (`from_raw`, for driver implementers and tests),
+//! so **no driver may trust a handle**: every [`Driver`] method validates each
+//! handle it receives against what *this* driver created and has not
+//! destroyed, and refuses a forged, destroyed or foreign one with
+//! [`ErrorKind::BadHandle`] or [`ErrorKind::BadAddress`] — never by passing it
+//! to a vendor runtime. That is what makes calling a driver from safe code
+//! sound.
+//!
 //! # Threads
 //!
 //! Methods take `&self` and drivers are `Send + Sync`: a run may be launched
@@ -39,6 +50,9 @@ pub use error::{DriverError, ErrorKind, FaultKind, HandleKind, Native, Op};
 /// A device memory address (the first byte of an allocation or a place
 /// inside one).
 ///
+/// Like every handle it is a plain value: a driver validates it (it must lie
+/// in one live allocation of that driver, with the whole range) before use.
+///
 /// ```
 /// use runclaim::driver::{DevPtr, Driver};
 /// use runclaim::sim::{SimConfig, SimDriver};
@@ -47,16 +61,30 @@ pub use error::{DriverError, ErrorKind, FaultKind, HandleKind, Native, Op};
 /// let p: DevPtr = sim.alloc(16)?;
 /// sim.copy_to_device(p.offset(8), &[1; 8])?; // the second half
 /// assert!(sim.copy_to_device(p.offset(9), &[1; 8]).is_err()); // one byte past the end
+/// assert!(sim.copy_to_device(DevPtr::from_raw(0xdead_0000), &[1]).is_err()); // forged
 /// # Ok::<(), runclaim::driver::DriverError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct DevPtr(pub u64);
+pub struct DevPtr(u64);
 
 impl DevPtr {
-    /// The address `bytes` further on.
+    /// The address `addr` (for driver implementers; drivers validate it).
+    #[must_use]
+    pub const fn from_raw(addr: u64) -> Self {
+        DevPtr(addr)
+    }
+
+    /// The raw address.
+    #[must_use]
+    pub const fn raw(self) -> u64 {
+        self.0
+    }
+
+    /// The address `bytes` further on. Never panics: an offset past the end
+    /// of the address space wraps, and the driver refuses the result.
     #[must_use]
     pub const fn offset(self, bytes: usize) -> DevPtr {
-        DevPtr(self.0 + bytes as u64)
+        DevPtr::from_raw(self.0.wrapping_add(bytes as u64))
     }
 }
 
@@ -74,7 +102,21 @@ impl DevPtr {
 /// # Ok::<(), runclaim::driver::DriverError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct StreamId(pub u64);
+pub struct StreamId(u64);
+
+impl StreamId {
+    /// The stream `raw` (for driver implementers; drivers validate it).
+    #[must_use]
+    pub const fn from_raw(raw: u64) -> Self {
+        StreamId(raw)
+    }
+
+    /// The raw value.
+    #[must_use]
+    pub const fn raw(self) -> u64 {
+        self.0
+    }
+}
 
 /// A device event: a marker recorded on a stream that completes when the
 /// stream reaches it.
@@ -91,9 +133,31 @@ pub struct StreamId(pub u64);
 /// # Ok::<(), runclaim::driver::DriverError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct EventId(pub u64);
+pub struct EventId(u64);
 
-/// Registered AICore code, as resident in device code memory.
+impl EventId {
+    /// The event `raw` (for driver implementers; drivers validate it).
+    #[must_use]
+    pub const fn from_raw(raw: u64) -> Self {
+        EventId(raw)
+    }
+
+    /// The raw value.
+    #[must_use]
+    pub const fn raw(self) -> u64 {
+        self.0
+    }
+}
+
+/// One **upload** of AICore code, resident in device code memory: where it
+/// is ([`raw`](CodeHandle::raw)) and which upload it is
+/// ([`upload`](CodeHandle::upload)).
+///
+/// Upload stamps are unique and increase with every upload on an NPU, so a
+/// handle names *those bytes*, not an address: after the image at an address
+/// was replaced, the old handle no longer launches (the driver refuses it
+/// with [`ErrorKind::BadHandle`]) — it can never run the code that replaced
+/// it.
 ///
 /// ```
 /// use runclaim::driver::{CodeHandle, Driver};
@@ -102,11 +166,35 @@ pub struct EventId(pub u64);
 ///
 /// let sim = SimDriver::stepped(SimConfig::default());
 /// let code: CodeHandle = sim.register_code(&Program::new().add(1).encode())?.handle;
-/// assert_eq!(sim.register_code(&Program::new().add(1).encode())?.handle, code);
+/// assert_eq!(sim.register_code(&Program::new().add(1).encode())?.handle, code); // dedup
+/// assert_eq!(code.upload(), sim.code_epoch()); // the latest upload
 /// # Ok::<(), runclaim::driver::DriverError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct CodeHandle(pub u64);
+pub struct CodeHandle {
+    raw: u64,
+    upload: u64,
+}
+
+impl CodeHandle {
+    /// Upload `upload` at `raw` (for driver implementers; drivers validate it).
+    #[must_use]
+    pub const fn from_raw(raw: u64, upload: u64) -> Self {
+        CodeHandle { raw, upload }
+    }
+
+    /// Where the code is resident (a code address or a runtime handle).
+    #[must_use]
+    pub const fn raw(self) -> u64 {
+        self.raw
+    }
+
+    /// The upload's stamp: unique per upload, increasing on the NPU.
+    #[must_use]
+    pub const fn upload(self) -> u64 {
+        self.upload
+    }
+}
 
 /// The answer of a non-blocking query.
 ///
@@ -353,13 +441,54 @@ pub trait Driver: Send + Sync {
     // ----- code and kernels ---------------------------------------------
 
     /// Registers AICore code, uploading it unless identical code is already
-    /// resident.
+    /// resident, and **pins** the upload: one pin per successful call,
+    /// released by [`release_code`](Driver::release_code).
     ///
     /// *After*: [`Registration::published`] says whether new code was
-    /// uploaded. After a publication, an AICore stream created *before* it
-    /// may execute stale instructions at any resident address, even for code
-    /// whose bytes are unchanged; only a stream created afterwards is clean.
+    /// uploaded; [`Registration::handle`] names the upload (see
+    /// [`CodeHandle`]). After a publication, an AICore stream created
+    /// *before* it may execute stale instructions at any resident address,
+    /// even for code whose bytes are unchanged; only a stream created
+    /// afterwards is clean.
+    ///
+    /// **Residency rule for implementers.** A pinned upload is never
+    /// evicted or replaced, whoever else registers code on the same NPU (a
+    /// clone of the driver, another driver instance on the same device).
+    /// When new code would only fit by evicting pinned code, registration
+    /// fails with [`ErrorKind::CodeMemoryFull`], naming the capacity.
+    /// Unpinned code may be evicted at any time; an evicted upload's handle
+    /// is refused by [`launch_aicore`](Driver::launch_aicore).
     fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError>;
+
+    /// Releases one pin of an upload taken by
+    /// [`register_code`](Driver::register_code). Once no pin is left, the
+    /// code may be evicted by a later registration (it stays launchable
+    /// until then).
+    ///
+    /// The default does nothing: right for a driver that never evicts
+    /// registered code.
+    fn release_code(&self, code: CodeHandle) -> Result<(), DriverError> {
+        let _ = code;
+        Ok(())
+    }
+
+    /// The [`upload`](CodeHandle::upload) stamp of the latest code upload on
+    /// this NPU that the driver can see (0 before any), including uploads
+    /// by other instances sharing the device. A stream created when this
+    /// read `e` may hold stale instructions for any upload stamped above `e`.
+    fn code_epoch(&self) -> u64;
+
+    /// The driver's clock: a monotonic time since an arbitrary origin, on
+    /// which the contract measures how long it waited for the device.
+    ///
+    /// "The device overran" is decided on this clock, never on how long the
+    /// host thread happened to be away. The default is the host's monotonic
+    /// clock — right for a real device, which runs while the host sleeps. A
+    /// simulator whose time is virtual returns its virtual time, so a
+    /// preempted host never makes a healthy simulated device look hung.
+    fn clock(&self) -> Duration {
+        host_clock()
+    }
 
     /// Queues the AICore kernel of a run: `block_dim` workers executing
     /// `code` with the argument block `args` ([`abi::RunArgs`] bytes, copied
@@ -421,6 +550,11 @@ macro_rules! forward_driver {
             fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
                 (**self).register_code(code)
             }
+            fn release_code(&self, code: CodeHandle) -> Result<(), DriverError> {
+                (**self).release_code(code)
+            }
+            fn code_epoch(&self) -> u64 { (**self).code_epoch() }
+            fn clock(&self) -> Duration { (**self).clock() }
             fn launch_aicore(&self, s: StreamId, c: CodeHandle, b: u32, a: &[u8]) -> Result<(), DriverError> {
                 (**self).launch_aicore(s, c, b, a)
             }
@@ -432,3 +566,16 @@ macro_rules! forward_driver {
 }
 
 forward_driver!(Box<D>, std::sync::Arc<D>, &D);
+
+/// The host's monotonic clock since the first call in this process: the
+/// default [`Driver::clock`].
+///
+/// ```
+/// let a = runclaim::driver::host_clock();
+/// assert!(runclaim::driver::host_clock() >= a);
+/// ```
+#[must_use]
+pub fn host_clock() -> Duration {
+    static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
+    ORIGIN.get_or_init(std::time::Instant::now).elapsed()
+}

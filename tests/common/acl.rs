@@ -4,12 +4,17 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::time::Duration;
 
 use fake_acl::control::{
     FakeConfig, FakeStats, FakeTraceEntry, INJECT_CODE, decode_trace, encode_fault,
 };
 use libloading::Library;
 use runclaim::driver::acl::{AclConfig, AclDriver};
+use runclaim::driver::{
+    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, EventId, Registration,
+    StreamId,
+};
 use runclaim::sim::{Fault, SimConfig, SimStats, TraceEvent};
 
 use super::Target;
@@ -31,6 +36,7 @@ type Configure = unsafe extern "C" fn(i32, *const FakeConfig) -> i32;
 type Inject = unsafe extern "C" fn(i32, u32, u32, u64, u64) -> i32;
 type Stats = unsafe extern "C" fn(i32, *mut FakeStats) -> i32;
 type Trace = unsafe extern "C" fn(i32, *mut FakeTraceEntry, usize) -> isize;
+type Clock = unsafe extern "C" fn(i32, *mut u64) -> i32;
 
 /// The fake's test-control functions, resolved from the same loaded library
 /// the driver uses (one dlopen handle per path).
@@ -39,6 +45,7 @@ pub struct Control {
     inject: Inject,
     stats: Stats,
     trace: Trace,
+    clock: Clock,
     _lib: Library,
 }
 
@@ -55,6 +62,7 @@ impl Control {
                 inject: *lib.get::<Inject>("runclaim_fake_inject").unwrap(),
                 stats: *lib.get::<Stats>("runclaim_fake_stats").unwrap(),
                 trace: *lib.get::<Trace>("runclaim_fake_trace").unwrap(),
+                clock: *lib.get::<Clock>("runclaim_fake_clock").unwrap(),
                 _lib: lib,
             }
         }
@@ -89,6 +97,15 @@ impl Control {
         s.to_sim()
     }
 
+    /// The fake device's own clock (virtual time when stepped).
+    pub fn clock(&self, device: i32) -> Duration {
+        let mut ns = 0u64;
+        // SAFETY: `ns` is a valid out-pointer.
+        let rc = unsafe { (self.clock)(device, &raw mut ns) };
+        assert_eq!(rc, 0);
+        Duration::from_nanos(ns)
+    }
+
     pub fn trace(&self, device: i32) -> Vec<TraceEvent> {
         let mut buf = vec![FakeTraceEntry::default(); 1 << 16];
         // SAFETY: `buf` is writable for its length.
@@ -121,27 +138,92 @@ pub fn open(cfg: &SimConfig, real_time: bool) -> AclDriver {
     AclDriver::open(acl).expect("open the acl driver on the fake library")
 }
 
+/// The `acl` driver on a fake device, judged on the fake device's clock.
+///
+/// A real NPU runs in host time, so `AclDriver` keeps the host clock
+/// (`Driver::clock`'s default). The fake's stepped devices run in virtual
+/// time instead: this wrapper reports that clock, and forwards every other
+/// call to the `AclDriver` unchanged.
+pub struct FakeAcl {
+    /// The driver under test.
+    pub acl: AclDriver,
+    control: Arc<Control>,
+}
+
+impl FakeAcl {
+    /// The fake device id.
+    pub fn device_id(&self) -> i32 {
+        self.acl.device_id()
+    }
+}
+
+macro_rules! forward {
+    ($($name:ident($($arg:ident: $ty:ty),*) -> $ret:ty;)*) => {
+        $(fn $name(&self, $($arg: $ty),*) -> $ret { self.acl.$name($($arg),*) })*
+    };
+}
+
+impl Driver for FakeAcl {
+    forward! {
+        info() -> DriverInfo;
+        alloc(bytes: usize) -> Result<DevPtr, DriverError>;
+        free(ptr: DevPtr) -> Result<(), DriverError>;
+        copy_to_device(dst: DevPtr, src: &[u8]) -> Result<(), DriverError>;
+        copy_from_device(dst: &mut [u8], src: DevPtr) -> Result<(), DriverError>;
+        memset(dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError>;
+        copy_async(s: StreamId, dst: DevPtr, src: DevPtr, len: usize) -> Result<(), DriverError>;
+        memset_async(s: StreamId, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError>;
+        create_stream() -> Result<StreamId, DriverError>;
+        destroy_stream(s: StreamId) -> Result<(), DriverError>;
+        query_stream(s: StreamId) -> Result<Completion, DriverError>;
+        sync_stream(s: StreamId, t: Duration) -> Result<(), DriverError>;
+        create_event() -> Result<EventId, DriverError>;
+        destroy_event(e: EventId) -> Result<(), DriverError>;
+        record_event(e: EventId, s: StreamId) -> Result<(), DriverError>;
+        query_event(e: EventId) -> Result<Completion, DriverError>;
+        sync_event(e: EventId, t: Duration) -> Result<(), DriverError>;
+        stream_wait_event(s: StreamId, e: EventId) -> Result<(), DriverError>;
+        event_elapsed(a: EventId, b: EventId) -> Result<Duration, DriverError>;
+        event_timestamp(e: EventId) -> Result<u64, DriverError>;
+        register_code(code: &[u8]) -> Result<Registration, DriverError>;
+        release_code(code: CodeHandle) -> Result<(), DriverError>;
+        code_epoch() -> u64;
+        launch_aicore(s: StreamId, c: CodeHandle, b: u32, a: &[u8]) -> Result<(), DriverError>;
+        launch_aicpu(s: StreamId, a: &[u8]) -> Result<(), DriverError>;
+    }
+
+    fn clock(&self) -> Duration {
+        self.control.clock(self.acl.device_id())
+    }
+}
+
 /// The acl driver over the fake library.
 pub struct Acl;
 
 impl Target for Acl {
-    type D = AclDriver;
-    fn stepped(&self, cfg: SimConfig) -> AclDriver {
-        open(&cfg, false)
+    type D = FakeAcl;
+    fn stepped(&self, cfg: SimConfig) -> FakeAcl {
+        FakeAcl {
+            acl: open(&cfg, false),
+            control: control(),
+        }
     }
-    fn real_time(&self, cfg: SimConfig) -> AclDriver {
-        open(&cfg, true)
+    fn real_time(&self, cfg: SimConfig) -> FakeAcl {
+        FakeAcl {
+            acl: open(&cfg, true),
+            control: control(),
+        }
     }
-    fn inject(&self, d: &AclDriver, f: Fault) {
+    fn inject(&self, d: &FakeAcl, f: Fault) {
         control().inject(d.device_id(), &f);
     }
-    fn stats(&self, d: &AclDriver) -> SimStats {
+    fn stats(&self, d: &FakeAcl) -> SimStats {
         control().stats(d.device_id())
     }
-    fn trace(&self, d: &AclDriver) -> Vec<TraceEvent> {
+    fn trace(&self, d: &FakeAcl) -> Vec<TraceEvent> {
         control().trace(d.device_id())
     }
-    fn probe(&self, d: &AclDriver) -> Box<dyn Fn() -> SimStats> {
+    fn probe(&self, d: &FakeAcl) -> Box<dyn Fn() -> SimStats> {
         let (c, id) = (control(), d.device_id());
         Box::new(move || c.stats(id))
     }

@@ -167,6 +167,16 @@ impl Driver for Broken {
     fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
         self.inner.register_code(code)
     }
+    fn release_code(&self, code: CodeHandle) -> Result<(), DriverError> {
+        self.inner.release_code(code)
+    }
+    fn code_epoch(&self) -> u64 {
+        self.inner.code_epoch()
+    }
+    fn clock(&self) -> Duration {
+        self.inner.clock()
+    }
+
     fn launch_aicore(
         &self,
         s: StreamId,
@@ -198,7 +208,8 @@ impl Driver for Broken {
         {
             let previous = self.st().last_handshake.replace((a.handshake, a.block_dim));
             if let Some((hs, bd)) = previous {
-                self.inner.memset(DevPtr(hs), 0, abi::handshake_bytes(bd))?;
+                self.inner
+                    .memset(DevPtr::from_raw(hs), 0, abi::handshake_bytes(bd))?;
             }
         }
         Ok(())

@@ -32,7 +32,7 @@ pub fn device_order(
         let enqueued: Vec<(u64, u64)> = trace
             .iter()
             .filter(|t| t.what == TraceKind::Enqueued(tag))
-            .map(|t| (t.stream.0, t.run))
+            .map(|t| (t.stream.raw(), t.run))
             .collect();
         let order: Vec<u64> = enqueued.iter().map(|&(_, r)| r).collect();
         let expect: Vec<u64> = launched
@@ -51,7 +51,7 @@ pub fn device_order(
             let queue: Vec<u64> = enqueued.iter().filter(|e| e.0 == s).map(|e| e.1).collect();
             let started: Vec<u64> = trace
                 .iter()
-                .filter(|t| t.stream.0 == s && t.what == TraceKind::Started(tag))
+                .filter(|t| t.stream.raw() == s && t.what == TraceKind::Started(tag))
                 .map(|t| t.run)
                 .collect();
             if !queue.starts_with(&started) {

@@ -466,6 +466,10 @@ fn is_lost(k: &ErrorKind) -> bool {
 fn is_no_chain(k: &ErrorKind) -> bool {
     matches!(k, ErrorKind::NoChainValue)
 }
+/// A pin whose release an injected failure refused stays until retried.
+fn is_code_full(k: &ErrorKind) -> bool {
+    matches!(k, ErrorKind::CodeDoesNotFit { .. })
+}
 fn is_undrained(k: &ErrorKind) -> bool {
     matches!(k, ErrorKind::Undrained { .. })
 }
@@ -512,7 +516,7 @@ where
                     false,
                     "publish",
                     e.kind(),
-                    &[is_driver, is_fault, is_undrained],
+                    &[is_driver, is_fault, is_undrained, is_code_full],
                 )?;
                 publishes += 1;
                 sim.clear_faults();
@@ -798,15 +802,21 @@ fn step<'r, Dr: Driver, const D: usize>(
                 Err(k) if m.faulty => {
                     allowed(false, "fence", &k, &[is_driver, is_fault, is_timeout])?;
                     m.fault_outcomes += usize::from(!matches!(k, ErrorKind::NotReady));
-                    if is_fault(&k) || matches!(k, ErrorKind::Timeout { poisoned: true, .. }) {
+                    if is_fault(&k)
+                        || matches!(
+                            k,
+                            ErrorKind::Timeout {
+                                overran: Some(_),
+                                ..
+                            }
+                        )
+                    {
                         m.poisoned = true;
                         m.chain = None;
                     }
                 }
                 Err(ErrorKind::NotReady) if !must => {}
-                Err(ErrorKind::Timeout {
-                    poisoned: false, ..
-                }) if !must && how.is_some() => {}
+                Err(ErrorKind::Timeout { overran: None, .. }) if !must && how.is_some() => {}
                 Err(k) => return Err(format!("fence: {k} (a later run complete: {must})")),
             }
         }

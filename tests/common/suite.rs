@@ -448,13 +448,7 @@ pub fn fence_timeout_hands_the_run_back<T: Target>(t: &T) {
     // A wait shorter than the watchdog: not yet, and nothing is poisoned.
     let err = run.fence_for(Duration::from_millis(1)).unwrap_err();
     assert!(
-        matches!(
-            err.kind(),
-            ErrorKind::Timeout {
-                poisoned: false,
-                ..
-            }
-        ),
+        matches!(err.kind(), ErrorKind::Timeout { overran: None, .. }),
         "{err}"
     );
     assert!(runner.health().poisoned.is_none());
@@ -474,14 +468,21 @@ pub fn hung_run_poisons_and_quarantines_until_drained<T: Target>(t: &T) {
             Fault::EventNeverCompletes { nth: 2 },
         );
         let run = runner.launched::<0>(code, Input::Host(&[1]));
+        let id = run.id();
         let err = run.fence().unwrap_err();
+        let poison = runclaim::contract::Poison {
+            cause: PoisonCause::Overrun,
+            run: id,
+            slot: 0,
+        };
         assert!(
-            matches!(err.kind(), ErrorKind::Timeout { poisoned: true, .. }),
+            matches!(err.kind(), ErrorKind::Timeout { overran: Some(r), .. } if *r == id),
             "{err}"
         );
         assert_eq!(
-            runner.health().poisoned.map(|p| p.cause),
-            Some(PoisonCause::FenceTimeout)
+            runner.health().poisoned,
+            Some(poison),
+            "attributed to the hung run"
         );
         drop(err); // dropping the unproven run quarantines its slot at once
         assert!(runner.health().quarantined.contains(0));

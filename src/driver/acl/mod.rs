@@ -194,6 +194,20 @@ pub enum OpenError {
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
+/// Upload stamps ([`CodeHandle::upload`]): one counter for the process, so
+/// stamps increase across every `AclDriver` sharing a device.
+static UPLOADS: AtomicU64 = AtomicU64::new(0);
+
+/// One registration the runtime holds.
+struct Resident {
+    /// The runtime's handle.
+    raw: u64,
+    /// Its upload stamp.
+    upload: u64,
+    /// The image, kept alive while registered.
+    image: Vec<u8>,
+}
+
 thread_local! {
     /// Driver instances whose device this thread has bound.
     static BOUND: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
@@ -235,9 +249,10 @@ pub struct AclDriver {
     max_block_dim: u32,
     watchdog: Option<Duration>,
     caps: Capabilities,
-    /// Code resident at each handle the runtime returned: registering bytes
-    /// found here is a dedup hit; a handle returned again holds new code.
-    code: Mutex<Vec<(u64, Vec<u8>)>>,
+    /// Code resident at each handle the runtime returned, with its upload
+    /// stamp: registering bytes found here is a dedup hit; a handle
+    /// returned again holds new code (a new upload).
+    code: Mutex<Vec<Resident>>,
 }
 
 impl std::fmt::Debug for AclDriver {
@@ -418,7 +433,7 @@ impl AclDriver {
     fn query_event_raw(&self, event: EventId) -> Result<Completion, DriverError> {
         let mut status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
         // SAFETY: `status` is a valid out-pointer; the event handle is opaque.
-        let rc = unsafe { (self.api.query_event_status)(handle(event.0), &raw mut status) };
+        let rc = unsafe { (self.api.query_event_status)(handle(event.raw()), &raw mut status) };
         match rc {
             0 if status == ACL_EVENT_RECORDED_STATUS_COMPLETE => Ok(Completion::Complete),
             0 | ACL_ERROR_RT_EVENT_NOT_COMPLETE => Ok(Completion::NotReady),
@@ -429,7 +444,7 @@ impl AclDriver {
     fn query_stream_raw(&self, stream: StreamId) -> Result<Completion, DriverError> {
         let mut status = ACL_STREAM_STATUS_NOT_READY;
         // SAFETY: `status` is a valid out-pointer; the stream handle is opaque.
-        let rc = unsafe { (self.api.stream_query)(handle(stream.0), &raw mut status) };
+        let rc = unsafe { (self.api.stream_query)(handle(stream.raw()), &raw mut status) };
         match rc {
             0 if status == ACL_STREAM_STATUS_COMPLETE => Ok(Completion::Complete),
             0 | ACL_ERROR_RT_STREAM_NOT_COMPLETE => Ok(Completion::NotReady),
@@ -497,7 +512,7 @@ impl Driver for AclDriver {
         // SAFETY: `p` is a valid out-pointer; size and policy by value.
         let rc = unsafe { (self.api.malloc)(&raw mut p, bytes, ACL_MEM_MALLOC_HUGE_FIRST) };
         match self.check(Op::Alloc, "aclrtMalloc", rc) {
-            Ok(()) => Ok(DevPtr(addr(p))),
+            Ok(()) => Ok(DevPtr::from_raw(addr(p))),
             Err(e) if matches!(e.kind(), ErrorKind::OutOfMemory { .. }) => {
                 Err(DriverError::with_native(
                     Op::Alloc,
@@ -518,7 +533,7 @@ impl Driver for AclDriver {
     fn free(&self, ptr: DevPtr) -> Result<(), DriverError> {
         self.bind(Op::Free)?;
         // SAFETY: the runtime validates the device address.
-        let rc = unsafe { (self.api.free)(handle(ptr.0)) };
+        let rc = unsafe { (self.api.free)(handle(ptr.raw())) };
         self.check(Op::Free, "aclrtFree", rc)
     }
 
@@ -531,7 +546,7 @@ impl Driver for AclDriver {
         // this synchronous copy; the runtime validates the device range.
         let rc = unsafe {
             (self.api.memcpy)(
-                handle(dst.0),
+                handle(dst.raw()),
                 src.len(),
                 src.as_ptr().cast(),
                 src.len(),
@@ -552,7 +567,7 @@ impl Driver for AclDriver {
             (self.api.memcpy)(
                 dst.as_mut_ptr().cast(),
                 dst.len(),
-                handle(src.0),
+                handle(src.raw()),
                 dst.len(),
                 ACL_MEMCPY_DEVICE_TO_HOST,
             )
@@ -563,7 +578,7 @@ impl Driver for AclDriver {
     fn memset(&self, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError> {
         self.bind(Op::Memset)?;
         // SAFETY: device range validated by the runtime; values by value.
-        let rc = unsafe { (self.api.memset)(handle(dst.0), len, i32::from(value), len) };
+        let rc = unsafe { (self.api.memset)(handle(dst.raw()), len, i32::from(value), len) };
         self.check(Op::Memset, "aclrtMemset", rc)
     }
 
@@ -579,12 +594,12 @@ impl Driver for AclDriver {
         // runtime validates; nothing on the host is read or written.
         let rc = unsafe {
             (self.api.memcpy_async)(
-                handle(dst.0),
+                handle(dst.raw()),
                 len,
-                handle(src.0),
+                handle(src.raw()),
                 len,
                 ACL_MEMCPY_DEVICE_TO_DEVICE,
-                handle(s.0),
+                handle(s.raw()),
             )
         };
         self.check(Op::CopyAsync, "aclrtMemcpyAsync", rc)
@@ -600,7 +615,13 @@ impl Driver for AclDriver {
         self.bind(Op::MemsetAsync)?;
         // SAFETY: device range validated by the runtime; values by value.
         let rc = unsafe {
-            (self.api.memset_async)(handle(dst.0), len, i32::from(value), len, handle(s.0))
+            (self.api.memset_async)(
+                handle(dst.raw()),
+                len,
+                i32::from(value),
+                len,
+                handle(s.raw()),
+            )
         };
         self.check(Op::MemsetAsync, "aclrtMemsetAsync", rc)
     }
@@ -611,7 +632,7 @@ impl Driver for AclDriver {
         // SAFETY: `s` is a valid out-pointer.
         let rc = unsafe { (self.api.create_stream)(&raw mut s) };
         self.check(Op::CreateStream, "aclrtCreateStream", rc)?;
-        Ok(StreamId(addr(s)))
+        Ok(StreamId::from_raw(addr(s)))
     }
 
     fn destroy_stream(&self, stream: StreamId) -> Result<(), DriverError> {
@@ -632,7 +653,7 @@ impl Driver for AclDriver {
             },
         };
         // SAFETY: the handle came from aclrtCreateStream and is destroyed once.
-        let rc = unsafe { (destroy.0)(handle(stream.0)) };
+        let rc = unsafe { (destroy.0)(handle(stream.raw())) };
         self.check(Op::DestroyStream, destroy.1, rc)
     }
 
@@ -653,7 +674,7 @@ impl Driver for AclDriver {
             };
         }
         // SAFETY: opaque handle and a timeout by value.
-        let rc = unsafe { (self.api.stream_sync_timeout)(handle(stream.0), millis(timeout)) };
+        let rc = unsafe { (self.api.stream_sync_timeout)(handle(stream.raw()), millis(timeout)) };
         match rc {
             0 => Ok(()),
             507_046 => Err(self.timed_out(
@@ -674,20 +695,20 @@ impl Driver for AclDriver {
         let rc =
             unsafe { (self.api.create_event)(&raw mut e, ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE) };
         self.check(Op::CreateEvent, "aclrtCreateEventWithFlag", rc)?;
-        Ok(EventId(addr(e)))
+        Ok(EventId::from_raw(addr(e)))
     }
 
     fn destroy_event(&self, event: EventId) -> Result<(), DriverError> {
         self.bind(Op::DestroyEvent)?;
         // SAFETY: the handle came from aclrtCreateEventWithFlag.
-        let rc = unsafe { (self.api.destroy_event)(handle(event.0)) };
+        let rc = unsafe { (self.api.destroy_event)(handle(event.raw())) };
         self.check(Op::DestroyEvent, "aclrtDestroyEvent", rc)
     }
 
     fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), DriverError> {
         self.bind(Op::RecordEvent)?;
         // SAFETY: opaque handles by value.
-        let rc = unsafe { (self.api.record_event)(handle(event.0), handle(stream.0)) };
+        let rc = unsafe { (self.api.record_event)(handle(event.raw()), handle(stream.raw())) };
         self.check(Op::RecordEvent, "aclrtRecordEvent", rc)
     }
 
@@ -706,7 +727,7 @@ impl Driver for AclDriver {
             },
             Some(sync) => {
                 // SAFETY: opaque handle and a timeout by value.
-                let rc = unsafe { sync(handle(event.0), millis(timeout)) };
+                let rc = unsafe { sync(handle(event.raw()), millis(timeout)) };
                 match rc {
                     0 => Ok(()),
                     507_047 => Err(self.timed_out(
@@ -737,7 +758,7 @@ impl Driver for AclDriver {
     fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), DriverError> {
         self.bind(Op::StreamWaitEvent)?;
         // SAFETY: opaque handles by value.
-        let rc = unsafe { (self.api.stream_wait_event)(handle(stream.0), handle(event.0)) };
+        let rc = unsafe { (self.api.stream_wait_event)(handle(stream.raw()), handle(event.raw())) };
         self.check(Op::StreamWaitEvent, "aclrtStreamWaitEvent", rc)
     }
 
@@ -745,7 +766,9 @@ impl Driver for AclDriver {
         self.bind(Op::EventElapsed)?;
         let mut ms = 0f32;
         // SAFETY: `ms` is a valid out-pointer; opaque handles.
-        let rc = unsafe { (self.api.event_elapsed)(&raw mut ms, handle(start.0), handle(end.0)) };
+        let rc = unsafe {
+            (self.api.event_elapsed)(&raw mut ms, handle(start.raw()), handle(end.raw()))
+        };
         self.check(Op::EventElapsed, "aclrtEventElapsedTime", rc)?;
         Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1000.0))
     }
@@ -757,7 +780,7 @@ impl Driver for AclDriver {
         };
         let mut us = 0u64;
         // SAFETY: `us` is a valid out-pointer; opaque handle.
-        let rc = unsafe { f(handle(event.0), &raw mut us) };
+        let rc = unsafe { f(handle(event.raw()), &raw mut us) };
         self.check(Op::EventTimestamp, "aclrtEventGetTimestamp", rc)?;
         // Device uptime in µs → ticks of the 50 MHz counter.
         Ok(us.saturating_mul(TICKS_PER_SEC / 1_000_000))
@@ -766,9 +789,9 @@ impl Driver for AclDriver {
     fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
         self.bind(Op::RegisterCode)?;
         let mut resident = self.code.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some((h, _)) = resident.iter().find(|(_, c)| c == code) {
+        if let Some(r) = resident.iter().find(|r| r.image == code) {
             return Ok(Registration {
-                handle: CodeHandle(*h),
+                handle: CodeHandle::from_raw(r.raw, r.upload),
                 published: false,
             });
         }
@@ -787,12 +810,21 @@ impl Driver for AclDriver {
         self.check(Op::RegisterCode, "rtRegisterAllKernel", rc)?;
         // A handle handed out again now holds this image, not its old one.
         let h = addr(h);
-        resident.retain(|(a, _)| *a != h);
-        resident.push((h, image));
+        let upload = UPLOADS.fetch_add(1, Ordering::Relaxed) + 1;
+        resident.retain(|r| r.raw != h);
+        resident.push(Resident {
+            raw: h,
+            upload,
+            image,
+        });
         Ok(Registration {
-            handle: CodeHandle(h),
+            handle: CodeHandle::from_raw(h, upload),
             published: true,
         })
+    }
+
+    fn code_epoch(&self) -> u64 {
+        UPLOADS.load(Ordering::Relaxed)
     }
 
     fn launch_aicore(
@@ -804,6 +836,23 @@ impl Driver for AclDriver {
     ) -> Result<(), DriverError> {
         self.bind(Op::LaunchAicore)?;
         let mut blob = Self::check_args(Op::LaunchAicore, args)?;
+        // Only an upload this driver registered and still holds launches:
+        // a forged handle, or one whose image was replaced, never reaches C.
+        let known = self
+            .code
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .any(|r| r.raw == code.raw() && r.upload == code.upload());
+        if !known {
+            return Err(DriverError::new(
+                Op::LaunchAicore,
+                ErrorKind::BadHandle {
+                    kind: super::HandleKind::Code,
+                    raw: code.raw(),
+                },
+            ));
+        }
         if block_dim == 0 || block_dim > self.max_block_dim {
             return Err(DriverError::new(
                 Op::LaunchAicore,
@@ -832,12 +881,12 @@ impl Driver for AclDriver {
         // `cfg` is alive for the call; smDesc may be NULL; handles opaque.
         let rc = unsafe {
             (self.api.kernel_launch_v2)(
-                handle(code.0),
+                handle(code.raw()),
                 0,
                 block_dim,
                 &raw mut ex,
                 null_mut(),
-                handle(s.0),
+                handle(s.raw()),
                 &raw const cfg,
             )
         };
@@ -876,7 +925,7 @@ impl Driver for AclDriver {
             (self.api.launch_cpu_kernel)(
                 handle(self.aicpu_func),
                 self.aicpu_threads,
-                handle(s.0),
+                handle(s.raw()),
                 &raw const cfg,
                 &raw mut cpu,
             )

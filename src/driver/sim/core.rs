@@ -65,8 +65,8 @@ impl TaskKind {
         match self {
             TaskKind::Aicore(_) => TaskTag::Aicore,
             TaskKind::Aicpu(_) => TaskTag::Aicpu,
-            TaskKind::Record { event, .. } => TaskTag::Record(EventId(*event)),
-            TaskKind::Wait { event, .. } => TaskTag::Wait(EventId(*event)),
+            TaskKind::Record { event, .. } => TaskTag::Record(EventId::from_raw(*event)),
+            TaskKind::Wait { event, .. } => TaskTag::Wait(EventId::from_raw(*event)),
             TaskKind::Copy { .. } => TaskTag::Copy,
             TaskKind::Memset { .. } => TaskTag::Memset,
         }
@@ -94,8 +94,17 @@ pub(crate) struct Task {
     run: u64,
 }
 
+/// What a code address holds: the bytes and decoded program of one upload.
+#[derive(Clone)]
+pub(crate) struct Image {
+    bytes: Arc<[u8]>,
+    program: Arc<Program>,
+    /// The upload's stamp ([`CodeHandle::upload`]).
+    upload: u64,
+}
+
 /// One resident image per code address.
-type CodeImage = Option<(Arc<[u8]>, Arc<Program>)>;
+type CodeImage = Option<Image>;
 
 pub(crate) struct Stream {
     queue: VecDeque<Task>,
@@ -151,6 +160,10 @@ pub(crate) struct Core {
     events: BTreeMap<u64, Event>,
     code: Vec<CodeImage>,
     code_lru: Vec<u64>,
+    /// Live pins per code address (registrations not yet released).
+    code_pins: Vec<u64>,
+    /// Stamp of the latest upload (0 before any).
+    uploads: u64,
     pub faults: FaultPlan,
     pub stats: SimStats,
     pub trace: VecDeque<TraceEvent>,
@@ -175,6 +188,8 @@ impl Core {
             events: BTreeMap::new(),
             code: vec![None; slots],
             code_lru: vec![0; slots],
+            code_pins: vec![0; slots],
+            uploads: 0,
             faults: FaultPlan::default(),
             stats: SimStats::default(),
             trace_dropped: 0,
@@ -212,7 +227,9 @@ impl Core {
 
     /// Stepped mode: one step of device time passes.
     pub fn tick(&mut self) {
-        self.ticks += abi::duration_to_ticks(self.cfg.step_time).max(1);
+        self.ticks = self
+            .ticks
+            .saturating_add(abi::duration_to_ticks(self.cfg.step_time).max(1));
         self.stats.steps += 1;
     }
 
@@ -241,7 +258,7 @@ impl Core {
         };
         self.trace.push_back(TraceEvent {
             tick,
-            stream: StreamId(stream),
+            stream: StreamId::from_raw(stream),
             run,
             what,
         });
@@ -305,7 +322,10 @@ impl Core {
             },
         );
         self.stats.streams_created += 1;
-        self.stats.tasks_run.entry(StreamId(id)).or_insert(0);
+        self.stats
+            .tasks_run
+            .entry(StreamId::from_raw(id))
+            .or_insert(0);
         self.push_trace(id, 0, TraceKind::StreamCreated);
         id
     }
@@ -509,7 +529,7 @@ impl Core {
     pub fn enqueue_aicore(
         &mut self,
         stream: u64,
-        code: u64,
+        code: CodeHandle,
         block_dim: u32,
         args: &[u8],
     ) -> Result<(), ErrorKind> {
@@ -533,54 +553,110 @@ impl Core {
 
     // ----- code memory ------------------------------------------------------
 
-    fn code_index(&self, handle: u64) -> Result<usize, ErrorKind> {
+    /// The code address index of `handle`, if it names the upload resident
+    /// there now: an evicted or replaced upload is refused, so a launch can
+    /// never run code that replaced what it registered.
+    fn code_index(&self, handle: CodeHandle) -> Result<usize, ErrorKind> {
         let bad = ErrorKind::BadHandle {
             kind: HandleKind::Code,
-            raw: handle,
+            raw: handle.raw(),
         };
-        let off = handle.checked_sub(CODE_BASE).ok_or(bad.clone())?;
+        let off = handle.raw().checked_sub(CODE_BASE).ok_or(bad.clone())?;
         if off % CODE_STRIDE != 0 {
             return Err(bad);
         }
         let i = usize::try_from(off / CODE_STRIDE).map_err(|_| bad.clone())?;
         match self.code.get(i) {
-            Some(Some(_)) => Ok(i),
+            Some(Some(img)) if img.upload == handle.upload() => Ok(i),
             _ => Err(bad),
         }
     }
 
+    fn code_handle(&self, i: usize) -> CodeHandle {
+        let upload = self.code[i].as_ref().map_or(0, |img| img.upload);
+        CodeHandle::from_raw(CODE_BASE + i as u64 * CODE_STRIDE, upload)
+    }
+
+    /// The stamp of the latest upload.
+    pub fn code_epoch(&self) -> u64 {
+        self.uploads
+    }
+
+    /// Registers and pins `code`: a dedup hit on resident bytes, or an
+    /// upload into a free address or the least recently registered
+    /// *unpinned* one. Pinned code is never replaced.
     pub fn register_code(&mut self, code: &[u8]) -> Result<Registration, ErrorKind> {
         let program =
             Program::decode(code).map_err(|e| ErrorKind::InvalidCode { what: e.as_str() })?;
-        self.stats.registrations += 1;
-        let stamp = self.stats.registrations;
+        let stamp = self.stats.registrations + 1;
         if let Some(i) = self
             .code
             .iter()
-            .position(|c| c.as_ref().is_some_and(|(bytes, _)| **bytes == *code))
+            .position(|c| c.as_ref().is_some_and(|img| *img.bytes == *code))
         {
+            self.stats.registrations += 1;
             self.code_lru[i] = stamp;
+            self.code_pins[i] += 1;
             self.stats.dedup_hits += 1;
             return Ok(Registration {
-                handle: CodeHandle(CODE_BASE + i as u64 * CODE_STRIDE),
+                handle: self.code_handle(i),
                 published: false,
             });
         }
-        let i = match self.code.iter().position(Option::is_none) {
-            Some(i) => i,
-            None => (0..self.code.len())
-                .min_by_key(|&i| self.code_lru[i])
-                .unwrap_or(0),
-        };
-        self.code[i] = Some((Arc::from(code), Arc::new(program)));
+        let free = self.code.iter().position(Option::is_none);
+        let i = free
+            .or_else(|| {
+                (0..self.code.len())
+                    .filter(|&i| self.code_pins[i] == 0)
+                    .min_by_key(|&i| self.code_lru[i])
+            })
+            .ok_or(ErrorKind::CodeMemoryFull {
+                capacity: self.code.len(),
+            })?;
+        self.stats.registrations += 1;
+        self.uploads += 1;
+        self.code[i] = Some(Image {
+            bytes: Arc::from(code),
+            program: Arc::new(program),
+            upload: self.uploads,
+        });
         self.code_lru[i] = stamp;
+        self.code_pins[i] = 1;
         self.stats.publications += 1;
-        let handle = CodeHandle(CODE_BASE + i as u64 * CODE_STRIDE);
+        let handle = self.code_handle(i);
         self.push_trace(0, 0, TraceKind::Published(handle));
         Ok(Registration {
             handle,
             published: true,
         })
+    }
+
+    /// Releases one pin of `handle`'s upload.
+    pub fn release_code(&mut self, handle: CodeHandle) -> Result<(), ErrorKind> {
+        let i = self.code_index(handle)?;
+        if self.code_pins[i] == 0 {
+            return Err(ErrorKind::InvalidArgument {
+                what: "code is not pinned (released more often than registered)",
+            });
+        }
+        self.code_pins[i] -= 1;
+        Ok(())
+    }
+
+    /// The upload resident at code address `raw` now, if any.
+    pub fn code_at(&self, raw: u64) -> Option<CodeHandle> {
+        let off = raw.checked_sub(CODE_BASE)?;
+        if off % CODE_STRIDE != 0 {
+            return None;
+        }
+        let i = usize::try_from(off / CODE_STRIDE).ok()?;
+        self.code.get(i)?.as_ref()?;
+        Some(self.code_handle(i))
+    }
+
+    /// Live pins of the upload `handle` names (0 when not resident).
+    pub fn code_pins(&self, handle: CodeHandle) -> u64 {
+        self.code_index(handle).map_or(0, |i| self.code_pins[i])
     }
 
     // ----- stepping ---------------------------------------------------------
@@ -604,8 +680,8 @@ impl Core {
         let r = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
         let id = busy[usize::try_from(r % busy.len() as u64).unwrap_or(0)];
         match self.step_stream(id) {
-            StepResult::Progress => StepOutcome::Progressed(StreamId(id)),
-            StepResult::Blocked(_) => StepOutcome::Blocked(StreamId(id)),
+            StepResult::Progress => StepOutcome::Progressed(StreamId::from_raw(id)),
+            StepResult::Blocked(_) => StepOutcome::Blocked(StreamId::from_raw(id)),
             StepResult::Idle => StepOutcome::Idle,
         }
     }
@@ -657,7 +733,7 @@ impl Core {
         } else {
             0
         };
-        head.enqueued.max(s.last_end) + gap
+        head.enqueued.max(s.last_end).saturating_add(gap)
     }
 
     /// One action on stream `id`.
@@ -689,7 +765,7 @@ impl Core {
             TaskKind::Wait { .. } => Some(FaultKind::Collateral),
             _ => None,
         };
-        let watchdog = started + abi::duration_to_ticks(self.cfg.watchdog);
+        let watchdog = started.saturating_add(abi::duration_to_ticks(self.cfg.watchdog));
         let kernel_ticks = if self.is_real_time() {
             abi::duration_to_ticks(self.cfg.latency.kernel)
         } else {
@@ -719,7 +795,7 @@ impl Core {
                         && e.completed < *generation
                     {
                         e.completed = *generation;
-                        e.completed_at = now + fate.delay_ticks;
+                        e.completed_at = now.saturating_add(fate.delay_ticks);
                     }
                     KernelStep::Finished
                 }
@@ -763,7 +839,11 @@ impl Core {
                     return StepResult::Idle;
                 };
                 s.last_end = now;
-                *self.stats.tasks_run.entry(StreamId(id)).or_insert(0) += 1;
+                *self
+                    .stats
+                    .tasks_run
+                    .entry(StreamId::from_raw(id))
+                    .or_insert(0) += 1;
                 self.push_trace(id, task.run, TraceKind::Finished(task.kind.tag()));
                 StepResult::Progress
             }
@@ -796,11 +876,11 @@ impl Core {
                     cached.clone_from(&self.code[k.code_index]);
                 }
                 match cached {
-                    Some((bytes, program)) => {
+                    Some(img) => {
                         stale = self.code[k.code_index]
                             .as_ref()
-                            .is_none_or(|(now_bytes, _)| now_bytes != bytes);
-                        k.program = Some(Arc::clone(program));
+                            .is_none_or(|now| now.bytes != img.bytes);
+                        k.program = Some(Arc::clone(&img.program));
                     }
                     None => fault = Some(FaultKind::AicoreException),
                 }

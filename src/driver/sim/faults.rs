@@ -119,7 +119,9 @@ impl FaultPlan {
         }) {
             match f {
                 Fault::EventNeverCompletes { .. } => fate.never = true,
-                Fault::DelayEvent { delay, .. } => fate.delay_ticks += ticks_of(delay),
+                Fault::DelayEvent { delay, .. } => {
+                    fate.delay_ticks = fate.delay_ticks.saturating_add(ticks_of(delay));
+                }
                 _ => {}
             }
         }

@@ -117,7 +117,7 @@ impl AicoreKernel {
             }
             Worker::Waiting if mem.read_u64(word(a.handshake, w, ww::TASK)).map_err(e)? == tag => {
                 Worker::Computing {
-                    until: now + kernel_ticks,
+                    until: now.saturating_add(kernel_ticks),
                 }
             }
             Worker::Computing { until } if now >= until => {

@@ -45,8 +45,12 @@ impl Memory {
         let base = self.next;
         let rounded = len.checked_add(ALIGN - 1)? / ALIGN * ALIGN;
         self.next = base.checked_add(rounded)?.checked_add(GUARD)?;
-        self.blocks
-            .insert(base, vec![0; usize::try_from(len).ok()?]);
+        // A host allocation failure is out-of-memory, never an abort.
+        let n = usize::try_from(len).ok()?;
+        let mut block = Vec::new();
+        block.try_reserve_exact(n).ok()?;
+        block.resize(n, 0);
+        self.blocks.insert(base, block);
         self.used += len;
         Some(base)
     }

@@ -715,14 +715,32 @@ impl SimDriver {
     /// Live streams, in creation order.
     #[must_use]
     pub fn streams(&self) -> Vec<StreamId> {
-        self.lock().streams.keys().map(|&k| StreamId(k)).collect()
+        self.lock()
+            .streams
+            .keys()
+            .map(|&k| StreamId::from_raw(k))
+            .collect()
     }
 
     /// Tasks queued (including a running one) on `stream`; 0 for an unknown
     /// stream.
     #[must_use]
     pub fn queued(&self, stream: StreamId) -> usize {
-        self.lock().queued(stream.0)
+        self.lock().queued(stream.raw())
+    }
+
+    /// The upload resident at code address `raw` now (`None` when the
+    /// address is empty or not a code address).
+    #[must_use]
+    pub fn code_at(&self, raw: u64) -> Option<CodeHandle> {
+        self.lock().code_at(raw)
+    }
+
+    /// Live pins of the upload `code` names: registrations not yet
+    /// released (0 when it is no longer resident).
+    #[must_use]
+    pub fn code_pins(&self, code: CodeHandle) -> u64 {
+        self.lock().code_pins(code)
     }
 
     /// The current device tick.
@@ -761,7 +779,7 @@ impl SimDriver {
             return StepOutcome::Idle;
         }
         core.tick();
-        let out = match core.step_stream(stream.0) {
+        let out = match core.step_stream(stream.raw()) {
             StepResult::Progress => StepOutcome::Progressed(stream),
             StepResult::Blocked(_) => StepOutcome::Blocked(stream),
             StepResult::Idle => StepOutcome::Idle,
@@ -859,8 +877,11 @@ impl SimDriver {
     ) -> Result<MutexGuard<'a, Core>, Duration> {
         if !core.is_real_time() {
             let step = core.cfg.step_time.max(Duration::from_nanos(1));
+            // A positive wait takes at least one step, so that the virtual
+            // clock moves even when the wait is shorter than a step.
             let budget = u64::try_from(timeout.as_nanos() / step.as_nanos())
                 .unwrap_or(u64::MAX)
+                .max(u64::from(!timeout.is_zero()))
                 .min(core.cfg.max_wait_steps);
             let mut steps = 0;
             while !cond(&core) {
@@ -873,6 +894,8 @@ impl SimDriver {
             return Ok(core);
         }
         let start = Instant::now();
+        // `None`: the wait has no deadline (it would lie past the clock's end).
+        let deadline = start.checked_add(timeout);
         let spin_until = start + Duration::from_millis(2);
         loop {
             // Whoever looks advances: the simulation is determined by time, so
@@ -882,9 +905,10 @@ impl SimDriver {
                 return Ok(core);
             }
             let now = Instant::now();
-            if now >= start + timeout {
+            if deadline.is_some_and(|d| now >= d) {
                 return Err(now - start);
             }
+            let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
             if now < spin_until {
                 // Spin on the progress epoch, not the lock: the device thread
                 // must not queue behind a polling host. Re-check at least every
@@ -899,19 +923,16 @@ impl SimDriver {
                     // Nothing happens on its own before the gate, and a new
                     // submission resets it; so a plain sleep, which wakes no
                     // one and takes no lock.
-                    let nap = far
-                        .saturating_sub(SLEEP_MARGIN)
-                        .min((start + timeout).saturating_duration_since(now));
+                    let nap = far.saturating_sub(SLEEP_MARGIN).min(left);
                     drop(core);
                     std::thread::sleep(nap);
                     core = self.lock();
                     continue;
                 }
                 let seen = self.shared().epoch.load(Ordering::Acquire);
-                let gate_at = core
-                    .base()
-                    .filter(|_| gate != u64::MAX)
-                    .map(|b| b + Duration::from_nanos(super::abi::ticks_to_nanos(gate)));
+                let gate_at = core.base().filter(|_| gate != u64::MAX).and_then(|b| {
+                    b.checked_add(Duration::from_nanos(super::abi::ticks_to_nanos(gate)))
+                });
                 drop(core);
                 let recheck = Instant::now() + Duration::from_micros(50);
                 loop {
@@ -927,7 +948,7 @@ impl SimDriver {
                 }
                 core = self.lock();
             } else {
-                let left = (start + timeout - now).min(Duration::from_millis(1));
+                let left = left.min(Duration::from_millis(1));
                 self.shared().waiters.fetch_add(1, Ordering::AcqRel);
                 core = self
                     .shared()
@@ -945,11 +966,12 @@ impl SimDriver {
         if !core.is_real_time() {
             return;
         }
-        let target = at + super::abi::duration_to_ticks(core.cfg.latency.host_wake);
+        let target = at.saturating_add(super::abi::duration_to_ticks(core.cfg.latency.host_wake));
         let base = core.base();
         drop(core);
-        if let Some(base) = base {
-            let deadline = base + Duration::from_nanos(super::abi::ticks_to_nanos(target));
+        let deadline = base
+            .and_then(|b| b.checked_add(Duration::from_nanos(super::abi::ticks_to_nanos(target))));
+        if let Some(deadline) = deadline {
             while Instant::now() < deadline {
                 std::hint::spin_loop();
             }
@@ -998,7 +1020,10 @@ fn spin_for(d: Duration) {
     if d.is_zero() {
         return;
     }
-    let end = Instant::now() + d;
+    // A cost past the clock's end would never be paid in full anyway.
+    let Some(end) = Instant::now().checked_add(d) else {
+        return;
+    };
     while Instant::now() < end {
         std::hint::spin_loop();
     }
@@ -1053,23 +1078,23 @@ impl Driver for SimDriver {
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevPtr, DriverError> {
-        self.call(Op::Alloc, |c| c.alloc(bytes as u64).map(DevPtr))
+        self.call(Op::Alloc, |c| c.alloc(bytes as u64).map(DevPtr::from_raw))
     }
 
     fn free(&self, ptr: DevPtr) -> Result<(), DriverError> {
-        self.call(Op::Free, |c| c.free(ptr.0))
+        self.call(Op::Free, |c| c.free(ptr.raw()))
     }
 
     fn copy_to_device(&self, dst: DevPtr, src: &[u8]) -> Result<(), DriverError> {
-        self.call(Op::CopyToDevice, |c| c.write(dst.0, src))
+        self.call(Op::CopyToDevice, |c| c.write(dst.raw(), src))
     }
 
     fn copy_from_device(&self, dst: &mut [u8], src: DevPtr) -> Result<(), DriverError> {
-        self.call(Op::CopyFromDevice, |c| c.read(src.0, dst))
+        self.call(Op::CopyFromDevice, |c| c.read(src.raw(), dst))
     }
 
     fn memset(&self, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError> {
-        self.call(Op::Memset, |c| c.fill(dst.0, value, len as u64))
+        self.call(Op::Memset, |c| c.fill(dst.raw(), value, len as u64))
     }
 
     fn copy_async(
@@ -1079,8 +1104,8 @@ impl Driver for SimDriver {
         src: DevPtr,
         len: usize,
     ) -> Result<(), DriverError> {
-        self.submit(Op::CopyAsync, stream.0, false, |c| {
-            c.enqueue_copy(stream.0, dst.0, src.0, len as u64)
+        self.submit(Op::CopyAsync, stream.raw(), false, |c| {
+            c.enqueue_copy(stream.raw(), dst.raw(), src.raw(), len as u64)
         })
     }
 
@@ -1091,22 +1116,24 @@ impl Driver for SimDriver {
         value: u8,
         len: usize,
     ) -> Result<(), DriverError> {
-        self.submit(Op::MemsetAsync, stream.0, false, |c| {
-            c.enqueue_memset(stream.0, dst.0, value, len as u64)
+        self.submit(Op::MemsetAsync, stream.raw(), false, |c| {
+            c.enqueue_memset(stream.raw(), dst.raw(), value, len as u64)
         })
     }
 
     fn create_stream(&self) -> Result<StreamId, DriverError> {
-        self.call(Op::CreateStream, |c| Ok(StreamId(c.create_stream())))
+        self.call(Op::CreateStream, |c| {
+            Ok(StreamId::from_raw(c.create_stream()))
+        })
     }
 
     fn destroy_stream(&self, stream: StreamId) -> Result<(), DriverError> {
-        self.call(Op::DestroyStream, |c| c.destroy_stream(stream.0))
+        self.call(Op::DestroyStream, |c| c.destroy_stream(stream.raw()))
     }
 
     fn query_stream(&self, stream: StreamId) -> Result<Completion, DriverError> {
         self.call(Op::QueryStream, |c| {
-            c.stream_done(stream.0).map(|d| {
+            c.stream_done(stream.raw()).map(|d| {
                 if d.is_some() {
                     Completion::Complete
                 } else {
@@ -1117,26 +1144,26 @@ impl Driver for SimDriver {
     }
 
     fn sync_stream(&self, stream: StreamId, timeout: Duration) -> Result<(), DriverError> {
-        self.blocking(Op::SyncStream, timeout, |c| c.stream_done(stream.0))
+        self.blocking(Op::SyncStream, timeout, |c| c.stream_done(stream.raw()))
     }
 
     fn create_event(&self) -> Result<EventId, DriverError> {
-        self.call(Op::CreateEvent, |c| Ok(EventId(c.create_event())))
+        self.call(Op::CreateEvent, |c| Ok(EventId::from_raw(c.create_event())))
     }
 
     fn destroy_event(&self, event: EventId) -> Result<(), DriverError> {
-        self.call(Op::DestroyEvent, |c| c.destroy_event(event.0))
+        self.call(Op::DestroyEvent, |c| c.destroy_event(event.raw()))
     }
 
     fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), DriverError> {
-        self.submit(Op::RecordEvent, stream.0, false, |c| {
-            c.enqueue_record(event.0, stream.0)
+        self.submit(Op::RecordEvent, stream.raw(), false, |c| {
+            c.enqueue_record(event.raw(), stream.raw())
         })
     }
 
     fn query_event(&self, event: EventId) -> Result<Completion, DriverError> {
         self.call(Op::QueryEvent, |c| {
-            c.event_done(event.0).map(|d| {
+            c.event_done(event.raw()).map(|d| {
                 if d.is_some() {
                     Completion::Complete
                 } else {
@@ -1147,19 +1174,19 @@ impl Driver for SimDriver {
     }
 
     fn sync_event(&self, event: EventId, timeout: Duration) -> Result<(), DriverError> {
-        self.blocking(Op::SyncEvent, timeout, |c| c.event_done(event.0))
+        self.blocking(Op::SyncEvent, timeout, |c| c.event_done(event.raw()))
     }
 
     fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), DriverError> {
-        self.submit(Op::StreamWaitEvent, stream.0, false, |c| {
-            c.enqueue_wait(stream.0, event.0)
+        self.submit(Op::StreamWaitEvent, stream.raw(), false, |c| {
+            c.enqueue_wait(stream.raw(), event.raw())
         })
     }
 
     fn event_elapsed(&self, start: EventId, end: EventId) -> Result<Duration, DriverError> {
         self.call(Op::EventElapsed, |c| {
-            let a = c.event_time(start.0)?;
-            let b = c.event_time(end.0)?;
+            let a = c.event_time(start.raw())?;
+            let b = c.event_time(end.raw())?;
             Ok(Duration::from_nanos(super::abi::ticks_to_nanos(
                 b.saturating_sub(a),
             )))
@@ -1167,11 +1194,33 @@ impl Driver for SimDriver {
     }
 
     fn event_timestamp(&self, event: EventId) -> Result<u64, DriverError> {
-        self.call(Op::EventTimestamp, |c| c.event_time(event.0))
+        self.call(Op::EventTimestamp, |c| c.event_time(event.raw()))
     }
 
     fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
         self.call(Op::RegisterCode, |c| c.register_code(code))
+    }
+
+    fn release_code(&self, code: CodeHandle) -> Result<(), DriverError> {
+        self.call(Op::ReleaseCode, |c| c.release_code(code))
+    }
+
+    fn code_epoch(&self) -> u64 {
+        self.lock().code_epoch()
+    }
+
+    /// Stepped mode: the virtual device time (steps × `step_time`), so a
+    /// host thread preempted between steps never makes the device look
+    /// slow. Real-time mode: the host's monotonic clock, which the device
+    /// follows.
+    fn clock(&self) -> Duration {
+        let core = self.lock();
+        if core.is_real_time() {
+            drop(core);
+            super::host_clock()
+        } else {
+            Duration::from_nanos(super::abi::ticks_to_nanos(core.now()))
+        }
     }
 
     fn launch_aicore(
@@ -1181,14 +1230,14 @@ impl Driver for SimDriver {
         block_dim: u32,
         args: &[u8],
     ) -> Result<(), DriverError> {
-        self.submit(Op::LaunchAicore, stream.0, true, |c| {
-            c.enqueue_aicore(stream.0, code.0, block_dim, args)
+        self.submit(Op::LaunchAicore, stream.raw(), true, |c| {
+            c.enqueue_aicore(stream.raw(), code, block_dim, args)
         })
     }
 
     fn launch_aicpu(&self, stream: StreamId, args: &[u8]) -> Result<(), DriverError> {
-        self.submit(Op::LaunchAicpu, stream.0, true, |c| {
-            c.enqueue_aicpu(stream.0, args)
+        self.submit(Op::LaunchAicpu, stream.raw(), true, |c| {
+            c.enqueue_aicpu(stream.raw(), args)
         })
     }
 }
