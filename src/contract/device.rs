@@ -223,6 +223,9 @@ struct State<const DEPTH: usize> {
     /// The uploads this device's current publication pinned (one per
     /// registration), released at the next publication and at close.
     pinned: Vec<CodeHandle>,
+    /// The run being launched while the lock is held across its submission
+    /// (what a panic interrupted, if one does).
+    launching: Option<(RunId, usize)>,
     /// Idle streams whose destroy failed: retried at every drain and at
     /// teardown, so a refused destroy does not leak the stream for good.
     abandoned: Vec<StreamId>,
@@ -241,16 +244,6 @@ impl<const DEPTH: usize> State<DEPTH> {
             self.slots[slot] = SlotState::Quarantined;
             self.stats.quarantined += 1;
         }
-    }
-
-    /// Classifies a driver error; a device fault poisons the runner and
-    /// breaks the chain (what the device holds is no longer known).
-    fn driver_error(&mut self, e: DriverError, run: RunId, slot: usize) -> ErrorKind {
-        if e.is_device_fault() {
-            self.poison(PoisonCause::DeviceFault, run, slot);
-            self.chain = None;
-        }
-        ErrorKind::from_driver(e)
     }
 
     fn check_held(&self, slot: usize, lease: u64) -> Result<(), ErrorKind> {
@@ -450,6 +443,7 @@ where
                 generation: 0,
                 aicore_epoch,
                 pinned: Vec::new(),
+                launching: None,
                 abandoned: Vec::new(),
                 stats: ContractStats::default(),
             }),
@@ -538,11 +532,19 @@ where
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     fn lock(&self) -> MutexGuard<'_, State<DEPTH>> {
-        // Nothing panics while holding the lock; if something did, the state
-        // is still the best information there is.
-        self.state
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        self.state.lock().unwrap_or_else(|poisoned| {
+            // A panic (a driver's, or a bug) interrupted a transition while
+            // it held the state: what reached the device is unknown. The
+            // guard is recovered — nothing hangs — and the runner poisoned,
+            // so that only a drain, which proves the queue quiet and resets
+            // every slot, lets runs launch again.
+            let mut st = poisoned.into_inner();
+            self.state.clear_poison();
+            let (run, slot) = st.launching.unwrap_or((RunId(0), 0));
+            st.poison(PoisonCause::Interrupted, run, slot);
+            st.chain = None;
+            st
+        })
     }
 
     /// The driver.
@@ -834,6 +836,104 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         Ok(())
     }
 
+    /// The launch itself, under the state lock (see `Port::launch`).
+    fn launch_locked(
+        &self,
+        st: &mut State<DEPTH>,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+    ) -> Result<Launched, LaunchFail> {
+        use LaunchFail::{Lost, NotSubmitted};
+        st.check_held(slot, lease).map_err(NotSubmitted)?;
+        if let Some(p) = st.poison {
+            return Err(NotSubmitted(ErrorKind::Poisoned(p)));
+        }
+        if st.in_flight.is_full() {
+            return Err(NotSubmitted(ErrorKind::DepthExhausted(st.in_flight.len())));
+        }
+        self.ready_streams(st).map_err(NotSubmitted)?;
+        let r = &self.regions[slot];
+        let (input, len) = if info.chained {
+            let c = st.chain.ok_or(NotSubmitted(ErrorKind::NoChainValue))?;
+            (self.regions[c.slot].output, c.len)
+        } else {
+            (r.input, info.len)
+        };
+        #[allow(clippy::cast_possible_truncation, reason = "slot < DEPTH <= 16")]
+        let slot_u32 = slot as u32;
+        let args = RunArgs {
+            run_id: info.run.0,
+            slot: slot_u32,
+            block_dim: self.config.block_dim,
+            len: len as u64,
+            input: input.raw(),
+            output: r.output.raw(),
+            handshake: r.handshake.raw(),
+            wall: r.wall.raw(),
+            status: r.status.raw(),
+        }
+        .to_bytes();
+        let (aicore, aicpu) = (st.aicore, st.aicpu);
+        let d = &self.driver;
+        if let Err(e) = d.launch_aicore(aicore, info.code, self.config.block_dim, &args) {
+            return Err(NotSubmitted(self.driver_error(
+                st,
+                e,
+                info.run,
+                slot,
+                u64::MAX,
+            )));
+        }
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        let mut entry = Entry {
+            seq,
+            run: info.run,
+            slot,
+            proof: Proof::Pending,
+            launched_at: Duration::ZERO,
+            ahead_done_at: Duration::ZERO,
+            observed: false,
+        };
+        let lost = if let Err(e) = d.launch_aicpu(aicpu, &args) {
+            Some((
+                PoisonCause::PartialLaunch,
+                ErrorKind::PartialLaunch(Box::new(e)),
+            ))
+        } else if let Err(e) = d
+            .record_event(r.ev_aicore, aicore)
+            .and_then(|()| d.stream_wait_event(aicpu, r.ev_aicore))
+            .and_then(|()| d.record_event(r.ev_fence, aicpu))
+        {
+            Some((
+                PoisonCause::FenceNotRecorded,
+                ErrorKind::FenceNotRecorded(Box::new(e)),
+            ))
+        } else {
+            None
+        };
+        st.stats.launched += 1;
+        if let Some((cause, kind)) = lost {
+            // Work reached the device that no fence can observe: keep it in
+            // the set as unproven until a drain proves the queue quiet.
+            entry.proof = Proof::Unproven;
+            let _ = st.in_flight.push(entry);
+            st.quarantine(slot);
+            st.poison(cause, info.run, slot);
+            st.chain = None;
+            return Err(Lost(kind));
+        }
+        // Read after the submission: the run cannot have reached the head
+        // of the queue earlier.
+        entry.launched_at = d.clock();
+        // `is_full` was checked above and the sequence is fresh.
+        let _ = st.in_flight.push(entry);
+        st.slots[slot] = SlotState::InFlight { lease };
+        st.chain = Some(Chain { slot, len });
+        Ok(Launched { seq, len })
+    }
+
     /// Run `seq` in `slot` was observed complete at driver-clock time `at`:
     /// it leaves the in-flight set, its slot goes back to its holder, and
     /// every run behind it learns when one more run ahead was done.
@@ -850,15 +950,56 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// A wait for run `seq` failed with `e` (not a timeout).
     fn settle_error(&self, e: DriverError, run: RunId, slot: usize, seq: u64) -> ErrorKind {
         let mut st = self.lock();
+        if e.is_device_fault()
+            && let Some(entry) = st.in_flight.get_mut(seq)
+        {
+            // A faulted stream completes nothing queued behind the fault.
+            entry.proof = Proof::Unproven;
+        }
+        self.driver_error(&mut st, e, run, slot, seq)
+    }
+
+    /// Classifies a driver error met while handling `run` in `slot`. A
+    /// device fault poisons the runner and breaks the chain (what the device
+    /// holds is no longer known), attributed to the run that faulted: a
+    /// kernel fault met by a later run (a collateral abort, a launch on a
+    /// faulted stream) belongs to the first run queued before `before` whose
+    /// own fence reports the fault; only when none does is it `run`'s.
+    fn driver_error(
+        &self,
+        st: &mut State<DEPTH>,
+        e: DriverError,
+        run: RunId,
+        slot: usize,
+        before: u64,
+    ) -> ErrorKind {
         if e.is_device_fault() {
+            let culprit = if matches!(e.kind(), crate::driver::ErrorKind::KernelFault(_)) {
+                st.in_flight
+                    .iter()
+                    .filter(|x| x.seq < before && !x.observed)
+                    .find(|x| {
+                        self.driver
+                            .query_event(self.regions[x.slot].ev_fence)
+                            .is_err_and(|q| q.is_device_fault())
+                    })
+                    .map(|x| (x.run, x.slot, x.seq))
+            } else {
+                None
+            };
+            let (run, slot) = match culprit {
+                Some((r, s, seq)) => {
+                    if let Some(x) = st.in_flight.get_mut(seq) {
+                        x.proof = Proof::Unproven;
+                    }
+                    (r, s)
+                }
+                None => (run, slot),
+            };
             st.poison(PoisonCause::DeviceFault, run, slot);
             st.chain = None;
-            if let Some(entry) = st.in_flight.get_mut(seq) {
-                entry.proof = Proof::Unproven;
-            }
-            return ErrorKind::Fault(Box::new(e));
         }
-        ErrorKind::Driver(Box::new(e))
+        ErrorKind::from_driver(e)
     }
 
     /// The entry of the launched run `seq` holding `slot` with `lease`.
@@ -1047,7 +1188,13 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
                         code: CodeHandle::from_raw(0, 0),
                         chained: false,
                     };
-                    self.wait_queued(slot, lease, &info, None)
+                    // This runs in `Drop`, maybe while a panic unwinds: a
+                    // panicking driver must not abort the process. A caught
+                    // panic leaves completion unproven.
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        self.wait_queued(slot, lease, &info, None)
+                    }))
+                    .unwrap_or(Err(ErrorKind::NotReady))
                 });
                 let mut st = self.lock();
                 if let Some(Ok(())) = outcome {
@@ -1097,7 +1244,7 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         // regions may be written synchronously.
         let r = &self.regions[slot];
         let d = &self.driver;
-        let e = |err: DriverError| self.lock().driver_error(err, run, slot);
+        let e = |err: DriverError| self.driver_error(&mut self.lock(), err, run, slot, u64::MAX);
         if let Input::Host(data) = input {
             let mut staging = self.staging(slot);
             let bytes = &mut staging[..data.len() * 4];
@@ -1125,91 +1272,13 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
     }
 
     fn launch(&self, slot: usize, lease: u64, info: &RunInfo) -> Result<Launched, LaunchFail> {
-        use LaunchFail::{Lost, NotSubmitted};
         // The lock is held across submission: sequence order is stream order
         // even when several threads launch.
         let mut st = self.lock();
-        st.check_held(slot, lease).map_err(NotSubmitted)?;
-        if let Some(p) = st.poison {
-            return Err(NotSubmitted(ErrorKind::Poisoned(p)));
-        }
-        if st.in_flight.is_full() {
-            return Err(NotSubmitted(ErrorKind::DepthExhausted(st.in_flight.len())));
-        }
-        self.ready_streams(&mut st).map_err(NotSubmitted)?;
-        let r = &self.regions[slot];
-        let (input, len) = if info.chained {
-            let c = st.chain.ok_or(NotSubmitted(ErrorKind::NoChainValue))?;
-            (self.regions[c.slot].output, c.len)
-        } else {
-            (r.input, info.len)
-        };
-        #[allow(clippy::cast_possible_truncation, reason = "slot < DEPTH <= 16")]
-        let slot_u32 = slot as u32;
-        let args = RunArgs {
-            run_id: info.run.0,
-            slot: slot_u32,
-            block_dim: self.config.block_dim,
-            len: len as u64,
-            input: input.raw(),
-            output: r.output.raw(),
-            handshake: r.handshake.raw(),
-            wall: r.wall.raw(),
-            status: r.status.raw(),
-        }
-        .to_bytes();
-        let (aicore, aicpu) = (st.aicore, st.aicpu);
-        let d = &self.driver;
-        if let Err(e) = d.launch_aicore(aicore, info.code, self.config.block_dim, &args) {
-            return Err(NotSubmitted(st.driver_error(e, info.run, slot)));
-        }
-        let seq = st.next_seq;
-        st.next_seq += 1;
-        let mut entry = Entry {
-            seq,
-            run: info.run,
-            slot,
-            proof: Proof::Pending,
-            launched_at: Duration::ZERO,
-            ahead_done_at: Duration::ZERO,
-            observed: false,
-        };
-        let lost = if let Err(e) = d.launch_aicpu(aicpu, &args) {
-            Some((
-                PoisonCause::PartialLaunch,
-                ErrorKind::PartialLaunch(Box::new(e)),
-            ))
-        } else if let Err(e) = d
-            .record_event(r.ev_aicore, aicore)
-            .and_then(|()| d.stream_wait_event(aicpu, r.ev_aicore))
-            .and_then(|()| d.record_event(r.ev_fence, aicpu))
-        {
-            Some((
-                PoisonCause::FenceNotRecorded,
-                ErrorKind::FenceNotRecorded(Box::new(e)),
-            ))
-        } else {
-            None
-        };
-        st.stats.launched += 1;
-        if let Some((cause, kind)) = lost {
-            // Work reached the device that no fence can observe: keep it in
-            // the set as unproven until a drain proves the queue quiet.
-            entry.proof = Proof::Unproven;
-            let _ = st.in_flight.push(entry);
-            st.quarantine(slot);
-            st.poison(cause, info.run, slot);
-            st.chain = None;
-            return Err(Lost(kind));
-        }
-        // Read after the submission: the run cannot have reached the head
-        // of the queue earlier.
-        entry.launched_at = d.clock();
-        // `is_full` was checked above and the sequence is fresh.
-        let _ = st.in_flight.push(entry);
-        st.slots[slot] = SlotState::InFlight { lease };
-        st.chain = Some(Chain { slot, len });
-        Ok(Launched { seq, len })
+        st.launching = Some((info.run, slot));
+        let r = self.launch_locked(&mut st, slot, lease, info);
+        st.launching = None;
+        r
     }
 
     fn wait(&self, slot: usize, lease: u64, info: &RunInfo, how: Wait) -> Result<(), ErrorKind> {
@@ -1235,7 +1304,8 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
             });
         }
         let r = &self.regions[slot];
-        let e = |err: DriverError| self.lock().driver_error(err, info.run, slot);
+        let e =
+            |err: DriverError| self.driver_error(&mut self.lock(), err, info.run, slot, info.seq);
         let mut raw = [0u8; StatusRecord::SIZE];
         self.driver
             .copy_from_device(&mut raw, r.status)
@@ -1279,9 +1349,10 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
 
 impl<D: Driver, const DEPTH: usize> Drop for Device<D, DEPTH> {
     fn drop(&mut self) {
-        // Best effort: drain within the fence timeout, then release. What
+        // Best effort: drain within the queue budget, then release. What
         // cannot be proven idle is leaked, never destroyed under the device.
-        let _ = self.teardown();
+        // A panicking driver must not abort the process from here.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.teardown()));
     }
 }
 

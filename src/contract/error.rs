@@ -122,6 +122,10 @@ pub enum PoisonCause {
     Overrun,
     /// The device reported a kernel fault or a lost device.
     DeviceFault,
+    /// A panic (a driver's) interrupted a transition while it held the
+    /// device's state: what reached the device is unknown. The run is the
+    /// one being launched, `#0` when none was.
+    Interrupted,
 }
 
 impl fmt::Display for PoisonCause {
@@ -131,6 +135,7 @@ impl fmt::Display for PoisonCause {
             PoisonCause::FenceNotRecorded => "completion event could not be recorded",
             PoisonCause::Overrun => "run overran its budget at the head of the queue",
             PoisonCause::DeviceFault => "device fault",
+            PoisonCause::Interrupted => "a panic interrupted a transition",
         })
     }
 }

@@ -7,6 +7,7 @@
 pub mod acl;
 pub mod broken;
 pub mod checks;
+pub mod hooked;
 pub mod model;
 pub mod suite;
 

@@ -125,6 +125,21 @@ impl Default for LatencyModel {
 }
 
 impl LatencyModel {
+    /// The longest latency the simulator applies (1 s); longer ones are
+    /// clamped to it, so `Duration::MAX` cannot hang a host call.
+    pub const MAX: Duration = Duration::from_secs(1);
+
+    /// Each latency clamped to [`LatencyModel::MAX`].
+    #[must_use]
+    pub fn clamped(self) -> Self {
+        LatencyModel {
+            submit: self.submit.min(Self::MAX),
+            dispatch_gap: self.dispatch_gap.min(Self::MAX),
+            host_wake: self.host_wake.min(Self::MAX),
+            kernel: self.kernel.min(Self::MAX),
+        }
+    }
+
     /// Every latency zero: the device runs as fast as the host can drive it.
     #[must_use]
     pub const fn zero() -> Self {
@@ -222,7 +237,8 @@ impl SimConfig {
         self
     }
 
-    /// Sets [`SimConfig::latency`].
+    /// Sets [`SimConfig::latency`]. Each latency is clamped to
+    /// [`LatencyModel::MAX`]: a model, never a hang.
     #[must_use]
     pub fn latency(mut self, latency: LatencyModel) -> Self {
         self.latency = latency;
@@ -556,11 +572,19 @@ struct Handle {
 
 impl Drop for Handle {
     fn drop(&mut self) {
-        if let Ok(mut core) = self.shared.core.lock() {
-            core.shutdown = true;
-        }
+        // Even when a panic poisoned the lock, the device thread must learn
+        // to stop: else the join below would wait for ever.
+        self.shared
+            .core
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .shutdown = true;
         self.shared.kick.notify_all();
-        let thread = self.thread.lock().ok().and_then(|mut t| t.take());
+        let thread = self
+            .thread
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .take();
         if let Some(t) = thread {
             // A panicking device thread has already reported; nothing to add.
             let _ = t.join();
@@ -609,7 +633,8 @@ impl SimDriver {
         SimDriver::build(config, true)
     }
 
-    fn build(config: SimConfig, real_time: bool) -> Self {
+    fn build(mut config: SimConfig, real_time: bool) -> Self {
+        config.latency = config.latency.clamped();
         let shared = Arc::new(Shared {
             core: Mutex::new(Core::new(config, real_time.then(Instant::now))),
             epoch: AtomicU64::new(0),

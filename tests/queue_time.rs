@@ -1,0 +1,501 @@
+//! Time that knows the queue (issue 10).
+//!
+//! - A healthy queue never poisons itself: every run of a deep real-time
+//!   queue can be fenced, last first, with the default configuration.
+//! - "The device overran" is judged on the driver's clock: a host thread
+//!   preempted for far longer than the watchdog never poisons a stepped
+//!   (virtual-time) device — and the same wait judged on the host's clock
+//!   (a broken driver) does, which is what the test would catch.
+//! - A run that really overruns still poisons, attributed to that run, and a
+//!   drain recovers.
+//! - No deadline or configuration arithmetic panics: `Duration::MAX` and
+//!   `usize::MAX` settings are refused with a `ConfigError` naming the value,
+//!   or mean "no limit" where a call takes a wait.
+//! - `Drop` survives unwinding: panics with runs launched (the user's, or a
+//!   driver's inside a wait or a launch) neither abort nor hang, and the
+//!   device drops in bounded time.
+
+mod common;
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use common::LaunchIn;
+use common::hooked::Hooked;
+use runclaim::contract::{ConfigError, ErrorKind, Poison, PoisonCause};
+use runclaim::driver::abi::Program;
+use runclaim::driver::{Driver, Op};
+use runclaim::sim::{Fault, Kernel, LatencyModel, SimConfig, SimDriver};
+use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+
+const MS: Duration = Duration::from_millis(1);
+
+fn inc() -> [Callable; 1] {
+    [Callable::program("inc", &Program::new().add(1))]
+}
+
+/// A real-time device whose kernels take `kernel` under a `watchdog`.
+fn real_time(watchdog: Duration, kernel: Duration) -> SimDriver {
+    SimDriver::real_time(
+        SimConfig::default()
+            .watchdog(watchdog)
+            .latency(LatencyModel {
+                kernel,
+                ..LatencyModel::default()
+            }),
+    )
+}
+
+/// Launches one run per listed slot, each chained on the one before, then
+/// fences them **last first** and checks every value: run `k` computes
+/// `1 + (k + 1)`.
+macro_rules! fence_last_first {
+    ($runner:expr, $code:expr, [$($run:ident = $i:literal),+]) => {{
+        let runner = &$runner;
+        let mut first = true;
+        $(
+            let input = if first { Input::Host(&[1]) } else { Input::Previous };
+            first = false;
+            let $run = runner.launched::<$i>($code, input);
+        )+
+        let _ = first;
+        let mut results = Vec::new();
+        fence_last_first!(@rev runner, results, [$($run = $i),+]);
+        results.sort_unstable();
+        results
+    }};
+    (@rev $runner:ident, $results:ident, [$run:ident = $i:literal $(, $rest:ident = $j:literal)*]) => {
+        fence_last_first!(@rev $runner, $results, [$($rest = $j),*]);
+        let fenced = $run
+            .fence()
+            .unwrap_or_else(|e| panic!("fence of slot {}: {e}; health {:?}", $i, $runner.health()));
+        let mut out = Outputs::<$i>::new(1);
+        fenced.finalize(&mut out).unwrap();
+        $results.push(($i, out.values()[0]));
+    };
+    (@rev $runner:ident, $results:ident, []) => {};
+}
+
+/// Depth 4, watchdog 50 ms, every kernel 30 ms (60 %): the last run waits
+/// behind three others (~120 ms, more than the 100 ms default budget), and
+/// must be fenced, not called hung. Before the queue-aware rule this
+/// poisoned the runner and quarantined slot 3.
+#[test]
+fn healthy_depth4_queue_fenced_last_first_never_poisons() {
+    let mut dev =
+        Device::<_, 4>::open(real_time(50 * MS, 30 * MS), DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    let results = fence_last_first!(runner, code, [a = 0, b = 1, c = 2, d = 3]);
+    assert_eq!(results, [(0, 2), (1, 3), (2, 4), (3, 5)]);
+    let h = runner.health();
+    assert_eq!((h.poisoned, h.quarantined.len()), (None, 0));
+}
+
+/// Depth 8, watchdog 40 ms, kernels 20 ms (50 %): eight runs queued, the
+/// last fenced first (it waits ~170 ms behind seven others; the default
+/// per-run budget is 80 ms).
+#[test]
+fn healthy_depth8_queue_fenced_last_first_never_poisons() {
+    let mut dev =
+        Device::<_, 8>::open(real_time(40 * MS, 20 * MS), DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    let results = fence_last_first!(
+        runner,
+        code,
+        [a = 0, b = 1, c = 2, d = 3, e = 4, f = 5, g = 6, h = 7]
+    );
+    let want: Vec<_> = (0..8).map(|i| (i, u32::try_from(i).unwrap() + 2)).collect();
+    assert_eq!(results, want);
+    assert_eq!(runner.health().poisoned, None);
+}
+
+/// The negative control of the two above: the same queue with kernels that
+/// really exceed the watchdog poisons — attributed to the first run, the one
+/// that overran, not to the run being fenced — and a drain recovers.
+#[test]
+fn kernels_past_the_watchdog_poison_attributed_to_the_run_that_overran() {
+    let sim = real_time(20 * MS, 30 * MS);
+    let mut dev = Device::<_, 4>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let mut runner = dev.publish(&inc()).unwrap();
+    {
+        let code = runner.code("inc").unwrap();
+        let first = runner.launched::<0>(code, Input::Host(&[1]));
+        let r1 = runner.launched::<1>(code, Input::Previous);
+        let r2 = runner.launched::<2>(code, Input::Previous);
+        let last = runner.launched::<3>(code, Input::Previous);
+        let first_id = first.id();
+        let err = last.fence().unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::Fault(_)), "{err}");
+        assert_eq!(
+            runner.health().poisoned,
+            Some(Poison {
+                cause: PoisonCause::DeviceFault,
+                run: first_id,
+                slot: 0
+            }),
+            "the poison names the run that overran"
+        );
+        drop((first, r1, r2, err));
+    }
+    let report = runner.drain().unwrap();
+    assert!(report.cleared.is_some() && report.streams_recreated > 0);
+    drop(runner);
+    // Healthy kernels run again on the recovered device.
+    let mut dev2 = Device::<_, 2>::open(real_time(50 * MS, MS), DeviceConfig::default()).unwrap();
+    let r = dev2.publish(&inc()).unwrap();
+    assert_eq!(
+        r.serial::<0>(r.code("inc").unwrap(), Input::Host(&[9])),
+        [10]
+    );
+}
+
+/// A run whose completion the device never reports (a lost fence event)
+/// overruns its budget at the head of the queue: that run, and only that
+/// run, is named — a run behind it that completes is fenced normally.
+#[test]
+fn a_lost_fence_poisons_naming_its_own_run_only() {
+    let sim = SimDriver::stepped(SimConfig::default().watchdog(2 * MS));
+    let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let mut runner = dev.publish(&inc()).unwrap();
+    {
+        let code = runner.code("inc").unwrap();
+        let ok0 = runner.launched::<0>(code, Input::Host(&[1]));
+        // Run 1's fence is its launch's second record: records 3 and 4 are
+        // run 1's (run 0 made records 1 and 2).
+        sim.inject(Fault::EventNeverCompletes { nth: 2 });
+        let lost = runner.launched::<1>(code, Input::Host(&[5]));
+        let after = runner.launched::<2>(code, Input::Host(&[7]));
+        let lost_id = lost.id();
+        // The run behind the lost one completes: fenced, nothing poisoned.
+        let mut out = Outputs::<2>::new(1);
+        after.fence().unwrap().finalize(&mut out).unwrap();
+        assert_eq!(out.values(), &[8]);
+        assert_eq!(runner.health().poisoned, None);
+        ok0.fence().unwrap();
+        let err = lost.fence().unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::Timeout { overran: Some(r), .. } if *r == lost_id),
+            "{err}"
+        );
+        assert_eq!(
+            runner.health().poisoned,
+            Some(Poison {
+                cause: PoisonCause::Overrun,
+                run: lost_id,
+                slot: 1
+            })
+        );
+    }
+    assert_eq!(runner.drain().unwrap().released, 1);
+    assert_eq!(
+        runner.serial::<1>(runner.code("inc").unwrap(), Input::Host(&[1])),
+        [2]
+    );
+}
+
+/// A host thread preempted for 20 ms inside every wait — ten times the
+/// 2 ms watchdog — never makes a healthy stepped device look hung: device
+/// time is virtual and only moves with the device.
+#[test]
+fn a_preempted_host_never_poisons_a_virtual_time_device() {
+    let hooked = Hooked::new(SimDriver::stepped(SimConfig::default().watchdog(2 * MS)));
+    let hooks = std::sync::Arc::clone(&hooked.hooks);
+    let sim = hooked.sim.clone();
+    let mut dev = Device::<_, 2>::open(hooked, DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    *hooks.preempted.lock().unwrap() = 20 * MS;
+    // The fence becomes visible 3 ms (virtual) late: within the 4 ms budget.
+    sim.inject(Fault::DelayEvent {
+        nth: 2,
+        delay: 3 * MS,
+    });
+    let run = runner.launched::<0>(code, Input::Host(&[1]));
+    // A short wait is only "not yet", however long the host was away.
+    let err = run.fence_for(Duration::from_micros(5)).unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::Timeout { overran: None, .. }),
+        "{err}"
+    );
+    let fenced = err.into_value().fence().unwrap();
+    let mut out = Outputs::<0>::new(1);
+    fenced.finalize(&mut out).unwrap();
+    assert_eq!(out.values(), &[2]);
+    assert_eq!(runner.health().poisoned, None);
+}
+
+/// The negative control of the test above: the same wait judged on the
+/// host's clock (a driver that reports it for a virtual-time device) takes
+/// the preempted host for a hung device and poisons a healthy run.
+#[test]
+fn judged_on_host_time_the_same_wait_poisons_a_healthy_run() {
+    let hooked = Hooked::new(SimDriver::stepped(SimConfig::default().watchdog(2 * MS)));
+    let hooks = std::sync::Arc::clone(&hooked.hooks);
+    let sim = hooked.sim.clone();
+    let mut dev = Device::<_, 2>::open(hooked, DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    hooks.host_clock.store(true, Ordering::SeqCst);
+    *hooks.preempted.lock().unwrap() = 20 * MS;
+    sim.inject(Fault::DelayEvent {
+        nth: 2,
+        delay: 3 * MS,
+    });
+    let run = runner.launched::<0>(code, Input::Host(&[1]));
+    let err = run.fence().unwrap_err();
+    assert!(
+        matches!(
+            err.kind(),
+            ErrorKind::Timeout {
+                overran: Some(_),
+                ..
+            }
+        ),
+        "host time stood in for device time, so the check must fire: {err}"
+    );
+}
+
+#[test]
+fn extreme_configurations_are_refused_naming_the_value() {
+    let open = |cfg: DeviceConfig| {
+        Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), cfg)
+            .map(drop)
+            .unwrap_err()
+            .kind()
+            .clone()
+    };
+    let too_long = |k: &ErrorKind, name: &str| matches!(k, ErrorKind::Config(c) if matches!(**c, ConfigError::TooLong { what, .. } if what == name));
+    let k = open(DeviceConfig::default().fence_timeout(Duration::MAX));
+    assert!(too_long(&k, "fence_timeout"), "{k}");
+    assert!(k.to_string().contains("fence_timeout"), "{k}");
+    let k = open(DeviceConfig::default().device_watchdog(Duration::MAX / 2 + MS));
+    assert!(too_long(&k, "device_watchdog"), "{k}");
+    let k = open(DeviceConfig::default().max_elements(usize::MAX));
+    assert!(
+        matches!(&k, ErrorKind::Config(c) if matches!(**c, ConfigError::ArenaTooLarge { max_elements: usize::MAX, .. })),
+        "{k}"
+    );
+    // A device whose own watchdog is unbounded.
+    let sim = SimDriver::stepped(SimConfig::default().watchdog(Duration::MAX));
+    let k = Device::<_, 2>::open(sim, DeviceConfig::default())
+        .map(drop)
+        .unwrap_err()
+        .kind()
+        .clone();
+    assert!(too_long(&k, "the driver's watchdog"), "{k}");
+}
+
+/// The longest accepted fence timeout, and `Duration::MAX` where a call
+/// takes a wait, never overflow a deadline: in a real-time fence, a drain, a
+/// publication and a drop that each meet a forgotten run.
+#[test]
+fn the_largest_waits_never_overflow() {
+    let cfg = DeviceConfig::default()
+        .device_watchdog(DeviceConfig::MAX_TIMEOUT / 2)
+        .fence_timeout(DeviceConfig::MAX_TIMEOUT);
+    let mut dev = Device::<_, 2>::open(real_time(50 * MS, MS), cfg).unwrap();
+    {
+        let mut runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        let run = runner.launched::<0>(code, Input::Host(&[1]));
+        let fenced = run.fence_for(Duration::MAX).unwrap();
+        drop(fenced);
+        std::mem::forget(runner.launched::<1>(code, Input::Host(&[1])));
+        runner.drain_for(Duration::MAX).unwrap();
+        let code = runner.code("inc").unwrap();
+        let run = runner.launched::<0>(code, Input::Host(&[1]));
+        run.fence().unwrap();
+        std::mem::forget(runner.launched::<1>(code, Input::Host(&[1])));
+    }
+    // Publication drains the forgotten run first.
+    let runner = dev.publish(&inc()).unwrap();
+    std::mem::forget(runner.launched::<1>(runner.code("inc").unwrap(), Input::Host(&[1])));
+    drop(dev); // and so does dropping the device
+}
+
+/// A simulator configured with absurd latencies and watchdog neither
+/// panics nor hangs a host call: latencies are clamped to
+/// `LatencyModel::MAX`, waits saturate.
+#[test]
+fn the_simulator_survives_extreme_settings() {
+    let sim = SimDriver::real_time(
+        SimConfig::default()
+            .watchdog(20 * MS)
+            .latency(LatencyModel {
+                submit: Duration::ZERO,
+                dispatch_gap: Duration::ZERO,
+                host_wake: Duration::ZERO,
+                kernel: Duration::MAX,
+            }),
+    );
+    assert_eq!(sim.config().latency.kernel, LatencyModel::MAX);
+    let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&inc()).unwrap();
+    let run = runner.launched::<0>(runner.code("inc").unwrap(), Input::Host(&[1]));
+    // A one-second kernel under a 20 ms watchdog: the device faults it.
+    assert!(matches!(
+        run.fence().unwrap_err().kind(),
+        ErrorKind::Fault(_)
+    ));
+    // Blocking calls with unbounded timeouts on idle or unknown resources.
+    let s = sim.create_stream().unwrap();
+    sim.sync_stream(s, Duration::MAX).unwrap();
+    let stepped = SimDriver::stepped(SimConfig::default().watchdog(Duration::MAX));
+    let e = stepped.create_event().unwrap();
+    stepped.sync_event(e, Duration::MAX).unwrap();
+}
+
+/// The user's own panic while runs are launched: unwinding drops them,
+/// each waits (bounded) for its fence, the process survives, the device is
+/// still usable and drops in bounded time. With the default budget and with
+/// the largest accepted one.
+#[test]
+fn a_user_panic_with_runs_launched_unwinds_cleanly() {
+    for cfg in [
+        DeviceConfig::default(),
+        DeviceConfig::default().fence_timeout(DeviceConfig::MAX_TIMEOUT),
+    ] {
+        let sim = SimDriver::stepped(SimConfig::default().watchdog(2 * MS));
+        let mut dev = Device::<_, 2>::open(sim.clone(), cfg).unwrap();
+        let runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let _a = runner.launched::<0>(code, Input::Host(&[1]));
+            let _b = runner.launched::<1>(code, Input::Previous);
+            panic!("the user's own panic");
+        }));
+        assert!(outcome.is_err());
+        let h = runner.health();
+        assert_eq!((h.in_flight, h.poisoned, h.quarantined.len()), (0, None, 0));
+        assert_eq!(runner.serial::<0>(code, Input::Host(&[4])), [5]);
+        drop(runner);
+        drop(dev);
+        assert_eq!(sim.stats().live_streams(), 0, "released");
+    }
+}
+
+/// A panic while the device cannot prove a run complete (its fence event
+/// is lost): the unwinding drop waits the bounded queue budget, quarantines
+/// the slot, and the process survives; a drain recovers.
+#[test]
+fn a_panic_over_a_hung_run_quarantines_and_survives() {
+    let sim = SimDriver::stepped(SimConfig::default().watchdog(2 * MS));
+    let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let mut runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    sim.inject(Fault::EventNeverCompletes { nth: 2 });
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let _hung = runner.launched::<0>(code, Input::Host(&[1]));
+        panic!("while the run cannot complete");
+    }));
+    assert!(outcome.is_err());
+    assert!(runner.health().quarantined.contains(0));
+    runner.drain().unwrap();
+    let code = runner.code("inc").unwrap();
+    assert_eq!(runner.serial::<0>(code, Input::Host(&[1])), [2]);
+}
+
+/// A driver that panics inside a fence's wait: the panic reaches the
+/// caller, the run dropped during the unwinding waits again — the driver
+/// panics again, inside `Drop`, while unwinding — and still the process
+/// does not abort: the slot is quarantined, a drain recovers.
+#[test]
+fn a_driver_panic_inside_drop_while_unwinding_does_not_abort() {
+    let hooked = Hooked::new(SimDriver::stepped(SimConfig::default().watchdog(2 * MS)));
+    let hooks = std::sync::Arc::clone(&hooked.hooks);
+    let mut dev = Device::<_, 2>::open(hooked, DeviceConfig::default()).unwrap();
+    let mut runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    *hooks.panic_in.lock().unwrap() = Some(Op::SyncEvent);
+    hooks.armed.store(true, Ordering::SeqCst);
+    let outcome = catch_unwind(AssertUnwindSafe(|| {
+        let run = runner.launched::<0>(code, Input::Host(&[1]));
+        let _ = run.fence();
+    }));
+    assert!(outcome.is_err(), "the driver's panic reaches the caller");
+    hooks.armed.store(false, Ordering::SeqCst);
+    assert!(runner.health().quarantined.contains(0));
+    runner.drain().unwrap();
+    let code = runner.code("inc").unwrap();
+    assert_eq!(runner.serial::<0>(code, Input::Host(&[1])), [2]);
+}
+
+/// A driver that panics in the middle of a launch (AICore kernel queued,
+/// AICPU launch never returns) while the device's state is locked: the lock
+/// is recovered — nothing hangs — and the runner is poisoned, naming the
+/// interrupted run, until a drain proves the queue quiet.
+#[test]
+fn a_driver_panic_mid_launch_poisons_instead_of_hanging() {
+    let hooked = Hooked::new(SimDriver::stepped(SimConfig::default().watchdog(2 * MS)));
+    let hooks = std::sync::Arc::clone(&hooked.hooks);
+    let mut dev = Device::<_, 2>::open(hooked, DeviceConfig::default()).unwrap();
+    let mut runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    *hooks.panic_in.lock().unwrap() = Some(Op::LaunchAicpu);
+    hooks.armed.store(true, Ordering::SeqCst);
+    let prepared = runner
+        .prepare(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(code, Input::Host(&[1])),
+        )
+        .unwrap();
+    let id = prepared.id();
+    let panicked = catch_unwind(AssertUnwindSafe(|| prepared.launch().map(drop))).is_err();
+    assert!(panicked);
+    hooks.armed.store(false, Ordering::SeqCst);
+    let poison = runner.health().poisoned.expect("poisoned");
+    assert_eq!(
+        (poison.cause, poison.run, poison.slot),
+        (PoisonCause::Interrupted, id, 0)
+    );
+    let err = runner
+        .prepare(
+            runner.take_slot::<1>().unwrap(),
+            RunSpec::new(code, Input::Host(&[1])),
+        )
+        .unwrap()
+        .launch()
+        .unwrap_err();
+    assert!(matches!(err.kind(), ErrorKind::Poisoned(_)), "{err}");
+    drop(err);
+    // The orphaned AICore kernel faults on the device's watchdog; the drain
+    // replaces its stream and returns every slot.
+    runner.drain().unwrap();
+    let code = runner.code("inc").unwrap();
+    assert_eq!(runner.serial::<0>(code, Input::Host(&[1])), [2]);
+    assert_eq!(runner.serial::<1>(code, Input::Host(&[2])), [3]);
+}
+
+/// Kernel faults met by a later run are attributed to the run that
+/// faulted: run 1's AICore kernel raises, run 2 (behind it) is the one
+/// fenced.
+#[test]
+fn a_fault_met_by_a_later_run_names_the_run_that_faulted() {
+    let sim = SimDriver::stepped(SimConfig::default().watchdog(2 * MS));
+    let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let mut runner = dev.publish(&inc()).unwrap();
+    {
+        let code = runner.code("inc").unwrap();
+        let r0 = runner.launched::<0>(code, Input::Host(&[1]));
+        r0.fence().unwrap();
+        sim.inject(Fault::KernelFault {
+            kernel: Kernel::Aicore,
+            nth: 1,
+        });
+        let r1 = runner.launched::<1>(code, Input::Host(&[1]));
+        let r2 = runner.launched::<2>(code, Input::Host(&[1]));
+        let faulty = r1.id();
+        let err = r2.fence().unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::Fault(_)), "{err}");
+        let p = runner.health().poisoned.unwrap();
+        assert_eq!(
+            (p.cause, p.run, p.slot),
+            (PoisonCause::DeviceFault, faulty, 1)
+        );
+        drop((r1, err));
+    }
+    runner.drain().unwrap();
+}
