@@ -191,7 +191,10 @@ where
     runclaim::contract::Depth<DEPTH>: runclaim::contract::SupportedDepth,
 {
     let sim = SimDriver::real_time(SimConfig::default().latency(opts.latency));
-    Device::open(sim, DeviceConfig::default().max_elements(opts.elements))
+    Ok(Device::open(
+        sim,
+        DeviceConfig::default().max_elements(opts.elements),
+    )?)
 }
 
 // The reference runtime's contract: run N is fenced and finalized before

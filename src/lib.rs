@@ -71,26 +71,37 @@
 //!
 //! The types cannot see a [`std::mem::forget`], a device fault or a hang:
 //!
-//! - **Dropped runs.** Dropping a launched run waits (at most the fence
-//!   timeout) for its own fence, then frees its slot. A run that cannot be
+//! - **Dropped runs.** Dropping a launched run waits (bounded, as a fence
+//!   does) for its own fence, then frees its slot — even while a panic
+//!   unwinds. A run that cannot be
 //!   proven complete leaves its slot **quarantined** — never recycled while
 //!   the device might still write it — and reported in [`Runner::health`].
 //! - **Forgotten runs.** Forgetting a run ends its borrow, so the device
 //!   also keeps an in-flight set. A forgotten run keeps its slot until a
 //!   [`Runner::drain`] or a [`Device::publish`] proves it complete; closing
 //!   the device waits for it too. Nothing destroys a stream with queued work.
+//! - **Time knows the queue.** [`DeviceConfig::fence_timeout`] is a per-run
+//!   budget: what the device may take over one run once every run ahead of
+//!   it is complete. A fence waits as long as the runs ahead legitimately
+//!   take; only a run that stayed incomplete at the head of the queue for
+//!   longer than its budget — on the driver's clock, never the host's — is
+//!   evidence of a hang. See [`Run::fence`].
 //! - **Poisoning.** A partial launch (AICore queued, AICPU refused), a device
-//!   fault, or a fence that outlasts the device watchdog **poisons** the
-//!   runner: nothing launches until a drain proves the queue quiet (and
-//!   re-creates faulted streams). A run that completes with an error code
-//!   fails alone ([`contract::ErrorKind::RunFailed`]); its queued successor
-//!   is unaffected.
+//!   fault, a run that overran its budget, or a panic that interrupted a
+//!   transition **poisons** the runner, naming the run it belongs to:
+//!   nothing launches until a drain proves the queue quiet (and re-creates
+//!   faulted streams). A run that completes with an error code fails alone
+//!   ([`contract::ErrorKind::RunFailed`]); its queued successor is
+//!   unaffected.
 //! - **Records.** Finalize checks that the status and device-wall records
 //!   carry this run's id: a record written by another run is an error, not
 //!   a silently wrong diagnostic.
-//! - **Timeouts.** The fence timeout must exceed the device watchdog, or
-//!   the host would give up while the device still runs; [`Device::open`]
-//!   refuses such a configuration.
+//! - **Code.** A publication pins its code: no other owner of the NPU can
+//!   evict it while the runner lives, and a launch of a replaced upload is
+//!   refused, never run.
+//! - **Configuration.** The fence timeout must exceed the device watchdog,
+//!   and no duration or size may overflow what is computed from it;
+//!   [`Device::open`] refuses such a configuration, naming the value.
 //!
 //! ## Layers
 //!

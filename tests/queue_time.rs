@@ -499,3 +499,33 @@ fn a_fault_met_by_a_later_run_names_the_run_that_faulted() {
     }
     runner.drain().unwrap();
 }
+
+/// `Device::close` proves the queue quiet before releasing anything; when it
+/// cannot, the device comes back untouched, to close later.
+#[test]
+fn a_close_that_cannot_drain_hands_the_device_back() {
+    let hooked = Hooked::new(SimDriver::stepped(SimConfig::default().watchdog(2 * MS)));
+    let hooks = std::sync::Arc::clone(&hooked.hooks);
+    let sim = hooked.sim.clone();
+    let mut dev = Device::<_, 2>::open(hooked, DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&inc()).unwrap();
+    std::mem::forget(runner.launched::<0>(runner.code("inc").unwrap(), Input::Host(&[1])));
+    drop(runner);
+    hooks.stall.store(true, Ordering::SeqCst);
+    let err = dev.close().unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::Undrained { count: 1, .. }),
+        "{err}"
+    );
+    let dev = err
+        .into_value()
+        .expect("nothing was released: the device comes back");
+    assert_eq!(sim.stats().live_streams(), 2);
+    hooks.stall.store(false, Ordering::SeqCst);
+    dev.close().map_err(runclaim::Error::without_value).unwrap();
+    let s = sim.stats();
+    assert_eq!(
+        (s.live_streams(), s.live_events(), s.live_allocations()),
+        (0, 0, 0)
+    );
+}

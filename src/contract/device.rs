@@ -355,20 +355,56 @@ where
     /// stream pair, allocates every slot's regions and completion events.
     ///
     /// # Errors
-    /// [`ErrorKind::Config`] for an invalid configuration (e.g. a fence
-    /// timeout not above the device watchdog); [`ErrorKind::Driver`] when
-    /// the device refuses a resource (everything created so far is released).
+    /// The driver comes back inside the error, to retry with another
+    /// configuration: [`ErrorKind::Config`] for an invalid configuration
+    /// (e.g. a fence timeout not above the device watchdog);
+    /// [`ErrorKind::Driver`] when the device refuses a resource (everything
+    /// created so far is released first); [`ErrorKind::HostOutOfMemory`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use runclaim::{Device, DeviceConfig};
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    ///
+    /// let too_short = DeviceConfig::default().fence_timeout(Duration::from_millis(1));
+    /// let err = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), too_short).unwrap_err();
+    /// let device = Device::<_, 2>::open(err.into_value(), DeviceConfig::default())?; // the same driver
+    /// # drop(device);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
     #[allow(
         clippy::needless_pass_by_value,
         reason = "configurations are built inline and handed over, like std's builders"
     )]
-    pub fn open(driver: D, config: DeviceConfig) -> Result<Self, Error> {
-        let info = driver.info();
-        let config = config
-            .resolve(&info, DEPTH)
-            .map_err(|e| Error::plain(Action::Open, e))?;
+    pub fn open(driver: D, config: DeviceConfig) -> Result<Self, Error<D>> {
+        let config = match config.resolve(&driver.info(), DEPTH) {
+            Ok(c) => c,
+            Err(e) => return Err(Error::new(driver, Action::Open, None, None, e.into())),
+        };
+        match Self::build(&driver, config) {
+            Ok(parts) => Ok(Self::assemble(driver, config, parts)),
+            Err(kind) => Err(Error::new(driver, Action::Open, None, None, kind)),
+        }
+    }
+}
+
+/// What [`Device::open`] builds before the device exists.
+type Parts<const DEPTH: usize> = (
+    StreamId,
+    StreamId,
+    u64,
+    [SlotRegions; DEPTH],
+    [Mutex<Vec<u8>>; DEPTH],
+);
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH>
+where
+    Depth<DEPTH>: SupportedDepth,
+{
+    /// Creates the device's resources; on failure, releases what it made.
+    fn build(driver: &D, config: Resolved) -> Result<Parts<DEPTH>, ErrorKind> {
         let mut b = Building {
-            driver: &driver,
+            driver,
             memory: Vec::new(),
             events: Vec::new(),
             streams: Vec::new(),
@@ -397,7 +433,7 @@ where
             Ok(x) => x,
             Err(e) => {
                 b.undo();
-                return Err(Error::plain(Action::Open, ErrorKind::from_driver(e)));
+                return Err(ErrorKind::from_driver(e));
             }
         };
         // Host staging: a failed host allocation is an error, never an abort.
@@ -406,12 +442,9 @@ where
             let mut buf = Vec::new();
             if buf.try_reserve_exact(config.arena_half_bytes()).is_err() {
                 b.undo();
-                return Err(Error::plain(
-                    Action::Open,
-                    ErrorKind::HostOutOfMemory {
-                        bytes: config.arena_half_bytes(),
-                    },
-                ));
+                return Err(ErrorKind::HostOutOfMemory {
+                    bytes: config.arena_half_bytes(),
+                });
             }
             buf.resize(config.arena_half_bytes(), 0);
             staging.push(Mutex::new(buf));
@@ -421,10 +454,15 @@ where
             <[Mutex<Vec<u8>>; DEPTH]>::try_from(staging),
         ) else {
             b.undo();
-            return Err(Error::plain(Action::Open, ErrorKind::DepthExhausted(DEPTH)));
+            return Err(ErrorKind::DepthExhausted(DEPTH));
         };
         drop(b);
-        Ok(Device {
+        Ok((aicpu, aicore, aicore_epoch, regions, staging))
+    }
+
+    fn assemble(driver: D, config: Resolved, parts: Parts<DEPTH>) -> Self {
+        let (aicpu, aicore, aicore_epoch, regions, staging) = parts;
+        Device {
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
             config,
             regions,
@@ -449,7 +487,7 @@ where
             }),
             driver,
             closed: false,
-        })
+        }
     }
 
     /// Registers `callables` and returns the [`Runner`] for them.
@@ -547,7 +585,47 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         })
     }
 
-    /// The driver.
+    /// The driver, for inspection (a simulator's statistics, faults to
+    /// inject) and for resources of your own.
+    ///
+    /// **The trust boundary.** The device's own resources — its two
+    /// streams, its events, the slot regions and the code it pinned — are
+    /// the contract's. The device hands out none of their handles except a
+    /// callable's [`CodeHandle`](crate::driver::CodeHandle) (for
+    /// diagnostics). What you may do through the driver without breaking
+    /// the contract:
+    ///
+    /// - create, use and destroy **your own** streams, events, allocations;
+    /// - register code: it can never evict or replace code a live
+    ///   publication pinned (a registration that would have to is refused
+    ///   with `CodeMemoryFull`), and an upload newer than the device's
+    ///   AICore stream makes that stream stale for it, so a later
+    ///   publication of the same bytes re-creates the stream.
+    ///
+    /// What happens if you reach the device's resources anyway (a pin you
+    /// release, a handle you forge): every driver validates every handle and
+    /// range, so it is never undefined behaviour; a destroyed stream or
+    /// event, a freed region, evicted code fail the device's next
+    /// transition with an error — never a run of other code. Rewriting the
+    /// *contents* of the device's memory by a forged address is outside the
+    /// contract, as a second process writing the NPU's memory would be.
+    ///
+    /// ```
+    /// use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+    /// use runclaim::driver::Driver;
+    /// use runclaim::driver::abi::Program;
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    ///
+    /// let sim = SimDriver::stepped(SimConfig::default().code_slots(1));
+    /// let mut device = Device::<_, 2>::open(sim, DeviceConfig::default())?;
+    /// let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+    /// // The one code slot holds the runner's pinned code: no eviction.
+    /// assert!(runner.device().driver().register_code(&Program::new().mul(2).encode()).is_err());
+    /// let mut out = Outputs::<0>::new(1);
+    /// runner.run_serial(runner.take_slot::<0>()?, RunSpec::new(runner.code("f")?, Input::Host(&[1])), &mut out)?;
+    /// assert_eq!(out.values(), &[2]);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
     pub fn driver(&self) -> &D {
         &self.driver
     }
@@ -601,13 +679,6 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     #[must_use]
     pub fn stats(&self) -> ContractStats {
         self.lock().stats
-    }
-
-    /// The current AICore and AICPU streams (for diagnostics and tests).
-    #[must_use]
-    pub fn streams(&self) -> (StreamId, StreamId) {
-        let st = self.lock();
-        (st.aicore, st.aicpu)
     }
 
     pub(crate) fn id(&self) -> u64 {
@@ -727,11 +798,23 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     ///
     /// # Errors
     /// [`ErrorKind::Undrained`] when runs could not be proven complete
-    /// within the fence timeout: their streams and memory are then leaked
-    /// on purpose (a stream with queued work is never destroyed, and memory
-    /// a kernel may still write is never freed).
-    pub fn close(mut self) -> Result<(), Error> {
-        self.teardown().map_err(|k| Error::plain(Action::Close, k))
+    /// within the queue budget: nothing was released and the device comes
+    /// back (`Some`), to close later — or to drop, which leaks its streams
+    /// and memory on purpose (a stream with queued work is never destroyed,
+    /// and memory a kernel may still write is never freed). A driver error
+    /// while releasing: `None`, the rest was released.
+    #[allow(
+        clippy::result_large_err,
+        reason = "close runs once per device; handing the device back by value is the point"
+    )]
+    pub fn close(mut self) -> Result<(), Error<Option<Self>>> {
+        // Nothing is released until the queue is proven quiet: if it is not,
+        // the device comes back untouched, to close later.
+        if let Err(k) = self.drain(None) {
+            return Err(Error::new(Some(self), Action::Close, None, None, k));
+        }
+        self.teardown()
+            .map_err(|k| Error::new(None, Action::Close, None, None, k))
     }
 
     fn teardown(&mut self) -> Result<(), ErrorKind> {

@@ -656,6 +656,23 @@ impl<'r, const I: usize> From<Error<SlotToken<'r, I>>> for Error {
     }
 }
 
+/// `?` on a failed [`Device::open`](super::Device::open) drops the driver.
+impl<D: crate::driver::Driver> From<Error<D>> for Error {
+    fn from(e: Error<D>) -> Self {
+        e.without_value()
+    }
+}
+
+/// `?` on a failed [`Device::close`](super::Device::close) drops the device
+/// (which leaks what it could not prove idle).
+impl<D: crate::driver::Driver, const DEPTH: usize> From<Error<Option<super::Device<D, DEPTH>>>>
+    for Error
+{
+    fn from(e: Error<Option<super::Device<D, DEPTH>>>) -> Self {
+        e.without_value()
+    }
+}
+
 /// `?` on a failed serial run drops the token, if it came back.
 impl<'r, const I: usize> From<Error<Option<SlotToken<'r, I>>>> for Error {
     fn from(e: Error<Option<SlotToken<'r, I>>>) -> Self {

@@ -27,6 +27,17 @@ pub struct Hooks {
     /// A broken driver: report the host's clock for the simulator's
     /// virtual-time device.
     pub host_clock: AtomicBool,
+    /// A broken driver: registrations do not pin (each is released at once),
+    /// so other registrations may evict the code.
+    pub ignore_pins: AtomicBool,
+    /// A broken driver: a launch runs whatever upload is resident at the
+    /// handle's address now (the upload check disabled).
+    pub launch_resident: AtomicBool,
+    /// A broken driver: `code_epoch` claims no upload will ever be newer
+    /// than a stream (foreign uploads never make a stream stale).
+    pub epoch_lie: AtomicBool,
+    /// A stalled device: every `sync_stream` times out at once.
+    pub stall: AtomicBool,
 }
 
 /// The simulator with [`Hooks`].
@@ -86,7 +97,6 @@ impl Driver for Hooked {
         create_stream[CreateStream]() -> Result<StreamId, DriverError>;
         destroy_stream[DestroyStream](s: StreamId) -> Result<(), DriverError>;
         query_stream[QueryStream](s: StreamId) -> Result<Completion, DriverError>;
-        sync_stream[SyncStream](s: StreamId, t: Duration) -> Result<(), DriverError>;
         create_event[CreateEvent]() -> Result<EventId, DriverError>;
         destroy_event[DestroyEvent](e: EventId) -> Result<(), DriverError>;
         record_event[RecordEvent](e: EventId, s: StreamId) -> Result<(), DriverError>;
@@ -95,14 +105,57 @@ impl Driver for Hooked {
         stream_wait_event[StreamWaitEvent](s: StreamId, e: EventId) -> Result<(), DriverError>;
         event_elapsed[EventElapsed](a: EventId, b: EventId) -> Result<Duration, DriverError>;
         event_timestamp[EventTimestamp](e: EventId) -> Result<u64, DriverError>;
-        register_code[RegisterCode](code: &[u8]) -> Result<Registration, DriverError>;
-        release_code[ReleaseCode](code: CodeHandle) -> Result<(), DriverError>;
-        launch_aicore[LaunchAicore](s: StreamId, c: CodeHandle, b: u32, a: &[u8]) -> Result<(), DriverError>;
         launch_aicpu[LaunchAicpu](s: StreamId, a: &[u8]) -> Result<(), DriverError>;
     }
 
+    fn sync_stream(&self, s: StreamId, t: Duration) -> Result<(), DriverError> {
+        self.enter(Op::SyncStream);
+        if self.hooks.stall.load(Ordering::SeqCst) {
+            let kind = runclaim::driver::ErrorKind::Timeout { waited: t };
+            return Err(DriverError::new(Op::SyncStream, kind));
+        }
+        self.sim.sync_stream(s, t)
+    }
+
+    fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
+        self.enter(Op::RegisterCode);
+        let r = self.sim.register_code(code)?;
+        if self.hooks.ignore_pins.load(Ordering::SeqCst) {
+            self.sim.release_code(r.handle)?;
+        }
+        Ok(r)
+    }
+
+    fn release_code(&self, code: CodeHandle) -> Result<(), DriverError> {
+        self.enter(Op::ReleaseCode);
+        if self.hooks.ignore_pins.load(Ordering::SeqCst) {
+            return Ok(()); // released at registration already
+        }
+        self.sim.release_code(code)
+    }
+
+    fn launch_aicore(
+        &self,
+        s: StreamId,
+        code: CodeHandle,
+        block_dim: u32,
+        args: &[u8],
+    ) -> Result<(), DriverError> {
+        self.enter(Op::LaunchAicore);
+        let code = if self.hooks.launch_resident.load(Ordering::SeqCst) {
+            self.sim.code_at(code.raw()).unwrap_or(code)
+        } else {
+            code
+        };
+        self.sim.launch_aicore(s, code, block_dim, args)
+    }
+
     fn code_epoch(&self) -> u64 {
-        self.sim.code_epoch()
+        if self.hooks.epoch_lie.load(Ordering::SeqCst) {
+            u64::MAX
+        } else {
+            self.sim.code_epoch()
+        }
     }
 
     fn clock(&self) -> Duration {
