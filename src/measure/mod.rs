@@ -28,7 +28,7 @@ pub mod timeline;
 
 use std::fmt;
 
-use crate::driver::abi::{NANOS_PER_TICK, WallRecord};
+use crate::driver::abi::{WallRecord, ticks_to_nanos};
 
 /// Order statistics of a set of durations, in nanoseconds.
 ///
@@ -151,15 +151,18 @@ impl Report {
             if gap < 0 {
                 overlaps += 1;
             }
-            gaps.push(u64::try_from(gap.max(0)).unwrap_or(u64::MAX) * NANOS_PER_TICK);
+            gaps.push(ticks_to_nanos(
+                u64::try_from(gap.max(0)).unwrap_or(u64::MAX),
+            ));
         }
         let first = sorted[0].start();
         let last = sorted.iter().map(|w| w.end).max().unwrap_or(first);
-        let span_ns = (last - first) * NANOS_PER_TICK;
+        let span_ns = ticks_to_nanos(last.saturating_sub(first));
+        // Saturating: records from a corrupt device must not overflow.
         let busy_ns: u64 = sorted
             .iter()
-            .map(|w| w.duration_ticks() * NANOS_PER_TICK)
-            .sum();
+            .map(|w| ticks_to_nanos(w.duration_ticks()))
+            .fold(0, u64::saturating_add);
         let per_sec = |ns: u64| {
             if ns == 0 {
                 0.0
@@ -225,6 +228,26 @@ mod tests {
             end,
             ..Default::default()
         }
+    }
+
+    #[test]
+    fn extreme_records_saturate_instead_of_overflowing() {
+        let far = WallRecord {
+            run_id: 2,
+            aicore_start: u64::MAX - 1,
+            aicpu_start: u64::MAX - 1,
+            dispatched: u64::MAX - 1,
+            end: u64::MAX,
+            ..Default::default()
+        };
+        let whole = WallRecord {
+            run_id: 1,
+            end: u64::MAX - 2,
+            ..Default::default()
+        };
+        let r = Report::from_walls(&[whole, far]).unwrap();
+        assert_eq!((r.span_ns, r.busy_ns), (u64::MAX, u64::MAX));
+        assert_eq!(r.gap.max_ns, 20);
     }
 
     #[test]

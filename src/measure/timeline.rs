@@ -51,6 +51,11 @@ const LEFT: f64 = 90.0;
 const RIGHT: f64 = 20.0;
 const LANE_H: f64 = 26.0;
 const SECTION_H: f64 = 120.0;
+/// Where the first section starts (below the title and the legend).
+const TOP: f64 = 62.0;
+/// The narrowest an idle gap is drawn, so a 2 µs gap still shows.
+const MIN_GAP_PX: f64 = 3.0;
+const IDLE: &str = "#d62728";
 const SLOT_COLOURS: [&str; 8] = [
     "#4e79a7", "#f28e2b", "#59a14f", "#b07aa1", "#76b7b2", "#edc948", "#ff9da7", "#9c755f",
 ];
@@ -61,28 +66,63 @@ fn esc(s: &str) -> String {
         .replace('>', "&gt;")
 }
 
+/// The first `window` runs of a section, by device start.
+fn first_runs(walls: &[WallRecord], window: usize) -> Vec<WallRecord> {
+    let mut w = walls.to_vec();
+    w.sort_by_key(WallRecord::start);
+    w.truncate(window.max(1));
+    w
+}
+
+/// The idle gaps between consecutive runs, in ticks.
+fn gaps(walls: &[WallRecord]) -> impl Iterator<Item = u64> + '_ {
+    walls
+        .windows(2)
+        .map(|p| p[1].start().saturating_sub(p[0].end))
+}
+
+/// A round tick step (1, 2 or 5 × 10ⁿ µs) giving five to ten ticks over
+/// `span_us`.
+fn tick_step(span_us: f64) -> f64 {
+    let raw = (span_us / 8.0).max(1e-3);
+    let decade = 10f64.powf(raw.log10().floor());
+    [1.0, 2.0, 5.0, 10.0]
+        .into_iter()
+        .map(|m| m * decade)
+        .find(|&step| step >= raw)
+        .unwrap_or(10.0 * decade)
+}
+
+fn micros(ticks: u64) -> f64 {
+    ticks as f64 * NANOS_PER_TICK as f64 / 1000.0
+}
+
 /// Renders the first `window` runs (by device start) of each section on one
-/// shared time scale, so the sections' gaps compare at a glance.
+/// shared time scale, so the sections' gaps compare at a glance: the AICore
+/// and AICPU lanes, runs coloured by slot (a legend names the colours), the
+/// device's idle gaps in red (drawn at least a few pixels wide, so even a
+/// 2 µs gap shows) with the section's mean gap written beside its title, and
+/// a time axis with round ticks. Never panics: records whose end precedes
+/// their start are drawn empty.
 #[must_use]
 #[allow(clippy::too_many_lines, reason = "one straight-line drawing routine")]
 pub fn svg(sections: &[Section<'_>], window: usize) -> String {
     let windows: Vec<Vec<WallRecord>> = sections
         .iter()
-        .map(|s| {
-            let mut w = s.walls.to_vec();
-            w.sort_by_key(WallRecord::start);
-            w.truncate(window.max(1));
-            w
-        })
+        .map(|s| first_runs(s.walls, window))
         .collect();
     let span_ticks = windows
         .iter()
-        .filter_map(|w| Some(w.iter().map(|r| r.end).max()? - w.first()?.start()))
+        .filter_map(|w| {
+            let end = w.iter().map(|r| r.end).max()?;
+            Some(end.saturating_sub(w.first()?.start()))
+        })
         .max()
         .unwrap_or(1)
         .max(1);
     let plot_w = WIDTH - LEFT - RIGHT;
-    let height = 40.0 + SECTION_H * sections.len() as f64 + 30.0;
+    let axis_y = TOP + SECTION_H * sections.len() as f64;
+    let height = axis_y + 48.0;
     let mut o = String::new();
     let _ = writeln!(
         o,
@@ -91,39 +131,66 @@ pub fn svg(sections: &[Section<'_>], window: usize) -> String {
     let _ = writeln!(o, r#"<rect width="100%" height="100%" fill="white"/>"#);
     let _ = writeln!(
         o,
-        r#"<text x="{LEFT}" y="20" font-size="13" font-weight="bold">Device timeline: first {} runs of each mode, same time scale (colour = slot, red = device idle)</text>"#,
+        r#"<text x="{LEFT}" y="20" font-size="13" font-weight="bold">Device timeline: the first {} runs of each mode, on one time scale</text>"#,
         window.max(1)
     );
-    for (si, (section, walls)) in sections.iter().zip(&windows).enumerate() {
-        let top = 40.0 + SECTION_H * si as f64;
+    // Legend: the slots that appear, then idle.
+    let mut slots: Vec<u32> = windows.iter().flatten().map(|w| w.slot).collect();
+    slots.sort_unstable();
+    slots.dedup();
+    let mut lx = LEFT;
+    for slot in &slots {
+        let colour = SLOT_COLOURS[*slot as usize % SLOT_COLOURS.len()];
         let _ = writeln!(
             o,
-            r#"<text x="4" y="{}" font-size="13" font-weight="bold">{}</text>"#,
-            top + 12.0,
+            r#"<rect x="{lx}" y="32" width="14" height="12" fill="{colour}"/><text x="{}" y="42">run in slot {slot}</text>"#,
+            lx + 18.0
+        );
+        lx += 96.0;
+    }
+    let _ = writeln!(
+        o,
+        r#"<rect x="{lx}" y="32" width="14" height="12" fill="{IDLE}"/><text x="{}" y="42">device idle between runs (drawn at least {MIN_GAP_PX} px wide)</text>"#,
+        lx + 18.0
+    );
+    for (si, (section, walls)) in sections.iter().zip(&windows).enumerate() {
+        let top = TOP + SECTION_H * si as f64;
+        let gap_ticks: Vec<u64> = gaps(walls).collect();
+        let mean_gap = if gap_ticks.is_empty() {
+            String::new()
+        } else {
+            let sum: u128 = gap_ticks.iter().map(|&g| u128::from(g)).sum();
+            let mean = u64::try_from(sum / gap_ticks.len() as u128).unwrap_or(u64::MAX);
+            format!(" — mean idle gap {:.1} µs", micros(mean))
+        };
+        let _ = writeln!(
+            o,
+            r#"<text x="4" y="{}" font-size="13"><tspan font-weight="bold">{}</tspan>{mean_gap}</text>"#,
+            top + 6.0,
             esc(section.title)
         );
         let Some(t0) = walls.first().map(WallRecord::start) else {
             continue;
         };
-        let x = |t: u64| LEFT + (t.saturating_sub(t0)) as f64 / span_ticks as f64 * plot_w;
+        let x = |t: u64| LEFT + t.saturating_sub(t0) as f64 / span_ticks as f64 * plot_w;
         for (li, lane) in ["AICore", "AICPU"].iter().enumerate() {
-            let y = top + 22.0 + li as f64 * (LANE_H + 8.0);
+            let y = top + 30.0 + li as f64 * (LANE_H + 8.0);
             let _ = writeln!(
                 o,
                 r##"<text x="4" y="{}">{lane}</text><rect x="{LEFT}" y="{y}" width="{plot_w}" height="{LANE_H}" fill="#f4f4f4"/>"##,
                 y + LANE_H / 2.0 + 4.0
             );
-            for (i, w) in walls.iter().enumerate() {
+            for w in walls {
                 let start = if li == 0 {
                     w.aicore_start
                 } else {
                     w.aicpu_start
                 };
-                let (x0, x1) = (x(start), x(w.end));
+                let (x0, x1) = (x(start), x(w.end.max(start)));
                 let colour = SLOT_COLOURS[w.slot as usize % SLOT_COLOURS.len()];
                 let _ = writeln!(
                     o,
-                    r#"<rect x="{x0:.2}" y="{y}" width="{:.2}" height="{LANE_H}" fill="{colour}" stroke="white" stroke-width="0.5"><title>run {} slot {}</title></rect>"#,
+                    r#"<rect x="{x0:.2}" y="{y}" width="{:.2}" height="{LANE_H}" fill="{colour}" stroke="black" stroke-opacity="0.25" stroke-width="0.5"><title>run {} slot {}</title></rect>"#,
                     (x1 - x0).max(0.5),
                     w.run_id,
                     w.slot
@@ -137,47 +204,71 @@ pub fn svg(sections: &[Section<'_>], window: usize) -> String {
                         w.run_id
                     );
                 }
-                // The idle gap before the next run, shaded on both lanes.
-                if let Some(next) = walls.get(i + 1)
-                    && next.start() > w.end
-                {
-                    let (g0, g1) = (x(w.end), x(next.start()));
+            }
+            // Idle gaps on top of the runs, never thinner than MIN_GAP_PX.
+            let mut last_label = f64::NEG_INFINITY;
+            for (i, pair) in walls.windows(2).enumerate() {
+                let (end, next) = (pair[0].end, pair[1].start());
+                if next <= end {
+                    continue;
+                }
+                let (g0, g1) = (x(end), x(next));
+                let mid = f64::midpoint(g0, g1);
+                let width = (g1 - g0).max(MIN_GAP_PX);
+                let _ = writeln!(
+                    o,
+                    r#"<rect x="{:.2}" y="{y}" width="{width:.2}" height="{LANE_H}" fill="{IDLE}" opacity="0.8"><title>idle {:.1} µs before run {}</title></rect>"#,
+                    mid - width / 2.0,
+                    micros(gap_ticks[i]),
+                    pair[1].run_id
+                );
+                // Labels where they do not collide.
+                if li == 0 && mid - last_label > 44.0 {
+                    last_label = mid;
                     let _ = writeln!(
                         o,
-                        r##"<rect x="{g0:.2}" y="{y}" width="{:.2}" height="{LANE_H}" fill="#e15759" opacity="0.35"/>"##,
-                        (g1 - g0).max(0.5)
+                        r#"<text x="{mid:.2}" y="{}" fill="{IDLE}" text-anchor="middle">{:.0} µs</text>"#,
+                        y - 3.0,
+                        micros(gap_ticks[i])
                     );
-                    if li == 0 {
-                        let gap_us = (next.start() - w.end) as f64 * NANOS_PER_TICK as f64 / 1000.0;
-                        let _ = writeln!(
-                            o,
-                            r##"<text x="{:.2}" y="{}" fill="#c03030" text-anchor="middle">{gap_us:.0} µs</text>"##,
-                            f64::midpoint(g0, g1),
-                            y - 3.0
-                        );
-                    }
                 }
             }
         }
     }
-    // Time axis.
-    let axis_y = 40.0 + SECTION_H * sections.len() as f64;
-    let span_us = span_ticks as f64 * NANOS_PER_TICK as f64 / 1000.0;
+    // Time axis: round ticks and a title with the unit.
+    let span_us = micros(span_ticks);
+    let step = tick_step(span_us);
     let _ = writeln!(
         o,
         r##"<line x1="{LEFT}" y1="{axis_y}" x2="{}" y2="{axis_y}" stroke="#333"/>"##,
         LEFT + plot_w
     );
-    for k in 0..=10 {
-        let xx = LEFT + plot_w * f64::from(k) / 10.0;
+    let mut k = 0u32;
+    loop {
+        let t = step * f64::from(k);
+        if t > span_us * 1.0001 {
+            break;
+        }
+        let xx = LEFT + t / span_us * plot_w;
+        let label = if step < 1.0 {
+            format!("{t:.1}")
+        } else {
+            format!("{t:.0}")
+        };
         let _ = writeln!(
             o,
-            r##"<line x1="{xx:.2}" y1="{axis_y}" x2="{xx:.2}" y2="{}" stroke="#333"/><text x="{xx:.2}" y="{}" text-anchor="middle">{:.0} µs</text>"##,
+            r##"<line x1="{xx:.2}" y1="{axis_y}" x2="{xx:.2}" y2="{}" stroke="#333"/><text x="{xx:.2}" y="{}" text-anchor="middle">{label}</text>"##,
             axis_y + 4.0,
-            axis_y + 16.0,
-            span_us * f64::from(k) / 10.0
+            axis_y + 16.0
         );
+        k += 1;
     }
+    let _ = writeln!(
+        o,
+        r#"<text x="{}" y="{}" text-anchor="middle">device time since each mode's first run (µs)</text>"#,
+        LEFT + plot_w / 2.0,
+        axis_y + 36.0
+    );
     o.push_str("</svg>\n");
     o
 }
@@ -200,15 +291,78 @@ mod tests {
         let walls = [run(1, 0), run(2, 150), run(3, 250)];
         let s = svg(&[Section::new("a<b", &walls)], 10);
         assert_eq!(s.matches("<title>run").count(), 6, "3 runs × 2 lanes");
-        assert_eq!(
-            s.matches("opacity=\"0.35\"").count(),
-            2,
-            "one gap × 2 lanes"
+        assert_eq!(s.matches("<title>idle").count(), 2, "one gap × 2 lanes");
+        assert!(
+            s.contains("mean idle gap 0.5 µs"),
+            "one 50-tick gap, one 0: mean 25 ticks"
         );
         assert!(s.contains("a&lt;b"));
         assert!(s.trim_end().ends_with("</svg>"));
         // An empty section draws nothing and does not panic.
         let e = svg(&[Section::new("empty", &[])], 4);
         assert!(e.contains("empty"));
+    }
+
+    #[test]
+    fn a_two_microsecond_gap_is_drawn_visible_and_legended() {
+        // 250 µs runs, 2 µs apart: 100 ticks of gap in 12,500-tick runs.
+        let run = |id: u64, start: u64| WallRecord {
+            run_id: id,
+            slot: u32::try_from(id % 2).unwrap(),
+            aicore_start: start,
+            aicpu_start: start,
+            dispatched: start,
+            end: start + 12_500,
+            ..Default::default()
+        };
+        let walls: Vec<_> = (0..12).map(|i| run(i, i * 12_600)).collect();
+        let s = svg(&[Section::new("queued", &walls)], 12);
+        let widths: Vec<f64> = s
+            .lines()
+            .filter(|l| l.contains("<title>idle"))
+            .map(|l| {
+                let w = l.split("width=\"").nth(1).unwrap();
+                w[..w.find('"').unwrap()].parse().unwrap()
+            })
+            .collect();
+        assert_eq!(widths.len(), 22, "11 gaps × 2 lanes");
+        assert!(widths.iter().all(|&w| w >= MIN_GAP_PX), "{widths:?}");
+        assert!(s.contains("run in slot 0") && s.contains("run in slot 1"));
+        assert!(s.contains("device idle between runs"));
+        assert!(s.contains("mean idle gap 2.0 µs"));
+        assert!(s.contains("(µs)"), "axis title with its unit");
+    }
+
+    #[test]
+    fn ticks_are_round() {
+        for (span, step) in [
+            (3640.0, 500.0),
+            (100.0, 20.0),
+            (7.0, 1.0),
+            (1e6, 200_000.0),
+            (0.5, 0.1),
+        ] {
+            assert!(
+                (tick_step(span) - step).abs() < 1e-9,
+                "{span} → {}",
+                tick_step(span)
+            );
+        }
+    }
+
+    #[test]
+    fn garbage_records_do_not_panic() {
+        let bad = WallRecord {
+            run_id: 1,
+            aicore_start: u64::MAX,
+            aicpu_start: 5,
+            end: 0,
+            ..Default::default()
+        };
+        let s = svg(
+            &[Section::new("bad", &[bad, bad, WallRecord::default()])],
+            usize::MAX,
+        );
+        assert!(s.ends_with("</svg>\n"));
     }
 }
