@@ -358,23 +358,31 @@ pub trait Driver: Send + Sync {
     /// Queues a device-to-device copy on `stream`.
     ///
     /// *After*: the copy happens in stream order; both ranges must stay live
-    /// until it has run.
+    /// until it has run. The contract does not use it; the default is
+    /// [`ErrorKind::Unsupported`].
     fn copy_async(
         &self,
         stream: StreamId,
         dst: DevPtr,
         src: DevPtr,
         len: usize,
-    ) -> Result<(), DriverError>;
+    ) -> Result<(), DriverError> {
+        let _ = (stream, dst, src, len);
+        Err(DriverError::new(Op::CopyAsync, ErrorKind::Unsupported))
+    }
 
-    /// Queues a fill of device memory on `stream`.
+    /// Queues a fill of device memory on `stream`. The contract does not
+    /// use it; the default is [`ErrorKind::Unsupported`].
     fn memset_async(
         &self,
         stream: StreamId,
         dst: DevPtr,
         value: u8,
         len: usize,
-    ) -> Result<(), DriverError>;
+    ) -> Result<(), DriverError> {
+        let _ = (stream, dst, value, len);
+        Err(DriverError::new(Op::MemsetAsync, ErrorKind::Unsupported))
+    }
 
     // ----- streams ------------------------------------------------------
 
@@ -392,8 +400,16 @@ pub trait Driver: Send + Sync {
     /// Reports whether every task queued on `stream` has finished.
     ///
     /// *After*: `Err` with [`ErrorKind::KernelFault`] once a task on the
-    /// stream faulted (sticky).
-    fn query_stream(&self, stream: StreamId) -> Result<Completion, DriverError>;
+    /// stream faulted (sticky). The default asks
+    /// [`sync_stream`](Driver::sync_stream) with the shortest wait (1 µs)
+    /// and maps its timeout to [`Completion::NotReady`].
+    fn query_stream(&self, stream: StreamId) -> Result<Completion, DriverError> {
+        match self.sync_stream(stream, Duration::from_micros(1)) {
+            Ok(()) => Ok(Completion::Complete),
+            Err(e) if e.is_timeout() => Ok(Completion::NotReady),
+            Err(e) => Err(e),
+        }
+    }
 
     /// Waits until every task queued on `stream` has finished, at most
     /// `timeout`.
@@ -431,12 +447,23 @@ pub trait Driver: Send + Sync {
     /// captured (asynchronous; the host does not wait).
     fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), DriverError>;
 
-    /// Device time between two completed records.
-    fn event_elapsed(&self, start: EventId, end: EventId) -> Result<Duration, DriverError>;
+    /// Device time between two completed records. The default differences
+    /// [`event_timestamp`](Driver::event_timestamp)s (saturating at zero).
+    fn event_elapsed(&self, start: EventId, end: EventId) -> Result<Duration, DriverError> {
+        let a = self.event_timestamp(start)?;
+        let b = self.event_timestamp(end)?;
+        Ok(Duration::from_nanos(abi::ticks_to_nanos(
+            b.saturating_sub(a),
+        )))
+    }
 
     /// Device timestamp of a completed record, in device ticks
-    /// ([`abi::TICKS_PER_SEC`]).
-    fn event_timestamp(&self, event: EventId) -> Result<u64, DriverError>;
+    /// ([`abi::TICKS_PER_SEC`]). The default is [`ErrorKind::Unsupported`]
+    /// (the contract does not need it; measurements use the device wall).
+    fn event_timestamp(&self, event: EventId) -> Result<u64, DriverError> {
+        let _ = event;
+        Err(DriverError::new(Op::EventTimestamp, ErrorKind::Unsupported))
+    }
 
     // ----- code and kernels ---------------------------------------------
 
@@ -578,4 +605,115 @@ forward_driver!(Box<D>, std::sync::Arc<D>, &D);
 pub fn host_clock() -> Duration {
     static ORIGIN: std::sync::OnceLock<std::time::Instant> = std::sync::OnceLock::new();
     ORIGIN.get_or_init(std::time::Instant::now).elapsed()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{SimConfig, SimDriver};
+
+    /// A driver that implements only the required methods (forwarding to
+    /// the simulator): the defaults must behave as documented.
+    struct Minimal(SimDriver);
+
+    impl Driver for Minimal {
+        fn info(&self) -> DriverInfo {
+            self.0.info()
+        }
+        fn alloc(&self, bytes: usize) -> Result<DevPtr, DriverError> {
+            self.0.alloc(bytes)
+        }
+        fn free(&self, ptr: DevPtr) -> Result<(), DriverError> {
+            self.0.free(ptr)
+        }
+        fn copy_to_device(&self, dst: DevPtr, src: &[u8]) -> Result<(), DriverError> {
+            self.0.copy_to_device(dst, src)
+        }
+        fn copy_from_device(&self, dst: &mut [u8], src: DevPtr) -> Result<(), DriverError> {
+            self.0.copy_from_device(dst, src)
+        }
+        fn memset(&self, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError> {
+            self.0.memset(dst, value, len)
+        }
+        fn create_stream(&self) -> Result<StreamId, DriverError> {
+            self.0.create_stream()
+        }
+        fn destroy_stream(&self, stream: StreamId) -> Result<(), DriverError> {
+            self.0.destroy_stream(stream)
+        }
+        fn sync_stream(&self, stream: StreamId, timeout: Duration) -> Result<(), DriverError> {
+            self.0.sync_stream(stream, timeout)
+        }
+        fn create_event(&self) -> Result<EventId, DriverError> {
+            self.0.create_event()
+        }
+        fn destroy_event(&self, event: EventId) -> Result<(), DriverError> {
+            self.0.destroy_event(event)
+        }
+        fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), DriverError> {
+            self.0.record_event(event, stream)
+        }
+        fn query_event(&self, event: EventId) -> Result<Completion, DriverError> {
+            self.0.query_event(event)
+        }
+        fn sync_event(&self, event: EventId, timeout: Duration) -> Result<(), DriverError> {
+            self.0.sync_event(event, timeout)
+        }
+        fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), DriverError> {
+            self.0.stream_wait_event(stream, event)
+        }
+        fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
+            self.0.register_code(code)
+        }
+        fn code_epoch(&self) -> u64 {
+            self.0.code_epoch()
+        }
+        fn launch_aicore(
+            &self,
+            stream: StreamId,
+            code: CodeHandle,
+            block_dim: u32,
+            args: &[u8],
+        ) -> Result<(), DriverError> {
+            self.0.launch_aicore(stream, code, block_dim, args)
+        }
+        fn launch_aicpu(&self, stream: StreamId, args: &[u8]) -> Result<(), DriverError> {
+            self.0.launch_aicpu(stream, args)
+        }
+    }
+
+    #[test]
+    fn the_defaults_behave_as_documented() {
+        let sim = SimDriver::stepped(SimConfig::default());
+        let d = Minimal(sim.clone());
+        let s = d.create_stream().unwrap();
+        let buf = d.alloc(8).unwrap();
+        assert_eq!(d.query_stream(s).unwrap(), Completion::Complete);
+        sim.memset_async(s, buf, 1, 8).unwrap();
+        assert_eq!(d.query_stream(s).unwrap(), Completion::NotReady);
+        let unsupported = |e: DriverError| *e.kind() == ErrorKind::Unsupported;
+        assert!(unsupported(d.copy_async(s, buf, buf, 1).unwrap_err()));
+        assert!(unsupported(d.memset_async(s, buf, 0, 1).unwrap_err()));
+        let ev = d.create_event().unwrap();
+        assert!(unsupported(d.event_timestamp(ev).unwrap_err()));
+        assert!(unsupported(d.event_elapsed(ev, ev).unwrap_err()));
+        let code = d
+            .register_code(&abi::Program::new().encode())
+            .unwrap()
+            .handle;
+        assert!(d.release_code(code).is_ok());
+        let t = d.clock();
+        assert!(d.clock() >= t);
+        // And the contract runs on it.
+        let mut dev = crate::Device::<_, 2>::open(d, crate::DeviceConfig::default()).unwrap();
+        let runner = dev
+            .publish(&[crate::Callable::program("f", &abi::Program::new().add(1))])
+            .unwrap();
+        let mut out = crate::Outputs::<0>::new(1);
+        let spec = crate::RunSpec::new(runner.code("f").unwrap(), crate::Input::Host(&[1]));
+        runner
+            .run_serial(runner.take_slot::<0>().unwrap(), spec, &mut out)
+            .unwrap();
+        assert_eq!(out.values(), &[2]);
+    }
 }
