@@ -18,11 +18,12 @@
 mod common;
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::LaunchIn;
-use common::hooked::Hooked;
+use common::hooked::{Hooked, Hooks};
 use runclaim::contract::{ConfigError, ErrorKind, Poison, PoisonCause};
 use runclaim::driver::abi::Program;
 use runclaim::driver::{Driver, Op};
@@ -30,6 +31,15 @@ use runclaim::sim::{Fault, Kernel, LatencyModel, SimConfig, SimDriver};
 use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
 
 const MS: Duration = Duration::from_millis(1);
+
+/// A depth-2 device on a stepped simulator (2 ms watchdog) whose host side
+/// can be made to misbehave; the hooks and the simulator come back too.
+fn hooked() -> (Device<Hooked, 2>, Arc<Hooks>, SimDriver) {
+    let hooked = Hooked::new(SimDriver::stepped(SimConfig::default().watchdog(2 * MS)));
+    let (hooks, sim) = (Arc::clone(&hooked.hooks), hooked.sim.clone());
+    let dev = Device::open(hooked, DeviceConfig::default()).unwrap();
+    (dev, hooks, sim)
+}
 
 fn inc() -> [Callable; 1] {
     [Callable::program("inc", &Program::new().add(1))]
@@ -201,10 +211,7 @@ fn a_lost_fence_poisons_naming_its_own_run_only() {
 /// time is virtual and only moves with the device.
 #[test]
 fn a_preempted_host_never_poisons_a_virtual_time_device() {
-    let hooked = Hooked::new(SimDriver::stepped(SimConfig::default().watchdog(2 * MS)));
-    let hooks = std::sync::Arc::clone(&hooked.hooks);
-    let sim = hooked.sim.clone();
-    let mut dev = Device::<_, 2>::open(hooked, DeviceConfig::default()).unwrap();
+    let (mut dev, hooks, sim) = hooked();
     let runner = dev.publish(&inc()).unwrap();
     let code = runner.code("inc").unwrap();
     *hooks.preempted.lock().unwrap() = 20 * MS;
@@ -232,10 +239,7 @@ fn a_preempted_host_never_poisons_a_virtual_time_device() {
 /// the preempted host for a hung device and poisons a healthy run.
 #[test]
 fn judged_on_host_time_the_same_wait_poisons_a_healthy_run() {
-    let hooked = Hooked::new(SimDriver::stepped(SimConfig::default().watchdog(2 * MS)));
-    let hooks = std::sync::Arc::clone(&hooked.hooks);
-    let sim = hooked.sim.clone();
-    let mut dev = Device::<_, 2>::open(hooked, DeviceConfig::default()).unwrap();
+    let (mut dev, hooks, sim) = hooked();
     let runner = dev.publish(&inc()).unwrap();
     let code = runner.code("inc").unwrap();
     hooks.host_clock.store(true, Ordering::SeqCst);
@@ -404,9 +408,7 @@ fn a_panic_over_a_hung_run_quarantines_and_survives() {
 /// does not abort: the slot is quarantined, a drain recovers.
 #[test]
 fn a_driver_panic_inside_drop_while_unwinding_does_not_abort() {
-    let hooked = Hooked::new(SimDriver::stepped(SimConfig::default().watchdog(2 * MS)));
-    let hooks = std::sync::Arc::clone(&hooked.hooks);
-    let mut dev = Device::<_, 2>::open(hooked, DeviceConfig::default()).unwrap();
+    let (mut dev, hooks, _) = hooked();
     let mut runner = dev.publish(&inc()).unwrap();
     let code = runner.code("inc").unwrap();
     *hooks.panic_in.lock().unwrap() = Some(Op::SyncEvent);
@@ -429,9 +431,7 @@ fn a_driver_panic_inside_drop_while_unwinding_does_not_abort() {
 /// interrupted run, until a drain proves the queue quiet.
 #[test]
 fn a_driver_panic_mid_launch_poisons_instead_of_hanging() {
-    let hooked = Hooked::new(SimDriver::stepped(SimConfig::default().watchdog(2 * MS)));
-    let hooks = std::sync::Arc::clone(&hooked.hooks);
-    let mut dev = Device::<_, 2>::open(hooked, DeviceConfig::default()).unwrap();
+    let (mut dev, hooks, _) = hooked();
     let mut runner = dev.publish(&inc()).unwrap();
     let code = runner.code("inc").unwrap();
     *hooks.panic_in.lock().unwrap() = Some(Op::LaunchAicpu);
@@ -504,10 +504,7 @@ fn a_fault_met_by_a_later_run_names_the_run_that_faulted() {
 /// cannot, the device comes back untouched, to close later.
 #[test]
 fn a_close_that_cannot_drain_hands_the_device_back() {
-    let hooked = Hooked::new(SimDriver::stepped(SimConfig::default().watchdog(2 * MS)));
-    let hooks = std::sync::Arc::clone(&hooked.hooks);
-    let sim = hooked.sim.clone();
-    let mut dev = Device::<_, 2>::open(hooked, DeviceConfig::default()).unwrap();
+    let (mut dev, hooks, sim) = hooked();
     let runner = dev.publish(&inc()).unwrap();
     std::mem::forget(runner.launched::<0>(runner.code("inc").unwrap(), Input::Host(&[1])));
     drop(runner);
