@@ -11,7 +11,7 @@ use common::acl::{control, lib_path, next_device, open};
 use fake_acl::control::FakeConfig;
 use runclaim::contract::{ConfigError, ErrorKind as ContractError};
 use runclaim::driver::acl::codes::{NAMED, kind_of};
-use runclaim::driver::acl::{AclConfig, AclDriver, Lib, LoadError, OpenError};
+use runclaim::driver::acl::{AclConfig, AclDriver, Lib, LoadError, MissingSymbol, OpenError};
 use runclaim::driver::{Capabilities, Completion, Driver, ErrorKind};
 use runclaim::sim::SimConfig;
 use runclaim::{Callable, Device, DeviceConfig, Input, Outputs};
@@ -21,44 +21,40 @@ fn fast() -> SimConfig {
 }
 
 #[test]
-fn library_not_found_lists_every_path_tried() {
+fn failing_explicit_paths_are_errors_with_the_loaders_words_for_both_libraries() {
     let cfg = AclConfig::new(0, "x.json")
         .libraries("/nonexistent/libascendcl.so", "/nonexistent/libruntime.so");
     let err = AclDriver::open(cfg).unwrap_err();
-    let OpenError::Load(LoadError::NotFound { lib, attempts }) = &err else {
+    let OpenError::Load(LoadError::Both { ascendcl, runtime }) = &err else {
         panic!("{err}");
     };
-    assert_eq!(*lib, Lib::AscendCl);
-    let paths: Vec<String> = attempts
-        .iter()
-        .map(|a| a.path.display().to_string())
-        .collect();
-    assert_eq!(
-        paths.first().map(String::as_str),
-        Some("/nonexistent/libascendcl.so")
-    );
-    assert!(
-        paths.iter().any(|p| p == "libascendcl.so"),
-        "the bare name comes last: {paths:?}"
-    );
-    assert!(
-        paths
-            .iter()
-            .any(|p| p.starts_with("/usr/local/Ascend/ascend-toolkit/latest")),
-        "{paths:?}"
-    );
-    assert!(
-        attempts.iter().all(|a| !a.error.is_empty()),
-        "each with the loader's message"
-    );
-    let text = err.to_string();
-    for p in &paths {
-        assert!(text.contains(p.as_str()), "the message lists {p}: {text}");
+    for (e, lib, path) in [
+        (ascendcl, Lib::AscendCl, "/nonexistent/libascendcl.so"),
+        (runtime, Lib::Runtime, "/nonexistent/libruntime.so"),
+    ] {
+        let LoadError::ExplicitPath { lib: l, attempt } = &**e else {
+            panic!("{e}");
+        };
+        assert_eq!(
+            (*l, attempt.path.to_str(), attempt.source),
+            (lib, Some(path), "explicit path")
+        );
+        assert!(
+            attempt.error.contains("No such file or directory"),
+            "the loader's own words: {}",
+            attempt.error
+        );
     }
+    let text = err.to_string();
+    for p in ["/nonexistent/libascendcl.so", "/nonexistent/libruntime.so"] {
+        assert!(text.contains(p), "the message names {p}: {text}");
+    }
+    assert!(!text.contains("dlopen failed"), "{text}");
+    assert!(text.contains("no other path was tried"), "{text}");
 }
 
 #[test]
-fn missing_required_symbols_are_all_listed() {
+fn missing_required_symbols_are_all_listed_with_their_file() {
     // libm loads anywhere and exports none of the runtime's symbols.
     let fake = lib_path("fake_acl");
     let cfg = AclConfig::new(0, "x.json").libraries(&fake, "libm.so.6");
@@ -75,11 +71,14 @@ fn missing_required_symbols_are_all_listed() {
     ];
     assert_eq!(missing.len(), want.len(), "{missing:?}");
     for w in want {
-        assert!(
-            missing.iter().any(|m| m.starts_with(w)),
-            "{w} in {missing:?}"
-        );
+        let m = missing.iter().find(|m| m.symbol == w).expect(w);
+        assert_eq!((m.lib, m.file.to_str()), (Lib::Runtime, Some("libm.so.6")));
     }
+    assert!(
+        err.to_string()
+            .contains("rtsLaunchCpuKernel in libm.so.6 (libruntime.so)"),
+        "{err}"
+    );
     // Both libraries wrong: every required symbol is reported in one error.
     let cfg = AclConfig::new(0, "x.json").libraries("libm.so.6", "libm.so.6");
     let Err(OpenError::Load(LoadError::MissingSymbols { missing })) = AclDriver::open(cfg) else {
@@ -89,7 +88,7 @@ fn missing_required_symbols_are_all_listed() {
 }
 
 #[test]
-fn one_missing_required_symbol_is_named() {
+fn one_missing_required_symbol_is_named_with_the_file_loaded() {
     // The fake runtime, complete but for `aclrtStreamWaitEvent`.
     let incomplete = lib_path("fake_acl_incomplete");
     let cfg = AclConfig::new(0, "x.json").libraries(&incomplete, &incomplete);
@@ -97,10 +96,20 @@ fn one_missing_required_symbol_is_named() {
     let OpenError::Load(LoadError::MissingSymbols { missing }) = &err else {
         panic!("{err}");
     };
-    assert_eq!(missing, &["aclrtStreamWaitEvent (libascendcl.so)"]);
+    assert_eq!(
+        missing,
+        &[MissingSymbol {
+            symbol: "aclrtStreamWaitEvent",
+            lib: Lib::AscendCl,
+            file: incomplete.clone(),
+        }]
+    );
     assert_eq!(
         err.to_string(),
-        "missing required symbols: aclrtStreamWaitEvent (libascendcl.so)"
+        format!(
+            "missing required symbols: aclrtStreamWaitEvent in {} (libascendcl.so)",
+            incomplete.display()
+        )
     );
 }
 
@@ -181,15 +190,13 @@ fn optional_capabilities_absent_fall_back() {
     r1.fence().unwrap().finalize(&mut o1).unwrap();
     assert_eq!((o0.values(), o1.values()), (&[6, 7][..], &[11, 12][..]));
     // Errors carry API and code, but no runtime message.
-    let err = dev
-        .driver()
-        .free(runclaim::driver::DevPtr::from_raw(0x10))
-        .unwrap_err();
+    let err = dev.driver().alloc(1 << 50).unwrap_err();
     let native = err.native().unwrap();
     assert_eq!(
         (native.api, native.code, native.message.as_deref()),
-        ("aclrtFree", 107_000, None)
+        ("aclrtMalloc", 207_001, None)
     );
+    assert_eq!(err.kind(), &ErrorKind::OutOfMemory { bytes: 1 << 50 });
 }
 
 #[test]

@@ -7,7 +7,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use fake_acl::control::{
-    FakeConfig, FakeStats, FakeTraceEntry, INJECT_CODE, decode_trace, encode_fault,
+    FakeConfig, FakeRuntime, FakeStats, FakeTraceEntry, INJECT_CODE, INJECT_ELAPSED, decode_trace,
+    encode_fault,
 };
 use libloading::Library;
 use runclaim::driver::acl::{AclConfig, AclDriver};
@@ -37,6 +38,9 @@ type Inject = unsafe extern "C" fn(i32, u32, u32, u64, u64) -> i32;
 type Stats = unsafe extern "C" fn(i32, *mut FakeStats) -> i32;
 type Trace = unsafe extern "C" fn(i32, *mut FakeTraceEntry, usize) -> isize;
 type Clock = unsafe extern "C" fn(i32, *mut u64) -> i32;
+type Runtime = unsafe extern "C" fn(i32, *mut FakeRuntime) -> i32;
+type Release = unsafe extern "C" fn(i32) -> i32;
+type SetVersion = unsafe extern "C" fn(i32, i32, i32) -> i32;
 
 /// The fake's test-control functions, resolved from the same loaded library
 /// the driver uses (one dlopen handle per path).
@@ -46,6 +50,9 @@ pub struct Control {
     stats: Stats,
     trace: Trace,
     clock: Clock,
+    runtime: Runtime,
+    release: Release,
+    set_version: SetVersion,
     _lib: Library,
 }
 
@@ -63,6 +70,9 @@ impl Control {
                 stats: *lib.get::<Stats>("runclaim_fake_stats").unwrap(),
                 trace: *lib.get::<Trace>("runclaim_fake_trace").unwrap(),
                 clock: *lib.get::<Clock>("runclaim_fake_clock").unwrap(),
+                runtime: *lib.get::<Runtime>("runclaim_fake_runtime").unwrap(),
+                release: *lib.get::<Release>("runclaim_fake_release").unwrap(),
+                set_version: *lib.get::<SetVersion>("runclaim_fake_set_version").unwrap(),
                 _lib: lib,
             }
         }
@@ -86,6 +96,38 @@ impl Control {
         // SAFETY: plain values.
         let rc =
             unsafe { (self.inject)(device, INJECT_CODE, 0, nth, u64::from(code.unsigned_abs())) };
+        assert_eq!(rc, 0);
+    }
+
+    /// Makes the next `aclrtEventElapsedTime` on `device` report `ms`.
+    pub fn inject_elapsed(&self, device: i32, ms: f32) {
+        // SAFETY: plain values.
+        let rc = unsafe { (self.inject)(device, INJECT_ELAPSED, 0, 1, u64::from(ms.to_bits())) };
+        assert_eq!(rc, 0);
+    }
+
+    /// What the fake runtime observed on `device`.
+    pub fn runtime(&self, device: i32) -> FakeRuntime {
+        let mut r = FakeRuntime::default();
+        // SAFETY: `r` is a valid out-pointer.
+        let rc = unsafe { (self.runtime)(device, &raw mut r) };
+        assert_eq!(rc, 0);
+        r
+    }
+
+    /// Releases `device` now (joins its real-time thread); `false` when it
+    /// was not live.
+    pub fn release(&self, device: i32) -> bool {
+        // SAFETY: plain value.
+        unsafe { (self.release)(device) == 0 }
+    }
+
+    /// Makes `aclrtGetVersion` report `v` on the calling thread (`None`:
+    /// the default).
+    pub fn set_version(&self, v: Option<(i32, i32, i32)>) {
+        let (a, b, c) = v.unwrap_or((-1, 0, 0));
+        // SAFETY: plain values.
+        let rc = unsafe { (self.set_version)(a, b, c) };
         assert_eq!(rc, 0);
     }
 
