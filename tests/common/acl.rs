@@ -52,7 +52,8 @@ pub struct Control {
     clock: Clock,
     runtime: Runtime,
     release: Release,
-    set_version: SetVersion,
+    /// Absent from the lite variant (an optional-symbols control).
+    set_version: Option<SetVersion>,
     _lib: Library,
 }
 
@@ -72,7 +73,10 @@ impl Control {
                 clock: *lib.get::<Clock>("runclaim_fake_clock").unwrap(),
                 runtime: *lib.get::<Runtime>("runclaim_fake_runtime").unwrap(),
                 release: *lib.get::<Release>("runclaim_fake_release").unwrap(),
-                set_version: *lib.get::<SetVersion>("runclaim_fake_set_version").unwrap(),
+                set_version: lib
+                    .get::<SetVersion>("runclaim_fake_set_version")
+                    .ok()
+                    .map(|f| *f),
                 _lib: lib,
             }
         }
@@ -126,8 +130,9 @@ impl Control {
     /// the default).
     pub fn set_version(&self, v: Option<(i32, i32, i32)>) {
         let (a, b, c) = v.unwrap_or((-1, 0, 0));
+        let set = self.set_version.expect("the full fake library");
         // SAFETY: plain values.
-        let rc = unsafe { (self.set_version)(a, b, c) };
+        let rc = unsafe { set(a, b, c) };
         assert_eq!(rc, 0);
     }
 
@@ -161,6 +166,23 @@ impl Control {
 pub fn control() -> Arc<Control> {
     static C: OnceLock<Arc<Control>> = OnceLock::new();
     Arc::clone(C.get_or_init(|| Arc::new(Control::load(&lib_path("fake_acl")))))
+}
+
+/// The control API of the lite fake library (no optional symbols; its own
+/// state, separate from the full library's).
+pub fn control_lite() -> Arc<Control> {
+    static C: OnceLock<Arc<Control>> = OnceLock::new();
+    Arc::clone(C.get_or_init(|| Arc::new(Control::load(&lib_path("fake_acl_lite")))))
+}
+
+/// Opens an `AclDriver` on a freshly configured device of the lite fake
+/// library (no optional symbols: every fallback path).
+pub fn open_lite(cfg: &SimConfig, real_time: bool) -> AclDriver {
+    let id = next_device();
+    control_lite().configure(id, &FakeConfig::from_sim(cfg, real_time));
+    let path = lib_path("fake_acl_lite");
+    let acl = AclConfig::new(id, "fake-aicpu-op-info.json").libraries(&path, &path);
+    AclDriver::open(acl).expect("open the acl driver on the lite fake library")
 }
 
 /// A fresh device id per test device.
@@ -237,6 +259,26 @@ impl Driver for FakeAcl {
     fn clock(&self) -> Duration {
         self.control.clock(self.acl.device_id())
     }
+}
+
+impl FakeAcl {
+    /// Wraps a driver opened on the full fake library.
+    pub fn new(acl: AclDriver) -> Self {
+        FakeAcl {
+            acl,
+            control: control(),
+        }
+    }
+}
+
+/// Opens another `AclDriver` on the (already configured) fake device `id`:
+/// two drivers sharing one device, as two processes' components would.
+pub fn open_on(id: i32, watchdog: Duration) -> AclDriver {
+    let path = lib_path("fake_acl");
+    let acl = AclConfig::new(id, "fake-aicpu-op-info.json")
+        .libraries(&path, &path)
+        .op_watchdog(watchdog);
+    AclDriver::open(acl).expect("open the acl driver on the fake library")
 }
 
 /// The acl driver over the fake library.
