@@ -21,6 +21,11 @@ fn fast() -> SimConfig {
     SimConfig::default().watchdog(Duration::from_millis(2))
 }
 
+/// The device watchdog of the real-time tests: long enough that a host
+/// descheduled (or run under valgrind) between the AICore and the AICPU
+/// launch of a run does not make the waiting AICore kernel time out.
+const REAL_TIME_WATCHDOG: Duration = Duration::from_millis(500);
+
 #[test]
 fn failing_explicit_paths_are_errors_with_the_loaders_words_for_both_libraries() {
     let cfg = AclConfig::new(0, "x.json")
@@ -140,14 +145,14 @@ fn optional_capabilities_absent_fall_back() {
         *lib.get::<unsafe extern "C" fn(i32, *const FakeConfig) -> i32>("runclaim_fake_configure")
             .unwrap()
     };
-    let cfg = FakeConfig::from_sim(&fast(), true);
+    let cfg = FakeConfig::from_sim(&fast().watchdog(REAL_TIME_WATCHDOG), true);
     // SAFETY: valid pointer for the call.
     let rc = unsafe { configure(id, &raw const cfg) };
     assert_eq!(rc, 0);
     let d = AclDriver::open(
         AclConfig::new(id, "x.json")
             .libraries(&lite, &lite)
-            .op_watchdog(Duration::from_millis(2)),
+            .op_watchdog(REAL_TIME_WATCHDOG),
     )
     .unwrap();
     assert_eq!(d.capabilities(), Capabilities::empty());
@@ -174,7 +179,7 @@ fn optional_capabilities_absent_fall_back() {
     d.destroy_event(e).unwrap();
     let mut dev = Device::<_, 2>::open(
         d,
-        DeviceConfig::default().device_watchdog(Duration::from_millis(2)),
+        DeviceConfig::default().device_watchdog(REAL_TIME_WATCHDOG),
     )
     .unwrap();
     let runner = dev
@@ -601,7 +606,7 @@ fn the_readmes_search_order_is_the_drivers() {
 fn polling_an_event_with_an_unbounded_timeout_does_not_panic() {
     // The lite runtime has no timed event sync: the driver polls. A
     // deadline past the end of time means no deadline.
-    let d = common::acl::open_lite(&fast(), true);
+    let d = common::acl::open_lite(&fast().watchdog(REAL_TIME_WATCHDOG), true);
     let s = d.create_stream().unwrap();
     let e = d.create_event().unwrap();
     d.record_event(e, s).unwrap();

@@ -477,9 +477,10 @@ impl AclDriver {
         let func = CString::new(config.aicpu_function.as_str())
             .map_err(|_| OpenError::BadString("aicpu_function"))?;
         let ex_events = AtomicBool::new(api.create_event_ex.is_some());
+        let instance = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
         let mut d = AclDriver {
             api,
-            instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+            instance,
             device: config.device_id,
             shared: device_shared(config.device_id),
             ctx: 0,
@@ -492,7 +493,7 @@ impl AclDriver {
             watchdog: None,
             caps,
             ex_events,
-            table: RwLock::new(Table::default()),
+            table: RwLock::new(Table::new(instance)),
         };
         // From here on, a failure drops `d`, whose `Drop` balances what was
         // done so far (resets, finalize reference).
