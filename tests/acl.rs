@@ -4,6 +4,7 @@
 
 mod common;
 
+use std::ffi::c_void;
 use std::time::Duration;
 
 use common::LaunchIn;
@@ -11,7 +12,7 @@ use common::acl::{control, lib_path, next_device, open};
 use fake_acl::control::FakeConfig;
 use runclaim::contract::{ConfigError, ErrorKind as ContractError};
 use runclaim::driver::acl::codes::{NAMED, kind_of};
-use runclaim::driver::acl::{AclConfig, AclDriver, Lib, LoadError, OpenError};
+use runclaim::driver::acl::{AclConfig, AclDriver, Lib, LoadError, MissingSymbol, OpenError};
 use runclaim::driver::{Capabilities, Completion, Driver, ErrorKind};
 use runclaim::sim::SimConfig;
 use runclaim::{Callable, Device, DeviceConfig, Input, Outputs};
@@ -20,45 +21,46 @@ fn fast() -> SimConfig {
     SimConfig::default().watchdog(Duration::from_millis(2))
 }
 
+/// The device watchdog of the real-time tests: long enough that a host
+/// descheduled (or run under valgrind) between the AICore and the AICPU
+/// launch of a run does not make the waiting AICore kernel time out.
+const REAL_TIME_WATCHDOG: Duration = Duration::from_millis(500);
+
 #[test]
-fn library_not_found_lists_every_path_tried() {
+fn failing_explicit_paths_are_errors_with_the_loaders_words_for_both_libraries() {
     let cfg = AclConfig::new(0, "x.json")
         .libraries("/nonexistent/libascendcl.so", "/nonexistent/libruntime.so");
     let err = AclDriver::open(cfg).unwrap_err();
-    let OpenError::Load(LoadError::NotFound { lib, attempts }) = &err else {
+    let OpenError::Load(LoadError::Both { ascendcl, runtime }) = &err else {
         panic!("{err}");
     };
-    assert_eq!(*lib, Lib::AscendCl);
-    let paths: Vec<String> = attempts
-        .iter()
-        .map(|a| a.path.display().to_string())
-        .collect();
-    assert_eq!(
-        paths.first().map(String::as_str),
-        Some("/nonexistent/libascendcl.so")
-    );
-    assert!(
-        paths.iter().any(|p| p == "libascendcl.so"),
-        "the bare name comes last: {paths:?}"
-    );
-    assert!(
-        paths
-            .iter()
-            .any(|p| p.starts_with("/usr/local/Ascend/ascend-toolkit/latest")),
-        "{paths:?}"
-    );
-    assert!(
-        attempts.iter().all(|a| !a.error.is_empty()),
-        "each with the loader's message"
-    );
-    let text = err.to_string();
-    for p in &paths {
-        assert!(text.contains(p.as_str()), "the message lists {p}: {text}");
+    for (e, lib, path) in [
+        (ascendcl, Lib::AscendCl, "/nonexistent/libascendcl.so"),
+        (runtime, Lib::Runtime, "/nonexistent/libruntime.so"),
+    ] {
+        let LoadError::ExplicitPath { lib: l, attempt } = &**e else {
+            panic!("{e}");
+        };
+        assert_eq!(
+            (*l, attempt.path.to_str(), attempt.source),
+            (lib, Some(path), "explicit path")
+        );
+        assert!(
+            attempt.error.contains("No such file or directory"),
+            "the loader's own words: {}",
+            attempt.error
+        );
     }
+    let text = err.to_string();
+    for p in ["/nonexistent/libascendcl.so", "/nonexistent/libruntime.so"] {
+        assert!(text.contains(p), "the message names {p}: {text}");
+    }
+    assert!(!text.contains("dlopen failed"), "{text}");
+    assert!(text.contains("no other path was tried"), "{text}");
 }
 
 #[test]
-fn missing_required_symbols_are_all_listed() {
+fn missing_required_symbols_are_all_listed_with_their_file() {
     // libm loads anywhere and exports none of the runtime's symbols.
     let fake = lib_path("fake_acl");
     let cfg = AclConfig::new(0, "x.json").libraries(&fake, "libm.so.6");
@@ -75,11 +77,14 @@ fn missing_required_symbols_are_all_listed() {
     ];
     assert_eq!(missing.len(), want.len(), "{missing:?}");
     for w in want {
-        assert!(
-            missing.iter().any(|m| m.starts_with(w)),
-            "{w} in {missing:?}"
-        );
+        let m = missing.iter().find(|m| m.symbol == w).expect(w);
+        assert_eq!((m.lib, m.file.to_str()), (Lib::Runtime, Some("libm.so.6")));
     }
+    assert!(
+        err.to_string()
+            .contains("rtsLaunchCpuKernel in libm.so.6 (libruntime.so)"),
+        "{err}"
+    );
     // Both libraries wrong: every required symbol is reported in one error.
     let cfg = AclConfig::new(0, "x.json").libraries("libm.so.6", "libm.so.6");
     let Err(OpenError::Load(LoadError::MissingSymbols { missing })) = AclDriver::open(cfg) else {
@@ -89,7 +94,7 @@ fn missing_required_symbols_are_all_listed() {
 }
 
 #[test]
-fn one_missing_required_symbol_is_named() {
+fn one_missing_required_symbol_is_named_with_the_file_loaded() {
     // The fake runtime, complete but for `aclrtStreamWaitEvent`.
     let incomplete = lib_path("fake_acl_incomplete");
     let cfg = AclConfig::new(0, "x.json").libraries(&incomplete, &incomplete);
@@ -97,10 +102,20 @@ fn one_missing_required_symbol_is_named() {
     let OpenError::Load(LoadError::MissingSymbols { missing }) = &err else {
         panic!("{err}");
     };
-    assert_eq!(missing, &["aclrtStreamWaitEvent (libascendcl.so)"]);
+    assert_eq!(
+        missing,
+        &[MissingSymbol {
+            symbol: "aclrtStreamWaitEvent",
+            lib: Lib::AscendCl,
+            file: incomplete.clone(),
+        }]
+    );
     assert_eq!(
         err.to_string(),
-        "missing required symbols: aclrtStreamWaitEvent (libascendcl.so)"
+        format!(
+            "missing required symbols: aclrtStreamWaitEvent in {} (libascendcl.so)",
+            incomplete.display()
+        )
     );
 }
 
@@ -130,14 +145,14 @@ fn optional_capabilities_absent_fall_back() {
         *lib.get::<unsafe extern "C" fn(i32, *const FakeConfig) -> i32>("runclaim_fake_configure")
             .unwrap()
     };
-    let cfg = FakeConfig::from_sim(&fast(), true);
+    let cfg = FakeConfig::from_sim(&fast().watchdog(REAL_TIME_WATCHDOG), true);
     // SAFETY: valid pointer for the call.
     let rc = unsafe { configure(id, &raw const cfg) };
     assert_eq!(rc, 0);
     let d = AclDriver::open(
         AclConfig::new(id, "x.json")
             .libraries(&lite, &lite)
-            .op_watchdog(Duration::from_millis(2)),
+            .op_watchdog(REAL_TIME_WATCHDOG),
     )
     .unwrap();
     assert_eq!(d.capabilities(), Capabilities::empty());
@@ -164,7 +179,7 @@ fn optional_capabilities_absent_fall_back() {
     d.destroy_event(e).unwrap();
     let mut dev = Device::<_, 2>::open(
         d,
-        DeviceConfig::default().device_watchdog(Duration::from_millis(2)),
+        DeviceConfig::default().device_watchdog(REAL_TIME_WATCHDOG),
     )
     .unwrap();
     let runner = dev
@@ -181,15 +196,13 @@ fn optional_capabilities_absent_fall_back() {
     r1.fence().unwrap().finalize(&mut o1).unwrap();
     assert_eq!((o0.values(), o1.values()), (&[6, 7][..], &[11, 12][..]));
     // Errors carry API and code, but no runtime message.
-    let err = dev
-        .driver()
-        .free(runclaim::driver::DevPtr::from_raw(0x10))
-        .unwrap_err();
+    let err = dev.driver().alloc(1 << 50).unwrap_err();
     let native = err.native().unwrap();
     assert_eq!(
         (native.api, native.code, native.message.as_deref()),
-        ("aclrtFree", 107_000, None)
+        ("aclrtMalloc", 207_001, None)
     );
+    assert_eq!(err.kind(), &ErrorKind::OutOfMemory { bytes: 1 << 50 });
 }
 
 #[test]
@@ -299,4 +312,324 @@ fn each_thread_is_bound_to_the_device_before_its_first_call() {
             .join()
             .unwrap();
     });
+}
+
+// ----- issue 12: the fake and the driver as the real runtime behaves ---------
+
+/// A C symbol of a fake library, for tests that speak to the "runtime"
+/// directly (as another component of the process would).
+fn raw_symbol<T: Copy>(lib: &str, name: &str) -> T {
+    // SAFETY: the workspace's own fake library (already loaded by the
+    // driver: same handle); callers name the type of the symbol's C
+    // prototype. The library is never unloaded while the process runs (the
+    // driver keeps it), so the copied pointer stays valid.
+    unsafe {
+        let l = libloading::Library::new(lib_path(lib).as_os_str()).unwrap();
+        let f = *l.get::<T>(name).unwrap();
+        std::mem::forget(l);
+        f
+    }
+}
+
+type RawCreateEvent = unsafe extern "C" fn(*mut *mut c_void, u32) -> i32;
+type RawQueryEvent = unsafe extern "C" fn(*mut c_void, *mut u32) -> i32;
+type RawStreamWait = unsafe extern "C" fn(*mut c_void, *mut c_void) -> i32;
+type RawSyncTimeout = unsafe extern "C" fn(*mut c_void, i32) -> i32;
+
+fn ptr(raw: u64) -> *mut c_void {
+    std::ptr::without_provenance_mut(usize::try_from(raw).unwrap())
+}
+
+#[test]
+fn events_are_complete_before_their_first_record() {
+    // aclrtCreateEventExWithFlag: what the trait documents, natively.
+    let d = open(&fast(), false);
+    let s = d.create_stream().unwrap();
+    let e = d.create_event().unwrap();
+    assert_eq!(d.query_event(e).unwrap(), Completion::Complete);
+    d.sync_event(e, Duration::from_millis(5)).unwrap();
+    d.stream_wait_event(s, e).unwrap(); // waits for nothing
+    let p = d.alloc(64).unwrap();
+    d.memset_async(s, p, 7, 64).unwrap();
+    d.sync_stream(s, Duration::from_millis(50)).unwrap();
+    let rt = control().runtime(d.device_id());
+    assert_eq!(rt.unsatisfiable_waits, 0);
+    assert!(d.optional_symbols().contains(&"aclrtCreateEventExWithFlag"));
+}
+
+#[test]
+fn without_the_new_call_events_fall_back_and_the_driver_answers_for_unrecorded_ones() {
+    // The lite runtime only has aclrtCreateEventWithFlag, whose events the
+    // runtime reports NOT_READY until recorded, and a stream wait on one
+    // would never be satisfied.
+    let d = common::acl::open_lite(&fast(), false);
+    let s = d.create_stream().unwrap();
+    let e = d.create_event().unwrap();
+    assert_eq!(d.query_event(e).unwrap(), Completion::Complete);
+    d.sync_event(e, Duration::from_secs(3600)).unwrap();
+    d.stream_wait_event(s, e).unwrap();
+    let p = d.alloc(64).unwrap();
+    d.memset_async(s, p, 7, 64).unwrap();
+    d.sync_stream(s, Duration::from_millis(50))
+        .expect("the stream did not stall behind an unsatisfiable wait");
+    // Once recorded, the runtime answers.
+    d.record_event(e, s).unwrap();
+    d.sync_stream(s, Duration::from_millis(50)).unwrap();
+    assert_eq!(d.query_event(e).unwrap(), Completion::Complete);
+    d.stream_wait_event(s, e).unwrap();
+    d.sync_stream(s, Duration::from_millis(50)).unwrap();
+    let rt = common::acl::control_lite().runtime(d.device_id());
+    assert_eq!(rt.unsatisfiable_waits, 0, "never asked the runtime to wait");
+    // Elapsed time and timestamps of a never-recorded event are refused
+    // before the runtime sees them.
+    let fresh = d.create_event().unwrap();
+    let err = d.event_elapsed(fresh, e).unwrap_err();
+    assert!(err.native().is_none(), "{err}");
+}
+
+#[test]
+fn the_fake_runtime_models_both_event_calls() {
+    // Spoken to directly, on a thread the driver bound: old mode reports
+    // NOT_READY before the first record and a stream wait on it is never
+    // satisfied (the device watchdog ends it); new mode is complete.
+    let d = open(&fast(), false);
+    let s = d.create_stream().unwrap();
+    let create: RawCreateEvent = raw_symbol("fake_acl", "aclrtCreateEventWithFlag");
+    let create_ex: RawCreateEvent = raw_symbol("fake_acl", "aclrtCreateEventExWithFlag");
+    let query: RawQueryEvent = raw_symbol("fake_acl", "aclrtQueryEventStatus");
+    let wait: RawStreamWait = raw_symbol("fake_acl", "aclrtStreamWaitEvent");
+    let (mut old, mut new) = (std::ptr::null_mut(), std::ptr::null_mut());
+    let (mut so, mut sn) = (9u32, 9u32);
+    // SAFETY: valid out-pointers; handles from the same runtime.
+    unsafe {
+        assert_eq!(create(&raw mut old, 0x9), 0);
+        assert_eq!(create_ex(&raw mut new, 0x9), 0);
+        assert_eq!(query(old, &raw mut so), 0);
+        assert_eq!(query(new, &raw mut sn), 0);
+    }
+    assert_eq!((so, sn), (0, 1), "NOT_READY = 0, COMPLETE = 1");
+    // SAFETY: the driver's live stream and the event above.
+    assert_eq!(unsafe { wait(ptr(s.raw()), old) }, 0);
+    assert_eq!(control().runtime(d.device_id()).unsatisfiable_waits, 1);
+    let err = d.sync_stream(s, Duration::from_millis(50)).unwrap_err();
+    assert!(err.is_device_fault(), "the watchdog ended the wait: {err}");
+}
+
+#[test]
+fn device_references_balance_when_the_driver_drops() {
+    for lite in [false, true] {
+        let (d, c) = if lite {
+            (
+                common::acl::open_lite(&fast(), false),
+                common::acl::control_lite(),
+            )
+        } else {
+            (open(&fast(), false), control())
+        };
+        let id = d.device_id();
+        let s = d.create_stream().unwrap();
+        std::thread::scope(|scope| {
+            for _ in 0..4 {
+                scope.spawn(|| d.query_stream(s).unwrap());
+            }
+        });
+        d.destroy_stream(s).unwrap();
+        drop(d);
+        let rt = c.runtime(id);
+        assert_eq!(
+            (rt.set_device, rt.reset_device, rt.unbalanced_resets),
+            (if lite { 5 } else { 1 }, if lite { 5 } else { 1 }, 0),
+            "lite {lite}: one reference per aclrtSetDevice, each reset"
+        );
+        assert_eq!((rt.releases, rt.live), (1, 0), "the last reset released it");
+        if !lite {
+            assert!(rt.context_sets >= 4, "other threads switched context");
+        }
+    }
+}
+
+#[test]
+fn zero_timeouts_are_refused_by_the_runtime_and_never_sent() {
+    let d = open(&fast(), false);
+    let s = d.create_stream().unwrap();
+    let e = d.create_event().unwrap();
+    d.record_event(e, s).unwrap();
+    let sync_stream: RawSyncTimeout = raw_symbol("fake_acl", "aclrtSynchronizeStreamWithTimeout");
+    let sync_event: RawSyncTimeout = raw_symbol("fake_acl", "aclrtSynchronizeEventWithTimeout");
+    // SAFETY: the driver's live stream and event, on a bound thread.
+    unsafe {
+        assert_eq!(sync_stream(ptr(s.raw()), 0), 107_000);
+        assert_eq!(sync_event(ptr(e.raw()), 0), 107_000);
+        assert_eq!(sync_stream(ptr(s.raw()), -2), 107_000);
+        assert_eq!(sync_stream(ptr(s.raw()), 1), 0);
+    }
+    assert_eq!(control().runtime(d.device_id()).zero_timeouts, 2);
+    for t in [
+        Duration::ZERO,
+        Duration::from_nanos(1),
+        Duration::from_micros(999),
+    ] {
+        d.sync_stream(s, t).unwrap();
+        d.sync_event(e, t).unwrap();
+    }
+    assert_eq!(
+        control().runtime(d.device_id()).zero_timeouts,
+        2,
+        "the driver never passed 0"
+    );
+}
+
+#[test]
+fn a_library_that_is_not_one_is_reported_in_the_loaders_words() {
+    let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"));
+    let empty = dir.join("acl-empty.so");
+    let junk = dir.join("acl-junk.so");
+    std::fs::write(&empty, b"").unwrap();
+    std::fs::write(&junk, [0x5a_u8; 4096]).unwrap();
+    let fake = lib_path("fake_acl");
+    for (path, words) in [(&empty, "file too short"), (&junk, "invalid ELF header")] {
+        let cfg = AclConfig::new(0, "x.json").libraries(path, &fake);
+        let err = AclDriver::open(cfg).unwrap_err();
+        // Only the explicit path was tried: no fall-through to the
+        // environment or the default install.
+        let OpenError::Load(LoadError::ExplicitPath { lib, attempt }) = &err else {
+            panic!("{err:?}");
+        };
+        assert_eq!((*lib, &attempt.path), (Lib::AscendCl, path));
+        assert!(attempt.error.contains(words), "{}", attempt.error);
+        assert!(err.to_string().contains(words), "{err}");
+        assert!(!err.to_string().contains("dlopen failed"), "{err}");
+    }
+}
+
+#[test]
+fn old_runtimes_are_refused_with_what_was_found_and_needed() {
+    use runclaim::driver::acl::AclVersion;
+    let c = control();
+    let id = next_device();
+    c.configure(id, &FakeConfig::from_sim(&fast(), false));
+    let fake = lib_path("fake_acl");
+    let cfg = || AclConfig::new(id, "x.json").libraries(&fake, &fake);
+    c.set_version(Some((1, 15, 2)));
+    let err = AclDriver::open(cfg()).unwrap_err();
+    c.set_version(None);
+    let OpenError::UnsupportedVersion {
+        found, required, ..
+    } = &err
+    else {
+        panic!("{err:?}");
+    };
+    assert_eq!(
+        (*found, *required),
+        (AclVersion::new(1, 15, 2), AclVersion::MINIMUM)
+    );
+    let text = err.to_string();
+    assert!(text.contains("1.15.2") && text.contains("1.16.0"), "{text}");
+    assert_eq!(
+        c.runtime(id).set_device,
+        0,
+        "refused before any device call"
+    );
+    c.set_version(Some((1, 16, 0)));
+    let d = AclDriver::open(cfg());
+    c.set_version(None);
+    assert_eq!(d.unwrap().acl_version(), Some(AclVersion::new(1, 16, 0)));
+    // Without aclrtGetVersion the version is unknown, not refused.
+    assert_eq!(common::acl::open_lite(&fast(), false).acl_version(), None);
+}
+
+#[test]
+fn launch_structs_reach_the_runtime_zero_filled() {
+    let mut dev = Device::<_, 2>::open(
+        open(&fast(), false),
+        DeviceConfig::default().max_elements(8),
+    )
+    .unwrap();
+    let id = dev.driver().device_id();
+    let runner = dev
+        .publish(&[Callable::program(
+            "f",
+            &runclaim::driver::abi::Program::new().add(1),
+        )])
+        .unwrap();
+    let code = runner.code("f").unwrap();
+    assert_eq!(runner.serial::<0>(code, Input::Host(&[1, 2])), [2, 3]);
+    assert_eq!(runner.serial::<1>(code, Input::Host(&[5])), [6]);
+    let s = control().stats(id);
+    assert_eq!((s.aicore_kernels, s.aicpu_kernels), (2, 2));
+    assert_eq!(control().runtime(id).dirty_launch_structs, 0);
+}
+
+#[test]
+fn the_readmes_search_order_is_the_drivers() {
+    let readme = include_str!("../README.md");
+    let env = |k: &str| {
+        (k.starts_with("ASCEND") || k.starts_with("RUNCLAIM"))
+            .then(|| std::ffi::OsString::from(format!("${k}")))
+    };
+    let mut places: Vec<String> = Vec::new();
+    for (path, _) in runclaim::driver::acl::candidates(Lib::AscendCl, None, &env) {
+        let dir = path
+            .parent()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default();
+        if !places.contains(&dir) {
+            places.push(dir);
+        }
+    }
+    for place in places.iter().filter(|p| !p.is_empty()) {
+        let place = place.replace("$RUNCLAIM_LIBASCENDCL", "RUNCLAIM_LIBASCENDCL");
+        let root = place
+            .trim_end_matches("/lib64")
+            .trim_end_matches("/runtime/lib64")
+            .trim_end_matches("/runtime");
+        assert!(readme.contains(root), "README names {root}");
+    }
+    for name in Lib::AscendCl.file_names() {
+        assert!(readme.contains(name), "README names {name}");
+    }
+    let order = [
+        "$ASCEND_HOME_PATH",
+        "/usr/local/Ascend/cann",
+        "/usr/local/Ascend/ascend-toolkit/latest",
+    ];
+    let at: Vec<usize> = order.iter().map(|o| readme.find(o).expect(o)).collect();
+    assert!(
+        at.windows(2).all(|w| w[0] < w[1]),
+        "README lists {order:?} in order"
+    );
+}
+
+// ----- issue 16 F6: no panics on FFI-facing paths ------------------------------
+
+#[test]
+fn polling_an_event_with_an_unbounded_timeout_does_not_panic() {
+    // The lite runtime has no timed event sync: the driver polls. A
+    // deadline past the end of time means no deadline.
+    let d = common::acl::open_lite(&fast().watchdog(REAL_TIME_WATCHDOG), true);
+    let s = d.create_stream().unwrap();
+    let e = d.create_event().unwrap();
+    d.record_event(e, s).unwrap();
+    d.sync_event(e, Duration::MAX).unwrap();
+    d.sync_event(e, Duration::from_secs(u64::MAX)).unwrap();
+}
+
+#[test]
+fn odd_elapsed_times_from_the_runtime_are_errors_not_panics() {
+    let d = open(&fast(), false);
+    let s = d.create_stream().unwrap();
+    let (a, b) = (d.create_event().unwrap(), d.create_event().unwrap());
+    d.record_event(a, s).unwrap();
+    d.record_event(b, s).unwrap();
+    d.sync_stream(s, Duration::from_millis(50)).unwrap();
+    control().inject_elapsed(d.device_id(), 1.5);
+    assert_eq!(d.event_elapsed(a, b).unwrap(), Duration::from_micros(1500));
+    for ms in [f32::INFINITY, f32::NAN, -3.0, f32::MAX, f32::NEG_INFINITY] {
+        control().inject_elapsed(d.device_id(), ms);
+        let err = d.event_elapsed(a, b).unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::InvalidResult { .. }),
+            "{ms}: {err}"
+        );
+    }
 }

@@ -266,6 +266,56 @@ pub fn decode_trace(e: &FakeTraceEntry) -> Option<TraceEvent> {
 /// as its error code (a fake-level fault, for the error-code mapping).
 pub const INJECT_CODE: u32 = 8;
 
+/// `runclaim_fake_inject` kind: the next `aclrtEventElapsedTime` on the
+/// device succeeds with the `f32` whose bits are `arg` (NaN, infinity, …:
+/// what a runtime could hand back).
+pub const INJECT_ELAPSED: u32 = 9;
+
+/// What the fake runtime itself observed on one device
+/// (`runclaim_fake_runtime`): the calls the real runtime is stricter about
+/// than the simulator. Kept after the device is released.
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FakeRuntime {
+    /// Successful `aclrtSetDevice` calls (each one reference).
+    pub set_device: u64,
+    /// `aclrtResetDevice` calls (each drops one reference).
+    pub reset_device: u64,
+    /// Resets without a reference to drop (more resets than sets).
+    pub unbalanced_resets: u64,
+    /// Times the device was released: its references reached 0 (or a
+    /// `runclaim_fake_release`), its simulator dropped and its real-time
+    /// thread joined.
+    pub releases: u64,
+    /// Whether a simulator exists for the device now (1) or not (0).
+    pub live: u64,
+    /// Successful `aclrtSetCurrentContext` calls onto this device.
+    pub context_sets: u64,
+    /// `rtRegisterAllKernel` successes on this device.
+    pub programs_registered: u64,
+    /// `rtDevBinaryUnRegister` successes for programs of this device.
+    pub programs_unregistered: u64,
+    /// Launch structs that reached the runtime with a nonzero reserved or
+    /// padding byte.
+    pub dirty_launch_structs: u64,
+    /// `aclrt*SynchronizeWithTimeout` calls with a timeout of 0 (refused
+    /// with 107000, like the real runtime).
+    pub zero_timeouts: u64,
+    /// `aclrtStreamWaitEvent` calls on an old-mode event never recorded:
+    /// the real runtime queues a device wait nothing satisfies.
+    pub unsatisfiable_waits: u64,
+    /// The last memory call: 1 `aclrtMemcpy`, 2 `aclrtMemcpyAsync`,
+    /// 3 `aclrtMemset`, 4 `aclrtMemsetAsync` (0: none yet).
+    pub last_mem_api: u64,
+    /// Its `destMax` / `maxCount`.
+    pub last_dest_max: u64,
+    /// Its `count`.
+    pub last_count: u64,
+    /// Calls of ACL / rt entry points that reached the device (a thread
+    /// bound to it), failed ones included.
+    pub calls: u64,
+}
+
 /// Encodes a simulator fault as `(kind, a, nth, arg)` for `runclaim_fake_inject`.
 #[must_use]
 pub fn encode_fault(f: &Fault) -> (u32, u32, u64, u64) {

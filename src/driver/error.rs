@@ -163,7 +163,9 @@ impl fmt::Display for HandleKind {
     }
 }
 
-/// Which kernel faulted, and how (the ACL codes 507014/507015/507017/507018/507035).
+/// Which kernel faulted, and how (the ACL kernel-fault codes: 507014–507018,
+/// 507034–507036, 507042–507045, 507048–507050, and the collateral 107022 /
+/// 107023).
 ///
 /// ```
 /// use runclaim::driver::{ErrorKind, FaultKind};
@@ -176,16 +178,25 @@ impl fmt::Display for HandleKind {
 pub enum FaultKind {
     /// An AICore kernel ran past the device watchdog (507014).
     AicoreTimeout,
-    /// An AICore kernel raised an exception (507015).
+    /// An AICore kernel raised an exception (507015), a trap (507016) or a
+    /// trapped out-of-bounds access (507042 / 507043).
     AicoreException,
     /// An AICPU kernel ran past the device watchdog (507017).
     AicpuTimeout,
     /// An AICPU kernel raised an exception (507018).
     AicpuException,
-    /// A vector-core exception (507035).
+    /// A vector-core exception (507035), trap (507036) or trapped
+    /// out-of-bounds access (507044 / 507045).
     VectorCoreException,
-    /// Work on this stream was abandoned because of an earlier fault (107022).
+    /// Work on this stream was abandoned because of an earlier fault (107022),
+    /// or the stream is being aborted (107023).
     Collateral,
+    /// A vector-core kernel ran past the device watchdog (507034).
+    VectorCoreTimeout,
+    /// An FFTS+ task ran past the device watchdog (507048).
+    FftsPlusTimeout,
+    /// An FFTS+ task raised an exception or trap (507049 / 507050).
+    FftsPlusException,
 }
 
 impl fmt::Display for FaultKind {
@@ -197,6 +208,9 @@ impl fmt::Display for FaultKind {
             FaultKind::AicpuException => "AICPU exception",
             FaultKind::VectorCoreException => "vector-core exception",
             FaultKind::Collateral => "collateral abort after an earlier fault",
+            FaultKind::VectorCoreTimeout => "vector-core timeout",
+            FaultKind::FftsPlusTimeout => "FFTS+ timeout",
+            FaultKind::FftsPlusException => "FFTS+ exception",
         })
     }
 }
@@ -280,6 +294,24 @@ pub enum ErrorKind {
     /// The calling thread has no device context (107002).
     #[error("calling thread has no device context")]
     NoContext,
+    /// The handle belongs to another device context than the calling
+    /// thread's (107003, "stream not in current context").
+    #[error("the handle belongs to another device context than the calling thread's")]
+    ContextMismatch,
+    /// The device has no resource of this kind left (207007 events, 207008
+    /// streams).
+    #[error("the device has no {what} resource left")]
+    NoResource {
+        /// Which resource: `"event"` or `"stream"`.
+        what: &'static str,
+    },
+    /// The runtime reported success but returned a value the driver cannot
+    /// use (a non-finite or negative elapsed time, for example).
+    #[error("the runtime returned an unusable result: {what}")]
+    InvalidResult {
+        /// What was wrong with it.
+        what: &'static str,
+    },
     /// A kernel on the stream faulted; the stream is in an error state and
     /// later work on it fails.
     #[error("{0}")]

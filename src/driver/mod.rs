@@ -421,7 +421,21 @@ pub trait Driver: Send + Sync {
 
     // ----- events -------------------------------------------------------
 
-    /// Creates an event. A never-recorded event reports complete.
+    /// Creates an event.
+    ///
+    /// *After*: until its first [`record_event`](Driver::record_event) the
+    /// event has captured nothing — a **never-recorded event is complete**:
+    /// [`query_event`](Driver::query_event) reports
+    /// [`Completion::Complete`], [`sync_event`](Driver::sync_event) returns
+    /// `Ok` at once, and [`stream_wait_event`](Driver::stream_wait_event)
+    /// makes the stream wait for nothing. It has no record to time: the
+    /// simulator and the `acl` driver refuse
+    /// [`event_elapsed`](Driver::event_elapsed) /
+    /// [`event_timestamp`](Driver::event_timestamp) on it with
+    /// [`ErrorKind::InvalidArgument`]. A driver whose runtime reports such an
+    /// event *not ready* (ACL's `aclrtCreateEventWithFlag` events, whose
+    /// stream waits would never be satisfied) keeps a "recorded" flag per
+    /// event and answers for it itself.
     fn create_event(&self) -> Result<EventId, DriverError>;
 
     /// Destroys an event. Allowed while a record of it is still queued.

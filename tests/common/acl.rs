@@ -7,7 +7,8 @@ use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use fake_acl::control::{
-    FakeConfig, FakeStats, FakeTraceEntry, INJECT_CODE, decode_trace, encode_fault,
+    FakeConfig, FakeRuntime, FakeStats, FakeTraceEntry, INJECT_CODE, INJECT_ELAPSED, decode_trace,
+    encode_fault,
 };
 use libloading::Library;
 use runclaim::driver::acl::{AclConfig, AclDriver};
@@ -37,6 +38,9 @@ type Inject = unsafe extern "C" fn(i32, u32, u32, u64, u64) -> i32;
 type Stats = unsafe extern "C" fn(i32, *mut FakeStats) -> i32;
 type Trace = unsafe extern "C" fn(i32, *mut FakeTraceEntry, usize) -> isize;
 type Clock = unsafe extern "C" fn(i32, *mut u64) -> i32;
+type Runtime = unsafe extern "C" fn(i32, *mut FakeRuntime) -> i32;
+type Release = unsafe extern "C" fn(i32) -> i32;
+type SetVersion = unsafe extern "C" fn(i32, i32, i32) -> i32;
 
 /// The fake's test-control functions, resolved from the same loaded library
 /// the driver uses (one dlopen handle per path).
@@ -46,6 +50,10 @@ pub struct Control {
     stats: Stats,
     trace: Trace,
     clock: Clock,
+    runtime: Runtime,
+    release: Release,
+    /// Absent from the lite variant (an optional-symbols control).
+    set_version: Option<SetVersion>,
     _lib: Library,
 }
 
@@ -63,6 +71,12 @@ impl Control {
                 stats: *lib.get::<Stats>("runclaim_fake_stats").unwrap(),
                 trace: *lib.get::<Trace>("runclaim_fake_trace").unwrap(),
                 clock: *lib.get::<Clock>("runclaim_fake_clock").unwrap(),
+                runtime: *lib.get::<Runtime>("runclaim_fake_runtime").unwrap(),
+                release: *lib.get::<Release>("runclaim_fake_release").unwrap(),
+                set_version: lib
+                    .get::<SetVersion>("runclaim_fake_set_version")
+                    .ok()
+                    .map(|f| *f),
                 _lib: lib,
             }
         }
@@ -86,6 +100,39 @@ impl Control {
         // SAFETY: plain values.
         let rc =
             unsafe { (self.inject)(device, INJECT_CODE, 0, nth, u64::from(code.unsigned_abs())) };
+        assert_eq!(rc, 0);
+    }
+
+    /// Makes the next `aclrtEventElapsedTime` on `device` report `ms`.
+    pub fn inject_elapsed(&self, device: i32, ms: f32) {
+        // SAFETY: plain values.
+        let rc = unsafe { (self.inject)(device, INJECT_ELAPSED, 0, 1, u64::from(ms.to_bits())) };
+        assert_eq!(rc, 0);
+    }
+
+    /// What the fake runtime observed on `device`.
+    pub fn runtime(&self, device: i32) -> FakeRuntime {
+        let mut r = FakeRuntime::default();
+        // SAFETY: `r` is a valid out-pointer.
+        let rc = unsafe { (self.runtime)(device, &raw mut r) };
+        assert_eq!(rc, 0);
+        r
+    }
+
+    /// Releases `device` now (joins its real-time thread); `false` when it
+    /// was not live.
+    pub fn release(&self, device: i32) -> bool {
+        // SAFETY: plain value.
+        unsafe { (self.release)(device) == 0 }
+    }
+
+    /// Makes `aclrtGetVersion` report `v` on the calling thread (`None`:
+    /// the default).
+    pub fn set_version(&self, v: Option<(i32, i32, i32)>) {
+        let (a, b, c) = v.unwrap_or((-1, 0, 0));
+        let set = self.set_version.expect("the full fake library");
+        // SAFETY: plain values.
+        let rc = unsafe { set(a, b, c) };
         assert_eq!(rc, 0);
     }
 
@@ -119,6 +166,23 @@ impl Control {
 pub fn control() -> Arc<Control> {
     static C: OnceLock<Arc<Control>> = OnceLock::new();
     Arc::clone(C.get_or_init(|| Arc::new(Control::load(&lib_path("fake_acl")))))
+}
+
+/// The control API of the lite fake library (no optional symbols; its own
+/// state, separate from the full library's).
+pub fn control_lite() -> Arc<Control> {
+    static C: OnceLock<Arc<Control>> = OnceLock::new();
+    Arc::clone(C.get_or_init(|| Arc::new(Control::load(&lib_path("fake_acl_lite")))))
+}
+
+/// Opens an `AclDriver` on a freshly configured device of the lite fake
+/// library (no optional symbols: every fallback path).
+pub fn open_lite(cfg: &SimConfig, real_time: bool) -> AclDriver {
+    let id = next_device();
+    control_lite().configure(id, &FakeConfig::from_sim(cfg, real_time));
+    let path = lib_path("fake_acl_lite");
+    let acl = AclConfig::new(id, "fake-aicpu-op-info.json").libraries(&path, &path);
+    AclDriver::open(acl).expect("open the acl driver on the lite fake library")
 }
 
 /// A fresh device id per test device.
@@ -195,6 +259,26 @@ impl Driver for FakeAcl {
     fn clock(&self) -> Duration {
         self.control.clock(self.acl.device_id())
     }
+}
+
+impl FakeAcl {
+    /// Wraps a driver opened on the full fake library.
+    pub fn new(acl: AclDriver) -> Self {
+        FakeAcl {
+            acl,
+            control: control(),
+        }
+    }
+}
+
+/// Opens another `AclDriver` on the (already configured) fake device `id`:
+/// two drivers sharing one device, as two processes' components would.
+pub fn open_on(id: i32, watchdog: Duration) -> AclDriver {
+    let path = lib_path("fake_acl");
+    let acl = AclConfig::new(id, "fake-aicpu-op-info.json")
+        .libraries(&path, &path)
+        .op_watchdog(watchdog);
+    AclDriver::open(acl).expect("open the acl driver on the fake library")
 }
 
 /// The acl driver over the fake library.

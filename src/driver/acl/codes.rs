@@ -1,41 +1,92 @@
 //! ACL / libruntime return codes and what they mean to the driver. One error
 //! space covers both libraries (the rt* entry points return the public
-//! `ACL_ERROR_RT_*` numbers).
+//! `ACL_ERROR_RT_*` numbers), and one table covers both directions: the
+//! driver reads codes with [`kind_of`], the fake runtime library writes them
+//! with [`code_of`], so the two cannot drift apart.
+//!
+//! Every value was read from `acl_base_rt.h` and `error_codes/rt_error_codes.h`
+//! of CANN 8.5 – 9.2 (identical in all of them).
 
 use crate::driver::{ErrorKind, FaultKind};
 
 /// `aclInit` called again: treated as success.
 pub const ACL_ERROR_REPEAT_INITIALIZE: i32 = 100_002;
+/// An invalid parameter, as the runtime's own checks report it (also what
+/// a timeout of 0 gets from `aclrtSynchronize*WithTimeout`).
+pub const ACL_ERROR_RT_PARAM_INVALID: i32 = 107_000;
+/// The calling thread has no device context.
+pub const ACL_ERROR_RT_CONTEXT_NULL: i32 = 107_002;
+/// The stream belongs to another context than the calling thread's.
+pub const ACL_ERROR_RT_STREAM_CONTEXT: i32 = 107_003;
+/// The feature (or API) is not supported by this runtime or device.
+pub const ACL_ERROR_RT_FEATURE_NOT_SUPPORT: i32 = 207_000;
 /// `rtStreamQuery`: not complete yet (not an error).
 pub const ACL_ERROR_RT_STREAM_NOT_COMPLETE: i32 = 507_004;
 /// `rtEventQuery`: not complete yet (not an error).
 pub const ACL_ERROR_RT_EVENT_NOT_COMPLETE: i32 = 507_006;
+/// Stream synchronize timed out.
+pub const ACL_ERROR_RT_STREAM_SYNC_TIMEOUT: i32 = 507_046;
+/// Event synchronize timed out.
+pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: i32 = 507_047;
+/// `rtRegisterAllKernel`: the runtime holds as many registered programs as
+/// it can ("program register num use out").
+pub const ACL_ERROR_RT_PROGRAM_USE_OUT: i32 = 507_032;
 
 /// The named codes and their meaning, for documentation and tests.
 pub const NAMED: &[(i32, &str)] = &[
     (100_000, "ACL_ERROR_INVALID_PARAM"),
     (107_000, "ACL_ERROR_RT_PARAM_INVALID"),
     (107_002, "ACL_ERROR_RT_CONTEXT_NULL"),
+    (107_003, "ACL_ERROR_RT_STREAM_CONTEXT"),
     (107_022, "ACL_ERROR_RT_DEVICE_TASK_ABORT"),
+    (107_023, "ACL_ERROR_RT_STREAM_ABORT"),
     (200_000, "ACL_ERROR_BAD_ALLOC"),
     (200_001, "ACL_ERROR_API_NOT_SUPPORT"),
     (207_000, "ACL_ERROR_RT_FEATURE_NOT_SUPPORT"),
     (207_001, "ACL_ERROR_RT_MEMORY_ALLOCATION"),
+    (207_007, "ACL_ERROR_RT_NO_EVENT_RESOURCE"),
+    (207_008, "ACL_ERROR_RT_NO_STREAM_RESOURCE"),
+    (207_018, "ACL_ERROR_RT_DEVICE_OOM"),
     (507_004, "ACL_ERROR_RT_STREAM_NOT_COMPLETE"),
     (507_006, "ACL_ERROR_RT_EVENT_NOT_COMPLETE"),
     (507_014, "ACL_ERROR_RT_AICORE_TIMEOUT"),
     (507_015, "ACL_ERROR_RT_AICORE_EXCEPTION"),
+    (507_016, "ACL_ERROR_RT_AICORE_TRAP_EXCEPTION"),
     (507_017, "ACL_ERROR_RT_AICPU_TIMEOUT"),
     (507_018, "ACL_ERROR_RT_AICPU_EXCEPTION"),
+    (507_032, "ACL_ERROR_RT_PROGRAM_USE_OUT"),
+    (507_034, "ACL_ERROR_RT_VECTOR_CORE_TIMEOUT"),
     (507_035, "ACL_ERROR_RT_VECTOR_CORE_EXCEPTION"),
+    (507_036, "ACL_ERROR_RT_VECTOR_CORE_TRAP_EXCEPTION"),
+    (507_042, "ACL_ERROR_RT_AICORE_TRAP_READ_OVERFLOW"),
+    (507_043, "ACL_ERROR_RT_AICORE_TRAP_WRITE_OVERFLOW"),
+    (507_044, "ACL_ERROR_RT_VECTOR_CORE_TRAP_READ_OVERFLOW"),
+    (507_045, "ACL_ERROR_RT_VECTOR_CORE_TRAP_WRITE_OVERFLOW"),
     (507_046, "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT"),
     (507_047, "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT"),
+    (507_048, "ACL_ERROR_RT_FFTS_PLUS_TIMEOUT"),
+    (507_049, "ACL_ERROR_RT_FFTS_PLUS_EXCEPTION"),
+    (507_050, "ACL_ERROR_RT_FFTS_PLUS_TRAP_EXCEPTION"),
     (507_899, "ACL_ERROR_RT_DRV_INTERNAL_ERROR"),
     (507_901, "ACL_ERROR_RT_SOCKET_CLOSE"),
 ];
 
-/// What a non-zero code means. Timeouts carry no duration here; the caller
-/// that knows the wait fills it in.
+/// The name of a code in [`NAMED`], if it has one.
+///
+/// ```
+/// use runclaim::driver::acl::codes::name_of;
+///
+/// assert_eq!(name_of(207_018), Some("ACL_ERROR_RT_DEVICE_OOM"));
+/// assert_eq!(name_of(1), None);
+/// ```
+#[must_use]
+pub fn name_of(code: i32) -> Option<&'static str> {
+    NAMED.iter().find(|&&(c, _)| c == code).map(|&(_, n)| n)
+}
+
+/// What a non-zero code means. Timeouts carry no duration and
+/// `CodeMemoryFull` no capacity here; the caller that knows them fills them
+/// in.
 #[must_use]
 pub fn kind_of(code: i32) -> ErrorKind {
     match code {
@@ -43,17 +94,26 @@ pub fn kind_of(code: i32) -> ErrorKind {
             what: "rejected by the runtime as an invalid parameter",
         },
         107_002 => ErrorKind::NoContext,
-        107_022 => ErrorKind::KernelFault(FaultKind::Collateral),
-        200_000 | 207_001 => ErrorKind::OutOfMemory { bytes: 0 },
+        107_003 => ErrorKind::ContextMismatch,
+        107_022 | 107_023 => ErrorKind::KernelFault(FaultKind::Collateral),
+        200_000 | 207_001 | 207_018 => ErrorKind::OutOfMemory { bytes: 0 },
         200_001 | 207_000 => ErrorKind::Unsupported,
+        207_007 => ErrorKind::NoResource { what: "event" },
+        207_008 => ErrorKind::NoResource { what: "stream" },
         507_004 | 507_006 | 507_046 | 507_047 => ErrorKind::Timeout {
             waited: std::time::Duration::ZERO,
         },
         507_014 => ErrorKind::KernelFault(FaultKind::AicoreTimeout),
-        507_015 => ErrorKind::KernelFault(FaultKind::AicoreException),
+        507_015 | 507_016 | 507_042 | 507_043 => ErrorKind::KernelFault(FaultKind::AicoreException),
         507_017 => ErrorKind::KernelFault(FaultKind::AicpuTimeout),
         507_018 => ErrorKind::KernelFault(FaultKind::AicpuException),
-        507_035 => ErrorKind::KernelFault(FaultKind::VectorCoreException),
+        507_032 => ErrorKind::CodeMemoryFull { capacity: 0 },
+        507_034 => ErrorKind::KernelFault(FaultKind::VectorCoreTimeout),
+        507_035 | 507_036 | 507_044 | 507_045 => {
+            ErrorKind::KernelFault(FaultKind::VectorCoreException)
+        }
+        507_048 => ErrorKind::KernelFault(FaultKind::FftsPlusTimeout),
+        507_049 | 507_050 => ErrorKind::KernelFault(FaultKind::FftsPlusException),
         507_899 | 507_901 => ErrorKind::DeviceLost,
         _ => ErrorKind::Unknown,
     }
@@ -67,21 +127,30 @@ pub fn code_of(kind: &ErrorKind, is_event: bool) -> i32 {
         ErrorKind::InvalidArgument { .. }
         | ErrorKind::InvalidCode { .. }
         | ErrorKind::BadHandle { .. }
-        | ErrorKind::BadAddress { .. } => 107_000,
-        ErrorKind::NoContext => 107_002,
+        | ErrorKind::BadAddress { .. } => ACL_ERROR_RT_PARAM_INVALID,
+        ErrorKind::NoContext => ACL_ERROR_RT_CONTEXT_NULL,
+        ErrorKind::ContextMismatch => ACL_ERROR_RT_STREAM_CONTEXT,
         ErrorKind::OutOfMemory { .. } => 207_001,
-        ErrorKind::Unsupported => 207_000,
-        ErrorKind::Timeout { .. } if is_event => 507_047,
-        ErrorKind::Timeout { .. } => 507_046,
+        ErrorKind::NoResource { what: "event" } => 207_007,
+        ErrorKind::NoResource { what: "stream" } => 207_008,
+        // ACL_ERROR_RT_RESOURCE_ALLOC_FAIL
+        ErrorKind::NoResource { .. } => 207_005,
+        ErrorKind::Unsupported => ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+        ErrorKind::CodeMemoryFull { .. } => ACL_ERROR_RT_PROGRAM_USE_OUT,
+        ErrorKind::Timeout { .. } if is_event => ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
+        ErrorKind::Timeout { .. } => ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
         ErrorKind::KernelFault(FaultKind::AicoreTimeout) => 507_014,
         ErrorKind::KernelFault(FaultKind::AicoreException) => 507_015,
         ErrorKind::KernelFault(FaultKind::AicpuTimeout) => 507_017,
         ErrorKind::KernelFault(FaultKind::AicpuException) => 507_018,
+        ErrorKind::KernelFault(FaultKind::VectorCoreTimeout) => 507_034,
         ErrorKind::KernelFault(FaultKind::VectorCoreException) => 507_035,
+        ErrorKind::KernelFault(FaultKind::FftsPlusTimeout) => 507_048,
+        ErrorKind::KernelFault(FaultKind::FftsPlusException) => 507_049,
         ErrorKind::KernelFault(_) => 107_022,
         ErrorKind::DeviceLost => 507_899,
-        // Injected call failures, full queues, busy streams: a generic
-        // runtime failure (ACL_ERROR_RT_INTERNAL_ERROR).
+        // Injected call failures, full queues, busy streams, unusable
+        // results: a generic runtime failure (ACL_ERROR_RT_INTERNAL_ERROR).
         _ => 507_000,
     }
 }
@@ -97,6 +166,24 @@ mod tests {
         }
         assert_eq!(kind_of(123_456), ErrorKind::Unknown);
         assert_eq!(kind_of(507_000), ErrorKind::Unknown);
+    }
+
+    #[test]
+    fn the_audits_unhandled_codes_are_named() {
+        // acl-abi-audit H4: real fault and resource codes that used to be
+        // `Unknown`.
+        for code in [
+            207_018, 507_034, 507_016, 507_036, 507_042, 507_043, 507_044, 507_045, 507_048,
+            507_049, 507_050, 107_023, 107_003, 207_007, 207_008,
+        ] {
+            assert!(name_of(code).is_some(), "{code} is in NAMED");
+            assert_ne!(kind_of(code), ErrorKind::Unknown, "{code}");
+        }
+        assert_eq!(kind_of(207_018), ErrorKind::OutOfMemory { bytes: 0 });
+        assert_eq!(
+            kind_of(507_034),
+            ErrorKind::KernelFault(FaultKind::VectorCoreTimeout)
+        );
     }
 
     #[test]

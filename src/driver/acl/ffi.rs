@@ -2,6 +2,13 @@
 //! (CANN 8.5 and later), as documented in `shared/reference/acl-abi.md`.
 //! Every layout is pinned with `static_assertions`: a field that moves is a
 //! compile error, not a corrupted launch.
+//!
+//! The launch structs have no implicit padding: where C pads, the Rust
+//! mirror has an explicit `pad*` field (asserted: each size is the sum of its
+//! fields), and every struct is built from its all-zero `zeroed()` value. So
+//! every byte handed to the runtime is defined — zero where no field is
+//! set — and a runtime with an older layout that reads a reserved or padding
+//! byte as a field reads 0 (acl-abi-audit H1).
 
 #![allow(
     missing_docs,
@@ -16,6 +23,7 @@ use static_assertions::const_assert_eq;
 pub type AclError = c_int;
 pub type AclrtStream = *mut c_void;
 pub type AclrtEvent = *mut c_void;
+pub type AclrtContext = *mut c_void;
 
 // Memcpy kinds (aclrtMemcpyKind).
 pub const ACL_MEMCPY_HOST_TO_DEVICE: u32 = 1;
@@ -69,6 +77,27 @@ pub struct RtArgsEx {
     pub has_tiling: u8,
     pub is_no_need_h2d_copy: u8,
     pub reserved: [u8; 4],
+    /// C's tail padding, made explicit.
+    pub pad: [u8; 4],
+}
+
+impl RtArgsEx {
+    /// Every byte zero (NULL pointers).
+    #[must_use]
+    pub const fn zeroed() -> Self {
+        RtArgsEx {
+            args: std::ptr::null_mut(),
+            host_input_info_ptr: std::ptr::null_mut(),
+            args_size: 0,
+            tiling_addr_offset: 0,
+            tiling_data_offset: 0,
+            host_input_info_num: 0,
+            has_tiling: 0,
+            is_no_need_h2d_copy: 0,
+            reserved: [0; 4],
+            pad: [0; 4],
+        }
+    }
 }
 
 /// `rtAicpuArgsEx_t` (CANN ≥ 8.5: 32-bit name offsets).
@@ -84,8 +113,34 @@ pub struct RtAicpuArgsEx {
     pub so_name_addr_offset: u32,
     pub kernel_name_addr_offset: u32,
     pub is_no_need_h2d_copy: bool,
+    /// C's padding before `timeout`, made explicit.
+    pub pad0: u8,
     pub timeout: u16,
     pub reserved: u8,
+    /// C's tail padding, made explicit.
+    pub pad1: [u8; 3],
+}
+
+impl RtAicpuArgsEx {
+    /// Every byte zero (NULL pointers, `false`).
+    #[must_use]
+    pub const fn zeroed() -> Self {
+        RtAicpuArgsEx {
+            args: std::ptr::null_mut(),
+            host_input_info_ptr: std::ptr::null_mut(),
+            kernel_offset_info_ptr: std::ptr::null_mut(),
+            args_size: 0,
+            host_input_info_num: 0,
+            kernel_offset_info_num: 0,
+            so_name_addr_offset: 0,
+            kernel_name_addr_offset: 0,
+            is_no_need_h2d_copy: false,
+            pad0: 0,
+            timeout: 0,
+            reserved: 0,
+            pad1: [0; 3],
+        }
+    }
 }
 
 /// `rtCpuKernelArgs_t`.
@@ -95,6 +150,18 @@ pub struct RtCpuKernelArgs {
     pub base_args: RtAicpuArgsEx,
     pub cpu_param_head_offset: usize,
     pub rsv: [u32; 4],
+}
+
+impl RtCpuKernelArgs {
+    /// Every byte zero.
+    #[must_use]
+    pub const fn zeroed() -> Self {
+        RtCpuKernelArgs {
+            base_args: RtAicpuArgsEx::zeroed(),
+            cpu_param_head_offset: 0,
+            rsv: [0; 4],
+        }
+    }
 }
 
 /// `rtTaskCfgInfo_t`.
@@ -176,6 +243,28 @@ const_assert_eq!(size_of::<RtLaunchKernelAttr>(), 20);
 const_assert_eq!(size_of::<RtKernelLaunchCfg>(), 16);
 const_assert_eq!(size_of::<RtLoadBinaryOption>(), 20);
 const_assert_eq!(size_of::<RtLoadBinaryConfig>(), 16);
+const_assert_eq!(offset_of!(RtAicpuArgsEx, pad0), 41);
+const_assert_eq!(offset_of!(RtAicpuArgsEx, pad1), 45);
+const_assert_eq!(offset_of!(RtArgsEx, pad), 36);
+
+// No implicit padding anywhere: each size is the sum of its fields' sizes,
+// so every byte handed to the runtime belongs to a field and is initialised.
+const P: usize = size_of::<*mut c_void>();
+const_assert_eq!(size_of::<RtDevBinary>(), 4 + 4 + P + 8);
+const_assert_eq!(size_of::<RtArgsEx>(), 2 * P + 3 * 4 + 2 + 1 + 1 + 4 + 4);
+const_assert_eq!(
+    size_of::<RtAicpuArgsEx>(),
+    3 * P + 4 + 2 + 2 + 4 + 4 + 1 + 1 + 2 + 1 + 3
+);
+const_assert_eq!(
+    size_of::<RtCpuKernelArgs>(),
+    size_of::<RtAicpuArgsEx>() + size_of::<usize>() + 16
+);
+const_assert_eq!(size_of::<RtTaskCfgInfo>(), 4 + 4 + 4 + 4);
+const_assert_eq!(size_of::<RtLaunchKernelAttr>(), 4 + 16);
+const_assert_eq!(size_of::<RtKernelLaunchCfg>(), P + size_of::<usize>());
+const_assert_eq!(size_of::<RtLoadBinaryOption>(), 4 + 16);
+const_assert_eq!(size_of::<RtLoadBinaryConfig>(), P + size_of::<usize>());
 
 // Function-pointer types, one per C prototype used (acl-abi.md §3–§4).
 pub type FnAclInit = unsafe extern "C" fn(config: *const c_char) -> AclError;
@@ -214,6 +303,10 @@ pub type FnStream = unsafe extern "C" fn(stream: AclrtStream) -> AclError;
 pub type FnStreamQuery = unsafe extern "C" fn(stream: AclrtStream, status: *mut u32) -> AclError;
 pub type FnStreamSyncTimeout =
     unsafe extern "C" fn(stream: AclrtStream, timeout_ms: i32) -> AclError;
+pub type FnGetVersion =
+    unsafe extern "C" fn(major: *mut i32, minor: *mut i32, patch: *mut i32) -> AclError;
+pub type FnGetCurrentContext = unsafe extern "C" fn(context: *mut AclrtContext) -> AclError;
+pub type FnSetCurrentContext = unsafe extern "C" fn(context: AclrtContext) -> AclError;
 pub type FnCreateEventWithFlag =
     unsafe extern "C" fn(event: *mut AclrtEvent, flag: u32) -> AclError;
 pub type FnEvent = unsafe extern "C" fn(event: AclrtEvent) -> AclError;
@@ -244,6 +337,8 @@ pub type FnBinaryLoadFromFile = unsafe extern "C" fn(
     handle: *mut *mut c_void,
 ) -> AclError;
 pub type FnBinaryUnload = unsafe extern "C" fn(handle: *mut c_void) -> AclError;
+/// `rtDevBinaryUnRegister(void* hdl)` (deprecated in 9.x, still exported).
+pub type FnDevBinaryUnRegister = unsafe extern "C" fn(handle: *mut c_void) -> AclError;
 pub type FnFuncGetByName =
     unsafe extern "C" fn(bin: *mut c_void, name: *const c_char, func: *mut *mut c_void) -> AclError;
 pub type FnLaunchCpuKernel = unsafe extern "C" fn(

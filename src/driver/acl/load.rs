@@ -1,19 +1,30 @@
 //! Finding and loading the vendor libraries, and resolving their symbols
 //! into a function-pointer table. Nothing here panics: every failure is a
-//! [`LoadError`] that lists what was tried.
+//! [`LoadError`] that lists what was tried, with the loader's own message.
+//!
+//! # Never unloaded
+//!
+//! A library that loaded is kept loaded for the rest of the process, even
+//! when the driver that loaded it is dropped or its other library failed to
+//! load: the vendor runtime starts its own threads and registers thread-local
+//! and `atexit` destructors, and unmapping its code under them would crash
+//! the process after a safe `drop`. The handles are kept in a process-wide
+//! registry (reachable, so not a leak to a leak checker), one per path.
 
 use std::ffi::OsString;
 use std::fmt;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, PoisonError};
 
 use libloading::Library;
 
 use super::ffi::{
     FnAclFinalizeReference, FnAclGetRecentErrMsg, FnAclInit, FnBinaryLoadFromFile, FnBinaryUnload,
-    FnCreateEventWithFlag, FnCreateStream, FnEvent, FnEventElapsed, FnEventSyncTimeout,
-    FnEventTimestamp, FnFree, FnFuncGetByName, FnKernelLaunchWithHandleV2, FnLaunchCpuKernel,
-    FnMalloc, FnMemcpy, FnMemcpyAsync, FnMemset, FnMemsetAsync, FnQueryEventStatus, FnRecordEvent,
-    FnRegisterAllKernel, FnSetDevice, FnSetOpTimeout, FnStream, FnStreamQuery, FnStreamSyncTimeout,
+    FnCreateEventWithFlag, FnCreateStream, FnDevBinaryUnRegister, FnEvent, FnEventElapsed,
+    FnEventSyncTimeout, FnEventTimestamp, FnFree, FnFuncGetByName, FnGetCurrentContext,
+    FnGetVersion, FnKernelLaunchWithHandleV2, FnLaunchCpuKernel, FnMalloc, FnMemcpy, FnMemcpyAsync,
+    FnMemset, FnMemsetAsync, FnQueryEventStatus, FnRecordEvent, FnRegisterAllKernel,
+    FnSetCurrentContext, FnSetDevice, FnSetOpTimeout, FnStream, FnStreamQuery, FnStreamSyncTimeout,
     FnStreamWaitEvent,
 };
 
@@ -23,23 +34,31 @@ use super::ffi::{
 /// use runclaim::driver::acl::Lib;
 ///
 /// assert_eq!(Lib::Runtime.file_name(), "libruntime.so");
+/// assert_eq!(Lib::AscendCl.file_names(), ["libascendcl.so", "libacl_rt.so"]);
 /// assert_eq!(Lib::AscendCl.env_var(), "RUNCLAIM_LIBASCENDCL");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Lib {
-    /// `libascendcl.so`: the `acl*` / `aclrt*` API.
+    /// The `acl*` / `aclrt*` API: `libascendcl.so`, or `libacl_rt.so` (its
+    /// successor; CANN documents `libascendcl.so` as deprecated).
     AscendCl,
     /// `libruntime.so`: the `rt*` / `rts*` kernel API.
     Runtime,
 }
 
 impl Lib {
-    /// The file name searched for.
+    /// The primary file name searched for.
     #[must_use]
     pub const fn file_name(self) -> &'static str {
+        self.file_names()[0]
+    }
+
+    /// Every file name searched for, in order, in each directory.
+    #[must_use]
+    pub const fn file_names(self) -> &'static [&'static str] {
         match self {
-            Lib::AscendCl => "libascendcl.so",
-            Lib::Runtime => "libruntime.so",
+            Lib::AscendCl => &["libascendcl.so", "libacl_rt.so"],
+            Lib::Runtime => &["libruntime.so"],
         }
     }
 
@@ -59,15 +78,29 @@ impl fmt::Display for Lib {
     }
 }
 
+/// The default install roots, newest layout first: CANN 9 installs to
+/// `/usr/local/Ascend/cann`, earlier releases to
+/// `/usr/local/Ascend/ascend-toolkit/latest`.
+pub const DEFAULT_ROOTS: [(&str, &str); 2] = [
+    ("/usr/local/Ascend/cann", "default install"),
+    ("/usr/local/Ascend/ascend-toolkit/latest", "default toolkit"),
+];
+
 /// One place a library was looked for, and why it did not load.
 ///
 /// ```
 /// use runclaim::driver::acl::{AclConfig, AclDriver, LoadError, OpenError};
 ///
 /// let cfg = AclConfig::new(0, "op.json").libraries("/nowhere/libascendcl.so", "/nowhere/libruntime.so");
-/// if let Err(OpenError::Load(LoadError::NotFound { attempts, .. })) = AclDriver::open(cfg) {
-///     let first = &attempts[0];
-///     assert_eq!((first.path.to_str(), first.source), (Some("/nowhere/libascendcl.so"), "explicit path"));
+/// match AclDriver::open(cfg) {
+///     Err(OpenError::Load(LoadError::Both { ascendcl, .. })) => match *ascendcl {
+///         LoadError::ExplicitPath { attempt, .. } => {
+///             assert_eq!((attempt.path.to_str(), attempt.source), (Some("/nowhere/libascendcl.so"), "explicit path"));
+///             assert!(attempt.error.contains("No such file"), "the loader's own words: {}", attempt.error);
+///         }
+///         other => panic!("{other}"),
+///     },
+///     other => panic!("{other:?}"),
 /// }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -76,8 +109,32 @@ pub struct Attempt {
     pub path: PathBuf,
     /// Where the candidate came from (e.g. `"RUNCLAIM_LIBRUNTIME"`).
     pub source: &'static str,
-    /// The loader's message.
+    /// The loader's own message (`dlerror()`: "cannot open shared object
+    /// file: No such file or directory", "invalid ELF header", …).
     pub error: String,
+}
+
+/// A required symbol a loaded library lacks.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MissingSymbol {
+    /// The C symbol.
+    pub symbol: &'static str,
+    /// Which library it belongs to.
+    pub lib: Lib,
+    /// The file that was loaded for that library (as handed to the loader).
+    pub file: PathBuf,
+}
+
+impl fmt::Display for MissingSymbol {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} in {} ({})",
+            self.symbol,
+            self.file.display(),
+            self.lib
+        )
+    }
 }
 
 /// Why the runtime could not be loaded.
@@ -86,13 +143,14 @@ pub struct Attempt {
 /// use runclaim::driver::acl::{AclConfig, AclDriver, LoadError, OpenError};
 ///
 /// // Both "libraries" resolve (libm), but export none of the runtime's symbols:
-/// // every missing name is reported at once.
+/// // every missing name is reported at once, with the file it was looked up in.
 /// let cfg = AclConfig::new(0, "op.json").libraries("libm.so.6", "libm.so.6");
 /// match AclDriver::open(cfg) {
 ///     Err(OpenError::Load(LoadError::MissingSymbols { missing })) => {
 ///         assert_eq!(missing.len(), AclDriver::symbols().0.len());
+///         assert_eq!(missing[0].file.to_str(), Some("libm.so.6"));
 ///     }
-///     Err(OpenError::Load(LoadError::NotFound { .. })) => {} // no libm here
+///     Err(OpenError::Load(LoadError::Both { .. })) => {} // no libm here
 ///     other => panic!("{other:?}"),
 /// }
 /// ```
@@ -107,11 +165,34 @@ pub enum LoadError {
         /// Every candidate, in search order, with the loader's message.
         attempts: Vec<Attempt>,
     },
-    /// Libraries loaded, but required symbols are missing (all are listed).
-    #[error("missing required symbols: {}", .missing.join(", "))]
+    /// The explicit path in [`AclConfig`](super::AclConfig) did not load.
+    /// Nothing else was tried: an explicit choice is never silently
+    /// replaced by another library.
+    #[error(
+        "{lib}: the explicit path {} did not load: {}; no other path was tried",
+        .attempt.path.display(),
+        .attempt.error
+    )]
+    ExplicitPath {
+        /// The library.
+        lib: Lib,
+        /// The one attempt, with the loader's message.
+        attempt: Attempt,
+    },
+    /// Neither library loaded; both failures.
+    #[error("neither runtime library loaded:\n{ascendcl}\n{runtime}")]
+    Both {
+        /// Why `libascendcl.so` did not load.
+        ascendcl: Box<LoadError>,
+        /// Why `libruntime.so` did not load.
+        runtime: Box<LoadError>,
+    },
+    /// Libraries loaded, but required symbols are missing (all are listed,
+    /// each with the file it was looked up in).
+    #[error("missing required symbols: {}", list_missing(.missing))]
     MissingSymbols {
-        /// Every missing required symbol, with the library it was looked up in.
-        missing: Vec<String>,
+        /// Every missing required symbol.
+        missing: Vec<MissingSymbol>,
     },
 }
 
@@ -123,64 +204,124 @@ fn list_attempts(a: &[Attempt]) -> String {
     })
 }
 
-/// The candidates for `lib`, in search order: the explicit path, the override
-/// environment variable, `$ASCEND_HOME_PATH` and `$ASCEND_TOOLKIT_HOME`
-/// (`lib64`, `runtime/lib64`), the default toolkit install, the bare name
-/// (the system loader's own search: `LD_LIBRARY_PATH`, `ld.so.cache`).
+fn list_missing(m: &[MissingSymbol]) -> String {
+    m.iter()
+        .map(ToString::to_string)
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// The candidates for `lib`, in search order.
+///
+/// An explicit path is the only candidate. Otherwise: the override
+/// environment variable; `$ASCEND_HOME_PATH` then `$ASCEND_TOOLKIT_HOME`
+/// (`lib64`, `runtime/lib64`); the default install roots
+/// ([`DEFAULT_ROOTS`]: `lib64`, `runtime/lib64`); the bare name (the system
+/// loader's own search: `LD_LIBRARY_PATH`, `ld.so.cache`). In each directory
+/// every name of [`Lib::file_names`] is tried in order.
 #[must_use]
 pub fn candidates(
     lib: Lib,
     explicit: Option<&Path>,
     env: &dyn Fn(&str) -> Option<OsString>,
 ) -> Vec<(PathBuf, &'static str)> {
-    let name = lib.file_name();
-    let mut out = Vec::new();
     if let Some(p) = explicit {
-        out.push((p.to_path_buf(), "explicit path"));
+        return vec![(p.to_path_buf(), "explicit path")];
     }
+    let mut out = Vec::new();
     if let Some(p) = env(lib.env_var()) {
         out.push((PathBuf::from(p), lib.env_var()));
     }
+    let mut dirs: Vec<(PathBuf, &'static str)> = Vec::new();
     for var in ["ASCEND_HOME_PATH", "ASCEND_TOOLKIT_HOME"] {
         if let Some(home) = env(var) {
-            let home = PathBuf::from(home);
-            out.push((home.join("lib64").join(name), var));
-            out.push((home.join("runtime/lib64").join(name), var));
+            dirs.push((PathBuf::from(home), var));
         }
     }
-    let toolkit = Path::new("/usr/local/Ascend/ascend-toolkit/latest");
-    out.push((toolkit.join("lib64").join(name), "default toolkit"));
-    out.push((toolkit.join("runtime/lib64").join(name), "default toolkit"));
-    out.push((PathBuf::from(name), "system loader"));
+    for (root, source) in DEFAULT_ROOTS {
+        dirs.push((PathBuf::from(root), source));
+    }
+    for (root, source) in dirs {
+        for sub in ["lib64", "runtime/lib64"] {
+            for name in lib.file_names() {
+                out.push((root.join(sub).join(name), source));
+            }
+        }
+    }
+    for name in lib.file_names() {
+        out.push((PathBuf::from(name), "system loader"));
+    }
     out
+}
+
+/// Every library this process loaded through [`open`], by the path handed
+/// to the loader. Never emptied: see the module documentation.
+static LOADED: Mutex<Vec<(PathBuf, &'static Library)>> = Mutex::new(Vec::new());
+
+/// The loader's own words for a failed `dlopen`: libloading 0.9 keeps the
+/// `dlerror()` text in the error's `source()`; its `Display` only says
+/// "dlopen failed".
+fn loader_message(e: &libloading::Error) -> String {
+    std::error::Error::source(e).map_or_else(|| e.to_string(), ToString::to_string)
+}
+
+/// Loads `path` once per process and keeps it loaded for good.
+fn load_forever(path: &Path) -> Result<&'static Library, String> {
+    let mut loaded = LOADED.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some(&(_, lib)) = loaded.iter().find(|(p, _)| p == path) {
+        return Ok(lib);
+    }
+    // SAFETY: loading a shared library runs its initialisers; unloading
+    // would run its terminators. The candidates are the user's explicit
+    // choice, their override variable, the vendor toolkit's install
+    // directories, or what the system loader resolves for the vendor's
+    // library names — exactly the code this driver exists to call, whose
+    // initialisers expect to be loaded by an application. Unloading is never
+    // done: the library is leaked into `LOADED` below, so its terminators
+    // never run while its own threads or destructors might still execute,
+    // and every function pointer resolved from it stays valid for the rest
+    // of the process.
+    let lib = unsafe { Library::new(path.as_os_str()) }.map_err(|e| loader_message(&e))?;
+    let lib: &'static Library = Box::leak(Box::new(lib));
+    loaded.push((path.to_path_buf(), lib));
+    Ok(lib)
+}
+
+/// A library that loaded: where from, and the (never unloaded) handle.
+pub(crate) struct Loaded {
+    lib: &'static Library,
+    path: PathBuf,
 }
 
 /// Loads the first candidate that loads.
 ///
 /// # Errors
-/// [`LoadError::NotFound`] listing every candidate and the loader's message.
-pub fn open(
+/// [`LoadError::ExplicitPath`] when an explicit path fails (nothing else is
+/// tried); [`LoadError::NotFound`] listing every candidate and the loader's
+/// message otherwise.
+pub(crate) fn open(
     lib: Lib,
     explicit: Option<&Path>,
     env: &dyn Fn(&str) -> Option<OsString>,
-) -> Result<(Library, PathBuf), LoadError> {
+) -> Result<Loaded, LoadError> {
     let mut attempts = Vec::new();
     for (path, source) in candidates(lib, explicit, env) {
-        // SAFETY: loading a shared library runs its initialisers. The
-        // candidates are the user's explicit choice, their override
-        // variable, the vendor toolkit's install directories, or what the
-        // system loader resolves for the vendor's library name — exactly the
-        // code this driver exists to call.
-        match unsafe { Library::new(path.as_os_str()) } {
-            Ok(l) => return Ok((l, path)),
-            Err(e) => attempts.push(Attempt {
+        match load_forever(&path) {
+            Ok(l) => return Ok(Loaded { lib: l, path }),
+            Err(error) => attempts.push(Attempt {
                 path,
                 source,
-                error: e.to_string(),
+                error,
             }),
         }
     }
-    Err(LoadError::NotFound { lib, attempts })
+    match (explicit, attempts.pop()) {
+        (Some(_), Some(attempt)) => Err(LoadError::ExplicitPath { lib, attempt }),
+        (_, last) => {
+            attempts.extend(last);
+            Err(LoadError::NotFound { lib, attempts })
+        }
+    }
 }
 
 /// Resolves one symbol; `None` (and the name recorded in `missing`) when the
@@ -189,18 +330,22 @@ pub fn open(
 /// # Safety
 /// `T` must be the function-pointer type of the symbol's C prototype.
 unsafe fn sym<T: Copy>(
-    lib: &Library,
-    name: &str,
-    missing: &mut Vec<String>,
+    loaded: &Loaded,
+    name: &'static str,
+    missing: &mut Vec<MissingSymbol>,
     which: Lib,
 ) -> Option<T> {
-    // SAFETY: the caller guarantees `T` matches the C prototype; the pointer
-    // is copied out of the `Symbol` and used only while the table that owns
-    // `lib` is alive.
-    if let Ok(s) = unsafe { lib.get::<T>(name) } {
+    // SAFETY: the caller guarantees `T` matches the C prototype. The pointer
+    // is copied out of the `Symbol`: the library is never unloaded
+    // (`load_forever`), so it stays valid for the rest of the process.
+    if let Ok(s) = unsafe { loaded.lib.get::<T>(name.as_bytes()) } {
         Some(*s)
     } else {
-        missing.push(format!("{name} ({which})"));
+        missing.push(MissingSymbol {
+            symbol: name,
+            lib: which,
+            file: loaded.path.clone(),
+        });
         None
     }
 }
@@ -210,16 +355,14 @@ macro_rules! api_table {
         required { $($rf:ident: $rt:ty = $rlib:ident $rname:literal;)* }
         optional { $($of:ident: $ot:ty = $olib:ident $oname:literal;)* }
     ) => {
-        /// The resolved function-pointer table. It owns both libraries, so
-        /// no pointer in it can outlive the code it points to. No logic.
+        /// The resolved function-pointer table. The libraries behind it are
+        /// never unloaded, so every pointer in it stays valid for the rest of
+        /// the process. No logic.
         pub(crate) struct Api {
             $(pub $rf: $rt,)*
             $(pub $of: Option<$ot>,)*
             pub ascendcl_path: PathBuf,
             pub runtime_path: PathBuf,
-            // Declared last: dropped after every pointer above is gone.
-            _ascendcl: Library,
-            _runtime: Library,
         }
 
         impl Api {
@@ -230,19 +373,17 @@ macro_rules! api_table {
 
             /// Resolves every symbol; all missing required names are
             /// reported together.
-            pub fn resolve(
-                ascendcl: (Library, PathBuf),
-                runtime: (Library, PathBuf),
-            ) -> Result<Self, LoadError> {
+            pub fn resolve(ascendcl: Loaded, runtime: Loaded) -> Result<Self, LoadError> {
                 let mut missing = Vec::new();
-                let lib = |l: Lib| if l == Lib::AscendCl { &ascendcl.0 } else { &runtime.0 };
+                let lib = |l: Lib| if l == Lib::AscendCl { &ascendcl } else { &runtime };
                 $(
                     // SAFETY: the type is the prototype from acl-abi.md §3/§4.
                     let $rf = unsafe { sym::<$rt>(lib(Lib::$rlib), $rname, &mut missing, Lib::$rlib) };
                 )*
                 let mut ignored = Vec::new();
                 $(
-                    // SAFETY: the type is the prototype from acl-abi.md §3.
+                    // SAFETY: the type is the prototype from acl-abi.md §3
+                    // and the CANN 8.5 headers (acl_rt.h, kernel.h).
                     let $of = unsafe { sym::<$ot>(lib(Lib::$olib), $oname, &mut ignored, Lib::$olib) };
                 )*
                 if !missing.is_empty() {
@@ -252,14 +393,19 @@ macro_rules! api_table {
                     ($(Some($rf),)*) => Ok(Api {
                         $($rf,)*
                         $($of,)*
-                        ascendcl_path: ascendcl.1,
-                        runtime_path: runtime.1,
-                        _ascendcl: ascendcl.0,
-                        _runtime: runtime.0,
+                        ascendcl_path: ascendcl.path,
+                        runtime_path: runtime.path,
                     }),
                     // Unreachable: `missing` was empty, so every symbol resolved.
                     _ => Err(LoadError::MissingSymbols { missing }),
                 }
+            }
+
+            /// The optional symbols that resolved.
+            pub fn present_optional(&self) -> Vec<&'static str> {
+                let mut out = Vec::new();
+                $(if self.$of.is_some() { out.push($oname); })*
+                out
             }
         }
     };
@@ -299,7 +445,12 @@ api_table! {
         set_op_timeout: FnSetOpTimeout = AscendCl "aclrtSetOpExecuteTimeOutV2";
         destroy_stream_force: FnStream = AscendCl "aclrtDestroyStreamForce";
         finalize_reference: FnAclFinalizeReference = AscendCl "aclFinalizeReference";
+        create_event_ex: FnCreateEventWithFlag = AscendCl "aclrtCreateEventExWithFlag";
+        get_current_context: FnGetCurrentContext = AscendCl "aclrtGetCurrentContext";
+        set_current_context: FnSetCurrentContext = AscendCl "aclrtSetCurrentContext";
+        get_version: FnGetVersion = AscendCl "aclrtGetVersion";
         binary_unload: FnBinaryUnload = Runtime "rtsBinaryUnload";
+        dev_binary_unregister: FnDevBinaryUnRegister = Runtime "rtDevBinaryUnRegister";
     }
 }
 
@@ -308,23 +459,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn search_order_is_explicit_env_toolkit_bare() {
+    fn search_order_is_env_homes_default_roots_bare() {
         let env = |k: &str| match k {
             "RUNCLAIM_LIBRUNTIME" => Some(OsString::from("/over/libruntime.so")),
             "ASCEND_HOME_PATH" => Some(OsString::from("/home/ascend")),
             _ => None,
         };
-        let c: Vec<_> = candidates(Lib::Runtime, Some(Path::new("/x/librt.so")), &env)
+        let c: Vec<_> = candidates(Lib::Runtime, None, &env)
             .into_iter()
             .map(|(p, _)| p.display().to_string())
             .collect();
         assert_eq!(
             c,
             [
-                "/x/librt.so",
                 "/over/libruntime.so",
                 "/home/ascend/lib64/libruntime.so",
                 "/home/ascend/runtime/lib64/libruntime.so",
+                "/usr/local/Ascend/cann/lib64/libruntime.so",
+                "/usr/local/Ascend/cann/runtime/lib64/libruntime.so",
                 "/usr/local/Ascend/ascend-toolkit/latest/lib64/libruntime.so",
                 "/usr/local/Ascend/ascend-toolkit/latest/runtime/lib64/libruntime.so",
                 "libruntime.so",
@@ -333,8 +485,39 @@ mod tests {
     }
 
     #[test]
-    fn not_found_lists_every_attempt_with_the_loader_message() {
+    fn ascendcl_falls_back_to_libacl_rt_in_every_place() {
         let env = |_: &str| None;
+        let c: Vec<_> = candidates(Lib::AscendCl, None, &env)
+            .into_iter()
+            .map(|(p, s)| format!("{} ({s})", p.display()))
+            .collect();
+        assert_eq!(
+            c,
+            [
+                "/usr/local/Ascend/cann/lib64/libascendcl.so (default install)",
+                "/usr/local/Ascend/cann/lib64/libacl_rt.so (default install)",
+                "/usr/local/Ascend/cann/runtime/lib64/libascendcl.so (default install)",
+                "/usr/local/Ascend/cann/runtime/lib64/libacl_rt.so (default install)",
+                "/usr/local/Ascend/ascend-toolkit/latest/lib64/libascendcl.so (default toolkit)",
+                "/usr/local/Ascend/ascend-toolkit/latest/lib64/libacl_rt.so (default toolkit)",
+                "/usr/local/Ascend/ascend-toolkit/latest/runtime/lib64/libascendcl.so (default toolkit)",
+                "/usr/local/Ascend/ascend-toolkit/latest/runtime/lib64/libacl_rt.so (default toolkit)",
+                "libascendcl.so (system loader)",
+                "libacl_rt.so (system loader)",
+            ]
+        );
+    }
+
+    #[test]
+    fn an_explicit_path_is_the_only_candidate() {
+        let env = |_: &str| Some(OsString::from("/from/env"));
+        let c = candidates(Lib::Runtime, Some(Path::new("/x/librt.so")), &env);
+        assert_eq!(c, [(PathBuf::from("/x/librt.so"), "explicit path")]);
+    }
+
+    #[test]
+    fn a_failed_explicit_path_is_an_error_with_the_loaders_words() {
+        let env = |_: &str| Some(OsString::from("/from/env/libascendcl.so"));
         let err = open(
             Lib::AscendCl,
             Some(Path::new("/nonexistent/libascendcl.so")),
@@ -342,17 +525,33 @@ mod tests {
         )
         .map(|_| ())
         .unwrap_err();
-        let LoadError::NotFound { lib, attempts } = &err else {
+        let LoadError::ExplicitPath { lib, attempt } = &err else {
             panic!("{err}");
         };
         assert_eq!(*lib, Lib::AscendCl);
-        assert_eq!(attempts.len(), 4, "explicit, two toolkit paths, bare name");
-        assert!(attempts.iter().all(|a| !a.error.is_empty()));
-        let msg = err.to_string();
+        assert_eq!(attempt.source, "explicit path");
         assert!(
-            msg.contains("/nonexistent/libascendcl.so (explicit path)"),
-            "{msg}"
+            attempt
+                .error
+                .contains("cannot open shared object file: No such file or directory"),
+            "{}",
+            attempt.error
         );
-        assert!(msg.contains("libascendcl.so (system loader)"), "{msg}");
+        assert!(!err.to_string().contains("/from/env"), "{err}");
+    }
+
+    #[test]
+    fn not_found_lists_every_attempt_with_the_loader_message() {
+        let env = |_: &str| None;
+        let err = open(Lib::Runtime, None, &env).map(|_| ()).unwrap_err();
+        let LoadError::NotFound { lib, attempts } = &err else {
+            panic!("{err}");
+        };
+        assert_eq!(*lib, Lib::Runtime);
+        assert_eq!(attempts.len(), 5, "four default paths and the bare name");
+        assert!(attempts.iter().all(|a| a.error.contains("libruntime.so")));
+        assert!(attempts.iter().all(|a| !a.error.contains("dlopen failed")));
+        let msg = err.to_string();
+        assert!(msg.contains("libruntime.so (system loader)"), "{msg}");
     }
 }

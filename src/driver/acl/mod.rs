@@ -1,12 +1,15 @@
 //! The real Ascend runtime, loaded at run time with `libloading` (CANN 8.5
-//! and later): `libascendcl.so` for the `acl*` / `aclrt*` API and
-//! `libruntime.so` for the `rt*` / `rts*` kernel API. No link-time
-//! dependency: the crate builds anywhere, and loading never panics.
+//! and later, ACL 1.16+): `libascendcl.so` (or `libacl_rt.so`) for the
+//! `acl*` / `aclrt*` API and `libruntime.so` for the `rt*` / `rts*` kernel
+//! API. No link-time dependency: the crate builds anywhere, and loading never
+//! panics.
 //!
-//! Three layers:
-//! - `load` — library search and a function-pointer table that owns both
-//!   libraries (no logic, no globals); every missing required symbol is
-//!   reported in one [`LoadError`];
+//! Four layers:
+//! - `load` — library search and a function-pointer table (no logic); every
+//!   missing required symbol is reported in one [`LoadError`] naming the
+//!   file; libraries are never unloaded;
+//! - `table` — what this driver created and has not destroyed; every handle
+//!   a safe method receives is checked against it before any C call;
 //! - thin wrappers turning return codes into [`DriverError`]s that carry the
 //!   API name, the code and `aclGetRecentErrMsg()` ([`codes`]);
 //! - the [`Driver`] implementation, [`AclDriver`].
@@ -14,11 +17,19 @@
 //! # Library search
 //!
 //! For each library, the first of these that loads: the explicit path in
-//! [`AclConfig`]; the override variable (`RUNCLAIM_LIBASCENDCL`,
-//! `RUNCLAIM_LIBRUNTIME`); `$ASCEND_HOME_PATH` then `$ASCEND_TOOLKIT_HOME`
-//! (`lib64/`, `runtime/lib64/`); `/usr/local/Ascend/ascend-toolkit/latest`
+//! [`AclConfig`] — **only** that path: if it fails, that is the error, and
+//! nothing else is tried; otherwise the override variable
+//! (`RUNCLAIM_LIBASCENDCL`, `RUNCLAIM_LIBRUNTIME`); `$ASCEND_HOME_PATH` then
+//! `$ASCEND_TOOLKIT_HOME` (`lib64/`, `runtime/lib64/`);
+//! `/usr/local/Ascend/cann` then `/usr/local/Ascend/ascend-toolkit/latest`
 //! (`lib64/`, `runtime/lib64/`); the bare name (the system loader's search).
-//! A failure lists every path tried with the loader's message.
+//! In each place `libascendcl.so` is tried before `libacl_rt.so`. A failure
+//! lists every path tried with the loader's own message (`dlerror`); when
+//! both libraries fail, both are reported.
+//!
+//! A library that loaded is **never unloaded**, not even when the last
+//! driver is dropped: the vendor runtime runs its own threads and
+//! thread-local destructors, which must never find their code unmapped.
 //!
 //! # Symbols
 //!
@@ -31,7 +42,7 @@
 //! `rtRegisterAllKernel`, `rtKernelLaunchWithHandleV2`,
 //! `rtsBinaryLoadFromFile`, `rtsFuncGetByName`, `rtsLaunchCpuKernel`.
 //!
-//! Optional, each a [`Capabilities`] flag with a fallback:
+//! Optional, each with a fallback (the first five are [`Capabilities`]):
 //!
 //! | symbol | capability | without it |
 //! |---|---|---|
@@ -40,13 +51,53 @@
 //! | `aclGetRecentErrMsg` | `ERROR_MESSAGE` | errors carry API and code only |
 //! | `aclrtSetOpExecuteTimeOutV2` | `WATCHDOG_CONTROL` | the watchdog must be declared in `DeviceConfig` |
 //! | `aclrtDestroyStreamForce` | `FORCE_DESTROY` | a faulted stream is destroyed with `aclrtDestroyStream` |
+//! | `aclrtCreateEventExWithFlag` | — | events from `aclrtCreateEventWithFlag`; the driver answers for never-recorded ones |
+//! | `aclrtGetCurrentContext`, `aclrtSetCurrentContext` | — | threads are bound with `aclrtSetDevice` (each counted and reset) |
+//! | `aclrtGetVersion` | — | the version is not checked |
+//! | `rtDevBinaryUnRegister` | — | registered code is kept for the process's life |
 //! | `aclFinalizeReference`, `rtsBinaryUnload` | — | not called at drop |
 //!
-//! # Threads
+//! # Handles
 //!
-//! ACL binds a device per thread (`aclrtSetDevice`). Every call this driver
-//! makes from a thread that has not bound its device binds it first, so a
-//! run may be launched on one thread and fenced on another.
+//! Every handle a method receives — stream, event, code, device address
+//! with its byte range, and the device ranges inside a launch's argument
+//! block — is checked against what *this* driver created and has not
+//! destroyed **before any C call**. A forged, destroyed or foreign handle is
+//! refused with [`ErrorKind::BadHandle`] or [`ErrorKind::BadAddress`] and no
+//! [`Native`] detail (the runtime was not called). Device ranges must lie
+//! inside one live allocation, and the runtime is told the true remaining
+//! size of that allocation as `destMax`, so its own bound check is real.
+//!
+//! # Threads and device contexts
+//!
+//! ACL binds a device context per thread, and the last `aclrtSetDevice` on a
+//! thread wins. Every call of this driver runs in this driver's context,
+//! whatever else the thread did: where the runtime offers
+//! `aclrtGetCurrentContext` / `aclrtSetCurrentContext`, the driver captures
+//! its device's context once and restores it on any thread whose current
+//! context differs (one `aclrtSetDevice` per driver in total); otherwise it
+//! remembers, per thread, which driver bound it last and calls
+//! `aclrtSetDevice` when that is not itself. Every successful
+//! `aclrtSetDevice` is counted and gets its `aclrtResetDevice` when the
+//! driver drops, so the device's reference count balances.
+//!
+//! # Events
+//!
+//! Events are created with `aclrtCreateEventExWithFlag(ACL_EVENT_SYNC |
+//! ACL_EVENT_TIME_LINE)`, whose never-recorded events report complete and
+//! satisfy a stream wait at once, as [`Driver::create_event`] documents.
+//! Without that symbol the driver falls back to `aclrtCreateEventWithFlag`,
+//! whose never-recorded events the runtime reports *not ready* (and a stream
+//! wait on one would queue a device wait nothing satisfies): the driver keeps
+//! a per-event "recorded" flag and answers for such an event itself.
+//!
+//! # Timeouts
+//!
+//! `aclrtSynchronize*WithTimeout` takes whole milliseconds and rejects 0
+//! (107000, whatever its header says). The driver never passes 0: a zero
+//! timeout is a single status query, and a timeout below a millisecond is
+//! rounded up to 1 ms. A timeout above `i32::MAX` ms is clamped to it; the
+//! polling fallback treats a timeout too large for a deadline as no limit.
 //!
 //! # Kernels
 //!
@@ -55,7 +106,14 @@
 //! ELF), the AICPU Run kernel with `rtsLaunchCpuKernel` on a function found by
 //! name in the op-info binary of [`AclConfig::aicpu_binary`]. Both receive the
 //! [`RunArgs`] block as host arguments, which the runtime copies at launch:
-//! a deployment's kernels implement the [`abi`](crate::driver::abi).
+//! a deployment's kernels implement the [`abi`](crate::driver::abi). The
+//! launch structs are zero-filled (no undefined padding bytes).
+//!
+//! Each registration holds its image until it is unregistered: code is
+//! unregistered (`rtDevBinaryUnRegister`) when no pin is left and this
+//! driver uploads new code, and at drop; the image is freed only after its
+//! unregistration succeeded — without the symbol, or if it fails, the image
+//! is kept for the process's life (the runtime may hold a pointer to it).
 //!
 //! ```no_run
 //! use runclaim::driver::acl::{AclConfig, AclDriver};
@@ -69,33 +127,38 @@
 pub mod codes;
 mod ffi;
 mod load;
+mod table;
 
-use std::cell::RefCell;
+use std::cell::Cell;
 use std::ffi::{CStr, CString, c_void};
+use std::fmt;
 use std::path::{Path, PathBuf};
 use std::ptr::{null, null_mut, without_provenance_mut};
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, PoisonError};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::{Duration, Instant};
 
-pub use self::load::{Attempt, Lib, LoadError};
+pub use self::load::{Attempt, DEFAULT_ROOTS, Lib, LoadError, MissingSymbol, candidates};
 
 use self::codes::{
-    ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_RT_EVENT_NOT_COMPLETE, ACL_ERROR_RT_STREAM_NOT_COMPLETE,
+    ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_RT_EVENT_NOT_COMPLETE, ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
+    ACL_ERROR_RT_FEATURE_NOT_SUPPORT, ACL_ERROR_RT_STREAM_NOT_COMPLETE,
+    ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
 };
 use self::ffi::{
     ACL_EVENT_RECORDED_STATUS_COMPLETE, ACL_EVENT_RECORDED_STATUS_NOT_READY, ACL_EVENT_SYNC,
     ACL_EVENT_TIME_LINE, ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE,
     ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, ACL_STREAM_STATUS_COMPLETE,
     ACL_STREAM_STATUS_NOT_READY, RT_DEV_BINARY_MAGIC_ELF, RT_LOAD_BINARY_OPT_CPU_KERNEL_MODE,
-    RT_SCHEM_MODE_BATCH, RtAicpuArgsEx, RtArgsEx, RtCpuKernelArgs, RtDevBinary, RtKernelLaunchCfg,
+    RT_SCHEM_MODE_BATCH, RtArgsEx, RtCpuKernelArgs, RtDevBinary, RtKernelLaunchCfg,
     RtLaunchKernelAttr, RtLoadBinaryConfig, RtLoadBinaryOption, RtTaskCfgInfo,
 };
 use self::load::Api;
+use self::table::{Resident, Table};
 use super::abi::{RunArgs, TICKS_PER_SEC};
 use super::{
     Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, ErrorKind,
-    EventId, Native, Op, Registration, StreamId,
+    EventId, HandleKind, Native, Op, Registration, StreamId,
 };
 
 /// How to load and open the runtime.
@@ -114,9 +177,10 @@ use super::{
 pub struct AclConfig {
     /// The device (`aclrtSetDevice` id).
     pub device_id: i32,
-    /// Explicit path of `libascendcl.so` (searched first).
+    /// Explicit path of `libascendcl.so` / `libacl_rt.so`: the only one
+    /// tried when set.
     pub ascendcl: Option<PathBuf>,
-    /// Explicit path of `libruntime.so` (searched first).
+    /// Explicit path of `libruntime.so`: the only one tried when set.
     pub runtime: Option<PathBuf>,
     /// Op-info binary holding the AICPU Run kernel (`rtsBinaryLoadFromFile`).
     pub aicpu_binary: PathBuf,
@@ -149,7 +213,7 @@ impl AclConfig {
         }
     }
 
-    /// Sets explicit library paths.
+    /// Sets explicit library paths (each then the only one tried).
     #[must_use]
     pub fn libraries(mut self, ascendcl: impl Into<PathBuf>, runtime: impl Into<PathBuf>) -> Self {
         self.ascendcl = Some(ascendcl.into());
@@ -162,6 +226,46 @@ impl AclConfig {
     pub fn op_watchdog(mut self, watchdog: Duration) -> Self {
         self.op_watchdog = Some(watchdog);
         self
+    }
+}
+
+/// An ACL version, as `aclrtGetVersion` reports it.
+///
+/// ```
+/// use runclaim::driver::acl::AclVersion;
+///
+/// assert!(AclVersion::new(1, 15, 9) < AclVersion::MINIMUM);
+/// assert_eq!(AclVersion::MINIMUM.to_string(), "1.16.0");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct AclVersion {
+    /// Major version.
+    pub major: i32,
+    /// Minor version.
+    pub minor: i32,
+    /// Patch version.
+    pub patch: i32,
+}
+
+impl AclVersion {
+    /// The oldest version this driver supports: ACL 1.16, shipped with CANN
+    /// 8.5 (the launch-struct layouts it is written against).
+    pub const MINIMUM: AclVersion = AclVersion::new(1, 16, 0);
+
+    /// `major.minor.patch`.
+    #[must_use]
+    pub const fn new(major: i32, minor: i32, patch: i32) -> Self {
+        AclVersion {
+            major,
+            minor,
+            patch,
+        }
+    }
+}
+
+impl fmt::Display for AclVersion {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}.{}.{}", self.major, self.minor, self.patch)
     }
 }
 
@@ -190,27 +294,62 @@ pub enum OpenError {
     /// A path or name cannot be passed to C (interior NUL, not UTF-8).
     #[error("{0} cannot be passed to the runtime (NUL byte or not UTF-8)")]
     BadString(&'static str),
+    /// The runtime is older than this driver supports.
+    #[error(
+        "the ACL runtime at {} is version {found}; runclaim needs ACL {required} (CANN 8.5) or later",
+        .library.display()
+    )]
+    UnsupportedVersion {
+        /// What `aclrtGetVersion` reported.
+        found: AclVersion,
+        /// The oldest supported version ([`AclVersion::MINIMUM`]).
+        required: AclVersion,
+        /// The library that reported it.
+        library: PathBuf,
+    },
 }
 
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
-/// Upload stamps ([`CodeHandle::upload`]): one counter for the process, so
-/// stamps increase across every `AclDriver` sharing a device.
-static UPLOADS: AtomicU64 = AtomicU64::new(0);
+/// What every `AclDriver` on one device id shares, for the process's life.
+#[derive(Debug, Default)]
+struct DeviceShared {
+    /// Upload stamps ([`CodeHandle::upload`]): unique and increasing per
+    /// device, across every driver instance on it.
+    uploads: AtomicU64,
+    /// Registrations the drivers of this process hold on the device (what
+    /// a full code memory is reported as holding).
+    programs: AtomicUsize,
+}
 
-/// One registration the runtime holds.
-struct Resident {
-    /// The runtime's handle.
-    raw: u64,
-    /// Its upload stamp.
-    upload: u64,
-    /// The image, kept alive while registered.
-    image: Vec<u8>,
+fn device_shared(device: i32) -> Arc<DeviceShared> {
+    static DEVICES: Mutex<Vec<(i32, Arc<DeviceShared>)>> = Mutex::new(Vec::new());
+    let mut all = DEVICES.lock().unwrap_or_else(PoisonError::into_inner);
+    if let Some((_, s)) = all.iter().find(|(d, _)| *d == device) {
+        return Arc::clone(s);
+    }
+    let s = Arc::new(DeviceShared::default());
+    all.push((device, Arc::clone(&s)));
+    s
+}
+
+/// Code images whose registration could not be released (no
+/// `rtDevBinaryUnRegister`, or it failed): the runtime may still point at
+/// them, so they live as long as the process.
+static KEPT_IMAGES: Mutex<Vec<Box<[u8]>>> = Mutex::new(Vec::new());
+
+fn keep_forever(image: Box<[u8]>) {
+    KEPT_IMAGES
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner)
+        .push(image);
 }
 
 thread_local! {
-    /// Driver instances whose device this thread has bound.
-    static BOUND: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
+    /// The driver instance that last bound this thread with `aclrtSetDevice`
+    /// (0: none). No destructor, so it is readable even while the thread's
+    /// other thread-locals are torn down.
+    static BOUND: Cell<u64> = const { Cell::new(0) };
 }
 
 fn handle(addr: u64) -> *mut c_void {
@@ -223,9 +362,22 @@ fn addr(p: *mut c_void) -> u64 {
     p.addr() as u64
 }
 
-/// Timeout in whole milliseconds for the C API, rounded up, at least 1.
+/// Timeout in whole milliseconds for the C API: rounded up, at least 1 (the
+/// runtime rejects 0), at most `i32::MAX`.
 fn millis(t: Duration) -> i32 {
     i32::try_from(t.as_micros().div_ceil(1000).max(1)).unwrap_or(i32::MAX)
+}
+
+/// An elapsed time the runtime reported, in ms, as a `Duration`.
+fn elapsed_of(ms: f32) -> Result<Duration, &'static str> {
+    if ms.is_nan() {
+        return Err("elapsed time is NaN");
+    }
+    if ms < 0.0 {
+        return Err("elapsed time is negative (end recorded before start?)");
+    }
+    Duration::try_from_secs_f64(f64::from(ms) / 1000.0)
+        .map_err(|_| "elapsed time is infinite or too large")
 }
 
 /// The Ascend runtime as a [`Driver`]. See the [module documentation](self).
@@ -243,36 +395,47 @@ pub struct AclDriver {
     api: Api,
     instance: u64,
     device: i32,
+    shared: Arc<DeviceShared>,
+    /// This device's context, captured once where the runtime offers the
+    /// context API (0: bind with `aclrtSetDevice` instead).
+    ctx: u64,
+    /// Successful `aclrtSetDevice` calls this driver made; each gets its
+    /// `aclrtResetDevice` at drop.
+    sets: AtomicU64,
+    version: Option<AclVersion>,
     aicpu_bin: u64,
     aicpu_func: u64,
     aicpu_threads: u32,
     max_block_dim: u32,
     watchdog: Option<Duration>,
     caps: Capabilities,
-    /// Code resident at each handle the runtime returned, with its upload
-    /// stamp: registering bytes found here is a dedup hit; a handle
-    /// returned again holds new code (a new upload).
-    code: Mutex<Vec<Resident>>,
+    /// `aclrtCreateEventExWithFlag` is there and accepted.
+    ex_events: AtomicBool,
+    /// What this driver created and has not destroyed.
+    table: RwLock<Table>,
 }
 
-impl std::fmt::Debug for AclDriver {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl fmt::Debug for AclDriver {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("AclDriver")
             .field("device", &self.device)
             .field("ascendcl", &self.api.ascendcl_path)
             .field("runtime", &self.api.runtime_path)
+            .field("version", &self.version)
             .field("capabilities", &self.caps)
             .finish_non_exhaustive()
     }
 }
 
 impl AclDriver {
-    /// Loads the runtime, initializes ACL (`aclInit`; a repeated init is
-    /// fine), binds the device on this thread, applies the op watchdog if
-    /// configured, and loads the AICPU Run kernel.
+    /// Loads the runtime, checks its version (where `aclrtGetVersion`
+    /// exists), initializes ACL (`aclInit`; a repeated init is fine), binds
+    /// the device on this thread, applies the op watchdog if configured, and
+    /// loads the AICPU Run kernel.
     ///
     /// # Errors
     /// [`OpenError::Load`] with every path tried or every missing symbol;
+    /// [`OpenError::UnsupportedVersion`] below ACL 1.16;
     /// [`OpenError::Runtime`] when a set-up call fails.
     #[allow(
         clippy::needless_pass_by_value,
@@ -280,9 +443,20 @@ impl AclDriver {
     )]
     pub fn open(config: AclConfig) -> Result<Self, OpenError> {
         let env = |k: &str| std::env::var_os(k);
-        let acl = load::open(Lib::AscendCl, config.ascendcl.as_deref(), &env)?;
-        let rt = load::open(Lib::Runtime, config.runtime.as_deref(), &env)?;
-        let api = Api::resolve(acl, rt)?;
+        let acl = load::open(Lib::AscendCl, config.ascendcl.as_deref(), &env);
+        let rt = load::open(Lib::Runtime, config.runtime.as_deref(), &env);
+        let api = match (acl, rt) {
+            (Ok(acl), Ok(rt)) => Api::resolve(acl, rt)?,
+            (Err(a), Err(r)) => {
+                return Err(LoadError::Both {
+                    ascendcl: Box::new(a),
+                    runtime: Box::new(r),
+                }
+                .into());
+            }
+            (Err(e), Ok(_)) | (Ok(_), Err(e)) => return Err(e.into()),
+        };
+        let version = Self::check_version(&api)?;
         let mut caps = Capabilities::empty();
         caps.set(
             Capabilities::EVENT_SYNC_TIMEOUT,
@@ -302,24 +476,34 @@ impl AclDriver {
             .ok_or(OpenError::BadString("aicpu_binary"))?;
         let func = CString::new(config.aicpu_function.as_str())
             .map_err(|_| OpenError::BadString("aicpu_function"))?;
+        let ex_events = AtomicBool::new(api.create_event_ex.is_some());
+        let instance = NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed);
         let mut d = AclDriver {
             api,
-            instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
+            instance,
             device: config.device_id,
+            shared: device_shared(config.device_id),
+            ctx: 0,
+            sets: AtomicU64::new(0),
+            version,
             aicpu_bin: 0,
             aicpu_func: 0,
             aicpu_threads: config.aicpu_threads.max(1),
             max_block_dim: config.max_block_dim,
             watchdog: None,
             caps,
-            code: Mutex::new(Vec::new()),
+            ex_events,
+            table: RwLock::new(Table::new(instance)),
         };
+        // From here on, a failure drops `d`, whose `Drop` balances what was
+        // done so far (resets, finalize reference).
         // SAFETY: aclInit accepts NULL for "no config file".
         let rc = unsafe { (d.api.acl_init)(null()) };
         if rc != 0 && rc != ACL_ERROR_REPEAT_INITIALIZE {
             return Err(d.fail(Op::Open, "aclInit", rc).into());
         }
-        d.bind(Op::Open)?;
+        d.set_device(Op::Open)?;
+        d.ctx = d.capture_context()?;
         if let (Some(w), Some(set)) = (config.op_watchdog, d.api.set_op_timeout) {
             let mut actual = 0u64;
             let us = u64::try_from(w.as_micros()).unwrap_or(u64::MAX);
@@ -352,6 +536,31 @@ impl AclDriver {
         Ok(d)
     }
 
+    /// Reads the ACL version where `aclrtGetVersion` exists and refuses one
+    /// below [`AclVersion::MINIMUM`]. A runtime without the symbol, or whose
+    /// call fails, is not checked here (the required `rts*` symbols already
+    /// date it to CANN 8.5 or later).
+    fn check_version(api: &Api) -> Result<Option<AclVersion>, OpenError> {
+        let Some(get) = api.get_version else {
+            return Ok(None);
+        };
+        let (mut major, mut minor, mut patch) = (0i32, 0i32, 0i32);
+        // SAFETY: three valid out-pointers for the call; no other argument.
+        let rc = unsafe { get(&raw mut major, &raw mut minor, &raw mut patch) };
+        if rc != 0 {
+            return Ok(None);
+        }
+        let found = AclVersion::new(major, minor, patch);
+        if found < AclVersion::MINIMUM {
+            return Err(OpenError::UnsupportedVersion {
+                found,
+                required: AclVersion::MINIMUM,
+                library: api.ascendcl_path.clone(),
+            });
+        }
+        Ok(Some(found))
+    }
+
     /// The device id.
     #[must_use]
     pub fn device_id(&self) -> i32 {
@@ -364,6 +573,19 @@ impl AclDriver {
         self.caps
     }
 
+    /// The ACL version the runtime reported (`None` without
+    /// `aclrtGetVersion`).
+    #[must_use]
+    pub fn acl_version(&self) -> Option<AclVersion> {
+        self.version
+    }
+
+    /// The optional symbols the loaded runtime exports.
+    #[must_use]
+    pub fn optional_symbols(&self) -> Vec<&'static str> {
+        self.api.present_optional()
+    }
+
     /// Where the two libraries were loaded from.
     #[must_use]
     pub fn library_paths(&self) -> (&Path, &Path) {
@@ -373,7 +595,7 @@ impl AclDriver {
     /// Names of the required and optional symbols.
     #[must_use]
     pub fn symbols() -> (&'static [&'static str], &'static [&'static str]) {
-        (Api::REQUIRED, Api::OPTIONAL)
+        (load::Api::REQUIRED, load::Api::OPTIONAL)
     }
 
     /// The runtime's last error message on this thread, if it offers one.
@@ -407,84 +629,183 @@ impl AclDriver {
         }
     }
 
-    /// A timeout code with the wait that expired.
-    fn timed_out(&self, op: Op, api: &'static str, code: i32, waited: Duration) -> DriverError {
-        let e = self.fail(op, api, code);
-        let native = e.native().cloned().unwrap_or(Native {
+    /// A failure whose kind the caller knows better than the code table
+    /// (a timeout with its wait, an allocation with its size).
+    fn fail_as(&self, op: Op, api: &'static str, code: i32, kind: ErrorKind) -> DriverError {
+        let native = Native {
             api,
             code,
-            message: None,
-        });
-        DriverError::with_native(op, ErrorKind::Timeout { waited }, native)
+            message: self.recent_message(),
+        };
+        DriverError::with_native(op, kind, native)
     }
 
-    /// Binds this thread to the device, once per thread and driver.
-    fn bind(&self, op: Op) -> Result<(), DriverError> {
-        if BOUND.with(|b| b.borrow().contains(&self.instance)) {
-            return Ok(());
-        }
+    // ----- locks ------------------------------------------------------------
+
+    fn read(&self) -> RwLockReadGuard<'_, Table> {
+        // Nothing panics while the table is locked; if something did, the
+        // table is still what this driver knows.
+        self.table.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    fn write(&self) -> RwLockWriteGuard<'_, Table> {
+        self.table.write().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    // ----- device context ---------------------------------------------------
+
+    /// `aclrtSetDevice` on this thread, counted for the reset at drop.
+    fn set_device(&self, op: Op) -> Result<(), DriverError> {
         // SAFETY: plain integer argument.
         let rc = unsafe { (self.api.set_device)(self.device) };
         self.check(op, "aclrtSetDevice", rc)?;
-        BOUND.with(|b| b.borrow_mut().push(self.instance));
+        self.sets.fetch_add(1, Ordering::AcqRel);
+        // Without a destructor this thread-local is readable even during
+        // thread teardown; if it is not, the next call simply binds again.
+        let _ = BOUND.try_with(|b| b.set(self.instance));
         Ok(())
     }
 
-    fn query_event_raw(&self, event: EventId) -> Result<Completion, DriverError> {
+    /// The context `aclrtSetDevice` just made current, where the runtime
+    /// offers the context API (0 otherwise).
+    fn capture_context(&self) -> Result<u64, DriverError> {
+        let (Some(get), Some(_)) = (self.api.get_current_context, self.api.set_current_context)
+        else {
+            return Ok(0);
+        };
+        let mut ctx = null_mut();
+        // SAFETY: `ctx` is a valid out-pointer.
+        let rc = unsafe { get(&raw mut ctx) };
+        self.check(Op::Open, "aclrtGetCurrentContext", rc)?;
+        Ok(addr(ctx))
+    }
+
+    /// Makes this driver's device context current on the calling thread.
+    ///
+    /// With the context API: compares the thread's current context with the
+    /// captured one and restores it when they differ (whoever changed it).
+    /// Without: trusts the thread's record of which driver bound it last,
+    /// and calls `aclrtSetDevice` when that is not this one.
+    fn bind(&self, op: Op) -> Result<(), DriverError> {
+        if self.ctx != 0
+            && let (Some(get), Some(set)) =
+                (self.api.get_current_context, self.api.set_current_context)
+        {
+            let mut cur = null_mut();
+            // SAFETY: `cur` is a valid out-pointer.
+            let rc = unsafe { get(&raw mut cur) };
+            if rc == 0 && addr(cur) == self.ctx {
+                return Ok(());
+            }
+            // SAFETY: a context captured from this runtime; the device it
+            // belongs to is not reset while this driver holds its reference
+            // (`sets` > 0 until drop).
+            let rc = unsafe { set(handle(self.ctx)) };
+            return self.check(op, "aclrtSetCurrentContext", rc);
+        }
+        if BOUND.try_with(Cell::get) == Ok(self.instance) {
+            return Ok(());
+        }
+        self.set_device(op)
+    }
+
+    // ----- queries without the lock's bookkeeping ---------------------------
+
+    fn query_event_raw(&self, op: Op, event: u64) -> Result<Completion, DriverError> {
         let mut status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
-        // SAFETY: `status` is a valid out-pointer; the event handle is opaque.
-        let rc = unsafe { (self.api.query_event_status)(handle(event.raw()), &raw mut status) };
+        // SAFETY: `status` is a valid out-pointer; the event was validated
+        // against the table by the caller, who keeps it from being destroyed
+        // (read lock or waiter mark) for the call.
+        let rc = unsafe { (self.api.query_event_status)(handle(event), &raw mut status) };
         match rc {
             0 if status == ACL_EVENT_RECORDED_STATUS_COMPLETE => Ok(Completion::Complete),
             0 | ACL_ERROR_RT_EVENT_NOT_COMPLETE => Ok(Completion::NotReady),
-            _ => Err(self.fail(Op::QueryEvent, "aclrtQueryEventStatus", rc)),
+            _ => Err(self.fail(op, "aclrtQueryEventStatus", rc)),
         }
     }
 
-    fn query_stream_raw(&self, stream: StreamId) -> Result<Completion, DriverError> {
+    fn query_stream_raw(&self, op: Op, stream: u64) -> Result<Completion, DriverError> {
         let mut status = ACL_STREAM_STATUS_NOT_READY;
-        // SAFETY: `status` is a valid out-pointer; the stream handle is opaque.
-        let rc = unsafe { (self.api.stream_query)(handle(stream.raw()), &raw mut status) };
+        // SAFETY: `status` is a valid out-pointer; the stream was validated
+        // by the caller, who keeps it from being destroyed for the call.
+        let rc = unsafe { (self.api.stream_query)(handle(stream), &raw mut status) };
         match rc {
             0 if status == ACL_STREAM_STATUS_COMPLETE => Ok(Completion::Complete),
             0 | ACL_ERROR_RT_STREAM_NOT_COMPLETE => Ok(Completion::NotReady),
-            _ => Err(self.fail(Op::QueryStream, "aclrtStreamQuery", rc)),
+            _ => Err(self.fail(op, "aclrtStreamQuery", rc)),
         }
     }
 
-    fn check_args(op: Op, args: &[u8]) -> Result<[u8; RunArgs::SIZE], DriverError> {
-        <[u8; RunArgs::SIZE]>::try_from(args).map_err(|_| {
-            DriverError::new(
+    fn block_dim_ok(&self, op: Op, block_dim: u32) -> Result<(), DriverError> {
+        if block_dim == 0 || block_dim > self.max_block_dim {
+            return Err(DriverError::new(
                 op,
                 ErrorKind::InvalidArgument {
-                    what: "argument block is not RunArgs::SIZE bytes",
+                    what: "block_dim is 0 or above the device maximum",
                 },
-            )
-        })
+            ));
+        }
+        Ok(())
+    }
+
+    // ----- code ---------------------------------------------------------------
+
+    /// Unregisters a registration and frees its image once the runtime let
+    /// go of it; without `rtDevBinaryUnRegister`, or when it fails, the image
+    /// is kept for the process's life instead. Returns whether it was
+    /// unregistered. The caller holds the write lock and a bound thread.
+    fn unregister(&self, r: Resident) -> bool {
+        let released = self.api.dev_binary_unregister.is_some_and(|unregister| {
+            // SAFETY: `r.raw` came from rtRegisterAllKernel and is
+            // unregistered once: the entry was taken out of the table.
+            let rc = unsafe { unregister(handle(r.raw)) };
+            rc == 0
+        });
+        if released {
+            self.shared.programs.fetch_sub(1, Ordering::AcqRel);
+            drop(r.image);
+        } else {
+            keep_forever(r.image);
+        }
+        released
     }
 }
 
 impl Drop for AclDriver {
     fn drop(&mut self) {
-        // Best effort, errors ignored: a drop cannot report them.
-        if self.bind(Op::Open).is_err() {
-            return;
+        // Best effort, errors ignored: a drop cannot report them, and
+        // nothing here panics (the table lock is poison-tolerant, the
+        // thread-local has no destructor).
+        let bound = self.bind(Op::Open).is_ok();
+        let code = std::mem::take(&mut self.write().code);
+        for r in code {
+            if bound {
+                self.unregister(r);
+            } else {
+                keep_forever(r.image);
+            }
         }
-        if let Some(unload) = self.api.binary_unload
+        if bound
+            && let Some(unload) = self.api.binary_unload
             && self.aicpu_bin != 0
         {
             // SAFETY: the handle came from rtsBinaryLoadFromFile and is
-            // unloaded once.
+            // unloaded once; `aicpu_func` (derived from it) is not used again.
             let _ = unsafe { unload(handle(self.aicpu_bin)) };
         }
-        // SAFETY: plain integer argument; balances this thread's bind.
-        let _ = unsafe { (self.api.reset_device)(self.device) };
-        BOUND.with(|b| b.borrow_mut().retain(|&i| i != self.instance));
+        // One reset per successful set: the device's reference count
+        // balances, whichever threads the sets were made on.
+        for _ in 0..self.sets.load(Ordering::Acquire) {
+            // SAFETY: plain integer argument.
+            let _ = unsafe { (self.api.reset_device)(self.device) };
+        }
         if let Some(fin) = self.api.finalize_reference {
             let mut refs = 0u64;
             // SAFETY: `refs` is a valid out-pointer.
             let _ = unsafe { fin(&raw mut refs) };
         }
+        // The libraries stay loaded (see `load`): the runtime's own threads
+        // and destructors may still run after this.
     }
 }
 
@@ -499,7 +820,6 @@ impl Driver for AclDriver {
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevPtr, DriverError> {
-        self.bind(Op::Alloc)?;
         if bytes == 0 {
             return Err(DriverError::new(
                 Op::Alloc,
@@ -508,46 +828,51 @@ impl Driver for AclDriver {
                 },
             ));
         }
+        self.bind(Op::Alloc)?;
         let mut p = null_mut();
         // SAFETY: `p` is a valid out-pointer; size and policy by value.
         let rc = unsafe { (self.api.malloc)(&raw mut p, bytes, ACL_MEM_MALLOC_HUGE_FIRST) };
-        match self.check(Op::Alloc, "aclrtMalloc", rc) {
-            Ok(()) => Ok(DevPtr::from_raw(addr(p))),
-            Err(e) if matches!(e.kind(), ErrorKind::OutOfMemory { .. }) => {
-                Err(DriverError::with_native(
-                    Op::Alloc,
-                    ErrorKind::OutOfMemory {
-                        bytes: bytes as u64,
-                    },
-                    e.native().cloned().unwrap_or(Native {
-                        api: "aclrtMalloc",
-                        code: rc,
-                        message: None,
-                    }),
-                ))
-            }
-            Err(e) => Err(e),
+        if rc != 0 {
+            let kind = match codes::kind_of(rc) {
+                ErrorKind::OutOfMemory { .. } => ErrorKind::OutOfMemory {
+                    bytes: bytes as u64,
+                },
+                k => k,
+            };
+            return Err(self.fail_as(Op::Alloc, "aclrtMalloc", rc, kind));
         }
+        self.write().insert_alloc(addr(p), bytes);
+        Ok(DevPtr::from_raw(addr(p)))
     }
 
     fn free(&self, ptr: DevPtr) -> Result<(), DriverError> {
+        let mut t = self.write();
+        t.check_free(Op::Free, ptr.raw())?;
         self.bind(Op::Free)?;
-        // SAFETY: the runtime validates the device address.
+        // SAFETY: `ptr` is the start of a live allocation of this driver
+        // (checked above), freed once: the write lock is held until it is
+        // out of the table, so no other call can use it meanwhile.
         let rc = unsafe { (self.api.free)(handle(ptr.raw())) };
-        self.check(Op::Free, "aclrtFree", rc)
+        self.check(Op::Free, "aclrtFree", rc)?;
+        t.remove_alloc(ptr.raw());
+        Ok(())
     }
 
     fn copy_to_device(&self, dst: DevPtr, src: &[u8]) -> Result<(), DriverError> {
-        self.bind(Op::CopyToDevice)?;
+        let t = self.read();
+        let room = t.range(Op::CopyToDevice, dst.raw(), src.len())?;
         if src.is_empty() {
             return Ok(());
         }
+        self.bind(Op::CopyToDevice)?;
         // SAFETY: `src` is readable for `src.len()` bytes for the duration of
-        // this synchronous copy; the runtime validates the device range.
+        // this synchronous copy; `[dst, dst + src.len())` lies in one live
+        // allocation of this driver, which stays live (read lock) for the
+        // call, and destMax is what that allocation has left from `dst`.
         let rc = unsafe {
             (self.api.memcpy)(
                 handle(dst.raw()),
-                src.len(),
+                room,
                 src.as_ptr().cast(),
                 src.len(),
                 ACL_MEMCPY_HOST_TO_DEVICE,
@@ -557,12 +882,15 @@ impl Driver for AclDriver {
     }
 
     fn copy_from_device(&self, dst: &mut [u8], src: DevPtr) -> Result<(), DriverError> {
-        self.bind(Op::CopyFromDevice)?;
+        let t = self.read();
+        t.range(Op::CopyFromDevice, src.raw(), dst.len())?;
         if dst.is_empty() {
             return Ok(());
         }
+        self.bind(Op::CopyFromDevice)?;
         // SAFETY: `dst` is writable for `dst.len()` bytes (destMax) for the
-        // duration of this synchronous copy; the runtime validates `src`.
+        // duration of this synchronous copy; `[src, src + dst.len())` lies in
+        // one live allocation, kept live by the read lock.
         let rc = unsafe {
             (self.api.memcpy)(
                 dst.as_mut_ptr().cast(),
@@ -576,9 +904,15 @@ impl Driver for AclDriver {
     }
 
     fn memset(&self, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError> {
+        let t = self.read();
+        let room = t.range(Op::Memset, dst.raw(), len)?;
+        if len == 0 {
+            return Ok(());
+        }
         self.bind(Op::Memset)?;
-        // SAFETY: device range validated by the runtime; values by value.
-        let rc = unsafe { (self.api.memset)(handle(dst.raw()), len, i32::from(value), len) };
+        // SAFETY: `[dst, dst + len)` lies in one live allocation (kept live
+        // by the read lock); maxCount is what it has left from `dst`.
+        let rc = unsafe { (self.api.memset)(handle(dst.raw()), room, i32::from(value), len) };
         self.check(Op::Memset, "aclrtMemset", rc)
     }
 
@@ -589,13 +923,23 @@ impl Driver for AclDriver {
         src: DevPtr,
         len: usize,
     ) -> Result<(), DriverError> {
+        let t = self.read();
+        t.stream(Op::CopyAsync, s.raw())?;
+        let room = t.range(Op::CopyAsync, dst.raw(), len)?;
+        t.range(Op::CopyAsync, src.raw(), len)?;
+        if len == 0 {
+            return Ok(());
+        }
         self.bind(Op::CopyAsync)?;
-        // SAFETY: device-to-device: both ranges are device addresses the
-        // runtime validates; nothing on the host is read or written.
+        // SAFETY: device-to-device on a live stream of this driver: both
+        // ranges lie in live allocations (checked, kept live for the call);
+        // destMax is what the destination allocation has left. Nothing on the
+        // host is read or written. That the ranges stay live until the copy
+        // ran on the device is the caller's contract (Driver::copy_async).
         let rc = unsafe {
             (self.api.memcpy_async)(
                 handle(dst.raw()),
-                len,
+                room,
                 handle(src.raw()),
                 len,
                 ACL_MEMCPY_DEVICE_TO_DEVICE,
@@ -612,12 +956,20 @@ impl Driver for AclDriver {
         value: u8,
         len: usize,
     ) -> Result<(), DriverError> {
+        let t = self.read();
+        t.stream(Op::MemsetAsync, s.raw())?;
+        let room = t.range(Op::MemsetAsync, dst.raw(), len)?;
+        if len == 0 {
+            return Ok(());
+        }
         self.bind(Op::MemsetAsync)?;
-        // SAFETY: device range validated by the runtime; values by value.
+        // SAFETY: a live stream and a range inside one live allocation, both
+        // of this driver (checked, kept live for the call); maxCount is what
+        // the allocation has left from `dst`.
         let rc = unsafe {
             (self.api.memset_async)(
                 handle(dst.raw()),
-                len,
+                room,
                 i32::from(value),
                 len,
                 handle(s.raw()),
@@ -632,14 +984,17 @@ impl Driver for AclDriver {
         // SAFETY: `s` is a valid out-pointer.
         let rc = unsafe { (self.api.create_stream)(&raw mut s) };
         self.check(Op::CreateStream, "aclrtCreateStream", rc)?;
+        self.write().insert_stream(addr(s));
         Ok(StreamId::from_raw(addr(s)))
     }
 
     fn destroy_stream(&self, stream: StreamId) -> Result<(), DriverError> {
+        let mut t = self.write();
+        t.check_destroy_stream(Op::DestroyStream, stream.raw())?;
         self.bind(Op::DestroyStream)?;
         // aclrtDestroyStream would wait for queued work; the trait refuses it
         // instead, and never syncs an error-state stream before destroying it.
-        let destroy = match self.query_stream_raw(stream) {
+        let destroy = match self.query_stream_raw(Op::DestroyStream, stream.raw()) {
             Ok(Completion::NotReady) => {
                 return Err(DriverError::new(
                     Op::DestroyStream,
@@ -652,20 +1007,28 @@ impl Driver for AclDriver {
                 None => (self.api.destroy_stream, "aclrtDestroyStream"),
             },
         };
-        // SAFETY: the handle came from aclrtCreateStream and is destroyed once.
+        // SAFETY: a live stream of this driver that nobody waits on (checked
+        // under the write lock, held until it is out of the table), so it is
+        // destroyed once and never used afterwards.
         let rc = unsafe { (destroy.0)(handle(stream.raw())) };
-        self.check(Op::DestroyStream, destroy.1, rc)
+        self.check(Op::DestroyStream, destroy.1, rc)?;
+        t.remove_stream(stream.raw());
+        Ok(())
     }
 
     fn query_stream(&self, stream: StreamId) -> Result<Completion, DriverError> {
+        let t = self.read();
+        t.stream(Op::QueryStream, stream.raw())?;
         self.bind(Op::QueryStream)?;
-        self.query_stream_raw(stream)
+        self.query_stream_raw(Op::QueryStream, stream.raw())
     }
 
     fn sync_stream(&self, stream: StreamId, timeout: Duration) -> Result<(), DriverError> {
-        self.bind(Op::SyncStream)?;
+        let t = self.read();
         if timeout.is_zero() {
-            return match self.query_stream_raw(stream)? {
+            t.stream(Op::SyncStream, stream.raw())?;
+            self.bind(Op::SyncStream)?;
+            return match self.query_stream_raw(Op::SyncStream, stream.raw())? {
                 Completion::Complete => Ok(()),
                 Completion::NotReady => Err(DriverError::new(
                     Op::SyncStream,
@@ -673,15 +1036,21 @@ impl Driver for AclDriver {
                 )),
             };
         }
-        // SAFETY: opaque handle and a timeout by value.
+        // Blocking: mark the stream waited on (so it cannot be destroyed)
+        // instead of holding the lock while the device works.
+        let _waiting = t.wait_stream(Op::SyncStream, stream.raw())?;
+        drop(t);
+        self.bind(Op::SyncStream)?;
+        // SAFETY: a live stream of this driver, kept live by the waiter mark;
+        // the timeout is at least 1 ms (the runtime rejects 0).
         let rc = unsafe { (self.api.stream_sync_timeout)(handle(stream.raw()), millis(timeout)) };
         match rc {
             0 => Ok(()),
-            507_046 => Err(self.timed_out(
+            ACL_ERROR_RT_STREAM_SYNC_TIMEOUT => Err(self.fail_as(
                 Op::SyncStream,
                 "aclrtSynchronizeStreamWithTimeout",
                 rc,
-                timeout,
+                ErrorKind::Timeout { waited: timeout },
             )),
             _ => Err(self.fail(Op::SyncStream, "aclrtSynchronizeStreamWithTimeout", rc)),
         }
@@ -689,64 +1058,110 @@ impl Driver for AclDriver {
 
     fn create_event(&self) -> Result<EventId, DriverError> {
         self.bind(Op::CreateEvent)?;
+        let flags = ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE;
         let mut e = null_mut();
-        // SAFETY: `e` is a valid out-pointer. SYNC: usable in
-        // aclrtStreamWaitEvent; TIME_LINE: timestamps and elapsed time.
-        let rc =
-            unsafe { (self.api.create_event)(&raw mut e, ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE) };
+        if let Some(create_ex) = self.api.create_event_ex
+            && self.ex_events.load(Ordering::Acquire)
+        {
+            // SAFETY: `e` is a valid out-pointer. SYNC: usable in
+            // aclrtStreamWaitEvent; TIME_LINE: timestamps and elapsed time.
+            let rc = unsafe { create_ex(&raw mut e, flags) };
+            match rc {
+                0 => {
+                    self.write().insert_event(addr(e), false);
+                    return Ok(EventId::from_raw(addr(e)));
+                }
+                // A runtime that exports the call but does not support it:
+                // use the old one from now on.
+                ACL_ERROR_RT_FEATURE_NOT_SUPPORT | 200_001 => {
+                    self.ex_events.store(false, Ordering::Release);
+                }
+                _ => return Err(self.fail(Op::CreateEvent, "aclrtCreateEventExWithFlag", rc)),
+            }
+        }
+        // SAFETY: as above.
+        let rc = unsafe { (self.api.create_event)(&raw mut e, flags) };
         self.check(Op::CreateEvent, "aclrtCreateEventWithFlag", rc)?;
+        self.write().insert_event(addr(e), true);
         Ok(EventId::from_raw(addr(e)))
     }
 
     fn destroy_event(&self, event: EventId) -> Result<(), DriverError> {
+        let mut t = self.write();
+        t.check_destroy_event(Op::DestroyEvent, event.raw())?;
         self.bind(Op::DestroyEvent)?;
-        // SAFETY: the handle came from aclrtCreateEventWithFlag.
+        // SAFETY: a live event of this driver that nobody waits on (checked
+        // under the write lock, held until it is out of the table).
         let rc = unsafe { (self.api.destroy_event)(handle(event.raw())) };
-        self.check(Op::DestroyEvent, "aclrtDestroyEvent", rc)
+        self.check(Op::DestroyEvent, "aclrtDestroyEvent", rc)?;
+        t.remove_event(event.raw());
+        Ok(())
     }
 
     fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), DriverError> {
+        let t = self.read();
+        let e = t.event(Op::RecordEvent, event.raw())?;
+        t.stream(Op::RecordEvent, stream.raw())?;
         self.bind(Op::RecordEvent)?;
-        // SAFETY: opaque handles by value.
+        // SAFETY: a live event and a live stream of this driver, kept live
+        // by the read lock for the call.
         let rc = unsafe { (self.api.record_event)(handle(event.raw()), handle(stream.raw())) };
-        self.check(Op::RecordEvent, "aclrtRecordEvent", rc)
+        self.check(Op::RecordEvent, "aclrtRecordEvent", rc)?;
+        e.recorded.store(true, Ordering::Release);
+        Ok(())
     }
 
     fn query_event(&self, event: EventId) -> Result<Completion, DriverError> {
+        let t = self.read();
+        if t.event(Op::QueryEvent, event.raw())?.unrecorded_legacy() {
+            // The runtime would say NOT_READY for ever; the trait says a
+            // never-recorded event is complete.
+            return Ok(Completion::Complete);
+        }
         self.bind(Op::QueryEvent)?;
-        self.query_event_raw(event)
+        self.query_event_raw(Op::QueryEvent, event.raw())
     }
 
     fn sync_event(&self, event: EventId, timeout: Duration) -> Result<(), DriverError> {
-        self.bind(Op::SyncEvent)?;
+        let t = self.read();
+        let e = t.event(Op::SyncEvent, event.raw())?;
+        if e.unrecorded_legacy() {
+            return Ok(());
+        }
         let not_yet = || DriverError::new(Op::SyncEvent, ErrorKind::Timeout { waited: timeout });
+        // Blocking: mark the event waited on instead of holding the lock.
+        let _waiting = Table::wait_event(e);
+        drop(t);
+        self.bind(Op::SyncEvent)?;
         match self.api.event_sync_timeout {
-            _ if timeout.is_zero() => match self.query_event_raw(event)? {
+            _ if timeout.is_zero() => match self.query_event_raw(Op::SyncEvent, event.raw())? {
                 Completion::Complete => Ok(()),
                 Completion::NotReady => Err(not_yet()),
             },
             Some(sync) => {
-                // SAFETY: opaque handle and a timeout by value.
+                // SAFETY: a live event of this driver, kept live by the
+                // waiter mark; the timeout is at least 1 ms.
                 let rc = unsafe { sync(handle(event.raw()), millis(timeout)) };
                 match rc {
                     0 => Ok(()),
-                    507_047 => Err(self.timed_out(
+                    ACL_ERROR_RT_EVENT_SYNC_TIMEOUT => Err(self.fail_as(
                         Op::SyncEvent,
                         "aclrtSynchronizeEventWithTimeout",
                         rc,
-                        timeout,
+                        ErrorKind::Timeout { waited: timeout },
                     )),
                     _ => Err(self.fail(Op::SyncEvent, "aclrtSynchronizeEventWithTimeout", rc)),
                 }
             }
-            // Fallback without the timed sync: poll until the deadline.
+            // Fallback without the timed sync: poll until the deadline (a
+            // timeout too large for a deadline means no limit).
             None => {
-                let deadline = Instant::now() + timeout;
+                let deadline = Instant::now().checked_add(timeout);
                 loop {
-                    if self.query_event_raw(event)? == Completion::Complete {
+                    if self.query_event_raw(Op::SyncEvent, event.raw())? == Completion::Complete {
                         return Ok(());
                     }
-                    if Instant::now() >= deadline {
+                    if deadline.is_some_and(|d| Instant::now() >= d) {
                         return Err(not_yet());
                     }
                     std::thread::sleep(Duration::from_micros(50));
@@ -756,30 +1171,63 @@ impl Driver for AclDriver {
     }
 
     fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), DriverError> {
+        let t = self.read();
+        t.stream(Op::StreamWaitEvent, stream.raw())?;
+        if t.event(Op::StreamWaitEvent, event.raw())?
+            .unrecorded_legacy()
+        {
+            // Nothing captured, nothing to wait for. Asking the runtime would
+            // queue a device wait that no record ever satisfies.
+            return Ok(());
+        }
         self.bind(Op::StreamWaitEvent)?;
-        // SAFETY: opaque handles by value.
+        // SAFETY: a live stream and a live event of this driver, kept live
+        // by the read lock for the call.
         let rc = unsafe { (self.api.stream_wait_event)(handle(stream.raw()), handle(event.raw())) };
         self.check(Op::StreamWaitEvent, "aclrtStreamWaitEvent", rc)
     }
 
     fn event_elapsed(&self, start: EventId, end: EventId) -> Result<Duration, DriverError> {
+        let t = self.read();
+        let recorded = t.event(Op::EventElapsed, start.raw())?.recorded()
+            && t.event(Op::EventElapsed, end.raw())?.recorded();
+        if !recorded {
+            return Err(DriverError::new(
+                Op::EventElapsed,
+                ErrorKind::InvalidArgument {
+                    what: "event was never recorded",
+                },
+            ));
+        }
         self.bind(Op::EventElapsed)?;
         let mut ms = 0f32;
-        // SAFETY: `ms` is a valid out-pointer; opaque handles.
+        // SAFETY: `ms` is a valid out-pointer; two live events of this
+        // driver, kept live by the read lock.
         let rc = unsafe {
             (self.api.event_elapsed)(&raw mut ms, handle(start.raw()), handle(end.raw()))
         };
         self.check(Op::EventElapsed, "aclrtEventElapsedTime", rc)?;
-        Ok(Duration::from_secs_f64(f64::from(ms.max(0.0)) / 1000.0))
+        elapsed_of(ms)
+            .map_err(|what| DriverError::new(Op::EventElapsed, ErrorKind::InvalidResult { what }))
     }
 
     fn event_timestamp(&self, event: EventId) -> Result<u64, DriverError> {
-        self.bind(Op::EventTimestamp)?;
+        let t = self.read();
+        let e = t.event(Op::EventTimestamp, event.raw())?;
         let Some(f) = self.api.event_timestamp else {
             return Err(DriverError::new(Op::EventTimestamp, ErrorKind::Unsupported));
         };
+        if !e.recorded() {
+            return Err(DriverError::new(
+                Op::EventTimestamp,
+                ErrorKind::InvalidArgument {
+                    what: "event was never recorded",
+                },
+            ));
+        }
+        self.bind(Op::EventTimestamp)?;
         let mut us = 0u64;
-        // SAFETY: `us` is a valid out-pointer; opaque handle.
+        // SAFETY: `us` is a valid out-pointer; a live event of this driver.
         let rc = unsafe { f(handle(event.raw()), &raw mut us) };
         self.check(Op::EventTimestamp, "aclrtEventGetTimestamp", rc)?;
         // Device uptime in µs → ticks of the 50 MHz counter.
@@ -787,16 +1235,28 @@ impl Driver for AclDriver {
     }
 
     fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
-        self.bind(Op::RegisterCode)?;
-        let mut resident = self.code.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(r) = resident.iter().find(|r| r.image == code) {
+        let mut t = self.write();
+        if let Some(r) = t.code.iter_mut().find(|r| *r.image == *code) {
+            r.pins += 1;
             return Ok(Registration {
                 handle: CodeHandle::from_raw(r.raw, r.upload),
                 published: false,
             });
         }
-        // Keep the image alive for as long as it is resident.
-        let image = code.to_vec();
+        self.bind(Op::RegisterCode)?;
+        // New code: first let go of this driver's unpinned registrations
+        // (the trait lets unpinned code be evicted by a later registration),
+        // so code memory holds only what someone still pins.
+        let (unpinned, pinned): (Vec<_>, Vec<_>) = std::mem::take(&mut t.code)
+            .into_iter()
+            .partition(|r| r.pins == 0);
+        t.code = pinned;
+        for r in unpinned {
+            self.unregister(r);
+        }
+        // The image lives as long as its registration (the runtime may keep
+        // a pointer to it instead of a copy).
+        let image: Box<[u8]> = code.into();
         let bin = RtDevBinary {
             magic: RT_DEV_BINARY_MAGIC_ELF,
             version: 0,
@@ -805,26 +1265,68 @@ impl Driver for AclDriver {
         };
         let mut h = null_mut();
         // SAFETY: `bin` describes `image`, readable for its length during the
-        // call (and kept alive afterwards); `h` is a valid out-pointer.
+        // call and kept alive until the registration is released (or for
+        // the process's life); `h` is a valid out-pointer.
         let rc = unsafe { (self.api.register_all_kernel)(&raw const bin, &raw mut h) };
-        self.check(Op::RegisterCode, "rtRegisterAllKernel", rc)?;
-        // A handle handed out again now holds this image, not its old one.
-        let h = addr(h);
-        let upload = UPLOADS.fetch_add(1, Ordering::Relaxed) + 1;
-        resident.retain(|r| r.raw != h);
-        resident.push(Resident {
-            raw: h,
+        if rc != 0 {
+            let kind = match codes::kind_of(rc) {
+                // The runtime does not say how much it holds: report what
+                // the drivers of this process hold on the device (a lower
+                // bound when other components register code too).
+                ErrorKind::CodeMemoryFull { .. } => ErrorKind::CodeMemoryFull {
+                    capacity: self.shared.programs.load(Ordering::Acquire),
+                },
+                k => k,
+            };
+            return Err(self.fail_as(Op::RegisterCode, "rtRegisterAllKernel", rc, kind));
+        }
+        self.shared.programs.fetch_add(1, Ordering::AcqRel);
+        let raw = addr(h);
+        let upload = self.shared.uploads.fetch_add(1, Ordering::AcqRel) + 1;
+        t.code.push(Resident {
+            raw,
             upload,
             image,
+            pins: 1,
         });
         Ok(Registration {
-            handle: CodeHandle::from_raw(h, upload),
+            handle: CodeHandle::from_raw(raw, upload),
             published: true,
         })
     }
 
+    fn release_code(&self, code: CodeHandle) -> Result<(), DriverError> {
+        let mut t = self.write();
+        let i = t
+            .code
+            .iter()
+            .position(|r| r.raw == code.raw() && r.upload == code.upload())
+            .ok_or_else(|| {
+                DriverError::new(
+                    Op::ReleaseCode,
+                    ErrorKind::BadHandle {
+                        kind: HandleKind::Code,
+                        raw: code.raw(),
+                    },
+                )
+            })?;
+        let r = &mut t.code[i];
+        if r.pins == 0 {
+            return Err(DriverError::new(
+                Op::ReleaseCode,
+                ErrorKind::InvalidArgument {
+                    what: "code is not pinned (released more often than registered)",
+                },
+            ));
+        }
+        // Unpinned code stays registered and launchable until this driver
+        // uploads new code or drops.
+        r.pins -= 1;
+        Ok(())
+    }
+
     fn code_epoch(&self) -> u64 {
-        UPLOADS.load(Ordering::Relaxed)
+        self.shared.uploads.load(Ordering::Acquire)
     }
 
     fn launch_aicore(
@@ -834,51 +1336,30 @@ impl Driver for AclDriver {
         block_dim: u32,
         args: &[u8],
     ) -> Result<(), DriverError> {
-        self.bind(Op::LaunchAicore)?;
-        let mut blob = Self::check_args(Op::LaunchAicore, args)?;
+        let op = Op::LaunchAicore;
+        let t = self.read();
+        t.stream(op, s.raw())?;
         // Only an upload this driver registered and still holds launches:
-        // a forged handle, or one whose image was replaced, never reaches C.
-        let known = self
-            .code
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .iter()
-            .any(|r| r.raw == code.raw() && r.upload == code.upload());
-        if !known {
-            return Err(DriverError::new(
-                Op::LaunchAicore,
-                ErrorKind::BadHandle {
-                    kind: super::HandleKind::Code,
-                    raw: code.raw(),
-                },
-            ));
-        }
-        if block_dim == 0 || block_dim > self.max_block_dim {
-            return Err(DriverError::new(
-                Op::LaunchAicore,
-                ErrorKind::InvalidArgument {
-                    what: "block_dim is 0 or above the device maximum",
-                },
-            ));
-        }
-        let mut ex = RtArgsEx {
-            args: blob.as_mut_ptr().cast(),
-            host_input_info_ptr: null_mut(),
-            args_size: RunArgs::SIZE_U32,
-            tiling_addr_offset: 0,
-            tiling_data_offset: 0,
-            host_input_info_num: 0,
-            has_tiling: 0,
-            is_no_need_h2d_copy: 0,
-            reserved: [0; 4],
-        };
+        // a forged handle, another driver's, or one whose registration was
+        // released and replaced never reaches C.
+        t.code(op, code.raw(), code.upload())?;
+        self.block_dim_ok(op, block_dim)?;
+        let mut blob = t.run_args(op, args, Some(block_dim))?;
+        self.bind(op)?;
+        let mut ex = RtArgsEx::zeroed();
+        ex.args = blob.as_mut_ptr().cast();
+        ex.args_size = RunArgs::SIZE_U32;
         let cfg = RtTaskCfgInfo {
             schem_mode: RT_SCHEM_MODE_BATCH,
             ..RtTaskCfgInfo::default()
         };
-        // SAFETY: `ex.args` points at `blob` (72 bytes, alive for the call;
-        // the runtime copies it to the device because isNoNeedH2DCopy = 0);
-        // `cfg` is alive for the call; smDesc may be NULL; handles opaque.
+        // SAFETY: `ex` is fully initialised (no padding: see ffi) and points
+        // at `blob` (72 bytes, alive for the call; the runtime copies it to
+        // the device because isNoNeedH2DCopy = 0, and every device range in
+        // it lies in a live allocation of this driver); `cfg` is alive for
+        // the call; smDesc may be NULL; the code handle is a live
+        // registration and the stream a live stream of this driver, kept
+        // live by the read lock.
         let rc = unsafe {
             (self.api.kernel_launch_v2)(
                 handle(code.raw()),
@@ -890,37 +1371,28 @@ impl Driver for AclDriver {
                 &raw const cfg,
             )
         };
-        self.check(Op::LaunchAicore, "rtKernelLaunchWithHandleV2", rc)
+        self.check(op, "rtKernelLaunchWithHandleV2", rc)
     }
 
     fn launch_aicpu(&self, s: StreamId, args: &[u8]) -> Result<(), DriverError> {
-        self.bind(Op::LaunchAicpu)?;
-        let mut blob = Self::check_args(Op::LaunchAicpu, args)?;
-        let mut cpu = RtCpuKernelArgs {
-            base_args: RtAicpuArgsEx {
-                args: blob.as_mut_ptr().cast(),
-                host_input_info_ptr: null_mut(),
-                kernel_offset_info_ptr: null_mut(),
-                args_size: RunArgs::SIZE_U32,
-                host_input_info_num: 0,
-                kernel_offset_info_num: 0,
-                so_name_addr_offset: 0,
-                kernel_name_addr_offset: 0,
-                is_no_need_h2d_copy: false,
-                timeout: 0,
-                reserved: 0,
-            },
-            cpu_param_head_offset: 0,
-            rsv: [0; 4],
-        };
+        let op = Op::LaunchAicpu;
+        let t = self.read();
+        t.stream(op, s.raw())?;
+        let mut blob = t.run_args(op, args, None)?;
+        self.bind(op)?;
+        let mut cpu = RtCpuKernelArgs::zeroed();
+        cpu.base_args.args = blob.as_mut_ptr().cast();
+        cpu.base_args.args_size = RunArgs::SIZE_U32;
         let mut attr = RtLaunchKernelAttr::default();
         let cfg = RtKernelLaunchCfg {
             attrs: &raw mut attr,
             num_attrs: 0,
         };
-        // SAFETY: `cpu.base_args.args` points at `blob` (alive for the call;
-        // copied by the runtime); `cfg` and `attr` are alive for the call;
-        // the function handle came from rtsFuncGetByName.
+        // SAFETY: `cpu` is fully initialised (no padding: see ffi) and
+        // `cpu.base_args.args` points at `blob` (alive for the call; copied
+        // by the runtime; its device ranges checked); `cfg` and `attr` are
+        // alive for the call; the function handle came from
+        // rtsFuncGetByName; the stream is a live stream of this driver.
         let rc = unsafe {
             (self.api.launch_cpu_kernel)(
                 handle(self.aicpu_func),
@@ -930,7 +1402,7 @@ impl Driver for AclDriver {
                 &raw mut cpu,
             )
         };
-        self.check(Op::LaunchAicpu, "rtsLaunchCpuKernel", rc)
+        self.check(op, "rtsLaunchCpuKernel", rc)
     }
 }
 
@@ -943,10 +1415,30 @@ mod tests {
 
     #[test]
     fn millis_round_up_and_clamp() {
+        assert_eq!(millis(Duration::ZERO), 1, "never 0: the runtime rejects it");
+        assert_eq!(millis(Duration::from_nanos(1)), 1);
         assert_eq!(millis(Duration::from_micros(1)), 1);
         assert_eq!(millis(Duration::from_micros(1001)), 2);
         assert_eq!(millis(Duration::from_secs(5)), 5000);
         assert_eq!(millis(Duration::from_secs(u64::MAX / 2)), i32::MAX);
+        assert_eq!(millis(Duration::MAX), i32::MAX);
+    }
+
+    #[test]
+    fn elapsed_times_from_the_runtime_never_panic() {
+        assert_eq!(elapsed_of(1.5), Ok(Duration::from_micros(1500)));
+        assert_eq!(elapsed_of(0.0), Ok(Duration::ZERO));
+        for bad in [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -1.0,
+            f32::MAX,
+            f32::MIN,
+        ] {
+            assert!(elapsed_of(bad).is_err(), "{bad}");
+        }
+        assert!(elapsed_of(1e15).is_ok(), "large but representable");
     }
 
     #[test]
@@ -954,11 +1446,11 @@ mod tests {
         let cfg = AclConfig::new(0, "/nonexistent.json")
             .libraries("/nonexistent/a.so", "/nonexistent/b.so");
         match AclDriver::open(cfg) {
-            Err(OpenError::Load(LoadError::NotFound { lib, attempts })) => {
-                assert_eq!(lib, Lib::AscendCl);
-                assert!(!attempts.is_empty());
+            Err(OpenError::Load(LoadError::Both { ascendcl, runtime })) => {
+                assert!(matches!(*ascendcl, LoadError::ExplicitPath { .. }));
+                assert!(matches!(*runtime, LoadError::ExplicitPath { .. }));
             }
-            other => panic!("expected NotFound, got {other:?}"),
+            other => panic!("expected both explicit paths to fail, got {other:?}"),
         }
     }
 }

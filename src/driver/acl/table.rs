@@ -1,0 +1,642 @@
+//! What one `AclDriver` created and has not destroyed: streams, events,
+//! allocations with their byte ranges, and registered code. Every handle a
+//! safe method receives is checked here **before any C call**; a forged,
+//! destroyed or foreign one is refused with an error the driver raises
+//! itself (no [`Native`](crate::driver::Native) detail: the runtime was not
+//! called).
+//!
+//! The table is read-mostly: the per-run calls (copies, memsets, launches,
+//! records, waits, queries) validate under a shared read lock, which they
+//! hold across their (non-blocking) C call, so a concurrent `free` or
+//! `destroy_*` — which takes the write lock — can never invalidate a handle
+//! between its check and its use. Blocking waits (`sync_stream`,
+//! `sync_event`) do not hold the lock while they wait: they mark the handle
+//! *waited on* instead, and destroying a handle that is being waited on is
+//! refused.
+//!
+//! Lookups are binary searches over small sorted vectors (a device holds a
+//! handful of streams, events and allocations), with no allocation and no
+//! hashing on the per-run path.
+
+use std::cell::RefCell;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+
+use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord};
+use crate::driver::{DriverError, ErrorKind, HandleKind, Op};
+
+/// A live allocation: `[base, base + len)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Alloc {
+    base: u64,
+    len: u64,
+}
+
+/// A live stream.
+#[derive(Debug)]
+pub(super) struct StreamEntry {
+    raw: u64,
+    /// Threads blocked in `sync_stream` on it right now.
+    waiters: Arc<AtomicU32>,
+}
+
+/// A live event.
+#[derive(Debug)]
+pub(super) struct EventEntry {
+    raw: u64,
+    /// Made by `aclrtCreateEventWithFlag` ("old mode"): until its first
+    /// record the runtime reports it not ready, and a stream wait on it
+    /// would queue a device wait that nothing satisfies. The driver answers
+    /// for it instead (see `AclDriver::create_event`).
+    pub legacy: bool,
+    /// Recorded at least once.
+    pub recorded: AtomicBool,
+    /// Threads blocked in `sync_event` on it right now.
+    waiters: Arc<AtomicU32>,
+}
+
+impl EventEntry {
+    /// A legacy event never recorded: the runtime must not be asked about it.
+    pub fn unrecorded_legacy(&self) -> bool {
+        self.legacy && !self.recorded.load(Ordering::Acquire)
+    }
+
+    /// Recorded at least once.
+    pub fn recorded(&self) -> bool {
+        self.recorded.load(Ordering::Acquire)
+    }
+}
+
+/// One registration the runtime holds (`rtRegisterAllKernel`).
+#[derive(Debug)]
+pub(super) struct Resident {
+    /// The runtime's handle.
+    pub raw: u64,
+    /// Its upload stamp.
+    pub upload: u64,
+    /// The image: the runtime may keep a pointer to it, so it lives at
+    /// least as long as the registration.
+    pub image: Box<[u8]>,
+    /// Live pins (`register_code` calls not yet released).
+    pub pins: u64,
+}
+
+/// Marks a handle as waited on for as long as it lives. It does not borrow
+/// the table: a blocking wait holds this, not the lock.
+pub(super) struct Waiting(Arc<AtomicU32>);
+
+impl Waiting {
+    fn new(waiters: &Arc<AtomicU32>) -> Self {
+        waiters.fetch_add(1, Ordering::AcqRel);
+        Waiting(Arc::clone(waiters))
+    }
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::AcqRel);
+    }
+}
+
+fn bad(op: Op, kind: HandleKind, raw: u64) -> DriverError {
+    DriverError::new(op, ErrorKind::BadHandle { kind, raw })
+}
+
+fn bad_range(op: Op, addr: u64, len: u64) -> DriverError {
+    DriverError::new(op, ErrorKind::BadAddress { addr, len })
+}
+
+/// A validated argument block's device ranges: the table (driver
+/// instance), its allocation version, then `block_dim`, `len`, `input`,
+/// `output`, `handshake`, `wall`, `status`.
+type RangesKey = [u64; 9];
+
+/// How many validated argument blocks each thread remembers (a depth-3
+/// runner alternates among three slots' regions).
+const REMEMBERED: usize = 4;
+
+thread_local! {
+    /// Argument blocks whose device ranges this thread validated, with the
+    /// allocation version they were valid for. `Copy` data, no destructor:
+    /// usable during thread teardown too.
+    static VALIDATED: RefCell<([RangesKey; REMEMBERED], usize)> =
+        const { RefCell::new(([[0; 9]; REMEMBERED], 0)) };
+}
+
+/// Everything one driver created and has not destroyed.
+#[derive(Debug, Default)]
+pub(super) struct Table {
+    /// The owning driver instance (never 0 for a driver's table).
+    id: u64,
+    /// Bumped by every allocation and free: a range validated at one
+    /// version is valid for as long as the version stays.
+    version: u64,
+    /// Sorted by `base`; never overlapping.
+    allocs: Vec<Alloc>,
+    /// Sorted by `raw`.
+    streams: Vec<StreamEntry>,
+    /// Sorted by `raw`.
+    events: Vec<EventEntry>,
+    /// Registration order.
+    pub code: Vec<Resident>,
+}
+
+impl Table {
+    /// The empty table of driver instance `id`.
+    pub fn new(id: u64) -> Self {
+        Table {
+            id,
+            ..Table::default()
+        }
+    }
+
+    // ----- memory -----------------------------------------------------------
+
+    /// The allocation containing `addr` (or ending at it), if any.
+    fn alloc_at(&self, addr: u64) -> Option<Alloc> {
+        let i = self.allocs.partition_point(|a| a.base <= addr);
+        let a = *self.allocs.get(i.checked_sub(1)?)?;
+        (addr - a.base <= a.len).then_some(a)
+    }
+
+    /// Checks that `[addr, addr + len)` lies inside one live allocation and
+    /// returns how many bytes of that allocation start at `addr` (the true
+    /// destination size for the runtime's own bound check). A zero-length
+    /// range may sit at an allocation's end.
+    pub fn range(&self, op: Op, addr: u64, len: usize) -> Result<usize, DriverError> {
+        let len64 = len as u64;
+        let a = self
+            .alloc_at(addr)
+            .ok_or_else(|| bad_range(op, addr, len64))?;
+        let remaining = a.len - (addr - a.base);
+        if len64 > remaining {
+            return Err(bad_range(op, addr, len64));
+        }
+        Ok(usize::try_from(remaining).unwrap_or(usize::MAX))
+    }
+
+    /// Records a new allocation.
+    pub fn insert_alloc(&mut self, base: u64, len: usize) {
+        self.version += 1;
+        let i = self.allocs.partition_point(|a| a.base < base);
+        self.allocs.insert(
+            i,
+            Alloc {
+                base,
+                len: len as u64,
+            },
+        );
+    }
+
+    /// Checks that `base` is the start of a live allocation.
+    pub fn check_free(&self, op: Op, base: u64) -> Result<(), DriverError> {
+        match self.allocs.binary_search_by_key(&base, |a| a.base) {
+            Ok(_) => Ok(()),
+            Err(_) => Err(bad_range(op, base, 0)),
+        }
+    }
+
+    /// Forgets the allocation starting at `base`.
+    pub fn remove_alloc(&mut self, base: u64) {
+        self.version += 1;
+        if let Ok(i) = self.allocs.binary_search_by_key(&base, |a| a.base) {
+            self.allocs.remove(i);
+        }
+    }
+
+    /// Checks every device range a run's argument block names: the kernels
+    /// read and write exactly these.
+    pub fn run_args(
+        &self,
+        op: Op,
+        args: &[u8],
+        block_dim: Option<u32>,
+    ) -> Result<[u8; RunArgs::SIZE], DriverError> {
+        let invalid = |what| DriverError::new(op, ErrorKind::InvalidArgument { what });
+        let blob = <[u8; RunArgs::SIZE]>::try_from(args)
+            .map_err(|_| invalid("argument block is not RunArgs::SIZE bytes"))?;
+        let a = RunArgs::from_bytes(&blob)
+            .ok_or_else(|| invalid("argument block has a bad magic, version or run id"))?;
+        if block_dim.is_some_and(|b| b != a.block_dim) {
+            return Err(invalid("block_dim differs from the argument block's"));
+        }
+        let elems = usize::try_from(a.len)
+            .ok()
+            .and_then(|n| n.checked_mul(4))
+            .ok_or_else(|| invalid("element count overflows"))?;
+        let handshake = abi::handshake_bytes_checked(a.block_dim)
+            .ok_or_else(|| invalid("block_dim overflows the handshake size"))?;
+        // The same ranges, validated at the same allocation version (the
+        // AICPU launch after the AICore launch of a run, the next run in the
+        // same slot), are still valid: no allocation came or went since.
+        let key: RangesKey = [
+            self.id,
+            self.version,
+            u64::from(a.block_dim),
+            a.len,
+            a.input,
+            a.output,
+            a.handshake,
+            a.wall,
+            a.status,
+        ];
+        let known = VALIDATED
+            .try_with(|v| v.try_borrow().is_ok_and(|v| v.0.contains(&key)))
+            .unwrap_or(false);
+        if known && self.id != 0 {
+            return Ok(blob);
+        }
+        self.range(op, a.input, elems)?;
+        self.range(op, a.output, elems)?;
+        self.range(op, a.handshake, handshake)?;
+        self.range(op, a.wall, WallRecord::SIZE)?;
+        self.range(op, a.status, StatusRecord::SIZE)?;
+        let _ = VALIDATED.try_with(|v| {
+            if let Ok(mut v) = v.try_borrow_mut() {
+                let next = v.1;
+                v.0[next] = key;
+                v.1 = (next + 1) % REMEMBERED;
+            }
+        });
+        Ok(blob)
+    }
+
+    // ----- streams ----------------------------------------------------------
+
+    /// The live stream `raw`.
+    pub fn stream(&self, op: Op, raw: u64) -> Result<&StreamEntry, DriverError> {
+        match self.streams.binary_search_by_key(&raw, |s| s.raw) {
+            Ok(i) => Ok(&self.streams[i]),
+            Err(_) => Err(bad(op, HandleKind::Stream, raw)),
+        }
+    }
+
+    /// Records a new stream.
+    pub fn insert_stream(&mut self, raw: u64) {
+        let i = self.streams.partition_point(|s| s.raw < raw);
+        self.streams.insert(
+            i,
+            StreamEntry {
+                raw,
+                waiters: Arc::new(AtomicU32::new(0)),
+            },
+        );
+    }
+
+    /// Checks that stream `raw` is live and nobody waits on it.
+    pub fn check_destroy_stream(&self, op: Op, raw: u64) -> Result<(), DriverError> {
+        let s = self.stream(op, raw)?;
+        if s.waiters.load(Ordering::Acquire) > 0 {
+            return Err(DriverError::new(
+                op,
+                ErrorKind::InvalidArgument {
+                    what: "another thread is synchronizing this stream",
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    /// Forgets stream `raw`.
+    pub fn remove_stream(&mut self, raw: u64) {
+        if let Ok(i) = self.streams.binary_search_by_key(&raw, |s| s.raw) {
+            self.streams.remove(i);
+        }
+    }
+
+    /// Marks stream `raw` waited on until the guard drops.
+    pub fn wait_stream(&self, op: Op, raw: u64) -> Result<Waiting, DriverError> {
+        Ok(Waiting::new(&self.stream(op, raw)?.waiters))
+    }
+
+    // ----- events -----------------------------------------------------------
+
+    /// The live event `raw`.
+    pub fn event(&self, op: Op, raw: u64) -> Result<&EventEntry, DriverError> {
+        match self.events.binary_search_by_key(&raw, |e| e.raw) {
+            Ok(i) => Ok(&self.events[i]),
+            Err(_) => Err(bad(op, HandleKind::Event, raw)),
+        }
+    }
+
+    /// Records a new event.
+    pub fn insert_event(&mut self, raw: u64, legacy: bool) {
+        let i = self.events.partition_point(|e| e.raw < raw);
+        self.events.insert(
+            i,
+            EventEntry {
+                raw,
+                legacy,
+                recorded: AtomicBool::new(false),
+                waiters: Arc::new(AtomicU32::new(0)),
+            },
+        );
+    }
+
+    /// Checks that event `raw` is live and nobody waits on it.
+    pub fn check_destroy_event(&self, op: Op, raw: u64) -> Result<(), DriverError> {
+        let e = self.event(op, raw)?;
+        if e.waiters.load(Ordering::Acquire) > 0 {
+            return Err(DriverError::new(
+                op,
+                ErrorKind::InvalidArgument {
+                    what: "another thread is synchronizing this event",
+                },
+            ));
+        }
+        Ok(())
+    }
+
+    /// Forgets event `raw`.
+    pub fn remove_event(&mut self, raw: u64) {
+        if let Ok(i) = self.events.binary_search_by_key(&raw, |e| e.raw) {
+            self.events.remove(i);
+        }
+    }
+
+    /// Marks event `e` waited on until the guard drops.
+    pub fn wait_event(e: &EventEntry) -> Waiting {
+        Waiting::new(&e.waiters)
+    }
+
+    // ----- code -------------------------------------------------------------
+
+    /// The registration `raw` / `upload` names, if this driver holds it.
+    pub fn code(&self, op: Op, raw: u64, upload: u64) -> Result<&Resident, DriverError> {
+        self.code
+            .iter()
+            .find(|r| r.raw == raw && r.upload == upload)
+            .ok_or_else(|| bad(op, HandleKind::Code, raw))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn table() -> Table {
+        let mut t = Table::default();
+        t.insert_alloc(0x3000, 16);
+        t.insert_alloc(0x1000, 64);
+        t.insert_alloc(0x2000, 8);
+        t
+    }
+
+    #[test]
+    fn ranges_resolve_to_one_allocation_and_its_remaining_size() {
+        let t = table();
+        assert_eq!(t.range(Op::Memset, 0x1000, 64), Ok(64));
+        assert_eq!(t.range(Op::Memset, 0x1010, 4), Ok(48));
+        assert_eq!(t.range(Op::Memset, 0x1040, 0), Ok(0), "empty, at the end");
+        assert_eq!(t.range(Op::Memset, 0x2000, 8), Ok(8));
+        for (addr, len) in [
+            (0x1000, 65),
+            (0x1040, 1),
+            (0x0fff, 1),
+            (0x2004, 8),
+            (0x1800, 1),
+            (0, 0),
+            (u64::MAX, usize::MAX),
+            (0x1000, usize::MAX),
+        ] {
+            let e = t.range(Op::Memset, addr, len).unwrap_err();
+            assert_eq!(
+                e.kind(),
+                &ErrorKind::BadAddress {
+                    addr,
+                    len: len as u64
+                }
+            );
+            assert!(e.native().is_none());
+        }
+    }
+
+    #[test]
+    fn frees_need_the_exact_start() {
+        let mut t = table();
+        assert!(t.check_free(Op::Free, 0x1008).is_err());
+        assert!(t.check_free(Op::Free, 0x1000).is_ok());
+        t.remove_alloc(0x1000);
+        assert!(t.check_free(Op::Free, 0x1000).is_err());
+        assert!(t.range(Op::Memset, 0x1000, 1).is_err());
+    }
+
+    #[test]
+    fn waited_on_handles_cannot_be_destroyed() {
+        let mut t = Table::default();
+        t.insert_stream(7);
+        t.insert_event(9, true);
+        {
+            let _w = t.wait_stream(Op::SyncStream, 7).unwrap();
+            assert!(t.check_destroy_stream(Op::DestroyStream, 7).is_err());
+            let e = t.event(Op::SyncEvent, 9).unwrap();
+            let _v = Table::wait_event(e);
+            assert!(t.check_destroy_event(Op::DestroyEvent, 9).is_err());
+        }
+        assert!(t.check_destroy_stream(Op::DestroyStream, 7).is_ok());
+        assert!(t.check_destroy_event(Op::DestroyEvent, 9).is_ok());
+        t.remove_stream(7);
+        assert!(matches!(
+            t.stream(Op::QueryStream, 7).unwrap_err().kind(),
+            ErrorKind::BadHandle {
+                kind: HandleKind::Stream,
+                raw: 7
+            }
+        ));
+    }
+}
+
+/// The validation's own cost per run: the checks the 13 driver calls of
+/// one run make (4 in prepare, 5 in launch, 1 in fence, 3 in finalize),
+/// each under its own read lock, over a depth-2 device's table — without
+/// the C calls they guard.
+///
+/// `cargo test --release --lib -- --ignored validation_cost --nocapture`
+#[cfg(test)]
+mod cost {
+    use std::hint::black_box;
+    use std::sync::atomic::Ordering;
+    use std::sync::{PoisonError, RwLock};
+    use std::time::Instant;
+
+    use super::{Resident, Table};
+    use crate::driver::Op;
+    use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord};
+
+    const RUNS: u32 = 200_000;
+    const BATCHES: usize = 9;
+
+    struct Slot {
+        arena: u64,
+        handshake: u64,
+        wall: u64,
+        status: u64,
+        ev_aicore: u64,
+        ev_fence: u64,
+    }
+
+    fn device() -> (RwLock<Table>, [Slot; 2], [u8; RunArgs::SIZE], (u64, u64)) {
+        let mut t = Table::new(1);
+        let mut next = 0x1_0000_0000u64;
+        let mut alloc = |t: &mut Table, len: usize| {
+            let base = next;
+            next += (len as u64).div_ceil(64) * 64 + 4096;
+            t.insert_alloc(base, len);
+            base
+        };
+        let elems = 1024usize;
+        let slots = [0u64, 1].map(|i| Slot {
+            arena: alloc(&mut t, 2 * elems * 4),
+            handshake: alloc(&mut t, abi::handshake_bytes(24)),
+            wall: alloc(&mut t, WallRecord::SIZE),
+            status: alloc(&mut t, StatusRecord::SIZE),
+            ev_aicore: 0x5000 + 2 * i,
+            ev_fence: 0x5001 + 2 * i,
+        });
+        for s in &slots {
+            t.insert_event(s.ev_aicore, false);
+            t.insert_event(s.ev_fence, false);
+        }
+        t.insert_stream(0x100);
+        t.insert_stream(0x200);
+        t.code.push(Resident {
+            raw: 0xc0de,
+            upload: 7,
+            image: vec![0; 64].into(),
+            pins: 1,
+        });
+        let s = &slots[0];
+        let args = RunArgs {
+            run_id: 1,
+            slot: 0,
+            block_dim: 24,
+            len: elems as u64,
+            input: s.arena,
+            output: s.arena + (elems * 4) as u64,
+            handshake: s.handshake,
+            wall: s.wall,
+            status: s.status,
+        }
+        .to_bytes();
+        (RwLock::new(t), slots, args, (0x100, 0x200))
+    }
+
+    /// Median ns per run of `f` over `BATCHES` batches of `RUNS`.
+    fn time(mut f: impl FnMut()) -> f64 {
+        for _ in 0..RUNS / 10 {
+            f();
+        }
+        let mut per: Vec<f64> = (0..BATCHES)
+            .map(|_| {
+                let t = Instant::now();
+                for _ in 0..RUNS {
+                    f();
+                }
+                t.elapsed().as_nanos() as f64 / f64::from(RUNS)
+            })
+            .collect();
+        per.sort_by(f64::total_cmp);
+        per[BATCHES / 2]
+    }
+
+    #[test]
+    #[ignore = "a measurement: cargo test --release --lib -- --ignored validation_cost --nocapture"]
+    fn validation_cost_per_run() {
+        let (table, slots, args, (core, cpu)) = device();
+        let read = || table.read().unwrap_or_else(PoisonError::into_inner);
+        let s = &slots[0];
+        let full = time(|| {
+            // prepare: input, handshake, wall, status
+            black_box(read().range(Op::CopyToDevice, s.arena, 4096).unwrap());
+            black_box(read().range(Op::Memset, s.handshake, 128).unwrap());
+            black_box(read().range(Op::Memset, s.wall, WallRecord::SIZE).unwrap());
+            black_box(
+                read()
+                    .range(Op::CopyToDevice, s.status, StatusRecord::SIZE)
+                    .unwrap(),
+            );
+            // launch: aicore, aicpu, record, wait, record
+            {
+                let t = read();
+                t.stream(Op::LaunchAicore, core).unwrap();
+                t.code(Op::LaunchAicore, 0xc0de, 7).unwrap();
+                black_box(t.run_args(Op::LaunchAicore, &args, Some(24)).unwrap());
+            }
+            {
+                let t = read();
+                t.stream(Op::LaunchAicpu, cpu).unwrap();
+                black_box(t.run_args(Op::LaunchAicpu, &args, None).unwrap());
+            }
+            {
+                let t = read();
+                let e = t.event(Op::RecordEvent, s.ev_aicore).unwrap();
+                t.stream(Op::RecordEvent, core).unwrap();
+                e.recorded.store(true, Ordering::Release);
+            }
+            {
+                let t = read();
+                t.stream(Op::StreamWaitEvent, cpu).unwrap();
+                black_box(
+                    t.event(Op::StreamWaitEvent, s.ev_aicore)
+                        .unwrap()
+                        .unrecorded_legacy(),
+                );
+            }
+            {
+                let t = read();
+                let e = t.event(Op::RecordEvent, s.ev_fence).unwrap();
+                t.stream(Op::RecordEvent, cpu).unwrap();
+                e.recorded.store(true, Ordering::Release);
+            }
+            // fence: the waiter mark, held without the lock
+            let waiting = {
+                let t = read();
+                let e = t.event(Op::SyncEvent, s.ev_fence).unwrap();
+                black_box(e.unrecorded_legacy());
+                Table::wait_event(e)
+            };
+            drop(black_box(waiting));
+            // finalize: status, wall, output
+            black_box(
+                read()
+                    .range(Op::CopyFromDevice, s.status, StatusRecord::SIZE)
+                    .unwrap(),
+            );
+            black_box(
+                read()
+                    .range(Op::CopyFromDevice, s.wall, WallRecord::SIZE)
+                    .unwrap(),
+            );
+            black_box(
+                read()
+                    .range(Op::CopyFromDevice, s.arena + 4096, 4096)
+                    .unwrap(),
+            );
+        });
+        // The 13 lock round trips alone, without a lookup.
+        let locks = time(|| {
+            for _ in 0..13 {
+                black_box(&*read());
+            }
+        });
+        // The floor of any scheme without a lock: one sequentially
+        // consistent fence per call (a reader announcing itself to a
+        // destroying writer needs a store-load barrier).
+        let fences = {
+            let a = std::sync::atomic::AtomicU64::new(0);
+            time(|| {
+                for i in 0..13 {
+                    a.store(i, Ordering::Relaxed);
+                    std::sync::atomic::fence(Ordering::SeqCst);
+                    a.store(0, Ordering::Release);
+                }
+            })
+        };
+        println!(
+            "acl handle validation, 13 driver calls of one run: {full:.1} ns/run \
+             ({locks:.1} ns of it the 13 read-lock round trips, {:.1} ns the lookups); \
+             13 SeqCst fences alone: {fences:.1} ns",
+            full - locks
+        );
+    }
+}
