@@ -22,7 +22,8 @@ pub(crate) const TASKS_PER_RUN: usize = 3;
 /// the driver's clock ([`Driver::clock`](crate::driver::Driver::clock)), has
 /// overrun — the only evidence that poisons the runner. A plain
 /// [`fence`](super::Run::fence) therefore waits as long as the runs ahead
-/// legitimately take, at most `(runs ahead + 1) × fence_timeout`.
+/// legitimately take: at most `(runs ahead + 1) × fence_timeout`, plus one
+/// look-around slice (`fence_timeout / 8`) in which it dates what it saw.
 ///
 /// The budget must exceed the device watchdog (else the host would give up
 /// while the device still runs), and no duration may exceed

@@ -975,8 +975,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             run: info.run,
             slot,
             proof: Proof::Pending,
-            launched_at: Duration::ZERO,
+            launched_at: None,
             ahead_done_at: Duration::ZERO,
+            ahead_undated: false,
             observed: false,
         };
         let lost = if let Err(e) = d.launch_aicpu(aicpu, &args) {
@@ -1007,9 +1008,6 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             st.chain = None;
             return Err(Lost(kind));
         }
-        // Read after the submission: the run cannot have reached the head
-        // of the queue earlier.
-        entry.launched_at = d.clock();
         // `is_full` was checked above and the sequence is fresh.
         let _ = st.in_flight.push(entry);
         st.slots[slot] = SlotState::InFlight { lease };
@@ -1017,10 +1015,11 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         Ok(Launched { seq, len })
     }
 
-    /// Run `seq` in `slot` was observed complete at driver-clock time `at`:
-    /// it leaves the in-flight set, its slot goes back to its holder, and
-    /// every run behind it learns when one more run ahead was done.
-    fn settle_complete(&self, slot: usize, lease: u64, seq: u64, at: Duration) {
+    /// Run `seq` in `slot` was observed complete at driver-clock time `at`
+    /// (`None`: not dated, on the fast paths): it leaves the in-flight set,
+    /// its slot goes back to its holder, and every run behind it learns that
+    /// one more run ahead was done.
+    fn settle_complete(&self, slot: usize, lease: u64, seq: u64, at: Option<Duration>) {
         let mut st = self.lock();
         st.in_flight.observed(seq, at);
         st.in_flight.remove(seq);
@@ -1103,7 +1102,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         self.in_flight_entry(slot, lease, info.seq)?;
         match self.driver.query_event(self.regions[slot].ev_fence) {
             Ok(Completion::Complete) => {
-                self.settle_complete(slot, lease, info.seq, self.driver.clock());
+                self.settle_complete(slot, lease, info.seq, None);
                 Ok(())
             }
             Ok(Completion::NotReady) => Err(ErrorKind::NotReady),
@@ -1112,8 +1111,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     }
 
     /// Waits for run `seq`'s own fence — at most `limit`, or, by default,
-    /// the queue budget `(runs ahead + 1) × fence_timeout` — and decides,
-    /// on the driver's clock, whether the device overran.
+    /// the queue budget `(runs ahead + 1) × fence_timeout` plus one slice —
+    /// and decides, on the driver's clock, whether the device overran.
     ///
     /// The rule: a run may take `fence_timeout` **once it is at the head of
     /// the queue** (every run ahead of it observed complete). The wait
@@ -1145,7 +1144,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let first = limit.map_or(slice_cap, |t| t.min(slice_cap)).max(MIN_SLICE);
         match d.sync_event(ev, first) {
             Ok(()) => {
-                self.settle_complete(slot, lease, info.seq, d.clock());
+                self.settle_complete(slot, lease, info.seq, None);
                 return Ok(());
             }
             Err(e) if e.is_timeout() => {}
@@ -1154,8 +1153,11 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         // The first slice counts towards the limit.
         let start = d.clock().saturating_sub(first);
         let limit = limit.unwrap_or_else(|| {
+            // The runs ahead and this one, each its budget — plus one slice:
+            // a run the fast path did not date is dated when first looked
+            // at, up to a slice late, and a verdict must still fit.
             let ahead = self.lock().in_flight.ahead_of(info.seq);
-            self.config.queue_budget(ahead)
+            self.config.queue_budget(ahead).saturating_add(slice_cap)
         });
         // `None`: no deadline (a limit past the end of the clock).
         let deadline = start.checked_add(limit);
@@ -1174,21 +1176,25 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 });
             }
             self.in_flight_entry(slot, lease, info.seq)?;
-            let head = self.lock().in_flight.head().copied();
+            let head = {
+                let mut st = self.lock();
+                st.in_flight.date(now);
+                st.in_flight.head().copied()
+            };
             let mut slice = slice_cap;
             if let Some(dl) = deadline {
                 slice = slice.min(dl.saturating_sub(now));
             }
             if let Some(verdict_at) = head
                 .filter(|h| h.proof == Proof::Pending)
-                .and_then(|h| h.head_since().checked_add(budget))
+                .and_then(|h| h.head_since()?.checked_add(budget))
             {
                 slice = slice.min(verdict_at.saturating_sub(now));
             }
             // At least a little, so that even a virtual clock moves on.
             match d.sync_event(ev, slice.max(MIN_SLICE)) {
                 Ok(()) => {
-                    self.settle_complete(slot, lease, info.seq, d.clock());
+                    self.settle_complete(slot, lease, info.seq, Some(d.clock()));
                     return Ok(());
                 }
                 Err(e) if e.is_timeout() => {}
@@ -1203,6 +1209,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// runner is then poisoned, naming it).
     fn look_ahead(&self, seq: u64) -> Option<RunId> {
         let d = &self.driver;
+        // Everything undated happened before this read: a safe date.
+        let now = d.clock();
+        self.lock().in_flight.date(now);
         let mut queue = [None::<Entry>; DEPTH];
         for (q, e) in queue.iter_mut().zip(
             self.lock()
@@ -1235,7 +1244,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let mut st = self.lock();
         for &(seq, at) in done.iter().flatten() {
             if st.in_flight.iter().any(|e| e.seq == seq) {
-                st.in_flight.observed(seq, at);
+                st.in_flight.observed(seq, Some(at));
             }
         }
         let (h, asked) = head?;
@@ -1246,7 +1255,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             && now_head.proof == Proof::Pending
             && now_head
                 .head_since()
-                .checked_add(self.config.fence_timeout)
+                .and_then(|since| since.checked_add(self.config.fence_timeout))
                 .is_some_and(|verdict_at| asked >= verdict_at);
         if !overran {
             return None;

@@ -29,14 +29,17 @@ pub(crate) struct Entry {
     pub run: RunId,
     pub slot: usize,
     pub proof: Proof,
-    /// Driver-clock time right after the launch was submitted: the run
-    /// cannot have reached the head of the queue before it.
-    pub launched_at: Duration,
+    /// A driver-clock time at or after the launch was submitted: the run
+    /// cannot have reached the head of the queue before it. `None` until
+    /// first needed — the fast paths read no clock — and then dated with
+    /// the time it is first needed, which is later still: a safe bound.
+    pub launched_at: Option<Duration>,
     /// The latest driver-clock time at which a run *ahead* of this one was
-    /// observed complete (zero when none was). Once every run ahead is
-    /// observed complete, this run has been at the head of the queue since
-    /// at most `max(launched_at, ahead_done_at)`.
+    /// observed complete (zero when none was).
     pub ahead_done_at: Duration,
+    /// A run ahead was observed complete without a time (a fast-path
+    /// fence): `ahead_done_at` is dated when first needed.
+    pub ahead_undated: bool,
     /// Observed complete (by a wait for another run) while its own handle
     /// has not fenced it yet.
     pub observed: bool,
@@ -46,9 +49,10 @@ impl Entry {
     /// When this run reached the head of the queue, at the latest — an
     /// upper bound, so "now − `head_since`" never overstates how long the
     /// device has had it alone. Meaningful once every run ahead of it is
-    /// observed complete.
-    pub fn head_since(&self) -> Duration {
-        self.launched_at.max(self.ahead_done_at)
+    /// observed complete; `None` until [`InFlightSet::date`] ran.
+    pub fn head_since(&self) -> Option<Duration> {
+        let launched = self.launched_at?;
+        (!self.ahead_undated).then(|| launched.max(self.ahead_done_at))
     }
 }
 
@@ -96,14 +100,30 @@ impl<const N: usize> InFlightSet<N> {
             .find(|e| e.seq == seq)
     }
 
-    /// Run `seq` was observed complete at driver-clock time `at`: every
-    /// run behind it learns that one more run ahead of it is done.
-    pub fn observed(&mut self, seq: u64, at: Duration) {
+    /// Run `seq` was observed complete at driver-clock time `at` (`None`:
+    /// not dated): every run behind it learns that one more run ahead of it
+    /// is done.
+    pub fn observed(&mut self, seq: u64, at: Option<Duration>) {
         for e in self.entries[..self.len].iter_mut().flatten() {
             if e.seq == seq {
                 e.observed = true;
             } else if e.seq > seq {
-                e.ahead_done_at = e.ahead_done_at.max(at);
+                match at {
+                    Some(at) => e.ahead_done_at = e.ahead_done_at.max(at),
+                    None => e.ahead_undated = true,
+                }
+            }
+        }
+    }
+
+    /// Dates every undated fact with `now`, a driver-clock time read after
+    /// each of them happened (so each date is a safe upper bound).
+    pub fn date(&mut self, now: Duration) {
+        for e in self.entries[..self.len].iter_mut().flatten() {
+            e.launched_at.get_or_insert(now);
+            if e.ahead_undated {
+                e.ahead_done_at = e.ahead_done_at.max(now);
+                e.ahead_undated = false;
             }
         }
     }
@@ -148,8 +168,9 @@ mod tests {
             run: RunId(seq + 100),
             slot,
             proof: Proof::Pending,
-            launched_at: Duration::from_millis(seq),
+            launched_at: Some(Duration::from_millis(seq)),
             ahead_done_at: Duration::ZERO,
+            ahead_undated: false,
             observed: false,
         }
     }
@@ -165,21 +186,39 @@ mod tests {
         assert_eq!(s.ahead_of(3), 2);
         // Run 2 completes first (as far as the host saw): run 1 is still
         // the head; run 3 learns the time, but not that it is the head.
-        s.observed(2, ms(50));
+        s.observed(2, Some(ms(50)));
         assert_eq!(s.head().map(|h| h.seq), Some(1));
         assert_eq!(s.ahead_of(3), 1);
-        s.observed(1, ms(40));
+        s.observed(1, Some(ms(40)));
         let head = *s.head().unwrap();
         assert_eq!(head.seq, 3);
         assert_eq!(
             head.head_since(),
-            ms(50),
+            Some(ms(50)),
             "the latest observation ahead counts"
         );
         // Removing an observed entry keeps what it taught the others.
         s.remove(1);
         s.remove(2);
-        assert_eq!(s.head().unwrap().head_since(), ms(50));
+        assert_eq!(s.head().unwrap().head_since(), Some(ms(50)));
+    }
+
+    #[test]
+    fn undated_facts_are_dated_late_never_early() {
+        let ms = Duration::from_millis;
+        let mut s = InFlightSet::<3>::new();
+        let mut first = e(1, 0);
+        first.launched_at = None; // a launch that read no clock
+        s.push(first).unwrap();
+        s.push(e(2, 1)).unwrap();
+        assert_eq!(s.head().unwrap().head_since(), None, "not datable yet");
+        s.observed(1, None); // a fast-path fence: no time read
+        s.remove(1);
+        assert_eq!(s.head().unwrap().head_since(), None);
+        s.date(ms(70));
+        assert_eq!(s.head().unwrap().head_since(), Some(ms(70)));
+        s.date(ms(90)); // dating again changes nothing
+        assert_eq!(s.head().unwrap().head_since(), Some(ms(70)));
     }
 
     #[test]

@@ -424,7 +424,8 @@ impl<'r, const I: usize> Run<'r, Launched, I> {
     /// Waits for **this run's** fence event (never a whole-stream
     /// synchronize) as long as the runs queued ahead of it legitimately
     /// take: at most `(runs ahead + 1) ×`
-    /// [`fence_timeout`](crate::DeviceConfig::fence_timeout). Runs may be
+    /// [`fence_timeout`](crate::DeviceConfig::fence_timeout), plus one
+    /// look-around slice of `fence_timeout / 8`. Runs may be
     /// fenced in any order; in a healthy queue (every kernel under the
     /// device watchdog) this returns the run [`Fenced`], wherever it is in
     /// the queue.
