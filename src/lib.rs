@@ -105,8 +105,8 @@ pub mod driver;
 pub mod measure;
 
 pub use contract::{
-    Callable, CodeRef, Device, DeviceConfig, Error, Fenced, Finalized, Input, Launched, Outputs,
-    Prepared, Run, RunSpec, Runner, SlotToken,
+    Callable, CodeRef, Completed, Device, DeviceConfig, Error, Fenced, Finalized, Input, Launched,
+    Outputs, Pipeline, Prepared, Run, RunSpec, Runner, SlotToken,
 };
 pub use driver::sim;
 
