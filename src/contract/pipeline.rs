@@ -737,23 +737,35 @@ impl<'r, const I: usize, T> Lane<'r, I, T> {
         }
     }
 
-    /// Fences and finalizes the pending launched run, if any, keeping its
-    /// outcome for `complete`.
-    fn settle(&mut self) {
-        self.state = match mem::replace(&mut self.state, LaneState::Vacant) {
-            LaneState::Launched(run, ticket) => match run.fence() {
-                Ok(fenced) => match fenced.finalize(&mut self.out) {
-                    Ok(done) => LaneState::Settled(Hold::Token(done.token), ticket, Ok(done.wall)),
-                    Err(e) => {
-                        let (fenced, e) = e.into_parts();
-                        LaneState::Settled(Hold::Token(fenced.into_token()), ticket, Err(e))
-                    }
-                },
+    /// Fences (at most the fence timeout) and finalizes `run` into `out`:
+    /// what the slot holds afterwards, and the outcome.
+    fn retire(
+        run: Run<'r, Launched, I>,
+        out: &mut Outputs<I>,
+    ) -> (Hold<'r, I>, Result<WallRecord, Error>) {
+        match run.fence() {
+            Ok(fenced) => match fenced.finalize(out) {
+                Ok(done) => (Hold::Token(done.token), Ok(done.wall)),
                 Err(e) => {
-                    let (run, e) = e.into_parts();
-                    LaneState::Settled(Hold::Orphan(run), ticket, Err(e))
+                    let (fenced, e) = e.into_parts();
+                    (Hold::Token(fenced.into_token()), Err(e))
                 }
             },
+            Err(e) => {
+                let (run, e) = e.into_parts();
+                (Hold::Orphan(run), Err(e))
+            }
+        }
+    }
+
+    /// Retires the pending launched run, if any, keeping its outcome for
+    /// `complete`.
+    fn settle(&mut self) {
+        self.state = match mem::replace(&mut self.state, LaneState::Vacant) {
+            LaneState::Launched(run, ticket) => {
+                let (hold, outcome) = Self::retire(run, &mut self.out);
+                LaneState::Settled(hold, ticket, outcome)
+            }
             other => other,
         };
     }
@@ -764,8 +776,12 @@ impl<'r, const I: usize, T> Lane<'r, I, T> {
         reason = "a private signature: the outcome and the tag of a failure"
     )]
     fn complete(&mut self) -> Option<Result<Completed<'_, T>, (Error, T)>> {
-        self.settle();
         let (hold, ticket, outcome) = match mem::replace(&mut self.state, LaneState::Vacant) {
+            // The steady state: retire it now.
+            LaneState::Launched(run, ticket) => {
+                let (hold, outcome) = Self::retire(run, &mut self.out);
+                (hold, ticket, outcome)
+            }
             LaneState::Settled(hold, ticket, outcome) => (hold, ticket, outcome),
             other => {
                 self.state = other;
