@@ -306,7 +306,7 @@ fn submit_fault_error(k: &ErrorKind) -> bool {
             | ErrorKind::Poisoned(_)
             | ErrorKind::NoChainValue
             | ErrorKind::SlotQuarantined { .. }
-            | ErrorKind::NotReady
+            | ErrorKind::Timeout { .. }
     ) || is_lost_launch(k)
 }
 

@@ -27,7 +27,7 @@ use std::mem;
 
 use super::device::DrainReport;
 use super::error::{Action, Error, ErrorKind, RunId};
-use super::run::{Launched, Outputs, Run, RunSpec};
+use super::run::{Fenced, Launched, Outputs, Run, RunSpec};
 use super::runner::Runner;
 use super::slot::{Depth, SlotToken, SupportedDepth};
 use crate::driver::Driver;
@@ -346,10 +346,10 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// launch that reached the device only partly
     /// ([`ErrorKind::PartialLaunch`], [`ErrorKind::FenceNotRecorded`])
     /// poisons the runner and quarantines the slot; the spec still comes
-    /// back, since the run will produce no result. A slot that is still
-    /// held by an earlier run whose completion failed reports that run's
-    /// state ([`ErrorKind::NotReady`], a fault) until it completes or a
-    /// drain.
+    /// back, since the run will produce no result. A slot still held by
+    /// an earlier run whose completion failed is waited for first (at most
+    /// the fence timeout; its fence error, if it fails again); on a
+    /// poisoned runner such a slot reports [`ErrorKind::Poisoned`] at once.
     pub fn submit<'s>(
         &mut self,
         spec: RunSpec<'s>,
@@ -600,8 +600,9 @@ enum Hold<'r, const I: usize> {
     /// The slot's token: ready for the next run.
     Token(SlotToken<'r, I>),
     /// A launched run whose completion failed after it was handed back as
-    /// an error: it keeps the slot until a poll proves it complete, a drain,
-    /// or the pipeline's drop (which waits for it, bounded).
+    /// an error: it keeps the slot until the next submit into the slot
+    /// waits for it (bounded), a drain, or the pipeline's drop (which waits
+    /// for it, bounded).
     Orphan(Run<'r, Launched, I>),
     /// No handle: the slot's run was lost in a partial launch (the slot is
     /// quarantined until a drain), or its token could not be taken back.
@@ -690,18 +691,22 @@ impl<'r, const I: usize, T> Lane<'r, I, T> {
         };
         let token = match hold {
             Hold::Token(token) => token,
-            Hold::Orphan(run) => match run.try_fence() {
-                Ok(fenced) => fenced.into_token(),
-                Err(e) => {
-                    let (run, e) = e.into_parts();
-                    self.state = LaneState::Idle(Hold::Orphan(run));
-                    return Err((e, tag));
+            // The slot is still held by an earlier run (its completion
+            // failed, or it was lost). A poisoned runner is the cause to
+            // report, at once; otherwise wait (bounded) for the earlier run.
+            busy => {
+                if let Some(poison) = runner.health().poisoned {
+                    self.state = LaneState::Idle(busy);
+                    let kind = ErrorKind::Poisoned(poison);
+                    return Err((Error::new((), Action::Launch, None, Some(I), kind), tag));
                 }
-            },
-            Hold::Lost(kind) => {
-                let e = Error::new((), Action::TakeSlot, None, Some(I), kind.clone());
-                self.state = LaneState::Idle(Hold::Lost(kind));
-                return Err((e, tag));
+                match Self::reclaim(busy) {
+                    Ok(token) => token,
+                    Err((busy, e)) => {
+                        self.state = LaneState::Idle(busy);
+                        return Err((e, tag));
+                    }
+                }
             }
         };
         let prepared = match runner.prepare(token, spec) {
@@ -733,6 +738,23 @@ impl<'r, const I: usize, T> Lane<'r, I, T> {
                 };
                 self.state = LaneState::Idle(hold);
                 Err((e, tag))
+            }
+        }
+    }
+
+    /// The slot's token back from what holds it: an orphan once its fence
+    /// completes (at most the fence timeout); a lost slot never (a drain
+    /// renews it).
+    fn reclaim(busy: Hold<'r, I>) -> Result<SlotToken<'r, I>, (Hold<'r, I>, Error)> {
+        match busy {
+            Hold::Token(token) => Ok(token),
+            Hold::Orphan(run) => run.fence().map(Run::<Fenced, I>::into_token).map_err(|e| {
+                let (run, e) = e.into_parts();
+                (Hold::Orphan(run), e)
+            }),
+            Hold::Lost(kind) => {
+                let e = Error::new((), Action::TakeSlot, None, Some(I), kind.clone());
+                Err((Hold::Lost(kind), e))
             }
         }
     }

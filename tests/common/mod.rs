@@ -8,6 +8,7 @@ pub mod acl;
 pub mod broken;
 pub mod checks;
 pub mod model;
+pub mod pipeline_suite;
 pub mod suite;
 
 use runclaim::contract::{Slot, SlotOf};
