@@ -23,7 +23,6 @@
 //! state, the lease, the token's `Drop` — is the runner's own.
 
 use std::fmt;
-use std::mem;
 
 use super::device::DrainReport;
 use super::error::{Action, Error, ErrorKind, RunId};
@@ -350,6 +349,7 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// an earlier run whose completion failed is waited for first (at most
     /// the fence timeout; its fence error, if it fails again); on a
     /// poisoned runner such a slot reports [`ErrorKind::Poisoned`] at once.
+    #[inline]
     pub fn submit<'s>(
         &mut self,
         spec: RunSpec<'s>,
@@ -403,6 +403,7 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// an error code: it failed alone, the pipeline goes on), or any error
     /// of [`Run::fence`] or [`Run::finalize`] — a device fault or a fence
     /// timeout poisons the runner (then [`drain`](Pipeline::drain)).
+    #[inline]
     pub fn complete(&mut self) -> Result<Option<Completed<'_, T>>, Error<Unfinished<T>>> {
         if self.len == 0 {
             return Ok(None);
@@ -595,20 +596,6 @@ impl<D: Driver, const DEPTH: usize, T> fmt::Debug for Pipeline<'_, D, DEPTH, T> 
 
 // ----- one slot, typed -----------------------------------------------------------
 
-/// What a lane holds of its slot when no pending run of its own is in it.
-enum Hold<'r, const I: usize> {
-    /// The slot's token: ready for the next run.
-    Token(SlotToken<'r, I>),
-    /// A launched run whose completion failed after it was handed back as
-    /// an error: it keeps the slot until the next submit into the slot
-    /// waits for it (bounded), a drain, or the pipeline's drop (which waits
-    /// for it, bounded).
-    Orphan(Run<'r, Launched, I>),
-    /// No handle: the slot's run was lost in a partial launch (the slot is
-    /// quarantined until a drain), or its token could not be taken back.
-    Lost(ErrorKind),
-}
-
 /// A pending run's bookkeeping.
 struct Ticket<T> {
     tag: T,
@@ -616,21 +603,25 @@ struct Ticket<T> {
     seq: u64,
 }
 
-enum LaneState<'r, const I: usize, T> {
-    /// No pending run.
-    Idle(Hold<'r, I>),
-    /// A pending run, launched.
-    Launched(Run<'r, Launched, I>, Ticket<T>),
-    /// A pending run already fenced and finalized (or failed): its outcome,
-    /// its values in the lane's buffer, waiting for `complete`.
-    Settled(Hold<'r, I>, Ticket<T>, Result<WallRecord, Error>),
-    /// Only while a transition is under way.
-    Vacant,
-}
-
-/// Slot `I` of a pipeline: its state and its outputs buffer.
+/// Slot `I` of a pipeline, laid out like a hand-written lane (the steady
+/// state only moves a token or a run in and out of an `Option`).
+///
+/// Who holds the slot: `token` (free for a run), `run` (a launched run) or
+/// `lost` (no handle: the run was lost in a partial launch, its slot
+/// quarantined until a drain, or the token could not be taken back) — one
+/// of them. A pending run (submitted, not yet handed back) has a `ticket`;
+/// it is the launched `run`, unless a drain settled it early (`settled`
+/// holds its outcome, its values are in `out`). A `run` without a ticket is
+/// an orphan: a run whose completion failed and was handed back as an
+/// error; it keeps the slot until the next submit into the slot waits for
+/// it (bounded), a drain, or the pipeline's drop (which waits for it,
+/// bounded).
 struct Lane<'r, const I: usize, T> {
-    state: LaneState<'r, I, T>,
+    token: Option<SlotToken<'r, I>>,
+    run: Option<Run<'r, Launched, I>>,
+    lost: Option<ErrorKind>,
+    ticket: Option<Ticket<T>>,
+    settled: Option<Result<WallRecord, Error>>,
     out: Outputs<I>,
 }
 
@@ -669,113 +660,114 @@ impl<'r, const I: usize, T> Lane<'r, I, T> {
         capacity: usize,
     ) -> Result<Self, Error> {
         Ok(Lane {
-            state: LaneState::Idle(Hold::Token(take_token::<I, D, DEPTH>(runner)?)),
+            token: Some(take_token::<I, D, DEPTH>(runner)?),
+            run: None,
+            lost: None,
+            ticket: None,
+            settled: None,
             out: Outputs::new(capacity),
         })
     }
 
     /// Prepares and launches a run in this slot.
+    // Out of line, like `complete`: the pipeline's 16-way dispatch stays a
+    // jump into one typed lane, small enough to inline into the caller.
+    #[inline(never)]
     fn submit<D: Driver, const DEPTH: usize>(
         &mut self,
         runner: &'r Runner<'r, D, DEPTH>,
         spec: RunSpec<'_>,
         tag: T,
     ) -> Result<RunId, (Error, T)> {
-        let hold = match mem::replace(&mut self.state, LaneState::Vacant) {
-            LaneState::Idle(hold) => hold,
-            busy => {
-                self.state = busy;
-                let kind = ErrorKind::DepthExhausted(DEPTH);
-                return Err((Error::new((), Action::Launch, None, Some(I), kind), tag));
-            }
-        };
-        let token = match hold {
-            Hold::Token(token) => token,
-            // The slot is still held by an earlier run (its completion
-            // failed, or it was lost). A poisoned runner is the cause to
-            // report, at once; otherwise wait (bounded) for the earlier run.
-            busy => {
-                if let Some(poison) = runner.health().poisoned {
-                    self.state = LaneState::Idle(busy);
-                    let kind = ErrorKind::Poisoned(poison);
-                    return Err((Error::new((), Action::Launch, None, Some(I), kind), tag));
-                }
-                match Self::reclaim(busy) {
-                    Ok(token) => token,
-                    Err((busy, e)) => {
-                        self.state = LaneState::Idle(busy);
-                        return Err((e, tag));
-                    }
-                }
-            }
+        if self.ticket.is_some() {
+            // Unreachable through the pipeline, which submits only into a
+            // lane whose run was handed back.
+            let kind = ErrorKind::DepthExhausted(DEPTH);
+            return Err((Error::new((), Action::Launch, None, Some(I), kind), tag));
+        }
+        let token = match self.token.take() {
+            Some(token) => token,
+            None => match self.reclaim(runner) {
+                Ok(token) => token,
+                Err(e) => return Err((e, tag)),
+            },
         };
         let prepared = match runner.prepare(token, spec) {
             Ok(prepared) => prepared,
             Err(e) => {
                 let (token, e) = e.into_parts();
-                self.state = LaneState::Idle(Hold::Token(token));
+                self.token = Some(token);
                 return Err((e, tag));
             }
         };
         match prepared.launch() {
             Ok(run) => {
-                let ticket = Ticket {
+                let id = run.id();
+                self.ticket = Some(Ticket {
                     tag,
-                    run: run.id(),
+                    run: id,
                     seq: run.seq(),
-                };
-                let id = ticket.run;
-                self.state = LaneState::Launched(run, ticket);
+                });
+                self.run = Some(run);
                 Ok(id)
             }
             Err(e) => {
                 let (back, e) = e.into_parts();
-                let hold = match back {
-                    Some(prepared) => Hold::Token(prepared.into_token()),
-                    None => Hold::Lost(ErrorKind::SlotQuarantined {
-                        run: e.run().unwrap_or(RunId(0)),
-                    }),
-                };
-                self.state = LaneState::Idle(hold);
+                if let Some(prepared) = back {
+                    self.token = Some(prepared.into_token());
+                } else {
+                    let run = e.run().unwrap_or(RunId(0));
+                    self.lost = Some(ErrorKind::SlotQuarantined { run });
+                }
                 Err((e, tag))
             }
         }
     }
 
-    /// The slot's token back from what holds it: an orphan once its fence
-    /// completes (at most the fence timeout); a lost slot never (a drain
-    /// renews it).
-    fn reclaim(busy: Hold<'r, I>) -> Result<SlotToken<'r, I>, (Hold<'r, I>, Error)> {
-        match busy {
-            Hold::Token(token) => Ok(token),
-            Hold::Orphan(run) => run.fence().map(Run::<Fenced, I>::into_token).map_err(|e| {
-                let (run, e) = e.into_parts();
-                (Hold::Orphan(run), e)
-            }),
-            Hold::Lost(kind) => {
-                let e = Error::new((), Action::TakeSlot, None, Some(I), kind.clone());
-                Err((Hold::Lost(kind), e))
-            }
+    /// The slot's token back from an orphan or a lost slot. A poisoned
+    /// runner is the cause to report, at once; otherwise the orphan is
+    /// waited for (at most the fence timeout); a lost slot waits for a
+    /// drain.
+    #[cold]
+    fn reclaim<D: Driver, const DEPTH: usize>(
+        &mut self,
+        runner: &'r Runner<'r, D, DEPTH>,
+    ) -> Result<SlotToken<'r, I>, Error> {
+        if let Some(poison) = runner.health().poisoned {
+            let kind = ErrorKind::Poisoned(poison);
+            return Err(Error::new((), Action::Launch, None, Some(I), kind));
         }
+        if let Some(run) = self.run.take() {
+            return run.fence().map(Run::<Fenced, I>::into_token).map_err(|e| {
+                let (run, e) = e.into_parts();
+                self.run = Some(run);
+                e
+            });
+        }
+        let kind = self.lost.clone().unwrap_or(ErrorKind::SlotTaken);
+        Err(Error::new((), Action::TakeSlot, None, Some(I), kind))
     }
 
-    /// Fences (at most the fence timeout) and finalizes `run` into `out`:
-    /// what the slot holds afterwards, and the outcome.
-    fn retire(
-        run: Run<'r, Launched, I>,
-        out: &mut Outputs<I>,
-    ) -> (Hold<'r, I>, Result<WallRecord, Error>) {
+    /// Fences (at most the fence timeout) and finalizes `run` into the
+    /// lane's buffer; the slot goes back to `token`, or stays with the run
+    /// if its fence failed.
+    fn retire(&mut self, run: Run<'r, Launched, I>) -> Result<WallRecord, Error> {
         match run.fence() {
-            Ok(fenced) => match fenced.finalize(out) {
-                Ok(done) => (Hold::Token(done.token), Ok(done.wall)),
+            Ok(fenced) => match fenced.finalize(&mut self.out) {
+                Ok(done) => {
+                    self.token = Some(done.token);
+                    Ok(done.wall)
+                }
                 Err(e) => {
                     let (fenced, e) = e.into_parts();
-                    (Hold::Token(fenced.into_token()), Err(e))
+                    self.token = Some(fenced.into_token());
+                    Err(e)
                 }
             },
             Err(e) => {
                 let (run, e) = e.into_parts();
-                (Hold::Orphan(run), Err(e))
+                self.run = Some(run);
+                Err(e)
             }
         }
     }
@@ -783,13 +775,12 @@ impl<'r, const I: usize, T> Lane<'r, I, T> {
     /// Retires the pending launched run, if any, keeping its outcome for
     /// `complete`.
     fn settle(&mut self) {
-        self.state = match mem::replace(&mut self.state, LaneState::Vacant) {
-            LaneState::Launched(run, ticket) => {
-                let (hold, outcome) = Self::retire(run, &mut self.out);
-                LaneState::Settled(hold, ticket, outcome)
-            }
-            other => other,
-        };
+        if self.ticket.is_some()
+            && self.settled.is_none()
+            && let Some(run) = self.run.take()
+        {
+            self.settled = Some(self.retire(run));
+        }
     }
 
     /// Hands the pending run back: `None` when none is pending.
@@ -797,20 +788,25 @@ impl<'r, const I: usize, T> Lane<'r, I, T> {
         clippy::type_complexity,
         reason = "a private signature: the outcome and the tag of a failure"
     )]
+    #[inline(never)]
     fn complete(&mut self) -> Option<Result<Completed<'_, T>, (Error, T)>> {
-        let (hold, ticket, outcome) = match mem::replace(&mut self.state, LaneState::Vacant) {
+        let ticket = self.ticket.take()?;
+        let outcome = match (self.settled.take(), self.run.take()) {
+            (Some(outcome), run) => {
+                self.run = run;
+                outcome
+            }
             // The steady state: retire it now.
-            LaneState::Launched(run, ticket) => {
-                let (hold, outcome) = Self::retire(run, &mut self.out);
-                (hold, ticket, outcome)
-            }
-            LaneState::Settled(hold, ticket, outcome) => (hold, ticket, outcome),
-            other => {
-                self.state = other;
-                return None;
-            }
+            (None, Some(run)) => self.retire(run),
+            // Unreachable: a pending run is launched or settled.
+            (None, None) => Err(Error::new(
+                (),
+                Action::Fence,
+                Some(ticket.run),
+                Some(I),
+                ErrorKind::NotReady,
+            )),
         };
-        self.state = LaneState::Idle(hold);
         Some(match outcome {
             Ok(wall) => Ok(Completed {
                 tag: ticket.tag,
@@ -823,20 +819,16 @@ impl<'r, const I: usize, T> Lane<'r, I, T> {
         })
     }
 
-    /// After a drain: a fresh token for the slot. The old handle is stale
-    /// (the drain reset the slot), so dropping it releases nothing.
+    /// After a drain: a fresh token for the slot. The old handles are stale
+    /// (the drain reset the slot), so dropping them releases nothing.
     fn renew<D: Driver, const DEPTH: usize>(&mut self, runner: &'r Runner<'r, D, DEPTH>) {
         self.settle();
-        let fresh = match take_token::<I, D, DEPTH>(runner) {
-            Ok(token) => Hold::Token(token),
-            Err(e) => Hold::Lost(e.kind().clone()),
-        };
-        match &mut self.state {
-            LaneState::Idle(hold) | LaneState::Settled(hold, ..) => drop(mem::replace(hold, fresh)),
-            // Unreachable: `settle` left no launched run. Keep the lane
-            // usable rather than lose the fresh token.
-            state => *state = LaneState::Idle(fresh),
+        let stale = (self.token.take(), self.run.take(), self.lost.take());
+        match take_token::<I, D, DEPTH>(runner) {
+            Ok(token) => self.token = Some(token),
+            Err(e) => self.lost = Some(e.kind().clone()),
         }
+        drop(stale);
     }
 }
 
