@@ -3,6 +3,11 @@
 //! (`InstantDriver`), at depth 2 and 3, against the same driver calls made
 //! by hand without the contract. The difference is the contract's own work.
 //!
+//! Then the steady state of a full queue — retire the oldest run (fence,
+//! finalize), launch the next into its slot — written as typed lanes by hand
+//! and through `Pipeline` (complete + submit), at depth 2 and 3. The
+//! difference is what the pipeline adds per run.
+//!
 //! Run: `cargo bench --bench contract` (a plain `harness = false` bench:
 //! median of 7 batches, no extra dependency).
 
@@ -14,6 +19,7 @@ use runclaim::driver::Driver;
 use runclaim::driver::abi::{self, Program, RunArgs, StatusRecord, WallRecord};
 use runclaim::driver::instant::InstantDriver;
 use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+use runclaim::{Launched, Pipeline, Run, Runner, SlotToken};
 
 const ELEMS: usize = 16;
 const BATCH: u32 = 20_000;
@@ -148,6 +154,129 @@ fn by_hand() -> f64 {
     })
 }
 
+/// One typed lane written by hand, as `examples/pipeline.rs` had them.
+struct Lane<'r, const I: usize> {
+    token: Option<SlotToken<'r, I>>,
+    run: Option<Run<'r, Launched, I>>,
+    out: Outputs<I>,
+}
+
+impl<'r, const I: usize> Lane<'r, I> {
+    fn new<const D: usize>(runner: &'r Runner<'_, InstantDriver, D>) -> Self
+    where
+        Slot<I>: SlotOf<D>,
+    {
+        Lane {
+            token: Some(runner.take_slot::<I>().unwrap()),
+            run: None,
+            out: Outputs::new(ELEMS),
+        }
+    }
+
+    /// Retires this slot's run, then launches the next one into it.
+    fn turn<const D: usize>(
+        &mut self,
+        runner: &'r Runner<'_, InstantDriver, D>,
+        spec: RunSpec<'_>,
+    ) {
+        if let Some(run) = self.run.take() {
+            let done = run.fence().unwrap().finalize(&mut self.out).unwrap();
+            black_box((done.wall, self.out.values()));
+            self.token = Some(done.token);
+        }
+        let token = self.token.take().unwrap();
+        self.run = Some(runner.prepare(token, spec).unwrap().launch().unwrap());
+    }
+}
+
+/// Median ns per iteration of `f` and of `g`, and the median of their
+/// per-batch difference, over `2 * BATCHES + 1` alternating batches (so
+/// that drift on a busy machine hits both alike).
+fn time_pair(mut f: impl FnMut(), mut g: impl FnMut()) -> (f64, f64, f64) {
+    for _ in 0..BATCH / 10 {
+        f();
+        g();
+    }
+    let batch = |h: &mut dyn FnMut()| {
+        let t = Instant::now();
+        for _ in 0..BATCH {
+            h();
+        }
+        t.elapsed().as_nanos() as f64 / f64::from(BATCH)
+    };
+    let (mut fs, mut gs, mut ds) = (Vec::new(), Vec::new(), Vec::new());
+    for i in 0..=(2 * BATCHES) {
+        let (a, b) = if i % 2 == 0 {
+            let a = batch(&mut f);
+            (a, batch(&mut g))
+        } else {
+            let b = batch(&mut g);
+            (batch(&mut f), b)
+        };
+        fs.push(a);
+        gs.push(b);
+        ds.push(b - a);
+    }
+    let median = |v: &mut Vec<f64>| {
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    (median(&mut fs), median(&mut gs), median(&mut ds))
+}
+
+/// A device with one callable, `f`, on the instant driver.
+fn instant_device<const D: usize>() -> Device<InstantDriver, D>
+where
+    Depth<D>: SupportedDepth,
+{
+    Device::open(
+        InstantDriver::new(),
+        DeviceConfig::default().max_elements(ELEMS),
+    )
+    .unwrap()
+}
+
+/// ns per run of a full queue — typed lanes by hand on one device, the
+/// pipeline on another, timed in alternating batches — and the median
+/// difference.
+macro_rules! steady {
+    ($name:ident, $depth:literal, $($lane:ident = $i:literal),+) => {
+        fn $name() -> (f64, f64, f64) {
+            let callable = [Callable::program("f", &Program::new().add(1))];
+            let input = [7u32; ELEMS];
+            let mut dev_hand = instant_device::<$depth>();
+            let hand = dev_hand.publish(&callable).unwrap();
+            let hand_spec = RunSpec::new(hand.code("f").unwrap(), Input::Host(&input));
+            $(let mut $lane = Lane::<$i>::new(&hand);)+
+            let mut dev_pipe = instant_device::<$depth>();
+            let piped = dev_pipe.publish(&callable).unwrap();
+            let pipe_spec = RunSpec::new(piped.code("f").unwrap(), Input::Host(&input));
+            let mut pipe = Pipeline::<_, $depth, u64>::new(&piped).unwrap();
+            let mut tag = 0;
+            let (by_hand, through, added) = time_pair(
+                || {
+                    $($lane.turn(&hand, hand_spec);)+
+                },
+                || {
+                    for _ in 0..$depth {
+                        if pipe.is_full() {
+                            let done = pipe.complete().unwrap().unwrap();
+                            black_box((done.tag, done.wall, done.values));
+                        }
+                        pipe.submit(pipe_spec, tag).unwrap();
+                        tag += 1;
+                    }
+                },
+            );
+            let per_run = f64::from($depth);
+            (by_hand / per_run, through / per_run, added / per_run)
+        }
+    };
+}
+
+steady!(steady2, 2, a = 0, b = 1);
+steady!(steady3, 3, a = 0, b = 1, c = 2);
+
 fn main() {
     // `cargo test --benches` runs this binary with `--bench` absent; keep it quick then.
     let quick = !std::env::args().any(|a| a == "--bench");
@@ -158,6 +287,8 @@ fn main() {
     let raw = by_hand();
     let (s2, q2) = contract::<2>();
     let (s3, q3) = contract::<3>();
+    let (h2, p2, a2) = steady2();
+    let (h3, p3, a3) = steady3();
     println!("host cost per run ({ELEMS} elements, InstantDriver; median of {BATCHES} × {BATCH})");
     println!("  driver calls by hand (no contract):   {raw:>7.0} ns");
     for (name, v) in [
@@ -169,6 +300,13 @@ fn main() {
         println!(
             "  {name:<36} {v:>7.0} ns   contract's own: {:>6.0} ns",
             v - raw
+        );
+    }
+    println!("full queue, per run (retire the oldest, launch the next into its slot)");
+    for (depth, hand, pipe, added) in [(2, h2, p2, a2), (3, h3, p3, a3)] {
+        println!(
+            "  depth {depth}: typed lanes by hand {hand:>5.0} ns, pipeline {pipe:>5.0} ns   \
+             the pipeline adds: {added:>4.0} ns"
         );
     }
 }

@@ -3,14 +3,15 @@
 //! as the reference runtime does) and then *queued* (DEPTH runs launched,
 //! run N+1 prepared while run N executes). Every run's outputs are checked
 //! in both modes. Prints a table, two summary lines, and writes an SVG
-//! timeline.
+//! timeline. The queued mode is a [`Pipeline`]: it keeps every slot busy
+//! for any depth, with no per-slot code here.
 //!
 //! ```sh
 //! cargo run --release --example pipeline
 //! cargo run --release --example pipeline -- --runs 2000 --depth 3 --kernel-us 50
 //! ```
 //!
-//! Flags: `--runs N` (500), `--depth 2|3|4` (2), `--elements N` (256),
+//! Flags: `--runs N` (500), `--depth 2..=16` (2), `--elements N` (256),
 //! `--kernel-us`, `--submit-us`, `--dispatch-us`, `--wake-us` (the latency
 //! model: 250, 10, 2, 20), `--svg PATH` (target/runclaim-timeline.svg),
 //! `--window N` (runs drawn per mode, 12).
@@ -20,14 +21,13 @@ use std::io::Write as _;
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
-use runclaim::driver::Driver;
+use runclaim::contract::{Depth, SupportedDepth};
 use runclaim::driver::abi::{Program, WallRecord};
 use runclaim::measure::Report;
 use runclaim::measure::timeline::{Section, svg};
 use runclaim::sim::{LatencyModel, SimConfig, SimDriver};
 use runclaim::{
-    Callable, Device, DeviceConfig, Finalized, Input, Launched, Outputs, Run, RunSpec, Runner,
-    SlotToken,
+    Callable, Device, DeviceConfig, Finalized, Input, Outputs, Pipeline, RunSpec, Runner, SlotToken,
 };
 
 struct Opts {
@@ -71,8 +71,8 @@ fn parse() -> Result<Opts, String> {
             other => return Err(format!("unknown flag {other}")),
         }
     }
-    if o.runs < 2 || o.elements == 0 || !(2..=4).contains(&o.depth) {
-        return Err("need --runs >= 2, --elements >= 1, --depth 2..=4".into());
+    if o.runs < 2 || o.elements == 0 || !(2..=16).contains(&o.depth) {
+        return Err("need --runs >= 2, --elements >= 1, --depth 2..=16".into());
     }
     Ok(o)
 }
@@ -83,7 +83,6 @@ struct Work {
     inputs: Vec<Vec<u32>>,
     walls: Vec<WallRecord>,
     checked: usize,
-    next: usize,
     retired: usize,
     label: &'static str,
 }
@@ -102,7 +101,6 @@ impl Work {
             inputs,
             walls: Vec::with_capacity(opts.runs),
             checked: 0,
-            next: 0,
             retired: 0,
             label,
         }
@@ -129,66 +127,9 @@ impl Work {
     }
 }
 
-/// One slot of the queued pipeline: its token, its launched run, its buffer.
-struct Lane<'r, const I: usize> {
-    token: Option<SlotToken<'r, I>>,
-    pending: Option<(Run<'r, Launched, I>, usize)>,
-    out: Outputs<I>,
-}
-
-impl<'r, const I: usize> Lane<'r, I> {
-    fn new(token: SlotToken<'r, I>, elements: usize) -> Self {
-        Lane {
-            token: Some(token),
-            pending: None,
-            out: Outputs::new(elements),
-        }
-    }
-
-    /// Retires this slot's launched run, then prepares and launches the next
-    /// run into it — while the other slots' runs keep the device busy.
-    fn turn<D: Driver, const DEPTH: usize>(
-        &mut self,
-        runner: &'r Runner<'_, D, DEPTH>,
-        work: &mut Work,
-    ) -> Result<(), Box<dyn Error>> {
-        if let Some((i, wall)) = self.retire()? {
-            work.check(i, self.out.values(), wall)?;
-        }
-        if work.next < work.inputs.len() {
-            let i = work.next;
-            work.next += 1;
-            self.launch(runner, &work.inputs[i], i)?;
-        }
-        Ok(())
-    }
-
-    fn retire(&mut self) -> Result<Option<(usize, WallRecord)>, runclaim::Error> {
-        let Some((run, i)) = self.pending.take() else {
-            return Ok(None);
-        };
-        let done = run.fence()?.finalize(&mut self.out)?;
-        self.token = Some(done.token);
-        Ok(Some((i, done.wall)))
-    }
-
-    fn launch<D: Driver, const DEPTH: usize>(
-        &mut self,
-        runner: &'r Runner<'_, D, DEPTH>,
-        input: &[u32],
-        i: usize,
-    ) -> Result<(), runclaim::Error> {
-        if let Some(token) = self.token.take() {
-            let spec = RunSpec::new(runner.code("f")?, Input::Host(input));
-            self.pending = Some((runner.prepare(token, spec)?.launch()?, i));
-        }
-        Ok(())
-    }
-}
-
 fn device<const DEPTH: usize>(opts: &Opts) -> Result<Device<SimDriver, DEPTH>, runclaim::Error>
 where
-    runclaim::contract::Depth<DEPTH>: runclaim::contract::SupportedDepth,
+    Depth<DEPTH>: SupportedDepth,
 {
     let sim = SimDriver::real_time(SimConfig::default().latency(opts.latency));
     Ok(Device::open(
@@ -226,26 +167,45 @@ fn serial(opts: &Opts) -> Result<(Work, Duration), Box<dyn Error>> {
     Ok((work, t0.elapsed()))
 }
 
-macro_rules! queued {
-    ($name:ident, $depth:literal, $($lane:ident = $i:literal),+) => {
-        fn $name(opts: &Opts) -> Result<(Work, Duration), Box<dyn Error>> {
-            let mut dev = device::<$depth>(opts)?;
-            let mut work = Work::new(opts, "queued");
-            let callable = Callable::program("f", &work.program);
-            let runner = dev.publish(&[callable])?;
-            $(let mut $lane = Lane::<$i>::new(runner.take_slot::<$i>()?, opts.elements);)+
-            let t0 = Instant::now();
-            while work.retired < opts.runs {
-                $($lane.turn(&runner, &mut work)?;)+
-            }
-            Ok((work, t0.elapsed()))
+/// DEPTH runs launched at all times: the pipeline retires the oldest run
+/// (fence, finalize) and launches the next one into its slot, while the
+/// other slots' runs keep the device busy.
+fn queued<const DEPTH: usize>(opts: &Opts) -> Result<(Work, Duration), Box<dyn Error>>
+where
+    Depth<DEPTH>: SupportedDepth,
+{
+    let mut dev = device::<DEPTH>(opts)?;
+    let mut work = Work::new(opts, "queued");
+    let callable = Callable::program("f", &work.program);
+    let runner = dev.publish(&[callable])?;
+    let code = runner.code("f")?;
+    let mut pipe = Pipeline::<_, DEPTH, usize>::new(&runner)?;
+    let t0 = Instant::now();
+    for i in 0..opts.runs {
+        if pipe.is_full()
+            && let Some(done) = pipe.complete()?
+        {
+            work.check(done.tag, done.values, done.wall)?;
+        }
+        let spec = RunSpec::new(code, Input::Host(&work.inputs[i]));
+        pipe.submit(spec, i)
+            .map_err(runclaim::Error::without_value)?;
+    }
+    while let Some(done) = pipe.complete()? {
+        work.check(done.tag, done.values, done.wall)?;
+    }
+    Ok((work, t0.elapsed()))
+}
+
+/// `DEPTH` is a type: run the instance for the depth asked for.
+macro_rules! with_depth {
+    ($depth:expr, $f:ident($arg:expr), [$($d:literal)*]) => {
+        match $depth {
+            $($d => $f::<$d>($arg),)*
+            other => Err(format!("unsupported depth {other}").into()),
         }
     };
 }
-
-queued!(queued2, 2, a = 0, b = 1);
-queued!(queued3, 3, a = 0, b = 1, c = 2);
-queued!(queued4, 4, a = 0, b = 1, c = 2, d = 3);
 
 fn row(mode: &str, r: &Report, wall: Duration) -> String {
     let us = |ns: u64| format!("{:.1}", ns as f64 / 1000.0);
@@ -275,11 +235,11 @@ fn main() -> Result<(), Box<dyn Error>> {
     );
     let (serial_work, serial_wall) = serial(&opts)?;
     eprintln!();
-    let (queued_work, queued_wall) = match opts.depth {
-        2 => queued2(&opts)?,
-        3 => queued3(&opts)?,
-        _ => queued4(&opts)?,
-    };
+    let (queued_work, queued_wall) = with_depth!(
+        opts.depth,
+        queued(&opts),
+        [2 3 4 5 6 7 8 9 10 11 12 13 14 15 16]
+    )?;
     eprintln!();
     let s = Report::from_walls(&serial_work.walls)?;
     let q = Report::from_walls(&queued_work.walls)?;

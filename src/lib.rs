@@ -51,7 +51,10 @@
 //!    read back and validated; the token comes back for the next run.
 //!
 //! The old serial contract is the same calls with no overlap;
-//! [`Runner::run_serial`] is that, in one line.
+//! [`Runner::run_serial`] is that, in one line. The steady state — all
+//! `DEPTH` slots busy over a stream of work, results back in submission
+//! order — is a [`Pipeline`]: it holds every slot of a runner and moves each
+//! through these same states, for any supported depth.
 //!
 //! ## What the compiler guarantees
 //!
@@ -63,6 +66,7 @@
 //! | a prepared run launches once | E0382 | [`Run`] |
 //! | no finalize before the fence | E0599 | [`Run`] |
 //! | no publication while a run is launched | E0499 | [`Runner`] |
+//! | no publication while a pipeline holds runs | E0499 | [`Pipeline`] |
 //! | slot index below `DEPTH` | E0277 | [`Runner::take_slot`] |
 //! | a run reaches only its own slot's buffers and token | E0308 | [`Run`] |
 //! | a token that moved into a run is gone | E0382 | [`Run`] |
@@ -116,8 +120,8 @@ pub mod driver;
 pub mod measure;
 
 pub use contract::{
-    Callable, CodeRef, Device, DeviceConfig, Error, Fenced, Finalized, Input, Launched, Outputs,
-    Prepared, Run, RunSpec, Runner, SlotToken,
+    Callable, CodeRef, Completed, Device, DeviceConfig, Error, Fenced, Finalized, Input, Launched,
+    Outputs, Pipeline, Prepared, Run, RunSpec, Runner, SlotToken,
 };
 pub use driver::sim;
 

@@ -1,7 +1,8 @@
 //! Zero heap allocations per run in steady state: a counting global
 //! allocator watches 1,000 full prepare → launch → fence → finalize cycles
-//! at depth 2 and 3, on a driver that completes everything at once (so any
-//! allocation seen is the contract's own).
+//! at depth 2 and 3, and 1,000 pipeline runs (complete the oldest, submit
+//! the next) at depth 2, 3, 8 and 16, on a driver that completes
+//! everything at once (so any allocation seen is the contract's own).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
@@ -10,7 +11,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use runclaim::contract::{Depth, Slot, SlotOf, SupportedDepth};
 use runclaim::driver::abi::Program;
 use runclaim::driver::instant::InstantDriver;
-use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec, Runner};
+use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, Pipeline, RunSpec, Runner};
 
 struct Counting;
 
@@ -140,6 +141,79 @@ where
     let want: Vec<u32> = input.iter().map(|x| (x * 3 + 1) * 3 + 1).collect();
     assert_eq!(o1.values(), &want[..]);
     assert_eq!(o0.values()[5], 16);
+}
+
+/// A full pipeline in steady state: each step completes the oldest run
+/// (checking its values) and submits the next, alternating host and
+/// chained inputs.
+fn pipeline_steady_state<const D: usize>()
+where
+    Depth<D>: SupportedDepth,
+{
+    let mut dev = Device::<_, D>::open(
+        InstantDriver::new(),
+        DeviceConfig::default().max_elements(64),
+    )
+    .unwrap();
+    let runner = dev
+        .publish(&[Callable::program("f", &Program::new().mul(3).add(1))])
+        .unwrap();
+    let code = runner.code("f").unwrap();
+    let input: Vec<u32> = (0..64).collect();
+    let once: Vec<u32> = input.iter().map(|x| x * 3 + 1).collect();
+    let twice: Vec<u32> = once.iter().map(|x| x * 3 + 1).collect();
+    let mut pipe = Pipeline::<_, D, u64>::new(&runner).unwrap();
+    let mut next = 0u64;
+    let mut checked = 0u64;
+    let mut step = |pipe: &mut Pipeline<'_, InstantDriver, D, u64>| {
+        if pipe.is_full() {
+            let done = pipe.complete().unwrap().unwrap();
+            let want = if done.tag.is_multiple_of(2) {
+                &once
+            } else {
+                &twice
+            };
+            assert_eq!(done.values, &want[..], "run {}", done.tag);
+            checked += 1;
+        }
+        let spec = if next.is_multiple_of(2) {
+            RunSpec::new(code, Input::Host(&input))
+        } else {
+            RunSpec::new(code, Input::Previous)
+        };
+        pipe.submit(spec, next).unwrap();
+        next += 1;
+    };
+    // Warm up, and fill the pipeline.
+    for _ in 0..(2 * D + 10) {
+        step(&mut pipe);
+    }
+    let n = allocations_in(|| {
+        for _ in 0..1000 {
+            step(&mut pipe);
+        }
+    });
+    assert_eq!(n, 0, "pipeline depth {D}: {n} allocations in 1,000 runs");
+    while let Some(done) = pipe.complete().unwrap() {
+        let want = if done.tag.is_multiple_of(2) {
+            &once
+        } else {
+            &twice
+        };
+        assert_eq!(done.values, &want[..], "run {}", done.tag);
+        checked += 1;
+    }
+    // Every run came back and was checked: the steps did real work.
+    assert_eq!(checked, next);
+    assert!(checked >= 1000);
+}
+
+#[test]
+fn no_allocation_per_pipeline_run_in_steady_state() {
+    pipeline_steady_state::<2>();
+    pipeline_steady_state::<3>();
+    pipeline_steady_state::<8>();
+    pipeline_steady_state::<16>();
 }
 
 #[test]

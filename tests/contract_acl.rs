@@ -4,3 +4,5 @@
 mod common;
 
 contract_suite!(common::acl::Acl);
+
+pipeline_suite!(common::acl::Acl);

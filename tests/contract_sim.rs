@@ -1,5 +1,8 @@
-//! The claim-contract suite on the simulator, used directly.
+//! The claim-contract suite and the pipeline suite on the simulator, used
+//! directly.
 
 mod common;
 
 contract_suite!(common::Sim);
+
+pipeline_suite!(common::Sim);

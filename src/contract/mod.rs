@@ -8,6 +8,7 @@
 //! | [`SlotToken`] | the one capability to use slot `I` |
 //! | [`Run`] | a run in slot `I`, in state [`Prepared`], [`Launched`] or [`Fenced`] |
 //! | [`Finalized`] | a finished run's records and its token, handed back |
+//! | [`Pipeline`] | all of a runner's slots kept busy: submit specs, complete results in order |
 //!
 //! See the [crate documentation](crate) for the rules and what enforces each.
 
@@ -15,6 +16,7 @@ mod config;
 mod device;
 mod error;
 mod inflight;
+mod pipeline;
 mod run;
 mod runner;
 mod slot;
@@ -22,6 +24,7 @@ mod slot;
 pub use config::DeviceConfig;
 pub use device::{ContractStats, Device, DrainReport, Health};
 pub use error::{Action, ConfigError, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
+pub use pipeline::{Completed, Pipeline, Rejected, Unfinished};
 pub use run::{Fenced, Finalized, Input, Launched, Outputs, Prepared, Run, RunSpec, State};
 pub use runner::{Callable, CodeRef, Runner};
 pub use slot::{Depth, Slot, SlotOf, SlotSet, SlotToken, SupportedDepth};

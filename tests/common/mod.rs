@@ -9,6 +9,7 @@ pub mod broken;
 pub mod checks;
 pub mod hooked;
 pub mod model;
+pub mod pipeline_suite;
 pub mod suite;
 
 use runclaim::contract::{Slot, SlotOf};

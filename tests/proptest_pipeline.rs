@@ -1,0 +1,968 @@
+//! The pipeline keeps its promises under any sequence of use: random
+//! submit / complete / device steps / drop (mid-stream) / drain / publish /
+//! injected faults, run through `Pipeline` on the stepped simulator and
+//! compared with a small reference model after every step.
+//!
+//! The model is a queue of outstanding runs (tag, run id, program, expected
+//! values), the value `Input::Previous` would read, and the current
+//! publication. Its checkers, each with its own message:
+//!
+//! - **values**: a completed run's outputs are its program applied to its
+//!   input (or to the previous run's output, for a chained run);
+//! - **order**: results come back in submission order;
+//! - **lost**: `complete` never finds nothing while a run is outstanding;
+//! - **duplicated**: no run comes back twice, or with nothing outstanding;
+//! - **errors**: every error is one the model predicts (exactly, without
+//!   faults) or one the contract documents for the injected fault;
+//! - **handed back**: a refused submit returns its own spec and tag;
+//! - the shared ones: every wait bounded in device steps, no stale code,
+//!   device order = submission order, no leak at the end; without faults,
+//!   the runner's health is the model's after every step.
+//!
+//! Each case ends by clearing the faults, completing every outstanding run,
+//! draining, and running one more run: after a drain the pipeline goes on.
+//! The negative controls at the end break the pipeline's answers on purpose
+//! (an adapter between the pipeline and the harness) and require each
+//! checker to catch its breakage.
+//!
+//! Cases: `PROPTEST_CASES` (CI: 256). A long soak:
+//! `PROPTEST_CASES=20000 cargo test --release --test proptest_pipeline`.
+
+mod common;
+
+use std::collections::{HashSet, VecDeque};
+
+use common::checks;
+use common::model::{FaultOp, MAX_ELEMS, SETS, program, sim_config};
+use proptest::prelude::*;
+use proptest::test_runner::FileFailurePersistence;
+use runclaim::contract::{Depth, DrainReport, ErrorKind, RunId, SupportedDepth};
+use runclaim::driver::abi::WallRecord;
+use runclaim::sim::{Fault, Kernel, SimDriver};
+use runclaim::{Callable, CodeRef, Device, DeviceConfig, Input, Pipeline, RunSpec};
+
+/// A run's input.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum PIn {
+    Host(Vec<u32>),
+    /// Refused: empty.
+    Empty,
+    /// Refused: one element more than the arena holds.
+    TooLong,
+    /// The previous submitted run's output.
+    Previous,
+}
+
+/// One step of a generated sequence.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum POp {
+    /// Submit a run of callable `.0` (of the current publication).
+    Submit(usize, PIn),
+    /// Complete the oldest run.
+    Complete,
+    /// Advance the device this many actions.
+    Step(u8),
+    /// Drop the pipeline mid-stream and make a new one.
+    Drop,
+    /// `Pipeline::drain`.
+    Drain,
+    /// Drop the pipeline and the runner, publish set `.0`, go on.
+    Publish(usize),
+    Inject(FaultOp),
+}
+
+/// A deliberate breakage between the pipeline and the harness, for the
+/// negative controls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mutation {
+    None,
+    /// Flip a bit of the first completed run's first value.
+    Corrupt,
+    /// Hand the first two completions back in reverse order.
+    Swap,
+    /// Swallow the last pending run's result.
+    Lose,
+    /// Hand the last result back again when nothing is pending.
+    Duplicate,
+    /// Report the first completed run as failed.
+    WrongError,
+    /// Hand the wrong tag back with the first refused submit.
+    WrongTagBack,
+}
+
+/// An owned `complete` outcome.
+#[derive(Debug, Clone)]
+enum Got {
+    Nothing,
+    Done {
+        tag: u64,
+        run: RunId,
+        values: Vec<u32>,
+        wall: WallRecord,
+    },
+    Failed {
+        tag: u64,
+        kind: ErrorKind,
+    },
+}
+
+/// A refused submit: the error, the run it names, and what came back.
+struct Refused<'s> {
+    kind: ErrorKind,
+    run: Option<RunId>,
+    spec: RunSpec<'s>,
+    tag: u64,
+}
+
+/// The pipeline as the harness sees it, with an optional breakage.
+struct Pipe<'r, const D: usize> {
+    inner: Pipeline<'r, SimDriver, D, u64>,
+    mutation: Mutation,
+    fired: bool,
+    held: Option<Got>,
+    last: Option<Got>,
+}
+
+impl<'r, const D: usize> Pipe<'r, D> {
+    fn new(inner: Pipeline<'r, SimDriver, D, u64>, mutation: Mutation) -> Self {
+        Pipe {
+            inner,
+            mutation,
+            fired: false,
+            held: None,
+            last: None,
+        }
+    }
+
+    fn submit<'s>(&mut self, spec: RunSpec<'s>, tag: u64) -> Result<RunId, Refused<'s>> {
+        self.inner.submit(spec, tag).map_err(|e| {
+            let (kind, run) = (e.kind().clone(), e.run());
+            let back = e.into_value();
+            let mut tag = back.tag;
+            if self.mutation == Mutation::WrongTagBack && !self.fired {
+                self.fired = true;
+                tag += 1;
+            }
+            Refused {
+                kind,
+                run,
+                spec: back.spec,
+                tag,
+            }
+        })
+    }
+
+    fn real(&mut self) -> Got {
+        match self.inner.complete() {
+            Ok(None) => Got::Nothing,
+            Ok(Some(d)) => Got::Done {
+                tag: d.tag,
+                run: d.run,
+                values: d.values.to_vec(),
+                wall: d.wall,
+            },
+            Err(e) => Got::Failed {
+                kind: e.kind().clone(),
+                tag: e.into_value().tag,
+            },
+        }
+    }
+
+    fn complete(&mut self) -> Got {
+        if let Some(held) = self.held.take() {
+            return held;
+        }
+        let pending = self.inner.len();
+        let mut got = self.real();
+        let first_done = matches!(got, Got::Done { .. }) && !self.fired;
+        match self.mutation {
+            Mutation::Corrupt if first_done => {
+                if let Got::Done { values, .. } = &mut got
+                    && let Some(v) = values.first_mut()
+                {
+                    *v ^= 1;
+                    self.fired = true;
+                }
+            }
+            Mutation::Swap if !self.fired && pending >= 2 => {
+                self.fired = true;
+                self.held = Some(got);
+                got = self.real();
+            }
+            Mutation::Lose if first_done && pending == 1 => {
+                self.fired = true;
+                got = Got::Nothing;
+            }
+            Mutation::Duplicate if !self.fired && matches!(got, Got::Nothing) => {
+                if let Some(last) = self.last.clone() {
+                    self.fired = true;
+                    got = last;
+                }
+            }
+            Mutation::WrongError if first_done => {
+                self.fired = true;
+                if let Got::Done { tag, .. } = got {
+                    got = Got::Failed {
+                        tag,
+                        kind: ErrorKind::NotReady,
+                    };
+                }
+            }
+            _ => {}
+        }
+        if matches!(got, Got::Done { .. }) {
+            self.last = Some(got.clone());
+        }
+        got
+    }
+
+    fn drain(&mut self) -> Result<DrainReport, ErrorKind> {
+        self.inner.drain().map_err(|e| e.kind().clone())
+    }
+}
+
+// ----- the model -----------------------------------------------------------------
+
+#[derive(Debug, Clone)]
+struct MRun {
+    tag: u64,
+    run: RunId,
+    program: usize,
+    /// `None`: not known (chained on a value the model lost after a fault).
+    expected: Option<Vec<u32>>,
+    /// Fenced and finalized early by a drain (no longer in flight).
+    settled: bool,
+    chained: bool,
+}
+
+/// What `Input::Previous` reads.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Chain {
+    Nothing,
+    Known(Vec<u32>),
+    /// After a fault: some value, or nothing (`NoChainValue`).
+    Unknown,
+}
+
+#[derive(Debug, Default, Clone, Copy)]
+struct Report {
+    submitted: usize,
+    refused: usize,
+    refused_full: usize,
+    checked: usize,
+    chained_checked: usize,
+    run_failed: usize,
+    dropped: usize,
+    drains: usize,
+    settled_by_drain: usize,
+    publishes: usize,
+    fault_outcomes: usize,
+    max_pending: usize,
+}
+
+struct Model {
+    outstanding: VecDeque<MRun>,
+    seen: HashSet<u64>,
+    next_tag: u64,
+    chain: Chain,
+    set: usize,
+    faulty: bool,
+    run_errors_armed: u32,
+    launched: Vec<u64>,
+    launched_aicpu: Vec<u64>,
+    report: Report,
+}
+
+impl Model {
+    fn lose_track(&mut self) {
+        if self.chain != Chain::Nothing {
+            self.chain = Chain::Unknown;
+        }
+    }
+
+    fn in_flight(&self) -> usize {
+        self.outstanding.iter().filter(|r| !r.settled).count()
+    }
+}
+
+fn expected(which: usize, input: &[u32]) -> Vec<u32> {
+    let p = program(which);
+    input.iter().map(|&x| p.apply_lossy(x)).collect()
+}
+
+fn is_lost_launch(k: &ErrorKind) -> bool {
+    matches!(
+        k,
+        ErrorKind::PartialLaunch(_) | ErrorKind::FenceNotRecorded(_)
+    )
+}
+
+/// Errors a submit may return after a fault (besides the exact ones).
+fn submit_fault_error(k: &ErrorKind) -> bool {
+    matches!(
+        k,
+        ErrorKind::Driver(_)
+            | ErrorKind::Fault(_)
+            | ErrorKind::Poisoned(_)
+            | ErrorKind::NoChainValue
+            | ErrorKind::SlotQuarantined { .. }
+            | ErrorKind::Timeout { .. }
+    ) || is_lost_launch(k)
+}
+
+/// Errors a completion may return after a fault (besides run errors).
+fn complete_fault_error(k: &ErrorKind) -> bool {
+    matches!(
+        k,
+        ErrorKind::Driver(_) | ErrorKind::Fault(_) | ErrorKind::Timeout { .. }
+    )
+}
+
+// ----- the checkers --------------------------------------------------------------
+
+fn check_order(got: u64, oldest: u64) -> Result<(), String> {
+    if got == oldest {
+        Ok(())
+    } else {
+        Err(format!(
+            "out of order: run {got} came back, the oldest outstanding is {oldest}"
+        ))
+    }
+}
+
+fn check_not_lost(m: &Model, got: &Got) -> Result<(), String> {
+    if matches!(got, Got::Nothing) && !m.outstanding.is_empty() {
+        let tags: Vec<u64> = m.outstanding.iter().map(|r| r.tag).collect();
+        return Err(format!(
+            "lost: complete found nothing while runs {tags:?} are outstanding"
+        ));
+    }
+    Ok(())
+}
+
+fn check_not_duplicated(m: &Model, tag: u64) -> Result<(), String> {
+    if m.seen.contains(&tag) || m.outstanding.is_empty() {
+        Err(format!(
+            "duplicated: run {tag} came back again ({} outstanding)",
+            m.outstanding.len()
+        ))
+    } else {
+        Ok(())
+    }
+}
+
+fn check_handed_back(r: &Refused<'_>, spec: RunSpec<'_>, tag: u64) -> Result<(), String> {
+    if r.tag == tag && r.spec == spec {
+        Ok(())
+    } else {
+        Err(format!(
+            "handed back: a refused submit of run {tag} returned tag {}",
+            r.tag
+        ))
+    }
+}
+
+fn unexpected(what: &str, k: &ErrorKind) -> String {
+    format!("errors: {what}: unexpected error {k}")
+}
+
+// ----- the harness ---------------------------------------------------------------
+
+/// What ended a pipeline's session.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Next {
+    End,
+    NewPipeline,
+    Publish(usize),
+}
+
+#[allow(
+    clippy::too_many_lines,
+    reason = "the epoch / session loop in one place"
+)]
+fn run_case<const D: usize>(ops: &[POp], seed: u64, mutation: Mutation) -> Result<Report, String>
+where
+    Depth<D>: SupportedDepth,
+{
+    let sim = SimDriver::stepped(sim_config(seed));
+    let cfg = DeviceConfig::default().max_elements(MAX_ELEMS);
+    let mut dev = Device::<_, D>::open(sim.clone(), cfg).map_err(|e| format!("open: {e}"))?;
+    let fence_steps = u64::try_from(dev.fence_timeout().as_micros()).unwrap_or(u64::MAX);
+    // One operation waits at most once per slot, plus a drain.
+    let bound = (D as u64 + 2) * fence_steps + 1_000;
+    let mut m = Model {
+        outstanding: VecDeque::new(),
+        seen: HashSet::new(),
+        next_tag: 0,
+        chain: Chain::Nothing,
+        set: 0,
+        faulty: false,
+        run_errors_armed: 0,
+        launched: Vec::new(),
+        launched_aicpu: Vec::new(),
+        report: Report::default(),
+    };
+    let mut i = 0;
+    let mut attempts = 0;
+    'epochs: loop {
+        let callables: Vec<Callable> = SETS[m.set]
+            .iter()
+            .map(|&p| Callable::program(format!("p{p}"), &program(p)))
+            .collect();
+        let before = sim.stats().steps;
+        let published = dev.publish(&callables);
+        checks::bounded("publish", sim.stats().steps - before, bound)?;
+        let mut runner = match published {
+            Ok(r) => r,
+            Err(e) if m.faulty && attempts < 3 => {
+                // A pin whose release an injected failure refused stays
+                // (until retried), so new code may not fit this once.
+                if !complete_fault_error(e.kind())
+                    && !matches!(
+                        e.kind(),
+                        ErrorKind::Undrained { .. } | ErrorKind::CodeDoesNotFit { .. }
+                    )
+                {
+                    return Err(unexpected("publish", e.kind()));
+                }
+                attempts += 1;
+                sim.clear_faults();
+                m.lose_track();
+                m.report.fault_outcomes += 1;
+                continue 'epochs;
+            }
+            Err(e) => return Err(format!("step {i}: publish: {e}")),
+        };
+        attempts = 0;
+        'sessions: loop {
+            // A slot left quarantined by a dropped run needs a drain first.
+            if !runner.health().quarantined.is_empty() {
+                if !m.faulty {
+                    return Err(format!("step {i}: quarantine without a fault"));
+                }
+                let before = sim.stats().steps;
+                let mut drained = runner.drain();
+                if drained.is_err() {
+                    sim.clear_faults();
+                    drained = runner.drain();
+                }
+                drained.map_err(|e| format!("step {i}: runner drain: {e}"))?;
+                checks::bounded("runner drain", sim.stats().steps - before, bound)?;
+                m.lose_track();
+            }
+            let mut next = Next::End;
+            {
+                let codes: Vec<(usize, CodeRef<'_>)> = SETS[m.set]
+                    .iter()
+                    .map(|&p| runner.code(&format!("p{p}")).map(|c| (p, c)))
+                    .collect::<Result<_, _>>()
+                    .map_err(|e| format!("code: {e}"))?;
+                let pipe = Pipeline::<_, D, u64>::new(&runner)
+                    .map_err(|e| format!("step {i}: new pipeline: {e}"))?;
+                let mut pipe = Pipe::new(pipe, mutation);
+                while i < ops.len() {
+                    let op = &ops[i];
+                    i += 1;
+                    match op {
+                        POp::Drop => next = Next::NewPipeline,
+                        POp::Publish(s) => next = Next::Publish(*s),
+                        _ => {}
+                    }
+                    if next != Next::End {
+                        break;
+                    }
+                    let before = sim.stats().steps;
+                    step::<D>(op, &mut pipe, &codes, &mut m, &sim)
+                        .map_err(|e| format!("step {i} ({op:?}): {e}"))?;
+                    let stats = sim.stats();
+                    checks::bounded(&format!("step {i} ({op:?})"), stats.steps - before, bound)?;
+                    checks::no_stale_code(&stats)?;
+                    checks::no_busy_destroy(&stats)?;
+                    if !m.faulty {
+                        checks::health(&runner.health(), false, m.in_flight(), &[])
+                            .map_err(|e| format!("step {i} ({op:?}): {e}"))?;
+                    }
+                    m.report.max_pending = m.report.max_pending.max(m.outstanding.len());
+                }
+                if next == Next::End {
+                    finish::<D>(&mut pipe, &codes, &mut m, &sim, bound)?;
+                }
+                // Dropping mid-stream waits (bounded) for every launched run.
+                let before = sim.stats().steps;
+                drop(pipe);
+                checks::bounded("dropping the pipeline", sim.stats().steps - before, bound)?;
+                m.report.dropped += m.outstanding.len();
+                m.outstanding.clear();
+                if !m.faulty {
+                    checks::health(&runner.health(), false, 0, &[])
+                        .map_err(|e| format!("step {i}: after the drop: {e}"))?;
+                }
+            }
+            match next {
+                Next::NewPipeline => {}
+                Next::Publish(s) => {
+                    m.set = s % SETS.len();
+                    m.report.publishes += 1;
+                    break 'sessions;
+                }
+                Next::End => break 'epochs,
+            }
+        }
+    }
+    checks::device_order(&sim.trace(), &m.launched, &m.launched_aicpu)?;
+    drop(dev);
+    let stats = sim.stats();
+    checks::no_leaks(&stats)?;
+    checks::no_busy_destroy(&stats)?;
+    checks::no_stale_code(&stats)?;
+    Ok(m.report)
+}
+
+/// The end of a case: faults cleared, every outstanding run completed, a
+/// drain, and one more run — after a drain the pipeline goes on.
+fn finish<const D: usize>(
+    pipe: &mut Pipe<'_, D>,
+    codes: &[(usize, CodeRef<'_>)],
+    m: &mut Model,
+    sim: &SimDriver,
+    bound: u64,
+) -> Result<(), String> {
+    sim.clear_faults();
+    while !m.outstanding.is_empty() {
+        step::<D>(&POp::Complete, pipe, codes, m, sim).map_err(|e| format!("finish: {e}"))?;
+    }
+    step::<D>(&POp::Complete, pipe, codes, m, sim).map_err(|e| format!("finish: {e}"))?;
+    if m.faulty {
+        let before = sim.stats().steps;
+        // `Undrained` says "try again later" (and `Device::drain` budgets
+        // its two stream syncs from one wall-clock deadline, so a slow host
+        // can see it even here): one retry, as a user would.
+        let drained = match pipe.drain() {
+            Err(ErrorKind::Undrained { .. }) => pipe.drain(),
+            other => other,
+        };
+        drained.map_err(|e| format!("finish: drain after clearing the faults: {e}"))?;
+        checks::bounded("finish: drain", sim.stats().steps - before, 2 * bound)?;
+        m.lose_track();
+    }
+    // `codes[0]` never fails (no publication set starts with the failing program).
+    let input = vec![1, 2, 3];
+    step::<D>(&POp::Submit(0, PIn::Host(input)), pipe, codes, m, sim)
+        .map_err(|e| format!("finish: {e}"))?;
+    if m.outstanding.len() != 1 {
+        return Err("finish: the pipeline refused a run after the drain".into());
+    }
+    let checked = m.report.checked;
+    step::<D>(&POp::Complete, pipe, codes, m, sim).map_err(|e| format!("finish: {e}"))?;
+    if m.report.checked != checked + 1 {
+        return Err("finish: the run after the drain produced no checked result".into());
+    }
+    Ok(())
+}
+
+#[allow(clippy::too_many_lines, reason = "one arm per operation")]
+fn step<const D: usize>(
+    op: &POp,
+    pipe: &mut Pipe<'_, D>,
+    codes: &[(usize, CodeRef<'_>)],
+    m: &mut Model,
+    sim: &SimDriver,
+) -> Result<(), String> {
+    match op {
+        POp::Submit(c, input) => {
+            let (p, code) = codes[c % codes.len()];
+            let long = [7u32; MAX_ELEMS + 1];
+            let spec = RunSpec::new(
+                code,
+                match input {
+                    PIn::Host(v) => Input::Host(v),
+                    PIn::Empty => Input::Host(&[]),
+                    PIn::TooLong => Input::Host(&long),
+                    PIn::Previous => Input::Previous,
+                },
+            );
+            let tag = m.next_tag;
+            m.next_tag += 1;
+            let full = m.outstanding.len() >= D;
+            // The one error the model predicts exactly, if any.
+            let exact: Option<fn(&ErrorKind) -> bool> = if full {
+                Some(|k| matches!(k, ErrorKind::DepthExhausted(_)))
+            } else {
+                match input {
+                    PIn::Empty => Some(|k| matches!(k, ErrorKind::EmptyInput)),
+                    PIn::TooLong => Some(|k| matches!(k, ErrorKind::InputTooLong { .. })),
+                    PIn::Previous if m.chain == Chain::Nothing => {
+                        Some(|k| matches!(k, ErrorKind::NoChainValue))
+                    }
+                    _ => None,
+                }
+            };
+            match pipe.submit(spec, tag) {
+                Ok(run) => {
+                    if exact.is_some() {
+                        return Err(format!(
+                            "errors: submit of {input:?} accepted (full: {full})"
+                        ));
+                    }
+                    let expected = match (input, &m.chain) {
+                        (PIn::Host(v), _) | (PIn::Previous, Chain::Known(v)) => {
+                            Some(expected(p, v))
+                        }
+                        _ => None,
+                    };
+                    m.chain = expected.clone().map_or(Chain::Unknown, Chain::Known);
+                    m.outstanding.push_back(MRun {
+                        tag,
+                        run,
+                        program: p,
+                        expected,
+                        settled: false,
+                        chained: *input == PIn::Previous,
+                    });
+                    m.launched.push(run.0);
+                    m.launched_aicpu.push(run.0);
+                    m.report.submitted += 1;
+                }
+                Err(r) => {
+                    check_handed_back(&r, spec, tag)?;
+                    checks::own_records(&r.kind)?;
+                    m.report.refused += 1;
+                    if exact.is_some_and(|f| f(&r.kind)) {
+                        m.report.refused_full += usize::from(full);
+                    } else if m.faulty && submit_fault_error(&r.kind) {
+                        m.report.fault_outcomes += 1;
+                        if is_lost_launch(&r.kind) {
+                            let run = r.run.ok_or("a lost launch names no run")?;
+                            m.launched.push(run.0);
+                            if matches!(r.kind, ErrorKind::FenceNotRecorded(_)) {
+                                m.launched_aicpu.push(run.0);
+                            }
+                        }
+                        if matches!(r.kind, ErrorKind::NoChainValue) {
+                            m.chain = Chain::Nothing;
+                        } else {
+                            m.lose_track();
+                        }
+                    } else {
+                        return Err(unexpected(&format!("submit of {input:?}"), &r.kind));
+                    }
+                }
+            }
+        }
+        POp::Complete => {
+            let got = pipe.complete();
+            check_not_lost(m, &got)?;
+            let (tag, outcome) = match got {
+                Got::Nothing => return Ok(()),
+                Got::Done {
+                    tag,
+                    run,
+                    values,
+                    wall,
+                } => (tag, Ok((run, values, wall))),
+                Got::Failed { tag, kind } => (tag, Err(kind)),
+            };
+            check_not_duplicated(m, tag)?;
+            m.seen.insert(tag);
+            let oldest = m.outstanding.pop_front().ok_or("nothing outstanding")?;
+            check_order(tag, oldest.tag)?;
+            let fail = program(oldest.program).fail_code();
+            match outcome {
+                Ok((run, values, wall)) => {
+                    if fail != 0 {
+                        return Err(format!("errors: run {tag} should have failed with {fail}"));
+                    }
+                    if run != oldest.run || wall.run_id != run.0 || wall.slot as usize >= D {
+                        return Err(format!("run {tag}: {run} with record {wall:?}"));
+                    }
+                    if let Some(want) = &oldest.expected {
+                        checks::outputs(run.0, want, &values)?;
+                        m.report.checked += 1;
+                        m.report.chained_checked += usize::from(oldest.chained);
+                        if oldest.settled {
+                            m.report.settled_by_drain += 1;
+                        }
+                    }
+                }
+                Err(kind) => {
+                    checks::own_records(&kind)?;
+                    match kind {
+                        ErrorKind::RunFailed { code } if code == fail && fail != 0 => {
+                            m.report.run_failed += 1;
+                        }
+                        ErrorKind::RunFailed { code: 77 } if m.run_errors_armed > 0 => {
+                            m.run_errors_armed -= 1;
+                            m.report.fault_outcomes += 1;
+                        }
+                        k if m.faulty && complete_fault_error(&k) => {
+                            m.report.fault_outcomes += 1;
+                            m.lose_track();
+                        }
+                        k => return Err(unexpected(&format!("complete of run {tag}"), &k)),
+                    }
+                }
+            }
+        }
+        POp::Step(n) => {
+            for _ in 0..*n {
+                sim.step();
+            }
+        }
+        POp::Drain => match pipe.drain() {
+            Ok(report) => {
+                m.report.drains += 1;
+                if m.faulty {
+                    m.lose_track();
+                } else if report.cleared.is_some() || report.released > 0 {
+                    return Err(format!("drain without a fault: {report:?}"));
+                }
+                for r in &mut m.outstanding {
+                    r.settled = true;
+                }
+            }
+            Err(k) if m.faulty => {
+                checks::own_records(&k)?;
+                if !matches!(k, ErrorKind::Undrained { .. }) && !complete_fault_error(&k) {
+                    return Err(unexpected("drain", &k));
+                }
+                m.report.fault_outcomes += 1;
+                m.lose_track();
+            }
+            Err(k) => return Err(unexpected("drain", &k)),
+        },
+        POp::Inject(f) => {
+            m.faulty = true;
+            sim.inject(match *f {
+                FaultOp::Call(op, nth) => Fault::FailCall {
+                    op: runclaim::driver::Op::ALL[op % runclaim::driver::Op::ALL.len()],
+                    nth,
+                },
+                FaultOp::Kernel(kernel, nth) => Fault::KernelFault { kernel, nth },
+                FaultOp::NeverEvent(nth) => Fault::EventNeverCompletes { nth },
+                FaultOp::RunError(nth) => {
+                    m.run_errors_armed += 1;
+                    Fault::RunError { nth, code: 77 }
+                }
+            });
+        }
+        POp::Drop | POp::Publish(_) => return Err("handled by the session loop".into()),
+    }
+    Ok(())
+}
+
+// ----- strategies ----------------------------------------------------------------
+
+fn input() -> impl Strategy<Value = PIn> {
+    prop_oneof![
+        6 => prop::collection::vec(any::<u32>(), 1..=MAX_ELEMS).prop_map(PIn::Host),
+        1 => Just(PIn::Empty),
+        1 => Just(PIn::TooLong),
+        4 => Just(PIn::Previous),
+    ]
+}
+
+fn op() -> impl Strategy<Value = POp> {
+    prop_oneof![
+        12 => (0..3usize, input()).prop_map(|(c, i)| POp::Submit(c, i)),
+        8 => Just(POp::Complete),
+        2 => (1..40u8).prop_map(POp::Step),
+        1 => Just(POp::Drop),
+        1 => Just(POp::Drain),
+        1 => (0..SETS.len()).prop_map(POp::Publish),
+    ]
+}
+
+fn fault() -> impl Strategy<Value = POp> {
+    let kernel = prop_oneof![Just(Kernel::Aicore), Just(Kernel::Aicpu)];
+    prop_oneof![
+        3 => (0..runclaim::driver::Op::ALL.len(), 1..6u64).prop_map(|(o, n)| FaultOp::Call(o, n)),
+        1 => (kernel, 1..3u64).prop_map(|(k, n)| FaultOp::Kernel(k, n)),
+        1 => (1..6u64).prop_map(FaultOp::NeverEvent),
+        1 => (1..3u64).prop_map(FaultOp::RunError),
+    ]
+    .prop_map(POp::Inject)
+}
+
+fn ops(faults: bool) -> impl Strategy<Value = Vec<POp>> {
+    let one = if faults {
+        prop_oneof![9 => op(), 1 => fault()].boxed()
+    } else {
+        op().boxed()
+    };
+    prop::collection::vec(one, 10..70)
+}
+
+proptest! {
+    // Failing cases are kept in proptest-regressions/ and replayed first.
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/proptest_pipeline.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn depth2_pipeline_matches_the_model(ops in ops(false), seed in any::<u64>()) {
+        run_case::<2>(&ops, seed, Mutation::None).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn depth3_pipeline_matches_the_model(ops in ops(false), seed in any::<u64>()) {
+        run_case::<3>(&ops, seed, Mutation::None).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn depth2_pipeline_keeps_its_promises_under_faults(ops in ops(true), seed in any::<u64>()) {
+        run_case::<2>(&ops, seed, Mutation::None).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn depth4_pipeline_keeps_its_promises_under_faults(ops in ops(true), seed in any::<u64>()) {
+        run_case::<4>(&ops, seed, Mutation::None).map_err(TestCaseError::fail)?;
+    }
+}
+
+/// Generated cases over `n` seeds of the deterministic runner.
+fn generated(faults: bool, n: u64) -> Vec<Vec<POp>> {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    (0..n)
+        .map(|_| ops(faults).new_tree(&mut runner).unwrap().current())
+        .collect()
+}
+
+/// The generated sequences exercise the pipeline: measured over 200 cases
+/// of each strategy, runs are submitted, checked in order, refused when the
+/// pipeline is full, settled by drains, dropped mid-stream, and injected
+/// faults fire. A property whose cases mostly skip would prove nothing.
+#[test]
+fn generated_cases_do_real_work() {
+    for faults in [false, true] {
+        let mut total = Report::default();
+        for (seed, ops) in generated(faults, 200).iter().enumerate() {
+            let r = run_case::<2>(ops, seed as u64, Mutation::None).unwrap();
+            total.submitted += r.submitted;
+            total.refused += r.refused;
+            total.refused_full += r.refused_full;
+            total.checked += r.checked;
+            total.chained_checked += r.chained_checked;
+            total.run_failed += r.run_failed;
+            total.dropped += r.dropped;
+            total.drains += r.drains;
+            total.settled_by_drain += r.settled_by_drain;
+            total.publishes += r.publishes;
+            total.fault_outcomes += r.fault_outcomes;
+            total.max_pending = total.max_pending.max(r.max_pending);
+        }
+        println!("faults {faults}, 200 cases at depth 2: {total:?}");
+        let t = total;
+        assert!(t.submitted >= 1500, "{t:?}");
+        assert!(t.checked >= 1000, "{t:?}");
+        assert!(t.refused_full >= 100, "{t:?}");
+        assert!(t.run_failed >= 25, "{t:?}");
+        assert!(t.dropped >= 50, "{t:?}");
+        assert!(t.drains >= 100 && t.settled_by_drain >= 20, "{t:?}");
+        assert!(t.publishes >= 100, "{t:?}");
+        assert_eq!(t.max_pending, 2, "{t:?}");
+        assert_eq!(t.fault_outcomes > 200, faults, "{t:?}");
+    }
+}
+
+// ----- negative controls ---------------------------------------------------------
+
+fn host(v: &[u32]) -> POp {
+    POp::Submit(0, PIn::Host(v.to_vec()))
+}
+
+/// The fixed sequence passes unbroken and is caught, with `expect` in the
+/// message, when broken.
+fn control(ops: &[POp], mutation: Mutation, expect: &str) {
+    run_case::<2>(ops, 1, Mutation::None).expect("the passing twin");
+    let err = run_case::<2>(ops, 1, mutation).expect_err("the breakage must be caught");
+    assert!(err.contains(expect), "{mutation:?} caught, but as: {err}");
+}
+
+#[test]
+fn corrupted_values_are_caught_by_the_value_check() {
+    let ops = [host(&[1, 2]), host(&[3]), POp::Complete, POp::Complete];
+    control(&ops, Mutation::Corrupt, "expected [2, 3], got [3, 3]");
+}
+
+#[test]
+fn swapped_results_are_caught_by_the_order_check() {
+    let ops = [host(&[1]), host(&[2]), POp::Complete, POp::Complete];
+    control(
+        &ops,
+        Mutation::Swap,
+        "out of order: run 1 came back, the oldest outstanding is 0",
+    );
+}
+
+#[test]
+fn a_swallowed_result_is_caught_by_the_lost_check() {
+    let ops = [host(&[1]), POp::Complete];
+    control(
+        &ops,
+        Mutation::Lose,
+        "lost: complete found nothing while runs [0] are outstanding",
+    );
+}
+
+#[test]
+fn a_repeated_result_is_caught_by_the_duplicate_check() {
+    let ops = [host(&[1]), POp::Complete, POp::Complete];
+    control(
+        &ops,
+        Mutation::Duplicate,
+        "duplicated: run 0 came back again",
+    );
+}
+
+#[test]
+fn a_wrong_error_is_caught_by_the_error_check() {
+    let ops = [host(&[1]), POp::Complete];
+    control(
+        &ops,
+        Mutation::WrongError,
+        "errors: complete of run 0: unexpected error not complete yet",
+    );
+}
+
+#[test]
+fn a_wrong_tag_handed_back_is_caught_by_the_handed_back_check() {
+    let ops = [POp::Submit(0, PIn::Empty)];
+    control(
+        &ops,
+        Mutation::WrongTagBack,
+        "handed back: a refused submit of run 0 returned tag 1",
+    );
+}
+
+/// Every breakage is also caught in generated cases, not only in the fixed
+/// sequences above: the properties would see it.
+#[test]
+fn every_breakage_is_caught_in_generated_cases() {
+    let cases = generated(false, 64);
+    for (mutation, expect) in [
+        (Mutation::Corrupt, "expected"),
+        (Mutation::Swap, "out of order"),
+        (Mutation::Lose, "lost"),
+        (Mutation::Duplicate, "duplicated"),
+        (Mutation::WrongError, "errors"),
+        (Mutation::WrongTagBack, "handed back"),
+    ] {
+        let caught = cases
+            .iter()
+            .enumerate()
+            .filter(|(seed, ops)| {
+                run_case::<2>(ops, *seed as u64, mutation).is_err_and(|e| e.contains(expect))
+            })
+            .count();
+        println!("{mutation:?}: caught in {caught} of 64 generated cases");
+        assert!(
+            caught >= 16,
+            "{mutation:?} caught in only {caught} of 64 cases"
+        );
+    }
+}
