@@ -12,6 +12,8 @@
 //! the handshake, the device-wall and status records. `RUNCLAIM_DEVICE`
 //! picks the device (default 0).
 
+#![cfg(feature = "acl")]
+
 use std::time::Duration;
 
 use runclaim::driver::Driver;

@@ -168,10 +168,12 @@ impl fmt::Display for HandleKind {
 /// 107023).
 ///
 /// ```
+/// # #[cfg(feature = "acl")] {
 /// use runclaim::driver::{ErrorKind, FaultKind};
 /// use runclaim::driver::acl::codes::kind_of;
 ///
 /// assert_eq!(kind_of(507_018), ErrorKind::KernelFault(FaultKind::AicpuException));
+/// # }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]

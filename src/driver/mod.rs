@@ -5,7 +5,8 @@
 //! - [`sim`] — an in-process simulated NPU, the embedded default.
 //! - [`instant`] — a driver that completes every submission at once, for
 //!   timing the contract's own cost.
-//! - [`acl`] — the real Ascend runtime, loaded at run time with `libloading`.
+//! - `acl` — the real Ascend runtime, loaded at run time with `libloading`
+//!   (the `acl` feature, on by default).
 //! - [`abi`] — the device-side argument block, records and code format.
 //!
 //! No typestates live here: a driver is a thin, honest wrapper over a device,
@@ -38,6 +39,7 @@
 //! the calling thread (ACL's per-thread device context) must bind it itself.
 
 pub mod abi;
+#[cfg(feature = "acl")]
 pub mod acl;
 mod error;
 pub mod instant;

@@ -1,10 +1,10 @@
 //! Shared test support: the `Target` a contract suite runs against (the
-//! simulator directly, or the `acl` driver over the fake runtime library),
-//! and helpers the suites share.
+//! simulator directly here; the `acl` driver over the fake runtime library
+//! in the `acl-tests` workspace member, which includes this module), and
+//! helpers the suites share.
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
-pub mod acl;
 pub mod broken;
 pub mod checks;
 pub mod hooked;

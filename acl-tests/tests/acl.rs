@@ -562,7 +562,7 @@ fn launch_structs_reach_the_runtime_zero_filled() {
 
 #[test]
 fn the_readmes_search_order_is_the_drivers() {
-    let readme = include_str!("../README.md");
+    let readme = include_str!("../../README.md");
     let env = |k: &str| {
         (k.starts_with("ASCEND") || k.starts_with("RUNCLAIM"))
             .then(|| std::ffi::OsString::from(format!("${k}")))
