@@ -6,7 +6,6 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
-use std::sync::atomic::{AtomicUsize, Ordering};
 
 use runclaim::contract::{Depth, Slot, SlotOf, SupportedDepth};
 use runclaim::driver::abi::Program;
@@ -15,21 +14,26 @@ use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, Pipeline, RunSpec
 
 struct Counting;
 
-static ALLOCATIONS: AtomicUsize = AtomicUsize::new(0);
-
 thread_local! {
-    /// Count only this thread's allocations, only while armed.
+    /// Count only this thread's allocations, only while armed. The count is
+    /// per thread too: the tests run in parallel, and one of them allocates
+    /// on purpose (its negative control).
     static ARMED: Cell<bool> = const { Cell::new(false) };
+    static ALLOCATIONS: Cell<usize> = const { Cell::new(0) };
+}
+
+fn count() {
+    if ARMED.with(Cell::get) {
+        ALLOCATIONS.with(|n| n.set(n.get() + 1));
+    }
 }
 
 // SAFETY: every method forwards to `System` with the caller's arguments
-// unchanged; the counting touches only an atomic and a const-initialized
-// thread-local `Cell` (no allocation, no destructor), so it cannot recurse.
+// unchanged; the counting touches only const-initialized thread-local
+// `Cell`s (no allocation, no destructor), so it cannot recurse.
 unsafe impl GlobalAlloc for Counting {
     unsafe fn alloc(&self, layout: Layout) -> *mut u8 {
-        if ARMED.with(Cell::get) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
+        count();
         // SAFETY: forwarded with the caller's layout (the `GlobalAlloc` contract).
         unsafe { System.alloc(layout) }
     }
@@ -40,9 +44,7 @@ unsafe impl GlobalAlloc for Counting {
     }
 
     unsafe fn realloc(&self, ptr: *mut u8, layout: Layout, new_size: usize) -> *mut u8 {
-        if ARMED.with(Cell::get) {
-            ALLOCATIONS.fetch_add(1, Ordering::Relaxed);
-        }
+        count();
         // SAFETY: forwarded unchanged; `ptr` came from `System` with `layout`.
         unsafe { System.realloc(ptr, layout, new_size) }
     }
@@ -53,11 +55,11 @@ static GLOBAL: Counting = Counting;
 
 /// Allocations made by `f` on this thread.
 fn allocations_in(f: impl FnOnce()) -> usize {
-    let before = ALLOCATIONS.load(Ordering::Relaxed);
+    let before = ALLOCATIONS.with(Cell::get);
     ARMED.with(|a| a.set(true));
     f();
     ARMED.with(|a| a.set(false));
-    ALLOCATIONS.load(Ordering::Relaxed) - before
+    ALLOCATIONS.with(Cell::get) - before
 }
 
 /// One serial cycle in slot `I`.
