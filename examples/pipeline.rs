@@ -11,10 +11,8 @@
 //! cargo run --release --example pipeline -- --runs 2000 --depth 3 --kernel-us 50
 //! ```
 //!
-//! Flags: `--runs N` (500), `--depth 2..=16` (2), `--elements N` (256),
-//! `--kernel-us`, `--submit-us`, `--dispatch-us`, `--wake-us` (the latency
-//! model: 250, 10, 2, 20), `--svg PATH` (target/runclaim-timeline.svg),
-//! `--window N` (runs drawn per mode, 12).
+//! `--help` lists every flag with its range and default; a bad value is an
+//! error naming the flag and the value, before anything runs.
 
 use std::error::Error;
 use std::io::Write as _;
@@ -39,42 +37,83 @@ struct Opts {
     window: usize,
 }
 
-fn parse() -> Result<Opts, String> {
+const USAGE: &str = "\
+What queuing buys, measured on the simulated NPU (real-time mode): the same
+runs serial, then queued through a Pipeline; every output checked.
+
+usage: cargo run --release --example pipeline -- [FLAGS]
+
+  --runs N          runs per mode, at least 2                 [500]
+  --depth D         queued runs in flight, 2 to 16             [2]
+  --elements N      elements per run, 1 to 2^30                [256]
+  --kernel-us T     kernel time, µs, 1 to 1,000,000            [250]
+  --submit-us T     host cost of a kernel launch, µs, 0 to 1e6 [10]
+  --dispatch-us T   device dispatch gap, µs, 0 to 1e6          [2]
+  --wake-us T       host wake-up after a wait, µs, 0 to 1e6    [20]
+  --svg PATH        where the timeline goes     [$CARGO_TARGET_DIR or ./target]/runclaim-timeline.svg
+  --window N        runs drawn per mode, at least 1            [12]
+  -h, --help        this text
+
+The numbers are the simulator's: run on a quiet machine (a loaded host
+shows up as device idle time).";
+
+/// Where the timeline goes by default: the build's target directory.
+fn default_svg() -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map_or_else(
+        || PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("target"),
+        PathBuf::from,
+    );
+    target.join("runclaim-timeline.svg")
+}
+
+/// A whole number for `flag` within `range`, or an error naming both.
+fn number(flag: &str, value: &str, range: std::ops::RangeInclusive<u64>) -> Result<u64, String> {
+    match value.parse::<u64>() {
+        Ok(n) if range.contains(&n) => Ok(n),
+        _ => Err(format!(
+            "{flag}: expected a whole number from {} to {}, got {value:?}",
+            range.start(),
+            range.end()
+        )),
+    }
+}
+
+fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Opts>, String> {
     let mut o = Opts {
         runs: 500,
         depth: 2,
         elements: 256,
         latency: LatencyModel::default(),
-        svg: PathBuf::from("target/runclaim-timeline.svg"),
+        svg: default_svg(),
         window: 12,
     };
-    let mut args = std::env::args().skip(1);
+    let max_us = u64::try_from(LatencyModel::MAX.as_micros()).unwrap_or(u64::MAX);
+    let max_elements = DeviceConfig::MAX_ELEMENTS as u64;
+    let mut args = args.into_iter();
     while let Some(flag) = args.next() {
-        let mut value = || args.next().ok_or(format!("{flag} needs a value"));
-        let num = |v: String| v.parse::<u64>().map_err(|e| format!("{flag}: {e}"));
-        let count = |v: String| v.parse::<usize>().map_err(|e| format!("{flag}: {e}"));
-        let us = |v: String| num(v).map(Duration::from_micros);
+        if flag == "-h" || flag == "--help" {
+            return Ok(None);
+        }
+        let value = args
+            .next()
+            .ok_or_else(|| format!("{flag} needs a value (see --help)"))?;
+        let count =
+            |range| number(&flag, &value, range).map(|n| usize::try_from(n).unwrap_or(usize::MAX));
+        let us = |min| number(&flag, &value, min..=max_us).map(Duration::from_micros);
         match flag.as_str() {
-            "--runs" => o.runs = count(value()?)?,
-            "--depth" => o.depth = count(value()?)?,
-            "--elements" => o.elements = count(value()?)?,
-            "--kernel-us" => o.latency.kernel = us(value()?)?,
-            "--submit-us" => o.latency.submit = us(value()?)?,
-            "--dispatch-us" => o.latency.dispatch_gap = us(value()?)?,
-            "--wake-us" => o.latency.host_wake = us(value()?)?,
-            "--svg" => o.svg = PathBuf::from(value()?),
-            "--window" => o.window = count(value()?)?,
-            "-h" | "--help" => {
-                println!("see the header of examples/pipeline.rs for the flags");
-                std::process::exit(0);
-            }
-            other => return Err(format!("unknown flag {other}")),
+            "--runs" => o.runs = count(2..=u64::from(u32::MAX))?,
+            "--depth" => o.depth = count(2..=16)?,
+            "--elements" => o.elements = count(1..=max_elements)?,
+            "--kernel-us" => o.latency.kernel = us(1)?,
+            "--submit-us" => o.latency.submit = us(0)?,
+            "--dispatch-us" => o.latency.dispatch_gap = us(0)?,
+            "--wake-us" => o.latency.host_wake = us(0)?,
+            "--svg" => o.svg = PathBuf::from(value),
+            "--window" => o.window = count(1..=u64::from(u32::MAX))?,
+            other => return Err(format!("unknown flag {other:?} (see --help)")),
         }
     }
-    if o.runs < 2 || o.elements == 0 || !(2..=16).contains(&o.depth) {
-        return Err("need --runs >= 2, --elements >= 1, --depth 2..=16".into());
-    }
-    Ok(o)
+    Ok(Some(o))
 }
 
 /// The workload: run `i` computes `3x + 7` over its own input.
@@ -222,8 +261,36 @@ fn row(mode: &str, r: &Report, wall: Duration) -> String {
     )
 }
 
-fn main() -> Result<(), Box<dyn Error>> {
-    let opts = parse()?;
+fn main() -> std::process::ExitCode {
+    let opts = match parse(std::env::args().skip(1)) {
+        Ok(Some(opts)) => opts,
+        Ok(None) => {
+            println!("{USAGE}");
+            return std::process::ExitCode::SUCCESS;
+        }
+        Err(e) => {
+            eprintln!("error: {e}");
+            return std::process::ExitCode::from(2);
+        }
+    };
+    match run(&opts) {
+        Ok(()) => std::process::ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("\nerror: {e}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}
+
+fn run(opts: &Opts) -> Result<(), Box<dyn Error>> {
+    // The timeline's file is opened before the runs, so that a bad path
+    // fails now, naming it, not after the whole measurement.
+    let svg_error =
+        |e: std::io::Error| format!("cannot write the timeline to {}: {e}", opts.svg.display());
+    if let Some(dir) = opts.svg.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(svg_error)?;
+    }
+    let mut svg_file = std::fs::File::create(&opts.svg).map_err(svg_error)?;
     let l = opts.latency;
     println!(
         "runclaim pipeline on the simulated NPU (real-time mode): {} runs of {} elements, depth {}",
@@ -233,11 +300,11 @@ fn main() -> Result<(), Box<dyn Error>> {
         "latency model: kernel {:?}, host submit {:?}/kernel, device dispatch gap {:?}, host wake-up {:?}",
         l.kernel, l.submit, l.dispatch_gap, l.host_wake
     );
-    let (serial_work, serial_wall) = serial(&opts)?;
+    let (serial_work, serial_wall) = serial(opts)?;
     eprintln!();
     let (queued_work, queued_wall) = with_depth!(
         opts.depth,
-        queued(&opts),
+        queued(opts),
         [2 3 4 5 6 7 8 9 10 11 12 13 14 15 16]
     )?;
     eprintln!();
@@ -268,10 +335,7 @@ fn main() -> Result<(), Box<dyn Error>> {
         ],
         opts.window,
     );
-    if let Some(dir) = opts.svg.parent() {
-        std::fs::create_dir_all(dir)?;
-    }
-    std::fs::write(&opts.svg, picture)?;
+    svg_file.write_all(picture.as_bytes()).map_err(svg_error)?;
     println!("timeline: {}", opts.svg.display());
     let ratio = if s.gap.mean_ns == 0 {
         0.0
@@ -284,4 +348,46 @@ fn main() -> Result<(), Box<dyn Error>> {
         q.of_device_bound() * 100.0
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn args(a: &[&str]) -> Result<Option<Opts>, String> {
+        parse(a.iter().map(|s| (*s).to_owned()))
+    }
+
+    #[test]
+    fn bad_values_name_the_flag_and_the_value() {
+        for (a, want) in [
+            (
+                &["--kernel-us", "0"][..],
+                "--kernel-us: expected a whole number from 1",
+            ),
+            (
+                &["--window", "0"],
+                "--window: expected a whole number from 1",
+            ),
+            (
+                &["--depth", "17"],
+                "--depth: expected a whole number from 2 to 16, got \"17\"",
+            ),
+            (&["--runs", "x"], "--runs: expected a whole number from 2"),
+            (
+                &["--wake-us", "99999999"],
+                "--wake-us: expected a whole number from 0 to 1000000",
+            ),
+            (&["--svg"], "--svg needs a value"),
+            (&["--frobnicate", "1"], "unknown flag \"--frobnicate\""),
+        ] {
+            let e = args(a).err().unwrap_or_default();
+            assert!(e.starts_with(want), "{a:?}: {e}");
+        }
+        assert!(args(&["--help"]).unwrap().is_none());
+        let o = args(&["--depth", "16", "--submit-us", "0"])
+            .unwrap()
+            .unwrap();
+        assert_eq!((o.depth, o.latency.submit), (16, Duration::ZERO));
+    }
 }
