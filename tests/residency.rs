@@ -152,7 +152,7 @@ fn registering_through_the_driver_cannot_replace_published_code() {
                 Err(e) => {
                     assert_eq!(
                         e.kind(),
-                        &runclaim::driver::ErrorKind::CodeMemoryFull { capacity: 1 }
+                        &runclaim::driver::DriverErrorKind::CodeMemoryFull { capacity: 1 }
                     );
                     refused += 1;
                 }
@@ -214,7 +214,7 @@ fn without_pins_the_upload_check_refuses_instead_of_running_other_code() {
         .launch()
         .unwrap_err();
     assert!(
-        matches!(err.kind(), ErrorKind::Driver(d) if matches!(d.kind(), runclaim::driver::ErrorKind::BadHandle { kind: HandleKind::Code, .. })),
+        matches!(err.kind(), ErrorKind::Driver(d) if matches!(d.kind(), runclaim::driver::DriverErrorKind::BadHandle { kind: HandleKind::Code, .. })),
         "{err}"
     );
     assert!(

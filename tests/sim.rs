@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use runclaim::driver::abi::{self, Program, RunArgs, StatusRecord, WallRecord};
 use runclaim::driver::{
-    CodeHandle, Completion, DevPtr, Driver, ErrorKind, FaultKind, HandleKind, Op, StreamId,
+    CodeHandle, Completion, DevPtr, Driver, DriverErrorKind, FaultKind, HandleKind, Op, StreamId,
 };
 use runclaim::sim::{
     Fault, Kernel, LatencyModel, SimConfig, SimDriver, StepOutcome, TaskTag, TraceKind,
@@ -274,7 +274,7 @@ fn queue_is_bounded_and_a_full_queue_is_reported() {
     sim.memset_async(stuck, buf, 4, 4).unwrap();
     sim.run_until_idle(100).unwrap_err();
     let err = sim.memset_async(stuck, buf, 5, 4).unwrap_err();
-    assert_eq!(err.kind(), &ErrorKind::QueueFull { capacity: 2 });
+    assert_eq!(err.kind(), &DriverErrorKind::QueueFull { capacity: 2 });
 }
 
 #[test]
@@ -352,7 +352,7 @@ fn pinned_code_stays_and_replaced_uploads_never_launch() {
     let err = sim
         .register_code(&Program::new().mul(10).encode())
         .unwrap_err();
-    assert_eq!(err.kind(), &ErrorKind::CodeMemoryFull { capacity: 1 });
+    assert_eq!(err.kind(), &DriverErrorKind::CodeMemoryFull { capacity: 1 });
     // A dedup hit pins again; each pin needs its release.
     assert_eq!(
         sim.register_code(&Program::new().add(1).encode())
@@ -382,7 +382,7 @@ fn pinned_code_stays_and_replaced_uploads_never_launch() {
     assert!(
         matches!(
             err.kind(),
-            ErrorKind::BadHandle {
+            DriverErrorKind::BadHandle {
                 kind: HandleKind::Code,
                 ..
             }
@@ -408,7 +408,7 @@ fn dedup_hit_is_not_a_publication() {
     assert_eq!((s.publications, s.dedup_hits), (1, 1));
     assert_eq!(
         sim.register_code(b"nope").unwrap_err().kind(),
-        &ErrorKind::InvalidCode {
+        &DriverErrorKind::InvalidCode {
             what: "missing RCK1 magic"
         }
     );
@@ -428,11 +428,14 @@ fn stomped_handshake_hangs_until_the_watchdog() {
     // The host clears the region while the run is live (hazard 2).
     run.stomp(&sim);
     let err = sim.sync_stream(ps, Duration::from_millis(50)).unwrap_err();
-    assert_eq!(err.kind(), &ErrorKind::KernelFault(FaultKind::AicpuTimeout));
+    assert_eq!(
+        err.kind(),
+        &DriverErrorKind::KernelFault(FaultKind::AicpuTimeout)
+    );
     let err = sim.sync_stream(cs, Duration::from_millis(50)).unwrap_err();
     assert_eq!(
         err.kind(),
-        &ErrorKind::KernelFault(FaultKind::AicoreTimeout)
+        &DriverErrorKind::KernelFault(FaultKind::AicoreTimeout)
     );
     assert_eq!(run.status(&sim).state, 0, "the status was never written");
     // Negative control: the same run without the stomp completes.
@@ -459,7 +462,7 @@ fn fail_call_fails_without_effect() {
     let err = sim.alloc(8).unwrap_err();
     assert_eq!(
         (err.op(), err.kind()),
-        (Op::Alloc, &ErrorKind::Injected { nth: 2 })
+        (Op::Alloc, &DriverErrorKind::Injected { nth: 2 })
     );
     assert_eq!(
         sim.stats().live_allocations(),
@@ -471,7 +474,7 @@ fn fail_call_fails_without_effect() {
     sim.create_stream().unwrap();
     assert!(matches!(
         sim.create_event().unwrap_err().kind(),
-        ErrorKind::Injected { .. }
+        DriverErrorKind::Injected { .. }
     ));
 }
 
@@ -493,7 +496,11 @@ fn kernel_fault_makes_the_stream_fail_later_work() {
         } else {
             FaultKind::AicpuException
         };
-        assert_eq!(err.kind(), &ErrorKind::KernelFault(want), "{kernel:?}");
+        assert_eq!(
+            err.kind(),
+            &DriverErrorKind::KernelFault(want),
+            "{kernel:?}"
+        );
         // Sticky: queries and later submissions on the stream fail.
         assert!(sim.query_stream(faulted).unwrap_err().is_device_fault());
         let later = sim
@@ -565,10 +572,13 @@ fn lost_device_fails_every_call() {
     let sim = SimDriver::stepped(SimConfig::default());
     let s = sim.create_stream().unwrap();
     sim.inject(Fault::DeviceLost { nth: 1 });
-    assert_eq!(sim.alloc(4).unwrap_err().kind(), &ErrorKind::DeviceLost);
+    assert_eq!(
+        sim.alloc(4).unwrap_err().kind(),
+        &DriverErrorKind::DeviceLost
+    );
     assert_eq!(
         sim.query_stream(s).unwrap_err().kind(),
-        &ErrorKind::DeviceLost
+        &DriverErrorKind::DeviceLost
     );
     assert!(sim.create_event().unwrap_err().is_device_fault());
 }
@@ -635,67 +645,70 @@ fn bad_input_gives_named_errors() {
 
     assert!(matches!(
         kind(sim.destroy_stream(StreamId::from_raw(999))),
-        ErrorKind::BadHandle {
+        DriverErrorKind::BadHandle {
             kind: HandleKind::Stream,
             ..
         }
     ));
     assert!(matches!(
         kind(sim.record_event(runclaim::driver::EventId::from_raw(999), s)),
-        ErrorKind::BadHandle {
+        DriverErrorKind::BadHandle {
             kind: HandleKind::Event,
             ..
         }
     ));
     assert!(matches!(
         kind(sim.launch_aicore(s, CodeHandle::from_raw(1, 1), 2, &args)),
-        ErrorKind::BadHandle {
+        DriverErrorKind::BadHandle {
             kind: HandleKind::Code,
             ..
         }
     ));
     assert!(matches!(
         kind(sim.launch_aicore(s, c, 0, &args)),
-        ErrorKind::InvalidArgument { .. }
+        DriverErrorKind::InvalidArgument { .. }
     ));
     assert!(matches!(
         kind(sim.launch_aicore(s, c, 25, &args)),
-        ErrorKind::InvalidArgument { .. }
+        DriverErrorKind::InvalidArgument { .. }
     ));
     assert!(matches!(
         kind(sim.launch_aicore(s, c, 2, &args[..40])),
-        ErrorKind::InvalidArgument { .. }
+        DriverErrorKind::InvalidArgument { .. }
     ));
     assert!(matches!(
         kind(sim.launch_aicpu(s, &[0u8; 80])),
-        ErrorKind::InvalidArgument { .. }
+        DriverErrorKind::InvalidArgument { .. }
     ));
     // An argument block pointing outside memory is refused at launch.
     let mut bad = run.args;
     bad.output = 0x10;
     assert!(matches!(
         kind(sim.launch_aicpu(s, &bad.to_bytes())),
-        ErrorKind::BadAddress { .. }
+        DriverErrorKind::BadAddress { .. }
     ));
     // Freed and out-of-range addresses.
     let p = sim.alloc(16).unwrap();
     assert!(matches!(
         kind(sim.copy_to_device(p.offset(8), &[0; 9])),
-        ErrorKind::BadAddress { .. }
+        DriverErrorKind::BadAddress { .. }
     ));
     sim.free(p).unwrap();
     assert!(matches!(
         kind(sim.memset(p, 0, 1)),
-        ErrorKind::BadAddress { .. }
+        DriverErrorKind::BadAddress { .. }
     ));
-    assert!(matches!(kind(sim.free(p)), ErrorKind::BadAddress { .. }));
+    assert!(matches!(
+        kind(sim.free(p)),
+        DriverErrorKind::BadAddress { .. }
+    ));
     assert!(matches!(
         sim.alloc(0).unwrap_err().kind(),
-        ErrorKind::InvalidArgument { .. }
+        DriverErrorKind::InvalidArgument { .. }
     ));
     assert!(matches!(
         sim.alloc(1 << 40).unwrap_err().kind(),
-        ErrorKind::OutOfMemory { .. }
+        DriverErrorKind::OutOfMemory { .. }
     ));
     // Nothing was queued by any of the refused launches.
     assert_eq!(sim.queued(s), 0);
@@ -703,7 +716,7 @@ fn bad_input_gives_named_errors() {
     sim.record_event(e, s).unwrap();
     assert!(matches!(
         kind(sim.destroy_stream(s)),
-        ErrorKind::StreamBusy { queued: 1 }
+        DriverErrorKind::StreamBusy { queued: 1 }
     ));
     assert_eq!(sim.stats().busy_destroy_refused, 1);
     sim.sync_stream(s, MS).unwrap();
@@ -740,7 +753,10 @@ fn a_wait_that_never_ends_faults_at_the_watchdog() {
     sim.memset_async(b, buf, 1, 4).unwrap();
     // Not blocked for good: the stream's work ends at the 2 ms watchdog.
     let err = sim.sync_stream(b, Duration::from_millis(10)).unwrap_err();
-    assert_eq!(err.kind(), &ErrorKind::KernelFault(FaultKind::Collateral));
+    assert_eq!(
+        err.kind(),
+        &DriverErrorKind::KernelFault(FaultKind::Collateral)
+    );
     assert!(sim.stats().steps <= 2100, "{} steps", sim.stats().steps);
     sim.destroy_stream(b).unwrap();
 }

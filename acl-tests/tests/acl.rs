@@ -13,7 +13,7 @@ use fake_acl::control::FakeConfig;
 use runclaim::contract::{ConfigError, ErrorKind as ContractError};
 use runclaim::driver::acl::codes::{NAMED, kind_of};
 use runclaim::driver::acl::{AclConfig, AclDriver, Lib, LoadError, MissingSymbol, OpenError};
-use runclaim::driver::{Capabilities, Completion, Driver, ErrorKind};
+use runclaim::driver::{Capabilities, Completion, Driver, DriverErrorKind};
 use runclaim::sim::SimConfig;
 use runclaim::{Callable, Device, DeviceConfig, Input, Outputs};
 
@@ -174,7 +174,7 @@ fn optional_capabilities_absent_fall_back() {
     let e = d.create_event().unwrap();
     assert_eq!(
         d.event_timestamp(e).unwrap_err().kind(),
-        &ErrorKind::Unsupported
+        &DriverErrorKind::Unsupported
     );
     d.destroy_event(e).unwrap();
     let mut dev = Device::<_, 2>::open(
@@ -202,7 +202,7 @@ fn optional_capabilities_absent_fall_back() {
         (native.api, native.code, native.message.as_deref()),
         ("aclrtMalloc", 207_001, None)
     );
-    assert_eq!(err.kind(), &ErrorKind::OutOfMemory { bytes: 1 << 50 });
+    assert_eq!(err.kind(), &DriverErrorKind::OutOfMemory { bytes: 1 << 50 });
 }
 
 #[test]
@@ -235,11 +235,13 @@ fn every_named_code_maps_to_its_meaning() {
                     "aclGetRecentErrMsg reaches the error"
                 );
                 let want = match kind_of(code) {
-                    ErrorKind::OutOfMemory { .. } => ErrorKind::OutOfMemory { bytes: 64 },
+                    DriverErrorKind::OutOfMemory { .. } => {
+                        DriverErrorKind::OutOfMemory { bytes: 64 }
+                    }
                     k => k,
                 };
                 assert_eq!(err.kind(), &want, "{name} ({code})");
-                assert_ne!(err.kind(), &ErrorKind::Unknown, "{name}");
+                assert_ne!(err.kind(), &DriverErrorKind::Unknown, "{name}");
             }
         }
     }
@@ -248,7 +250,7 @@ fn every_named_code_maps_to_its_meaning() {
     let err = d.alloc(64).unwrap_err();
     assert_eq!(
         (err.kind(), err.native().unwrap().code),
-        (&ErrorKind::Unknown, 123_456)
+        (&DriverErrorKind::Unknown, 123_456)
     );
 }
 
@@ -265,7 +267,7 @@ fn timeouts_and_faults_round_trip_through_their_codes() {
     let err = d.sync_event(e, Duration::from_millis(3)).unwrap_err();
     assert_eq!(
         err.kind(),
-        &ErrorKind::Timeout {
+        &DriverErrorKind::Timeout {
             waited: Duration::from_millis(3)
         }
     );
@@ -305,7 +307,7 @@ fn each_thread_is_bound_to_the_device_before_its_first_call() {
                     )
                 };
                 assert_eq!(rc, 107_002, "an unbound thread has no context");
-                assert_eq!(kind_of(rc), ErrorKind::NoContext);
+                assert_eq!(kind_of(rc), DriverErrorKind::NoContext);
                 // Through the driver the same query works: it binds first.
                 assert_eq!(d.query_stream(s).unwrap(), Completion::Complete);
             })
@@ -628,7 +630,7 @@ fn odd_elapsed_times_from_the_runtime_are_errors_not_panics() {
         control().inject_elapsed(d.device_id(), ms);
         let err = d.event_elapsed(a, b).unwrap_err();
         assert!(
-            matches!(err.kind(), ErrorKind::InvalidResult { .. }),
+            matches!(err.kind(), DriverErrorKind::InvalidResult { .. }),
             "{ms}: {err}"
         );
     }

@@ -12,7 +12,7 @@ use common::acl::{control, open};
 use runclaim::driver::abi::{self, Program, RunArgs, StatusRecord, WallRecord};
 use runclaim::driver::acl::AclDriver;
 use runclaim::driver::{
-    CodeHandle, DevPtr, Driver, DriverError, ErrorKind, EventId, HandleKind, StreamId,
+    CodeHandle, DevPtr, Driver, DriverError, DriverErrorKind, EventId, HandleKind, StreamId,
 };
 use runclaim::sim::SimConfig;
 
@@ -26,7 +26,7 @@ fn refused<T: std::fmt::Debug>(
     d: &AclDriver,
     what: &str,
     f: impl FnOnce() -> Result<T, DriverError>,
-) -> ErrorKind {
+) -> DriverErrorKind {
     let before = control().runtime(d.device_id()).calls;
     let err = match f() {
         Err(e) => e,
@@ -44,15 +44,15 @@ fn refused<T: std::fmt::Debug>(
     err.kind().clone()
 }
 
-fn bad_stream(raw: u64) -> ErrorKind {
-    ErrorKind::BadHandle {
+fn bad_stream(raw: u64) -> DriverErrorKind {
+    DriverErrorKind::BadHandle {
         kind: HandleKind::Stream,
         raw,
     }
 }
 
-fn bad_event(raw: u64) -> ErrorKind {
-    ErrorKind::BadHandle {
+fn bad_event(raw: u64) -> DriverErrorKind {
+    DriverErrorKind::BadHandle {
         kind: HandleKind::Event,
         raw,
     }
@@ -127,8 +127,8 @@ impl Setup {
     }
 }
 
-fn bad_range(addr: u64, len: u64) -> ErrorKind {
-    ErrorKind::BadAddress { addr, len }
+fn bad_range(addr: u64, len: u64) -> DriverErrorKind {
+    DriverErrorKind::BadAddress { addr, len }
 }
 
 #[test]
@@ -261,7 +261,7 @@ fn forged_code_and_launch_arguments_never_reach_the_runtime() {
     let fs = FORGED_STREAM;
     let fc = CodeHandle::from_raw(0xdead, code.upload());
     let args = regions.args(8).to_bytes();
-    let bad_code = ErrorKind::BadHandle {
+    let bad_code = DriverErrorKind::BadHandle {
         kind: HandleKind::Code,
         raw: 0xdead,
     };
@@ -275,7 +275,7 @@ fn forged_code_and_launch_arguments_never_reach_the_runtime() {
     assert!(matches!(
         refused(&d, "launch_aicore upload", || d
             .launch_aicore(stream, stale, 2, &args)),
-        ErrorKind::BadHandle {
+        DriverErrorKind::BadHandle {
             kind: HandleKind::Code,
             ..
         }
@@ -302,7 +302,7 @@ fn forged_code_and_launch_arguments_never_reach_the_runtime() {
     assert!(matches!(
         refused(&d, "launch_aicore output", || d
             .launch_aicore(stream, code, 2, &too_long)),
-        ErrorKind::BadAddress { .. }
+        DriverErrorKind::BadAddress { .. }
     ));
     // The genuine handles still work (the two kernels hand-shake: they need
     // two streams).
@@ -347,18 +347,18 @@ fn destroyed_handles_are_refused_and_never_destroyed_twice() {
     );
     assert_eq!(
         refused(&d, "free twice", || d.free(p)),
-        ErrorKind::BadAddress {
+        DriverErrorKind::BadAddress {
             addr: p.raw(),
             len: 0
         }
     );
     assert!(matches!(
         refused(&d, "copy into freed memory", || d.copy_to_device(p, &[1])),
-        ErrorKind::BadAddress { .. }
+        DriverErrorKind::BadAddress { .. }
     ));
     assert!(matches!(
         refused(&d, "release an unpinned upload", || d.release_code(code)),
-        ErrorKind::InvalidArgument { .. }
+        DriverErrorKind::InvalidArgument { .. }
     ));
 }
 
@@ -391,11 +391,11 @@ fn another_drivers_handles_are_foreign() {
     );
     assert!(matches!(
         refused(&a, "B's memory", || a.memset(pb, 0, 64)),
-        ErrorKind::BadAddress { .. }
+        DriverErrorKind::BadAddress { .. }
     ));
     assert!(matches!(
         refused(&a, "B's code", || a.launch_aicore(sa, cb, 2, &args)),
-        ErrorKind::BadHandle {
+        DriverErrorKind::BadHandle {
             kind: HandleKind::Code,
             ..
         }
@@ -435,7 +435,7 @@ fn the_runtime_is_told_each_allocations_true_remaining_size() {
     // An overrun of a genuine allocation is refused before any C call.
     assert_eq!(
         refused(&d, "memset past the end", || d.memset(q, 0, 1 << 20)),
-        ErrorKind::BadAddress {
+        DriverErrorKind::BadAddress {
             addr: q.raw(),
             len: 1 << 20
         }
@@ -443,16 +443,16 @@ fn the_runtime_is_told_each_allocations_true_remaining_size() {
     assert!(matches!(
         refused(&d, "copy past the end", || d
             .copy_to_device(p.offset(60), &[0; 8])),
-        ErrorKind::BadAddress { .. }
+        DriverErrorKind::BadAddress { .. }
     ));
     assert!(matches!(
         refused(&d, "async copy past the end", || d.copy_async(s, q, p, 64)),
-        ErrorKind::BadAddress { .. }
+        DriverErrorKind::BadAddress { .. }
     ));
     assert!(matches!(
         refused(&d, "read past the end", || d
             .copy_from_device(&mut [0; 32], q)),
-        ErrorKind::BadAddress { .. }
+        DriverErrorKind::BadAddress { .. }
     ));
     assert!(matches!(
         refused(&d, "an offset that wraps", || d.memset(
@@ -460,7 +460,7 @@ fn the_runtime_is_told_each_allocations_true_remaining_size() {
             0,
             2
         )),
-        ErrorKind::BadAddress { .. }
+        DriverErrorKind::BadAddress { .. }
     ));
     d.sync_stream(s, Duration::from_millis(50)).unwrap();
 }

@@ -20,7 +20,7 @@ use common::acl::{FakeAcl, control, lib_path, open, open_on};
 use runclaim::contract::ErrorKind as ContractError;
 use runclaim::driver::abi::{Program, RunArgs};
 use runclaim::driver::{
-    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, ErrorKind, EventId,
+    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo, EventId,
     HandleKind, Registration, StreamId,
 };
 use runclaim::sim::SimConfig;
@@ -341,7 +341,7 @@ fn negative_control_without_the_check_a_wrong_program_runs_and_the_values_say_so
     assert!(
         matches!(
             driver.kind(),
-            ErrorKind::BadHandle {
+            DriverErrorKind::BadHandle {
                 kind: HandleKind::Code,
                 ..
             }

@@ -52,7 +52,7 @@ use runclaim::driver::acl::codes::{
     ACL_ERROR_RT_CONTEXT_NULL, ACL_ERROR_RT_PARAM_INVALID, code_of,
 };
 use runclaim::driver::{
-    CodeHandle, Completion, DevPtr, Driver, DriverError, ErrorKind, EventId, HandleKind, Op,
+    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, EventId, HandleKind, Op,
     StreamId,
 };
 use runclaim::sim::{Fault, SimConfig, SimDriver};
@@ -213,10 +213,12 @@ fn stream_of(device: i32, op: Op, p: *mut c_void) -> Result<StreamId, DriverErro
     match import(device, p) {
         Some(id) => Ok(StreamId::from_raw(id)),
         // A handle of another device: not in the thread's context.
-        None if p.addr() as u64 >> 32 != 0 => Err(DriverError::new(op, ErrorKind::ContextMismatch)),
+        None if p.addr() as u64 >> 32 != 0 => {
+            Err(DriverError::new(op, DriverErrorKind::ContextMismatch))
+        }
         None => Err(DriverError::new(
             op,
-            ErrorKind::BadHandle {
+            DriverErrorKind::BadHandle {
                 kind: HandleKind::Stream,
                 raw: p.addr() as u64,
             },
@@ -229,7 +231,7 @@ fn event_of(device: i32, op: Op, p: *mut c_void) -> Result<EventId, DriverError>
         .map(EventId::from_raw)
         .ok_or(DriverError::new(
             op,
-            ErrorKind::BadHandle {
+            DriverErrorKind::BadHandle {
                 kind: HandleKind::Event,
                 raw: p.addr() as u64,
             },
@@ -453,7 +455,7 @@ pub unsafe extern "C" fn aclrtMemcpy(
             // a staging buffer that cannot be had is an error, not an abort.
             let too_big = DriverError::new(
                 Op::CopyAsync,
-                ErrorKind::BadAddress {
+                DriverErrorKind::BadAddress {
                     addr: src.addr() as u64,
                     len: count as u64,
                 },
@@ -465,7 +467,7 @@ pub unsafe extern "C" fn aclrtMemcpy(
             if tmp.try_reserve_exact(count).is_err() {
                 return Err(DriverError::new(
                     Op::CopyAsync,
-                    ErrorKind::OutOfMemory {
+                    DriverErrorKind::OutOfMemory {
                         bytes: count as u64,
                     },
                 ));
@@ -476,7 +478,7 @@ pub unsafe extern "C" fn aclrtMemcpy(
         }
         _ => Err(DriverError::new(
             Op::CopyToDevice,
-            ErrorKind::InvalidArgument {
+            DriverErrorKind::InvalidArgument {
                 what: "memcpy kind",
             },
         )),
@@ -565,7 +567,7 @@ pub unsafe extern "C" fn aclrtDestroyStream(stm: *mut c_void) -> c_int {
     call(false, |id, s| {
         let st = stream_of(id, Op::DestroyStream, stm)?;
         match s.destroy_stream(st) {
-            Err(e) if matches!(e.kind(), ErrorKind::StreamBusy { .. }) => {
+            Err(e) if matches!(e.kind(), DriverErrorKind::StreamBusy { .. }) => {
                 s.sync_stream(st, Duration::from_secs(30))?;
                 s.destroy_stream(st)
             }
@@ -755,7 +757,7 @@ pub unsafe extern "C" fn aclrtSynchronizeEventWithTimeout(evt: *mut c_void, time
             // Never completes: the wait runs out.
             return Err(DriverError::new(
                 Op::SyncEvent,
-                ErrorKind::Timeout { waited: t },
+                DriverErrorKind::Timeout { waited: t },
             ));
         }
         s.sync_event(e, t)
@@ -1085,7 +1087,7 @@ pub unsafe extern "C" fn rtKernelLaunchWithHandleV2(
         if p.device != id {
             return Err(DriverError::new(
                 Op::LaunchAicore,
-                ErrorKind::InvalidArgument {
+                DriverErrorKind::InvalidArgument {
                     what: "the program was registered on another device (a fake limitation)",
                 },
             ));

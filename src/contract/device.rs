@@ -537,7 +537,7 @@ where
         for c in callables {
             let r = self.driver.register_code(c.code()).map_err(|e| {
                 let kind = match e.kind() {
-                    crate::driver::ErrorKind::CodeMemoryFull { capacity } => {
+                    crate::driver::DriverErrorKind::CodeMemoryFull { capacity } => {
                         ErrorKind::CodeDoesNotFit {
                             capacity: *capacity,
                         }
@@ -742,7 +742,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                             waited: timeout,
                         });
                     }
-                    Err(e) if matches!(e.kind(), crate::driver::ErrorKind::KernelFault(_)) => {
+                    Err(e)
+                        if matches!(e.kind(), crate::driver::DriverErrorKind::KernelFault(_)) =>
+                    {
                         faulted[i] = true;
                     }
                     Err(e) => return Err(ErrorKind::from_driver(e)),
@@ -1056,7 +1058,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         before: u64,
     ) -> ErrorKind {
         if e.is_device_fault() {
-            let culprit = if matches!(e.kind(), crate::driver::ErrorKind::KernelFault(_)) {
+            let culprit = if matches!(e.kind(), crate::driver::DriverErrorKind::KernelFault(_)) {
                 st.in_flight
                     .iter()
                     .filter(|x| x.seq < before && !x.observed)

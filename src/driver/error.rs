@@ -133,14 +133,14 @@ impl fmt::Display for Op {
     }
 }
 
-/// Which kind of handle a [`ErrorKind::BadHandle`] refers to.
+/// Which kind of handle a [`DriverErrorKind::BadHandle`] refers to.
 ///
 /// ```
-/// use runclaim::driver::{Driver, ErrorKind, HandleKind, StreamId};
+/// use runclaim::driver::{Driver, DriverErrorKind, HandleKind, StreamId};
 /// use runclaim::sim::SimDriver;
 ///
 /// let err = SimDriver::stepped(Default::default()).destroy_stream(StreamId::from_raw(42)).unwrap_err();
-/// assert!(matches!(err.kind(), ErrorKind::BadHandle { kind: HandleKind::Stream, raw: 42 }));
+/// assert!(matches!(err.kind(), DriverErrorKind::BadHandle { kind: HandleKind::Stream, raw: 42 }));
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
@@ -169,10 +169,10 @@ impl fmt::Display for HandleKind {
 ///
 /// ```
 /// # #[cfg(feature = "acl")] {
-/// use runclaim::driver::{ErrorKind, FaultKind};
+/// use runclaim::driver::{DriverErrorKind, FaultKind};
 /// use runclaim::driver::acl::codes::kind_of;
 ///
-/// assert_eq!(kind_of(507_018), ErrorKind::KernelFault(FaultKind::AicpuException));
+/// assert_eq!(kind_of(507_018), DriverErrorKind::KernelFault(FaultKind::AicpuException));
 /// # }
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -220,18 +220,18 @@ impl fmt::Display for FaultKind {
 /// What went wrong, independent of which driver reported it.
 ///
 /// ```
-/// use runclaim::driver::{Driver, ErrorKind};
+/// use runclaim::driver::{Driver, DriverErrorKind};
 /// use runclaim::sim::SimDriver;
 ///
 /// let sim = SimDriver::stepped(Default::default());
 /// assert_eq!(
 ///     sim.alloc(0).unwrap_err().kind(),
-///     &ErrorKind::InvalidArgument { what: "allocation size is 0" }
+///     &DriverErrorKind::InvalidArgument { what: "allocation size is 0" }
 /// );
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[non_exhaustive]
-pub enum ErrorKind {
+pub enum DriverErrorKind {
     /// The handle is unknown, or was destroyed.
     #[error("unknown or destroyed {kind} handle {raw:#x}")]
     BadHandle {
@@ -339,11 +339,11 @@ pub enum ErrorKind {
 /// The native detail of an error reported by a vendor runtime.
 ///
 /// ```
-/// use runclaim::driver::{DriverError, ErrorKind, Native, Op};
+/// use runclaim::driver::{DriverError, DriverErrorKind, Native, Op};
 ///
 /// let e = DriverError::with_native(
 ///     Op::SyncEvent,
-///     ErrorKind::Timeout { waited: std::time::Duration::from_millis(5) },
+///     DriverErrorKind::Timeout { waited: std::time::Duration::from_millis(5) },
 ///     Native { api: "aclrtSynchronizeEventWithTimeout", code: 507_047, message: None },
 /// );
 /// assert_eq!(e.native().map(|n| n.code), Some(507_047));
@@ -371,24 +371,24 @@ impl fmt::Display for Native {
 
 /// An error from a [`Driver`](super::Driver) call.
 ///
-/// It names the operation ([`Op`]), what went wrong ([`ErrorKind`]) and, for
+/// It names the operation ([`Op`]), what went wrong ([`DriverErrorKind`]) and, for
 /// the `acl` driver, the native API, code and message ([`Native`]).
 ///
 /// ```
-/// use runclaim::driver::{Driver, DevPtr, ErrorKind, Op};
+/// use runclaim::driver::{Driver, DevPtr, DriverErrorKind, Op};
 /// use runclaim::sim::SimDriver;
 ///
 /// let sim = SimDriver::stepped(Default::default());
 /// let err = sim.copy_to_device(DevPtr::from_raw(0xdead_0000), &[1, 2, 3]).unwrap_err();
 /// assert_eq!(err.op(), Op::CopyToDevice);
-/// assert!(matches!(err.kind(), ErrorKind::BadAddress { .. }));
+/// assert!(matches!(err.kind(), DriverErrorKind::BadAddress { .. }));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{op}: {kind}{}", native_suffix(.native.as_deref()))]
 pub struct DriverError {
     op: Op,
     #[source]
-    kind: ErrorKind,
+    kind: DriverErrorKind,
     native: Option<Box<Native>>,
 }
 
@@ -399,7 +399,7 @@ fn native_suffix(native: Option<&Native>) -> String {
 impl DriverError {
     /// An error of `kind` in operation `op`.
     #[must_use]
-    pub fn new(op: Op, kind: ErrorKind) -> Self {
+    pub fn new(op: Op, kind: DriverErrorKind) -> Self {
         DriverError {
             op,
             kind,
@@ -409,7 +409,7 @@ impl DriverError {
 
     /// An error carrying the native API detail.
     #[must_use]
-    pub fn with_native(op: Op, kind: ErrorKind, native: Native) -> Self {
+    pub fn with_native(op: Op, kind: DriverErrorKind, native: Native) -> Self {
         DriverError {
             op,
             kind,
@@ -425,7 +425,7 @@ impl DriverError {
 
     /// What went wrong.
     #[must_use]
-    pub fn kind(&self) -> &ErrorKind {
+    pub fn kind(&self) -> &DriverErrorKind {
         &self.kind
     }
 
@@ -438,13 +438,16 @@ impl DriverError {
     /// `true` for a bounded wait that expired: the work may still complete.
     #[must_use]
     pub fn is_timeout(&self) -> bool {
-        matches!(self.kind, ErrorKind::Timeout { .. })
+        matches!(self.kind, DriverErrorKind::Timeout { .. })
     }
 
     /// `true` when the device reported a fault: a kernel fault on a stream or
     /// a lost device. Work in flight on the faulted stream will not complete.
     #[must_use]
     pub fn is_device_fault(&self) -> bool {
-        matches!(self.kind, ErrorKind::KernelFault(_) | ErrorKind::DeviceLost)
+        matches!(
+            self.kind,
+            DriverErrorKind::KernelFault(_) | DriverErrorKind::DeviceLost
+        )
     }
 }

@@ -30,7 +30,7 @@ use std::time::Duration;
 
 use super::abi::{self, Program, RunArgs, StatusRecord, WallRecord};
 use super::{
-    Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, ErrorKind,
+    Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
     EventId, HandleKind, Op, Registration, StreamId,
 };
 
@@ -65,7 +65,7 @@ impl Inner {
         let bad = || {
             DriverError::new(
                 op,
-                ErrorKind::BadAddress {
+                DriverErrorKind::BadAddress {
                     addr,
                     len: len as u64,
                 },
@@ -97,7 +97,10 @@ impl Inner {
     ) -> Result<usize, DriverError> {
         list.iter()
             .position(|&(h, live)| live && h == id)
-            .ok_or(DriverError::new(op, ErrorKind::BadHandle { kind, raw: id }))
+            .ok_or(DriverError::new(
+                op,
+                DriverErrorKind::BadHandle { kind, raw: id },
+            ))
     }
 
     fn word(&mut self, addr: u64, v: u64) -> Result<(), DriverError> {
@@ -204,7 +207,7 @@ impl InstantDriver {
     fn args(op: Op, args: &[u8]) -> Result<RunArgs, DriverError> {
         RunArgs::from_bytes(args).ok_or(DriverError::new(
             op,
-            ErrorKind::InvalidArgument {
+            DriverErrorKind::InvalidArgument {
                 what: "argument block is not a valid RunArgs",
             },
         ))
@@ -226,7 +229,7 @@ impl Driver for InstantDriver {
         if bytes == 0 {
             return Err(DriverError::new(
                 Op::Alloc,
-                ErrorKind::InvalidArgument {
+                DriverErrorKind::InvalidArgument {
                     what: "allocation size is 0",
                 },
             ));
@@ -235,7 +238,7 @@ impl Driver for InstantDriver {
         let oom = || {
             DriverError::new(
                 Op::Alloc,
-                ErrorKind::OutOfMemory {
+                DriverErrorKind::OutOfMemory {
                     bytes: bytes as u64,
                 },
             )
@@ -268,7 +271,7 @@ impl Driver for InstantDriver {
             }
             None => Err(DriverError::new(
                 Op::Free,
-                ErrorKind::BadAddress {
+                DriverErrorKind::BadAddress {
                     addr: ptr.raw(),
                     len: 0,
                 },
@@ -427,7 +430,7 @@ impl Driver for InstantDriver {
         let program = Program::decode(code).map_err(|e| {
             DriverError::new(
                 Op::RegisterCode,
-                ErrorKind::InvalidCode { what: e.as_str() },
+                DriverErrorKind::InvalidCode { what: e.as_str() },
             )
         })?;
         let mut g = self.lock();
@@ -470,7 +473,7 @@ impl Driver for InstantDriver {
             .filter(|&c| c < g.code.len())
             .ok_or(DriverError::new(
                 Op::LaunchAicore,
-                ErrorKind::BadHandle {
+                DriverErrorKind::BadHandle {
                     kind: HandleKind::Code,
                     raw: code.raw(),
                 },
@@ -478,7 +481,7 @@ impl Driver for InstantDriver {
         if block_dim == 0 || block_dim > 24 || block_dim != a.block_dim {
             return Err(DriverError::new(
                 Op::LaunchAicore,
-                ErrorKind::InvalidArgument {
+                DriverErrorKind::InvalidArgument {
                     what: "block_dim is 0, above 24, or not the argument block's",
                 },
             ));
@@ -486,7 +489,7 @@ impl Driver for InstantDriver {
         if g.pending.len() == PENDING {
             return Err(DriverError::new(
                 Op::LaunchAicore,
-                ErrorKind::QueueFull { capacity: PENDING },
+                DriverErrorKind::QueueFull { capacity: PENDING },
             ));
         }
         g.pending.push((a.run_id, index));

@@ -28,7 +28,7 @@
 //! so **no driver may trust a handle**: every [`Driver`] method validates each
 //! handle it receives against what *this* driver created and has not
 //! destroyed, and refuses a forged, destroyed or foreign one with
-//! [`ErrorKind::BadHandle`] or [`ErrorKind::BadAddress`] — never by passing it
+//! [`DriverErrorKind::BadHandle`] or [`DriverErrorKind::BadAddress`] — never by passing it
 //! to a vendor runtime. That is what makes calling a driver from safe code
 //! sound.
 //!
@@ -47,7 +47,7 @@ pub mod sim;
 
 use std::time::Duration;
 
-pub use error::{DriverError, ErrorKind, FaultKind, HandleKind, Native, Op};
+pub use error::{DriverError, DriverErrorKind, FaultKind, HandleKind, Native, Op};
 
 /// A device memory address (the first byte of an allocation or a place
 /// inside one).
@@ -158,7 +158,7 @@ impl EventId {
 /// Upload stamps are unique and increase with every upload on an NPU, so a
 /// handle names *those bytes*, not an address: after the image at an address
 /// was replaced, the old handle no longer launches (the driver refuses it
-/// with [`ErrorKind::BadHandle`]) — it can never run the code that replaced
+/// with [`DriverErrorKind::BadHandle`]) — it can never run the code that replaced
 /// it.
 ///
 /// ```
@@ -296,7 +296,7 @@ pub struct DriverInfo {
 /// # Errors
 ///
 /// Every method returns a [`DriverError`] naming its [`Op`] and an
-/// [`ErrorKind`]; none panics on bad input. Each method's contract below says
+/// [`DriverErrorKind`]; none panics on bad input. Each method's contract below says
 /// which kinds matter to it (a `Timeout` that cancels nothing, a sticky
 /// `KernelFault`, a `StreamBusy` refusal).
 ///
@@ -361,7 +361,7 @@ pub trait Driver: Send + Sync {
     ///
     /// *After*: the copy happens in stream order; both ranges must stay live
     /// until it has run. The contract does not use it; the default is
-    /// [`ErrorKind::Unsupported`].
+    /// [`DriverErrorKind::Unsupported`].
     fn copy_async(
         &self,
         stream: StreamId,
@@ -370,11 +370,14 @@ pub trait Driver: Send + Sync {
         len: usize,
     ) -> Result<(), DriverError> {
         let _ = (stream, dst, src, len);
-        Err(DriverError::new(Op::CopyAsync, ErrorKind::Unsupported))
+        Err(DriverError::new(
+            Op::CopyAsync,
+            DriverErrorKind::Unsupported,
+        ))
     }
 
     /// Queues a fill of device memory on `stream`. The contract does not
-    /// use it; the default is [`ErrorKind::Unsupported`].
+    /// use it; the default is [`DriverErrorKind::Unsupported`].
     fn memset_async(
         &self,
         stream: StreamId,
@@ -383,7 +386,10 @@ pub trait Driver: Send + Sync {
         len: usize,
     ) -> Result<(), DriverError> {
         let _ = (stream, dst, value, len);
-        Err(DriverError::new(Op::MemsetAsync, ErrorKind::Unsupported))
+        Err(DriverError::new(
+            Op::MemsetAsync,
+            DriverErrorKind::Unsupported,
+        ))
     }
 
     // ----- streams ------------------------------------------------------
@@ -396,12 +402,12 @@ pub trait Driver: Send + Sync {
     ///
     /// *Before*: the stream has no queued work (synchronize first), or it is
     /// in an error state. A stream with queued work is refused with
-    /// [`ErrorKind::StreamBusy`] and stays usable.
+    /// [`DriverErrorKind::StreamBusy`] and stays usable.
     fn destroy_stream(&self, stream: StreamId) -> Result<(), DriverError>;
 
     /// Reports whether every task queued on `stream` has finished.
     ///
-    /// *After*: `Err` with [`ErrorKind::KernelFault`] once a task on the
+    /// *After*: `Err` with [`DriverErrorKind::KernelFault`] once a task on the
     /// stream faulted (sticky). The default asks
     /// [`sync_stream`](Driver::sync_stream) with the shortest wait (1 µs)
     /// and maps its timeout to [`Completion::NotReady`].
@@ -416,7 +422,7 @@ pub trait Driver: Send + Sync {
     /// Waits until every task queued on `stream` has finished, at most
     /// `timeout`.
     ///
-    /// *After*: `Ok` = drained; [`ErrorKind::Timeout`] = still busy (nothing
+    /// *After*: `Ok` = drained; [`DriverErrorKind::Timeout`] = still busy (nothing
     /// was cancelled); a fault error = the stream stopped on a fault and runs
     /// nothing more.
     fn sync_stream(&self, stream: StreamId, timeout: Duration) -> Result<(), DriverError>;
@@ -434,7 +440,7 @@ pub trait Driver: Send + Sync {
     /// simulator and the `acl` driver refuse
     /// [`event_elapsed`](Driver::event_elapsed) /
     /// [`event_timestamp`](Driver::event_timestamp) on it with
-    /// [`ErrorKind::InvalidArgument`]. A driver whose runtime reports such an
+    /// [`DriverErrorKind::InvalidArgument`]. A driver whose runtime reports such an
     /// event *not ready* (ACL's `aclrtCreateEventWithFlag` events, whose
     /// stream waits would never be satisfied) keeps a "recorded" flag per
     /// event and answers for it itself.
@@ -474,11 +480,14 @@ pub trait Driver: Send + Sync {
     }
 
     /// Device timestamp of a completed record, in device ticks
-    /// ([`abi::TICKS_PER_SEC`]). The default is [`ErrorKind::Unsupported`]
+    /// ([`abi::TICKS_PER_SEC`]). The default is [`DriverErrorKind::Unsupported`]
     /// (the contract does not need it; measurements use the device wall).
     fn event_timestamp(&self, event: EventId) -> Result<u64, DriverError> {
         let _ = event;
-        Err(DriverError::new(Op::EventTimestamp, ErrorKind::Unsupported))
+        Err(DriverError::new(
+            Op::EventTimestamp,
+            DriverErrorKind::Unsupported,
+        ))
     }
 
     // ----- code and kernels ---------------------------------------------
@@ -498,7 +507,7 @@ pub trait Driver: Send + Sync {
     /// evicted or replaced, whoever else registers code on the same NPU (a
     /// clone of the driver, another driver instance on the same device).
     /// When new code would only fit by evicting pinned code, registration
-    /// fails with [`ErrorKind::CodeMemoryFull`], naming the capacity.
+    /// fails with [`DriverErrorKind::CodeMemoryFull`], naming the capacity.
     /// Unpinned code may be evicted at any time; an evicted upload's handle
     /// is refused by [`launch_aicore`](Driver::launch_aicore).
     fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError>;
@@ -707,7 +716,7 @@ mod tests {
         assert_eq!(d.query_stream(s).unwrap(), Completion::Complete);
         sim.memset_async(s, buf, 1, 8).unwrap();
         assert_eq!(d.query_stream(s).unwrap(), Completion::NotReady);
-        let unsupported = |e: DriverError| *e.kind() == ErrorKind::Unsupported;
+        let unsupported = |e: DriverError| *e.kind() == DriverErrorKind::Unsupported;
         assert!(unsupported(d.copy_async(s, buf, buf, 1).unwrap_err()));
         assert!(unsupported(d.memset_async(s, buf, 0, 1).unwrap_err()));
         let ev = d.create_event().unwrap();

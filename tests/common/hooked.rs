@@ -111,7 +111,7 @@ impl Driver for Hooked {
     fn sync_stream(&self, s: StreamId, t: Duration) -> Result<(), DriverError> {
         self.enter(Op::SyncStream);
         if self.hooks.stall.load(Ordering::SeqCst) {
-            let kind = runclaim::driver::ErrorKind::Timeout { waited: t };
+            let kind = runclaim::driver::DriverErrorKind::Timeout { waited: t };
             return Err(DriverError::new(Op::SyncStream, kind));
         }
         self.sim.sync_stream(s, t)

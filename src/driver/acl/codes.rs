@@ -7,7 +7,7 @@
 //! Every value was read from `acl_base_rt.h` and `error_codes/rt_error_codes.h`
 //! of CANN 8.5 – 9.2 (identical in all of them).
 
-use crate::driver::{ErrorKind, FaultKind};
+use crate::driver::{DriverErrorKind, FaultKind};
 
 /// `aclInit` called again: treated as success.
 pub const ACL_ERROR_REPEAT_INITIALIZE: i32 = 100_002;
@@ -88,67 +88,69 @@ pub fn name_of(code: i32) -> Option<&'static str> {
 /// `CodeMemoryFull` no capacity here; the caller that knows them fills them
 /// in.
 #[must_use]
-pub fn kind_of(code: i32) -> ErrorKind {
+pub fn kind_of(code: i32) -> DriverErrorKind {
     match code {
-        100_000 | 107_000 => ErrorKind::InvalidArgument {
+        100_000 | 107_000 => DriverErrorKind::InvalidArgument {
             what: "rejected by the runtime as an invalid parameter",
         },
-        107_002 => ErrorKind::NoContext,
-        107_003 => ErrorKind::ContextMismatch,
-        107_022 | 107_023 => ErrorKind::KernelFault(FaultKind::Collateral),
-        200_000 | 207_001 | 207_018 => ErrorKind::OutOfMemory { bytes: 0 },
-        200_001 | 207_000 => ErrorKind::Unsupported,
-        207_007 => ErrorKind::NoResource { what: "event" },
-        207_008 => ErrorKind::NoResource { what: "stream" },
-        507_004 | 507_006 | 507_046 | 507_047 => ErrorKind::Timeout {
+        107_002 => DriverErrorKind::NoContext,
+        107_003 => DriverErrorKind::ContextMismatch,
+        107_022 | 107_023 => DriverErrorKind::KernelFault(FaultKind::Collateral),
+        200_000 | 207_001 | 207_018 => DriverErrorKind::OutOfMemory { bytes: 0 },
+        200_001 | 207_000 => DriverErrorKind::Unsupported,
+        207_007 => DriverErrorKind::NoResource { what: "event" },
+        207_008 => DriverErrorKind::NoResource { what: "stream" },
+        507_004 | 507_006 | 507_046 | 507_047 => DriverErrorKind::Timeout {
             waited: std::time::Duration::ZERO,
         },
-        507_014 => ErrorKind::KernelFault(FaultKind::AicoreTimeout),
-        507_015 | 507_016 | 507_042 | 507_043 => ErrorKind::KernelFault(FaultKind::AicoreException),
-        507_017 => ErrorKind::KernelFault(FaultKind::AicpuTimeout),
-        507_018 => ErrorKind::KernelFault(FaultKind::AicpuException),
-        507_032 => ErrorKind::CodeMemoryFull { capacity: 0 },
-        507_034 => ErrorKind::KernelFault(FaultKind::VectorCoreTimeout),
-        507_035 | 507_036 | 507_044 | 507_045 => {
-            ErrorKind::KernelFault(FaultKind::VectorCoreException)
+        507_014 => DriverErrorKind::KernelFault(FaultKind::AicoreTimeout),
+        507_015 | 507_016 | 507_042 | 507_043 => {
+            DriverErrorKind::KernelFault(FaultKind::AicoreException)
         }
-        507_048 => ErrorKind::KernelFault(FaultKind::FftsPlusTimeout),
-        507_049 | 507_050 => ErrorKind::KernelFault(FaultKind::FftsPlusException),
-        507_899 | 507_901 => ErrorKind::DeviceLost,
-        _ => ErrorKind::Unknown,
+        507_017 => DriverErrorKind::KernelFault(FaultKind::AicpuTimeout),
+        507_018 => DriverErrorKind::KernelFault(FaultKind::AicpuException),
+        507_032 => DriverErrorKind::CodeMemoryFull { capacity: 0 },
+        507_034 => DriverErrorKind::KernelFault(FaultKind::VectorCoreTimeout),
+        507_035 | 507_036 | 507_044 | 507_045 => {
+            DriverErrorKind::KernelFault(FaultKind::VectorCoreException)
+        }
+        507_048 => DriverErrorKind::KernelFault(FaultKind::FftsPlusTimeout),
+        507_049 | 507_050 => DriverErrorKind::KernelFault(FaultKind::FftsPlusException),
+        507_899 | 507_901 => DriverErrorKind::DeviceLost,
+        _ => DriverErrorKind::Unknown,
     }
 }
 
 /// The code a simulated failure is reported as (the fake library's side of
 /// the same table).
 #[must_use]
-pub fn code_of(kind: &ErrorKind, is_event: bool) -> i32 {
+pub fn code_of(kind: &DriverErrorKind, is_event: bool) -> i32 {
     match kind {
-        ErrorKind::InvalidArgument { .. }
-        | ErrorKind::InvalidCode { .. }
-        | ErrorKind::BadHandle { .. }
-        | ErrorKind::BadAddress { .. } => ACL_ERROR_RT_PARAM_INVALID,
-        ErrorKind::NoContext => ACL_ERROR_RT_CONTEXT_NULL,
-        ErrorKind::ContextMismatch => ACL_ERROR_RT_STREAM_CONTEXT,
-        ErrorKind::OutOfMemory { .. } => 207_001,
-        ErrorKind::NoResource { what: "event" } => 207_007,
-        ErrorKind::NoResource { what: "stream" } => 207_008,
+        DriverErrorKind::InvalidArgument { .. }
+        | DriverErrorKind::InvalidCode { .. }
+        | DriverErrorKind::BadHandle { .. }
+        | DriverErrorKind::BadAddress { .. } => ACL_ERROR_RT_PARAM_INVALID,
+        DriverErrorKind::NoContext => ACL_ERROR_RT_CONTEXT_NULL,
+        DriverErrorKind::ContextMismatch => ACL_ERROR_RT_STREAM_CONTEXT,
+        DriverErrorKind::OutOfMemory { .. } => 207_001,
+        DriverErrorKind::NoResource { what: "event" } => 207_007,
+        DriverErrorKind::NoResource { what: "stream" } => 207_008,
         // ACL_ERROR_RT_RESOURCE_ALLOC_FAIL
-        ErrorKind::NoResource { .. } => 207_005,
-        ErrorKind::Unsupported => ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-        ErrorKind::CodeMemoryFull { .. } => ACL_ERROR_RT_PROGRAM_USE_OUT,
-        ErrorKind::Timeout { .. } if is_event => ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
-        ErrorKind::Timeout { .. } => ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
-        ErrorKind::KernelFault(FaultKind::AicoreTimeout) => 507_014,
-        ErrorKind::KernelFault(FaultKind::AicoreException) => 507_015,
-        ErrorKind::KernelFault(FaultKind::AicpuTimeout) => 507_017,
-        ErrorKind::KernelFault(FaultKind::AicpuException) => 507_018,
-        ErrorKind::KernelFault(FaultKind::VectorCoreTimeout) => 507_034,
-        ErrorKind::KernelFault(FaultKind::VectorCoreException) => 507_035,
-        ErrorKind::KernelFault(FaultKind::FftsPlusTimeout) => 507_048,
-        ErrorKind::KernelFault(FaultKind::FftsPlusException) => 507_049,
-        ErrorKind::KernelFault(_) => 107_022,
-        ErrorKind::DeviceLost => 507_899,
+        DriverErrorKind::NoResource { .. } => 207_005,
+        DriverErrorKind::Unsupported => ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
+        DriverErrorKind::CodeMemoryFull { .. } => ACL_ERROR_RT_PROGRAM_USE_OUT,
+        DriverErrorKind::Timeout { .. } if is_event => ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
+        DriverErrorKind::Timeout { .. } => ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+        DriverErrorKind::KernelFault(FaultKind::AicoreTimeout) => 507_014,
+        DriverErrorKind::KernelFault(FaultKind::AicoreException) => 507_015,
+        DriverErrorKind::KernelFault(FaultKind::AicpuTimeout) => 507_017,
+        DriverErrorKind::KernelFault(FaultKind::AicpuException) => 507_018,
+        DriverErrorKind::KernelFault(FaultKind::VectorCoreTimeout) => 507_034,
+        DriverErrorKind::KernelFault(FaultKind::VectorCoreException) => 507_035,
+        DriverErrorKind::KernelFault(FaultKind::FftsPlusTimeout) => 507_048,
+        DriverErrorKind::KernelFault(FaultKind::FftsPlusException) => 507_049,
+        DriverErrorKind::KernelFault(_) => 107_022,
+        DriverErrorKind::DeviceLost => 507_899,
         // Injected call failures, full queues, busy streams, unusable
         // results: a generic runtime failure (ACL_ERROR_RT_INTERNAL_ERROR).
         _ => 507_000,
@@ -162,10 +164,10 @@ mod tests {
     #[test]
     fn every_named_code_has_a_named_meaning() {
         for &(code, name) in NAMED {
-            assert_ne!(kind_of(code), ErrorKind::Unknown, "{name} ({code})");
+            assert_ne!(kind_of(code), DriverErrorKind::Unknown, "{name} ({code})");
         }
-        assert_eq!(kind_of(123_456), ErrorKind::Unknown);
-        assert_eq!(kind_of(507_000), ErrorKind::Unknown);
+        assert_eq!(kind_of(123_456), DriverErrorKind::Unknown);
+        assert_eq!(kind_of(507_000), DriverErrorKind::Unknown);
     }
 
     #[test]
@@ -177,12 +179,12 @@ mod tests {
             507_049, 507_050, 107_023, 107_003, 207_007, 207_008,
         ] {
             assert!(name_of(code).is_some(), "{code} is in NAMED");
-            assert_ne!(kind_of(code), ErrorKind::Unknown, "{code}");
+            assert_ne!(kind_of(code), DriverErrorKind::Unknown, "{code}");
         }
-        assert_eq!(kind_of(207_018), ErrorKind::OutOfMemory { bytes: 0 });
+        assert_eq!(kind_of(207_018), DriverErrorKind::OutOfMemory { bytes: 0 });
         assert_eq!(
             kind_of(507_034),
-            ErrorKind::KernelFault(FaultKind::VectorCoreTimeout)
+            DriverErrorKind::KernelFault(FaultKind::VectorCoreTimeout)
         );
     }
 
@@ -194,7 +196,8 @@ mod tests {
             assert_eq!(kind_of(back), k, "{name}");
         }
         assert!(
-            kind_of(507_899) == ErrorKind::DeviceLost && kind_of(507_901) == ErrorKind::DeviceLost
+            kind_of(507_899) == DriverErrorKind::DeviceLost
+                && kind_of(507_901) == DriverErrorKind::DeviceLost
         );
     }
 }

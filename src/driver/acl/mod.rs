@@ -63,7 +63,7 @@
 //! with its byte range, and the device ranges inside a launch's argument
 //! block — is checked against what *this* driver created and has not
 //! destroyed **before any C call**. A forged, destroyed or foreign handle is
-//! refused with [`ErrorKind::BadHandle`] or [`ErrorKind::BadAddress`] and no
+//! refused with [`DriverErrorKind::BadHandle`] or [`DriverErrorKind::BadAddress`] and no
 //! [`Native`] detail (the runtime was not called). Device ranges must lie
 //! inside one live allocation, and the runtime is told the true remaining
 //! size of that allocation as `destMax`, so its own bound check is real.
@@ -157,7 +157,7 @@ use self::load::Api;
 use self::table::{Resident, Table};
 use super::abi::{RunArgs, TICKS_PER_SEC};
 use super::{
-    Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, ErrorKind,
+    Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
     EventId, HandleKind, Native, Op, Registration, StreamId,
 };
 
@@ -631,7 +631,7 @@ impl AclDriver {
 
     /// A failure whose kind the caller knows better than the code table
     /// (a timeout with its wait, an allocation with its size).
-    fn fail_as(&self, op: Op, api: &'static str, code: i32, kind: ErrorKind) -> DriverError {
+    fn fail_as(&self, op: Op, api: &'static str, code: i32, kind: DriverErrorKind) -> DriverError {
         let native = Native {
             api,
             code,
@@ -740,7 +740,7 @@ impl AclDriver {
         if block_dim == 0 || block_dim > self.max_block_dim {
             return Err(DriverError::new(
                 op,
-                ErrorKind::InvalidArgument {
+                DriverErrorKind::InvalidArgument {
                     what: "block_dim is 0 or above the device maximum",
                 },
             ));
@@ -823,7 +823,7 @@ impl Driver for AclDriver {
         if bytes == 0 {
             return Err(DriverError::new(
                 Op::Alloc,
-                ErrorKind::InvalidArgument {
+                DriverErrorKind::InvalidArgument {
                     what: "allocation size is 0",
                 },
             ));
@@ -834,7 +834,7 @@ impl Driver for AclDriver {
         let rc = unsafe { (self.api.malloc)(&raw mut p, bytes, ACL_MEM_MALLOC_HUGE_FIRST) };
         if rc != 0 {
             let kind = match codes::kind_of(rc) {
-                ErrorKind::OutOfMemory { .. } => ErrorKind::OutOfMemory {
+                DriverErrorKind::OutOfMemory { .. } => DriverErrorKind::OutOfMemory {
                     bytes: bytes as u64,
                 },
                 k => k,
@@ -998,7 +998,7 @@ impl Driver for AclDriver {
             Ok(Completion::NotReady) => {
                 return Err(DriverError::new(
                     Op::DestroyStream,
-                    ErrorKind::StreamBusy { queued: 1 },
+                    DriverErrorKind::StreamBusy { queued: 1 },
                 ));
             }
             Ok(Completion::Complete) => (self.api.destroy_stream, "aclrtDestroyStream"),
@@ -1032,7 +1032,7 @@ impl Driver for AclDriver {
                 Completion::Complete => Ok(()),
                 Completion::NotReady => Err(DriverError::new(
                     Op::SyncStream,
-                    ErrorKind::Timeout { waited: timeout },
+                    DriverErrorKind::Timeout { waited: timeout },
                 )),
             };
         }
@@ -1050,7 +1050,7 @@ impl Driver for AclDriver {
                 Op::SyncStream,
                 "aclrtSynchronizeStreamWithTimeout",
                 rc,
-                ErrorKind::Timeout { waited: timeout },
+                DriverErrorKind::Timeout { waited: timeout },
             )),
             _ => Err(self.fail(Op::SyncStream, "aclrtSynchronizeStreamWithTimeout", rc)),
         }
@@ -1128,7 +1128,8 @@ impl Driver for AclDriver {
         if e.unrecorded_legacy() {
             return Ok(());
         }
-        let not_yet = || DriverError::new(Op::SyncEvent, ErrorKind::Timeout { waited: timeout });
+        let not_yet =
+            || DriverError::new(Op::SyncEvent, DriverErrorKind::Timeout { waited: timeout });
         // Blocking: mark the event waited on instead of holding the lock.
         let _waiting = Table::wait_event(e);
         drop(t);
@@ -1148,7 +1149,7 @@ impl Driver for AclDriver {
                         Op::SyncEvent,
                         "aclrtSynchronizeEventWithTimeout",
                         rc,
-                        ErrorKind::Timeout { waited: timeout },
+                        DriverErrorKind::Timeout { waited: timeout },
                     )),
                     _ => Err(self.fail(Op::SyncEvent, "aclrtSynchronizeEventWithTimeout", rc)),
                 }
@@ -1194,7 +1195,7 @@ impl Driver for AclDriver {
         if !recorded {
             return Err(DriverError::new(
                 Op::EventElapsed,
-                ErrorKind::InvalidArgument {
+                DriverErrorKind::InvalidArgument {
                     what: "event was never recorded",
                 },
             ));
@@ -1207,20 +1208,24 @@ impl Driver for AclDriver {
             (self.api.event_elapsed)(&raw mut ms, handle(start.raw()), handle(end.raw()))
         };
         self.check(Op::EventElapsed, "aclrtEventElapsedTime", rc)?;
-        elapsed_of(ms)
-            .map_err(|what| DriverError::new(Op::EventElapsed, ErrorKind::InvalidResult { what }))
+        elapsed_of(ms).map_err(|what| {
+            DriverError::new(Op::EventElapsed, DriverErrorKind::InvalidResult { what })
+        })
     }
 
     fn event_timestamp(&self, event: EventId) -> Result<u64, DriverError> {
         let t = self.read();
         let e = t.event(Op::EventTimestamp, event.raw())?;
         let Some(f) = self.api.event_timestamp else {
-            return Err(DriverError::new(Op::EventTimestamp, ErrorKind::Unsupported));
+            return Err(DriverError::new(
+                Op::EventTimestamp,
+                DriverErrorKind::Unsupported,
+            ));
         };
         if !e.recorded() {
             return Err(DriverError::new(
                 Op::EventTimestamp,
-                ErrorKind::InvalidArgument {
+                DriverErrorKind::InvalidArgument {
                     what: "event was never recorded",
                 },
             ));
@@ -1273,7 +1278,7 @@ impl Driver for AclDriver {
                 // The runtime does not say how much it holds: report what
                 // the drivers of this process hold on the device (a lower
                 // bound when other components register code too).
-                ErrorKind::CodeMemoryFull { .. } => ErrorKind::CodeMemoryFull {
+                DriverErrorKind::CodeMemoryFull { .. } => DriverErrorKind::CodeMemoryFull {
                     capacity: self.shared.programs.load(Ordering::Acquire),
                 },
                 k => k,
@@ -1304,7 +1309,7 @@ impl Driver for AclDriver {
             .ok_or_else(|| {
                 DriverError::new(
                     Op::ReleaseCode,
-                    ErrorKind::BadHandle {
+                    DriverErrorKind::BadHandle {
                         kind: HandleKind::Code,
                         raw: code.raw(),
                     },
@@ -1314,7 +1319,7 @@ impl Driver for AclDriver {
         if r.pins == 0 {
             return Err(DriverError::new(
                 Op::ReleaseCode,
-                ErrorKind::InvalidArgument {
+                DriverErrorKind::InvalidArgument {
                     what: "code is not pinned (released more often than registered)",
                 },
             ));

@@ -23,7 +23,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord};
-use crate::driver::{DriverError, ErrorKind, HandleKind, Op};
+use crate::driver::{DriverError, DriverErrorKind, HandleKind, Op};
 
 /// A live allocation: `[base, base + len)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,11 +99,11 @@ impl Drop for Waiting {
 }
 
 fn bad(op: Op, kind: HandleKind, raw: u64) -> DriverError {
-    DriverError::new(op, ErrorKind::BadHandle { kind, raw })
+    DriverError::new(op, DriverErrorKind::BadHandle { kind, raw })
 }
 
 fn bad_range(op: Op, addr: u64, len: u64) -> DriverError {
-    DriverError::new(op, ErrorKind::BadAddress { addr, len })
+    DriverError::new(op, DriverErrorKind::BadAddress { addr, len })
 }
 
 /// A validated argument block's device ranges: the table (driver
@@ -212,7 +212,7 @@ impl Table {
         args: &[u8],
         block_dim: Option<u32>,
     ) -> Result<[u8; RunArgs::SIZE], DriverError> {
-        let invalid = |what| DriverError::new(op, ErrorKind::InvalidArgument { what });
+        let invalid = |what| DriverError::new(op, DriverErrorKind::InvalidArgument { what });
         let blob = <[u8; RunArgs::SIZE]>::try_from(args)
             .map_err(|_| invalid("argument block is not RunArgs::SIZE bytes"))?;
         let a = RunArgs::from_bytes(&blob)
@@ -289,7 +289,7 @@ impl Table {
         if s.waiters.load(Ordering::Acquire) > 0 {
             return Err(DriverError::new(
                 op,
-                ErrorKind::InvalidArgument {
+                DriverErrorKind::InvalidArgument {
                     what: "another thread is synchronizing this stream",
                 },
             ));
@@ -339,7 +339,7 @@ impl Table {
         if e.waiters.load(Ordering::Acquire) > 0 {
             return Err(DriverError::new(
                 op,
-                ErrorKind::InvalidArgument {
+                DriverErrorKind::InvalidArgument {
                     what: "another thread is synchronizing this event",
                 },
             ));
@@ -402,7 +402,7 @@ mod tests {
             let e = t.range(Op::Memset, addr, len).unwrap_err();
             assert_eq!(
                 e.kind(),
-                &ErrorKind::BadAddress {
+                &DriverErrorKind::BadAddress {
                     addr,
                     len: len as u64
                 }
@@ -438,7 +438,7 @@ mod tests {
         t.remove_stream(7);
         assert!(matches!(
             t.stream(Op::QueryStream, 7).unwrap_err().kind(),
-            ErrorKind::BadHandle {
+            DriverErrorKind::BadHandle {
                 kind: HandleKind::Stream,
                 raw: 7
             }

@@ -17,7 +17,7 @@ use super::memory::Memory;
 use super::{Kernel, SimConfig, SimStats, StepOutcome, TaskTag, TraceEvent, TraceKind};
 use crate::driver::abi::{self, Program, RunArgs};
 use crate::driver::{
-    CodeHandle, ErrorKind, EventId, FaultKind, HandleKind, Op, Registration, StreamId,
+    CodeHandle, DriverErrorKind, EventId, FaultKind, HandleKind, Op, Registration, StreamId,
 };
 
 /// Code addresses: `CODE_BASE + index * CODE_STRIDE`.
@@ -131,14 +131,14 @@ pub(crate) struct Event {
 
 impl Event {
     /// `Ok(Some(tick))` when generation `g` is complete at `now`.
-    fn done(&self, g: u64, now: u64) -> Result<Option<u64>, ErrorKind> {
+    fn done(&self, g: u64, now: u64) -> Result<Option<u64>, DriverErrorKind> {
         if g == 0 {
             return Ok(Some(0));
         }
         if let Some((fg, kind)) = self.failed
             && fg >= g
         {
-            return Err(ErrorKind::KernelFault(kind));
+            return Err(DriverErrorKind::KernelFault(kind));
         }
         Ok((self.completed >= g && self.completed_at <= now).then_some(self.completed_at))
     }
@@ -265,45 +265,45 @@ impl Core {
     }
 
     /// Counts the call and applies call faults.
-    pub fn begin_call(&mut self, op: Op) -> Result<(), ErrorKind> {
+    pub fn begin_call(&mut self, op: Op) -> Result<(), DriverErrorKind> {
         *self.stats.calls.entry(op).or_insert(0) += 1;
         self.faults.on_call(op)
     }
 
     // ----- memory ---------------------------------------------------------
 
-    pub fn alloc(&mut self, bytes: u64) -> Result<u64, ErrorKind> {
+    pub fn alloc(&mut self, bytes: u64) -> Result<u64, DriverErrorKind> {
         if bytes == 0 {
-            return Err(ErrorKind::InvalidArgument {
+            return Err(DriverErrorKind::InvalidArgument {
                 what: "allocation size is 0",
             });
         }
         let p = self
             .mem
             .alloc(bytes)
-            .ok_or(ErrorKind::OutOfMemory { bytes })?;
+            .ok_or(DriverErrorKind::OutOfMemory { bytes })?;
         self.stats.allocations += 1;
         Ok(p)
     }
 
-    pub fn free(&mut self, ptr: u64) -> Result<(), ErrorKind> {
+    pub fn free(&mut self, ptr: u64) -> Result<(), DriverErrorKind> {
         if self.mem.free(ptr) {
             self.stats.frees += 1;
             Ok(())
         } else {
-            Err(ErrorKind::BadAddress { addr: ptr, len: 0 })
+            Err(DriverErrorKind::BadAddress { addr: ptr, len: 0 })
         }
     }
 
-    pub fn write(&mut self, dst: u64, src: &[u8]) -> Result<(), ErrorKind> {
+    pub fn write(&mut self, dst: u64, src: &[u8]) -> Result<(), DriverErrorKind> {
         self.mem.write(dst, src).map_err(bad)
     }
 
-    pub fn read(&self, src: u64, dst: &mut [u8]) -> Result<(), ErrorKind> {
+    pub fn read(&self, src: u64, dst: &mut [u8]) -> Result<(), DriverErrorKind> {
         self.mem.read(src, dst).map_err(bad)
     }
 
-    pub fn fill(&mut self, dst: u64, value: u8, len: u64) -> Result<(), ErrorKind> {
+    pub fn fill(&mut self, dst: u64, value: u8, len: u64) -> Result<(), DriverErrorKind> {
         self.mem.fill(dst, value, len).map_err(bad)
     }
 
@@ -330,25 +330,25 @@ impl Core {
         id
     }
 
-    pub fn check_stream(&self, id: u64) -> Result<(), ErrorKind> {
-        let s = self.streams.get(&id).ok_or(ErrorKind::BadHandle {
+    pub fn check_stream(&self, id: u64) -> Result<(), DriverErrorKind> {
+        let s = self.streams.get(&id).ok_or(DriverErrorKind::BadHandle {
             kind: HandleKind::Stream,
             raw: id,
         })?;
         match s.fault {
-            Some(kind) => Err(ErrorKind::KernelFault(kind)),
+            Some(kind) => Err(DriverErrorKind::KernelFault(kind)),
             None => Ok(()),
         }
     }
 
-    pub fn destroy_stream(&mut self, id: u64) -> Result<(), ErrorKind> {
-        let s = self.streams.get(&id).ok_or(ErrorKind::BadHandle {
+    pub fn destroy_stream(&mut self, id: u64) -> Result<(), DriverErrorKind> {
+        let s = self.streams.get(&id).ok_or(DriverErrorKind::BadHandle {
             kind: HandleKind::Stream,
             raw: id,
         })?;
         if s.fault.is_none() && !s.queue.is_empty() {
             self.stats.busy_destroy_refused += 1;
-            return Err(ErrorKind::StreamBusy {
+            return Err(DriverErrorKind::StreamBusy {
                 queued: s.queue.len(),
             });
         }
@@ -364,7 +364,7 @@ impl Core {
 
     /// `Ok(Some(tick))` when the stream is drained, `Ok(None)` while busy,
     /// `Err` when faulted or unknown.
-    pub fn stream_done(&self, id: u64) -> Result<Option<u64>, ErrorKind> {
+    pub fn stream_done(&self, id: u64) -> Result<Option<u64>, DriverErrorKind> {
         self.check_stream(id)?;
         let s = &self.streams[&id];
         Ok(s.queue.is_empty().then_some(s.last_end))
@@ -385,8 +385,8 @@ impl Core {
         id
     }
 
-    pub fn destroy_event(&mut self, id: u64) -> Result<(), ErrorKind> {
-        self.events.remove(&id).ok_or(ErrorKind::BadHandle {
+    pub fn destroy_event(&mut self, id: u64) -> Result<(), DriverErrorKind> {
+        self.events.remove(&id).ok_or(DriverErrorKind::BadHandle {
             kind: HandleKind::Event,
             raw: id,
         })?;
@@ -394,23 +394,23 @@ impl Core {
         Ok(())
     }
 
-    fn event(&self, id: u64) -> Result<&Event, ErrorKind> {
-        self.events.get(&id).ok_or(ErrorKind::BadHandle {
+    fn event(&self, id: u64) -> Result<&Event, DriverErrorKind> {
+        self.events.get(&id).ok_or(DriverErrorKind::BadHandle {
             kind: HandleKind::Event,
             raw: id,
         })
     }
 
     /// `Ok(Some(tick))` when the last record is complete.
-    pub fn event_done(&self, id: u64) -> Result<Option<u64>, ErrorKind> {
+    pub fn event_done(&self, id: u64) -> Result<Option<u64>, DriverErrorKind> {
         let e = self.event(id)?;
         e.done(e.recorded, self.now())
     }
 
-    pub fn event_time(&self, id: u64) -> Result<u64, ErrorKind> {
+    pub fn event_time(&self, id: u64) -> Result<u64, DriverErrorKind> {
         match self.event_done(id)? {
             Some(t) if self.event(id)?.recorded > 0 => Ok(t),
-            _ => Err(ErrorKind::InvalidArgument {
+            _ => Err(DriverErrorKind::InvalidArgument {
                 what: "event has no completed record",
             }),
         }
@@ -418,14 +418,17 @@ impl Core {
 
     // ----- enqueue ----------------------------------------------------------
 
-    fn enqueue(&mut self, stream: u64, kind: TaskKind) -> Result<(), ErrorKind> {
+    fn enqueue(&mut self, stream: u64, kind: TaskKind) -> Result<(), DriverErrorKind> {
         self.check_stream(stream)?;
         let now = self.now();
         let tag = kind.tag();
-        let s = self.streams.get_mut(&stream).ok_or(ErrorKind::BadHandle {
-            kind: HandleKind::Stream,
-            raw: stream,
-        })?;
+        let s = self
+            .streams
+            .get_mut(&stream)
+            .ok_or(DriverErrorKind::BadHandle {
+                kind: HandleKind::Stream,
+                raw: stream,
+            })?;
         let run = if kind.is_kernel() {
             s.last_run = kind.run();
             kind.run()
@@ -450,7 +453,7 @@ impl Core {
         dst: u64,
         src: u64,
         len: u64,
-    ) -> Result<(), ErrorKind> {
+    ) -> Result<(), DriverErrorKind> {
         self.mem.check(src, len).map_err(bad)?;
         self.mem.check(dst, len).map_err(bad)?;
         self.enqueue(stream, TaskKind::Copy { dst, src, len })
@@ -462,12 +465,12 @@ impl Core {
         dst: u64,
         value: u8,
         len: u64,
-    ) -> Result<(), ErrorKind> {
+    ) -> Result<(), DriverErrorKind> {
         self.mem.check(dst, len).map_err(bad)?;
         self.enqueue(stream, TaskKind::Memset { dst, value, len })
     }
 
-    pub fn enqueue_record(&mut self, event: u64, stream: u64) -> Result<(), ErrorKind> {
+    pub fn enqueue_record(&mut self, event: u64, stream: u64) -> Result<(), DriverErrorKind> {
         self.event(event)?;
         self.check_stream(stream)?;
         let fate = self.faults.on_record(abi::duration_to_ticks);
@@ -488,33 +491,36 @@ impl Core {
         )
     }
 
-    pub fn enqueue_wait(&mut self, stream: u64, event: u64) -> Result<(), ErrorKind> {
+    pub fn enqueue_wait(&mut self, stream: u64, event: u64) -> Result<(), DriverErrorKind> {
         let generation = self.event(event)?.recorded;
         self.enqueue(stream, TaskKind::Wait { event, generation })
     }
 
-    fn decode_args(&self, block_dim: Option<u32>, args: &[u8]) -> Result<RunArgs, ErrorKind> {
+    fn decode_args(&self, block_dim: Option<u32>, args: &[u8]) -> Result<RunArgs, DriverErrorKind> {
         if args.len() != RunArgs::SIZE {
-            return Err(ErrorKind::InvalidArgument {
+            return Err(DriverErrorKind::InvalidArgument {
                 what: "argument block is not RunArgs::SIZE bytes",
             });
         }
-        let a = RunArgs::from_bytes(args).ok_or(ErrorKind::InvalidArgument {
+        let a = RunArgs::from_bytes(args).ok_or(DriverErrorKind::InvalidArgument {
             what: "argument block has a bad magic, version or run id",
         })?;
         if a.block_dim == 0 || a.block_dim > self.cfg.max_block_dim {
-            return Err(ErrorKind::InvalidArgument {
+            return Err(DriverErrorKind::InvalidArgument {
                 what: "block_dim is 0 or above the device maximum",
             });
         }
         if block_dim.is_some_and(|b| b != a.block_dim) {
-            return Err(ErrorKind::InvalidArgument {
+            return Err(DriverErrorKind::InvalidArgument {
                 what: "block_dim differs from the argument block's",
             });
         }
-        let bytes = a.len.checked_mul(4).ok_or(ErrorKind::InvalidArgument {
-            what: "element count overflows",
-        })?;
+        let bytes = a
+            .len
+            .checked_mul(4)
+            .ok_or(DriverErrorKind::InvalidArgument {
+                what: "element count overflows",
+            })?;
         let m = &self.mem;
         m.check(a.input, bytes).map_err(bad)?;
         m.check(a.output, bytes).map_err(bad)?;
@@ -532,9 +538,9 @@ impl Core {
         code: CodeHandle,
         block_dim: u32,
         args: &[u8],
-    ) -> Result<(), ErrorKind> {
+    ) -> Result<(), DriverErrorKind> {
         if block_dim == 0 || block_dim > self.cfg.max_block_dim {
-            return Err(ErrorKind::InvalidArgument {
+            return Err(DriverErrorKind::InvalidArgument {
                 what: "block_dim is 0 or above the device maximum",
             });
         }
@@ -546,7 +552,7 @@ impl Core {
         )
     }
 
-    pub fn enqueue_aicpu(&mut self, stream: u64, args: &[u8]) -> Result<(), ErrorKind> {
+    pub fn enqueue_aicpu(&mut self, stream: u64, args: &[u8]) -> Result<(), DriverErrorKind> {
         let args = self.decode_args(None, args)?;
         self.enqueue(stream, TaskKind::Aicpu(Box::new(AicpuKernel::new(args))))
     }
@@ -556,8 +562,8 @@ impl Core {
     /// The code address index of `handle`, if it names the upload resident
     /// there now: an evicted or replaced upload is refused, so a launch can
     /// never run code that replaced what it registered.
-    fn code_index(&self, handle: CodeHandle) -> Result<usize, ErrorKind> {
-        let bad = ErrorKind::BadHandle {
+    fn code_index(&self, handle: CodeHandle) -> Result<usize, DriverErrorKind> {
+        let bad = DriverErrorKind::BadHandle {
             kind: HandleKind::Code,
             raw: handle.raw(),
         };
@@ -585,9 +591,9 @@ impl Core {
     /// Registers and pins `code`: a dedup hit on resident bytes, or an
     /// upload into a free address or the least recently registered
     /// *unpinned* one. Pinned code is never replaced.
-    pub fn register_code(&mut self, code: &[u8]) -> Result<Registration, ErrorKind> {
+    pub fn register_code(&mut self, code: &[u8]) -> Result<Registration, DriverErrorKind> {
         let program =
-            Program::decode(code).map_err(|e| ErrorKind::InvalidCode { what: e.as_str() })?;
+            Program::decode(code).map_err(|e| DriverErrorKind::InvalidCode { what: e.as_str() })?;
         let stamp = self.stats.registrations + 1;
         if let Some(i) = self
             .code
@@ -610,7 +616,7 @@ impl Core {
                     .filter(|&i| self.code_pins[i] == 0)
                     .min_by_key(|&i| self.code_lru[i])
             })
-            .ok_or(ErrorKind::CodeMemoryFull {
+            .ok_or(DriverErrorKind::CodeMemoryFull {
                 capacity: self.code.len(),
             })?;
         self.stats.registrations += 1;
@@ -632,10 +638,10 @@ impl Core {
     }
 
     /// Releases one pin of `handle`'s upload.
-    pub fn release_code(&mut self, handle: CodeHandle) -> Result<(), ErrorKind> {
+    pub fn release_code(&mut self, handle: CodeHandle) -> Result<(), DriverErrorKind> {
         let i = self.code_index(handle)?;
         if self.code_pins[i] == 0 {
-            return Err(ErrorKind::InvalidArgument {
+            return Err(DriverErrorKind::InvalidArgument {
                 what: "code is not pinned (released more often than registered)",
             });
         }
@@ -933,8 +939,8 @@ impl Core {
     }
 }
 
-fn bad(f: super::memory::Fault) -> ErrorKind {
-    ErrorKind::BadAddress {
+fn bad(f: super::memory::Fault) -> DriverErrorKind {
+    DriverErrorKind::BadAddress {
         addr: f.addr,
         len: f.len,
     }

@@ -2,7 +2,7 @@
 //! kernel start, record or status write.
 
 use super::{Fault, Kernel};
-use crate::driver::{ErrorKind, Op};
+use crate::driver::{DriverErrorKind, Op};
 
 #[derive(Debug, Clone)]
 struct Armed {
@@ -67,9 +67,9 @@ impl FaultPlan {
 
     /// Called at the start of every driver call: `Err` when the call must
     /// fail without effect.
-    pub fn on_call(&mut self, op: Op) -> Result<(), ErrorKind> {
+    pub fn on_call(&mut self, op: Op) -> Result<(), DriverErrorKind> {
         if self.lost {
-            return Err(ErrorKind::DeviceLost);
+            return Err(DriverErrorKind::DeviceLost);
         }
         let mut result = Ok(());
         for f in self.fire(|f| match *f {
@@ -80,10 +80,10 @@ impl FaultPlan {
             match f {
                 Fault::DeviceLost { .. } => {
                     self.lost = true;
-                    result = Err(ErrorKind::DeviceLost);
+                    result = Err(DriverErrorKind::DeviceLost);
                 }
                 Fault::FailCall { nth, .. } | Fault::FailAnyCall { nth } if result.is_ok() => {
-                    result = Err(ErrorKind::Injected { nth });
+                    result = Err(DriverErrorKind::Injected { nth });
                 }
                 _ => {}
             }
@@ -142,7 +142,10 @@ mod tests {
         });
         assert!(p.on_call(Op::Free).is_ok());
         assert!(p.on_call(Op::Alloc).is_ok());
-        assert_eq!(p.on_call(Op::Alloc), Err(ErrorKind::Injected { nth: 2 }));
+        assert_eq!(
+            p.on_call(Op::Alloc),
+            Err(DriverErrorKind::Injected { nth: 2 })
+        );
         assert!(p.on_call(Op::Alloc).is_ok());
     }
 
@@ -150,8 +153,8 @@ mod tests {
     fn device_lost_is_sticky() {
         let mut p = FaultPlan::default();
         p.arm(Fault::DeviceLost { nth: 1 });
-        assert_eq!(p.on_call(Op::Alloc), Err(ErrorKind::DeviceLost));
-        assert_eq!(p.on_call(Op::Free), Err(ErrorKind::DeviceLost));
+        assert_eq!(p.on_call(Op::Alloc), Err(DriverErrorKind::DeviceLost));
+        assert_eq!(p.on_call(Op::Free), Err(DriverErrorKind::DeviceLost));
     }
 
     #[test]

@@ -6,7 +6,7 @@
 //! bounded by the device watchdog, or a named error:
 //!
 //! - **Memory** at real addresses with guard gaps; every access is
-//!   bounds-checked ([`ErrorKind::BadAddress`]).
+//!   bounds-checked ([`DriverErrorKind::BadAddress`]).
 //! - **Streams** are FIFO queues with a bounded capacity (1,792 tasks by
 //!   default, as measured on the device); kernels on different streams make
 //!   progress at the same time; events complete when their stream reaches
@@ -81,8 +81,8 @@ use std::time::{Duration, Instant};
 
 use self::core::{Core, StepResult};
 use super::{
-    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, ErrorKind, EventId, FaultKind,
-    Op, Registration, StreamId,
+    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo, EventId,
+    FaultKind, Op, Registration, StreamId,
 };
 
 #[cfg(doc)]
@@ -280,20 +280,20 @@ pub enum Kernel {
 /// 1-based: `nth: 1` is the next one.
 ///
 /// ```
-/// use runclaim::driver::{Driver, ErrorKind, Op};
+/// use runclaim::driver::{Driver, DriverErrorKind, Op};
 /// use runclaim::sim::{Fault, SimDriver};
 ///
 /// let sim = SimDriver::stepped(Default::default());
 /// sim.inject(Fault::FailCall { op: Op::CreateStream, nth: 2 });
 /// sim.create_stream()?;
-/// assert_eq!(sim.create_stream().unwrap_err().kind(), &ErrorKind::Injected { nth: 2 });
+/// assert_eq!(sim.create_stream().unwrap_err().kind(), &DriverErrorKind::Injected { nth: 2 });
 /// sim.create_stream()?; // fires once
 /// # Ok::<(), runclaim::driver::DriverError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub enum Fault {
-    /// The `nth` call of `op` fails with [`ErrorKind::Injected`] and has no
+    /// The `nth` call of `op` fails with [`DriverErrorKind::Injected`] and has no
     /// effect.
     FailCall {
         /// The operation.
@@ -302,7 +302,7 @@ pub enum Fault {
         nth: u64,
     },
     /// The `nth` driver call of any operation fails with
-    /// [`ErrorKind::Injected`] and has no effect (for sweeps).
+    /// [`DriverErrorKind::Injected`] and has no effect (for sweeps).
     FailAnyCall {
         /// Which call.
         nth: u64,
@@ -336,7 +336,7 @@ pub enum Fault {
         delay: Duration,
     },
     /// From the `nth` driver call on, every call fails with
-    /// [`ErrorKind::DeviceLost`] (sticky, like 507899).
+    /// [`DriverErrorKind::DeviceLost`] (sticky, like 507899).
     DeviceLost {
         /// Which call.
         nth: u64,
@@ -842,7 +842,7 @@ impl SimDriver {
     fn call<T>(
         &self,
         op: Op,
-        f: impl FnOnce(&mut Core) -> Result<T, ErrorKind>,
+        f: impl FnOnce(&mut Core) -> Result<T, DriverErrorKind>,
     ) -> Result<T, DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
@@ -860,7 +860,7 @@ impl SimDriver {
         op: Op,
         stream: u64,
         kernel: bool,
-        f: impl FnOnce(&mut Core) -> Result<(), ErrorKind>,
+        f: impl FnOnce(&mut Core) -> Result<(), DriverErrorKind>,
     ) -> Result<(), DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
@@ -879,7 +879,7 @@ impl SimDriver {
             let room = |c: &Core| c.queued(stream) < capacity || c.check_stream(stream).is_err();
             core = self
                 .wait(core, Duration::from_secs(10), room)
-                .map_err(|_| DriverError::new(op, ErrorKind::QueueFull { capacity }))?;
+                .map_err(|_| DriverError::new(op, DriverErrorKind::QueueFull { capacity }))?;
             core.check_stream(stream)
                 .map_err(|k| DriverError::new(op, k))?;
         }
@@ -1007,7 +1007,7 @@ impl SimDriver {
         &self,
         op: Op,
         timeout: Duration,
-        done: impl Fn(&Core) -> Result<Option<u64>, ErrorKind>,
+        done: impl Fn(&Core) -> Result<Option<u64>, DriverErrorKind>,
     ) -> Result<(), DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
@@ -1015,7 +1015,7 @@ impl SimDriver {
         core = match self.wait(core, timeout, cond) {
             Ok(c) => c,
             Err(waited) => {
-                return Err(DriverError::new(op, ErrorKind::Timeout { waited }));
+                return Err(DriverError::new(op, DriverErrorKind::Timeout { waited }));
             }
         };
         match done(&core) {
@@ -1023,7 +1023,10 @@ impl SimDriver {
                 Self::host_wake(core, at);
                 Ok(())
             }
-            Ok(None) => Err(DriverError::new(op, ErrorKind::Timeout { waited: timeout })),
+            Ok(None) => Err(DriverError::new(
+                op,
+                DriverErrorKind::Timeout { waited: timeout },
+            )),
             Err(k) => Err(DriverError::new(op, k)),
         }
     }
