@@ -107,10 +107,30 @@
 //!   and no duration or size may overflow what is computed from it;
 //!   [`Device::open`] refuses such a configuration, naming the value.
 //!
+//! ## API stability
+//!
+//! Covered by semantic versioning, for programs that run work:
+//! the crate root and [`contract`] (devices, runners, slots, runs, the
+//! [`Pipeline`], errors), [`measure`], the simulator's [`SimDriver`](sim::SimDriver),
+//! [`SimConfig`](sim::SimConfig), [`Fault`](sim::Fault) and statistics, and
+//! the `acl` driver's `AclDriver`, configuration and
+//! errors (with the `acl` feature).
+//!
+//! For **driver implementers** (stable too, but a different audience): the
+//! [`driver::Driver`] trait with its handle types (their `from_raw`
+//! constructors), [`DriverInfo`](driver::DriverInfo),
+//! [`Registration`](driver::Registration), [`Native`](driver::Native) and the
+//! error kinds; [`driver::abi`], the device-side ABI the kernels implement
+//! (its layouts change only with its version number).
+//!
+//! **Not covered**: [`sim::trace`], the simulator's trace, which follows the
+//! simulator's internals and is public for tests and tools. Types that may
+//! grow are `#[non_exhaustive]`; match them with a wildcard arm.
+//!
 //! ## Layers
 //!
 //! - [`driver`] — the [`driver::Driver`] trait; [`sim`], the simulated NPU;
-//!   [`driver::acl`], the real runtime loaded with `libloading`.
+//!   `driver::acl`, the real runtime loaded with `libloading` (the `acl` feature).
 //! - [`contract`] — devices, runners, slots and run states.
 //! - [`measure`] — device idle gaps and throughput from device-wall records,
 //!   and an SVG timeline.

@@ -9,10 +9,11 @@ use common::LaunchIn;
 use common::broken::{Breakage, Broken};
 use common::checks;
 use common::model::{In, Op, run_case, sim_config};
-use runclaim::contract::{ErrorKind, Health, Record, SlotSet};
+use runclaim::contract::{ErrorKind, Health, Record};
 use runclaim::driver::abi::Program;
 use runclaim::driver::{Driver, StreamId};
-use runclaim::sim::{SimDriver, SimStats, TaskTag, TraceEvent, TraceKind};
+use runclaim::sim::trace::{TaskTag, TraceEvent, TraceKind};
+use runclaim::sim::{SimConfig, SimDriver, SimStats};
 use runclaim::{Callable, Device, DeviceConfig, Input};
 
 /// `run_case` on the plain simulator passes; on the broken one it fails
@@ -137,27 +138,18 @@ fn reordered_launches_are_caught_by_the_device_order_check() {
 // ----- each checker on a hand-made broken case --------------------------------
 
 fn ev(run: u64, what: TraceKind) -> TraceEvent {
-    TraceEvent {
-        tick: 0,
-        stream: StreamId::from_raw(if matches!(what, TraceKind::Started(TaskTag::Aicpu)) {
-            1
-        } else {
-            2
-        }),
-        run,
-        what,
-    }
+    let stream = if matches!(what, TraceKind::Started(TaskTag::Aicpu)) {
+        1
+    } else {
+        2
+    };
+    TraceEvent::new(0, StreamId::from_raw(stream), run, what)
 }
 
 #[test]
 fn device_order_checker_fails_on_a_swap_a_skip_or_a_phantom() {
     use TraceKind::{Enqueued, Started};
-    let core = |run, what| TraceEvent {
-        tick: 0,
-        stream: StreamId::from_raw(2),
-        run,
-        what,
-    };
+    let core = |run, what| TraceEvent::new(0, StreamId::from_raw(2), run, what);
     let a = TaskTag::Aicore;
     let ok = [
         core(1, Enqueued(a)),
@@ -227,12 +219,16 @@ fn bound_checker_fails_past_its_bound() {
 
 #[test]
 fn health_checker_fails_on_any_difference() {
-    let clean = Health {
-        poisoned: None,
-        in_flight: 1,
-        quarantined: SlotSet::new(),
-        launched: SlotSet::new(),
-    };
+    // A real device's health with one run in flight, nothing poisoned or
+    // quarantined.
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = Device::<_, 2>::open(sim, DeviceConfig::default()).unwrap();
+    let runner = dev
+        .publish(&[Callable::program("f", &Program::new().add(1))])
+        .unwrap();
+    let run = runner.launched::<0>(runner.code("f").unwrap(), Input::Host(&[1]));
+    let clean: Health = runner.health();
+    drop(run);
     checks::health(&clean, false, 1, &[]).unwrap();
     assert!(checks::health(&clean, true, 1, &[]).is_err());
     assert!(checks::health(&clean, false, 0, &[]).is_err());
@@ -244,13 +240,12 @@ fn overlap_checker_tells_queued_from_serial_and_a_skipped_check_fails() {
     let queued = [
         ev(1, TraceKind::Enqueued(TaskTag::Aicpu)),
         ev(2, TraceKind::Enqueued(TaskTag::Aicore)),
-        TraceEvent {
-            stream: StreamId::from_raw(2),
-            ..ev(
-                1,
-                TraceKind::Finished(TaskTag::Record(runclaim::driver::EventId::from_raw(5))),
-            )
-        },
+        TraceEvent::new(
+            0,
+            StreamId::from_raw(2),
+            1,
+            TraceKind::Finished(TaskTag::Record(runclaim::driver::EventId::from_raw(5))),
+        ),
     ];
     assert_eq!(checks::overlapped(&queued, 1, 2), Some(true));
     let serial = [queued[0], queued[2], queued[1]];

@@ -24,7 +24,7 @@ use std::time::Duration;
 
 use common::LaunchIn;
 use common::hooked::{Hooked, Hooks};
-use runclaim::contract::{ConfigError, ErrorKind, Poison, PoisonCause};
+use runclaim::contract::{ConfigError, ErrorKind, PoisonCause};
 use runclaim::driver::abi::Program;
 use runclaim::driver::{Driver, Op};
 use runclaim::sim::{Fault, Kernel, LatencyModel, SimConfig, SimDriver};
@@ -50,10 +50,7 @@ fn real_time(watchdog: Duration, kernel: Duration) -> SimDriver {
     SimDriver::real_time(
         SimConfig::default()
             .watchdog(watchdog)
-            .latency(LatencyModel {
-                kernel,
-                ..LatencyModel::default()
-            }),
+            .latency(LatencyModel::default().kernel(kernel)),
     )
 }
 
@@ -140,12 +137,8 @@ fn kernels_past_the_watchdog_poison_attributed_to_the_run_that_overran() {
         let err = last.fence().unwrap_err();
         assert!(matches!(err.kind(), ErrorKind::Fault(_)), "{err}");
         assert_eq!(
-            runner.health().poisoned,
-            Some(Poison {
-                cause: PoisonCause::DeviceFault,
-                run: first_id,
-                slot: 0
-            }),
+            runner.health().poisoned.map(|p| (p.cause, p.run, p.slot)),
+            Some((PoisonCause::DeviceFault, first_id, 0)),
             "the poison names the run that overran"
         );
         drop((first, r1, r2, err));
@@ -191,12 +184,8 @@ fn a_lost_fence_poisons_naming_its_own_run_only() {
             "{err}"
         );
         assert_eq!(
-            runner.health().poisoned,
-            Some(Poison {
-                cause: PoisonCause::Overrun,
-                run: lost_id,
-                slot: 1
-            })
+            runner.health().poisoned.map(|p| (p.cause, p.run, p.slot)),
+            Some((PoisonCause::Overrun, lost_id, 1))
         );
     }
     assert_eq!(runner.drain().unwrap().released, 1);
@@ -328,12 +317,7 @@ fn the_simulator_survives_extreme_settings() {
     let sim = SimDriver::real_time(
         SimConfig::default()
             .watchdog(20 * MS)
-            .latency(LatencyModel {
-                submit: Duration::ZERO,
-                dispatch_gap: Duration::ZERO,
-                host_wake: Duration::ZERO,
-                kernel: Duration::MAX,
-            }),
+            .latency(LatencyModel::zero().kernel(Duration::MAX)),
     );
     assert_eq!(sim.config().latency.kernel, LatencyModel::MAX);
     let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();

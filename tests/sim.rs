@@ -9,9 +9,8 @@ use runclaim::driver::abi::{self, Program, RunArgs, StatusRecord, WallRecord};
 use runclaim::driver::{
     CodeHandle, Completion, DevPtr, Driver, DriverErrorKind, FaultKind, HandleKind, Op, StreamId,
 };
-use runclaim::sim::{
-    Fault, Kernel, LatencyModel, SimConfig, SimDriver, StepOutcome, TaskTag, TraceKind,
-};
+use runclaim::sim::trace::{TaskTag, TraceKind};
+use runclaim::sim::{Fault, Kernel, LatencyModel, SimConfig, SimDriver, StepOutcome};
 
 const MS: Duration = Duration::from_millis(1);
 
@@ -154,10 +153,7 @@ fn a_run_needs_both_streams_to_progress() {
 
 #[test]
 fn kernels_on_different_streams_overlap_in_real_time() {
-    let lat = LatencyModel {
-        kernel: Duration::from_millis(20),
-        ..LatencyModel::zero()
-    };
+    let lat = LatencyModel::zero().kernel(Duration::from_millis(20));
     let sim = SimDriver::real_time(SimConfig::default().latency(lat));
     let c = code(&sim, &Program::new().mul(3));
     let (a1, c1) = pair(&sim);
@@ -725,10 +721,7 @@ fn bad_input_gives_named_errors() {
 
 #[test]
 fn real_time_latency_model_shapes_the_device_wall() {
-    let lat = LatencyModel {
-        kernel: Duration::from_micros(500),
-        ..LatencyModel::default()
-    };
+    let lat = LatencyModel::default().kernel(Duration::from_micros(500));
     let sim = SimDriver::real_time(SimConfig::default().latency(lat));
     let (cs, ps) = pair(&sim);
     let c = code(&sim, &Program::new().add(1));

@@ -29,10 +29,7 @@ fn input(i: u32) -> [u32; 4] {
 #[test]
 fn launch_on_one_thread_fence_on_another() {
     let program = Program::new().mul(5).add(3);
-    let lat = LatencyModel {
-        kernel: Duration::from_micros(5),
-        ..LatencyModel::zero()
-    };
+    let lat = LatencyModel::zero().kernel(Duration::from_micros(5));
     let sim = SimDriver::real_time(SimConfig::default().latency(lat));
     let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
     let runner = dev.publish(&[Callable::program("f", &program)]).unwrap();

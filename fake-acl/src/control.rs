@@ -4,9 +4,8 @@
 use std::time::Duration;
 
 use runclaim::driver::{EventId, FaultKind, Op, StreamId};
-use runclaim::sim::{
-    Fault, Kernel, LatencyModel, SimConfig, SimStats, TaskTag, TraceEvent, TraceKind,
-};
+use runclaim::sim::trace::{TaskTag, TraceEvent, TraceKind};
+use runclaim::sim::{Fault, Kernel, LatencyModel, SimConfig, SimStats};
 
 /// Configuration of one fake device (`runclaim_fake_configure`).
 #[repr(C)]
@@ -65,12 +64,11 @@ impl FakeConfig {
         c.trace_capacity = self.trace_capacity as usize;
         c.watchdog = Duration::from_micros(self.watchdog_us);
         c.seed = self.seed;
-        c.latency = LatencyModel {
-            kernel: Duration::from_micros(self.kernel_us),
-            submit: Duration::from_micros(self.submit_us),
-            dispatch_gap: Duration::from_micros(self.dispatch_us),
-            host_wake: Duration::from_micros(self.wake_us),
-        };
+        c.latency = LatencyModel::default()
+            .kernel(Duration::from_micros(self.kernel_us))
+            .submit(Duration::from_micros(self.submit_us))
+            .dispatch_gap(Duration::from_micros(self.dispatch_us))
+            .host_wake(Duration::from_micros(self.wake_us));
         c
     }
 }
@@ -181,6 +179,8 @@ fn tag_code(t: TaskTag) -> (u32, u64) {
         TaskTag::Wait(e) => (4, e.raw()),
         TaskTag::Copy => (5, 0),
         TaskTag::Memset => (6, 0),
+        // A kind this fake does not know yet travels as "unknown".
+        _ => (0, 0),
     }
 }
 
@@ -221,6 +221,7 @@ pub fn encode_trace(t: &TraceEvent) -> FakeTraceEntry {
         TraceKind::StreamCreated => (6, 0, 0),
         TraceKind::StreamDestroyed => (7, 0, 0),
         TraceKind::Published(h) => (8, 0, h.raw()),
+        _ => (0, 0, 0),
     };
     FakeTraceEntry {
         tick: t.tick,
@@ -250,16 +251,17 @@ pub fn decode_trace(e: &FakeTraceEntry) -> Option<TraceEvent> {
         8 => TraceKind::Published(runclaim::driver::CodeHandle::from_raw(e.aux, e.run)),
         _ => return None,
     };
-    Some(TraceEvent {
-        tick: e.tick,
-        stream: StreamId::from_raw(e.stream),
-        run: if matches!(what, TraceKind::Published(_)) {
-            0
-        } else {
-            e.run
-        },
+    let run = if matches!(what, TraceKind::Published(_)) {
+        0
+    } else {
+        e.run
+    };
+    Some(TraceEvent::new(
+        e.tick,
+        StreamId::from_raw(e.stream),
+        run,
         what,
-    })
+    ))
 }
 
 /// `runclaim_fake_inject` kind: the `nth` ACL call on the device returns `arg`

@@ -162,6 +162,7 @@ pub struct ContractStats {
 /// # Ok::<(), runclaim::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Health {
     /// The poison, if the runner stopped launching.
     pub poisoned: Option<Poison>,

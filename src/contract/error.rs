@@ -144,12 +144,26 @@ impl fmt::Display for PoisonCause {
 /// ([`Runner::drain`](super::Runner::drain)) proves the queue quiet.
 ///
 /// ```
-/// use runclaim::contract::{Poison, PoisonCause, RunId};
+/// use runclaim::contract::{Poison, PoisonCause};
 ///
-/// let p = Poison { cause: PoisonCause::Overrun, run: RunId(4), slot: 1 };
-/// assert_eq!(p.to_string(), "run overran its budget at the head of the queue (run #4 in slot 1)");
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{Fault, SimConfig, SimDriver};
+/// # let sim = SimDriver::stepped(SimConfig::default().watchdog(std::time::Duration::from_millis(2)));
+/// # let mut device = Device::<_, 2>::open(sim.clone(), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// sim.inject(Fault::EventNeverCompletes { nth: 2 }); // the run's completion is never reported
+/// let run = runner.prepare(runner.take_slot::<1>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?;
+/// let id = run.id();
+/// assert!(run.fence().is_err());
+/// let p: Poison = runner.health().poisoned.unwrap();
+/// assert_eq!((p.cause, p.run, p.slot), (PoisonCause::Overrun, id, 1));
+/// assert_eq!(p.to_string(), format!("run overran its budget at the head of the queue (run {id} in slot 1)"));
+/// # Ok::<(), runclaim::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Poison {
     /// What happened.
     pub cause: PoisonCause,
@@ -174,6 +188,7 @@ impl fmt::Display for Poison {
 /// assert_eq!(k.to_string(), "device-wall record carries run 4, expected 3");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Record {
     /// The status record.
     Status,

@@ -192,6 +192,7 @@ pub struct Pipeline<'r, D: Driver, const DEPTH: usize = 2, T = ()> {
 /// # Ok::<(), runclaim::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Rejected<'s, T> {
     /// The spec, as submitted.
     pub spec: RunSpec<'s>,
@@ -217,6 +218,7 @@ pub struct Rejected<'s, T> {
 /// # Ok::<(), runclaim::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Unfinished<T> {
     /// The tag the run was submitted with.
     pub tag: T,

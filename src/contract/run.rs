@@ -114,6 +114,7 @@ impl State for Fenced {
 /// # Ok::<(), runclaim::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum Input<'a> {
     /// Host elements, uploaded into the slot's arena at prepare.
     Host(&'a [u32]),
@@ -577,6 +578,7 @@ impl<'r, const I: usize> Run<'r, Fenced, I> {
 /// # Ok::<(), runclaim::Error>(())
 /// ```
 #[derive(Debug)]
+#[non_exhaustive]
 pub struct Finalized<'r, const I: usize> {
     /// The slot, ready for the next run.
     pub token: SlotToken<'r, I>,

@@ -333,6 +333,7 @@ const_assert_eq!(HANDSHAKE_WORKER, 5 * 8);
 /// assert_eq!(Program::new().add(1).fail(9).instrs(), &[Instr::Add(1), Instr::Fail(9)]);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Instr {
     /// `x + k`
     Add(u32),

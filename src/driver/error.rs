@@ -344,12 +344,13 @@ pub enum DriverErrorKind {
 /// let e = DriverError::with_native(
 ///     Op::SyncEvent,
 ///     DriverErrorKind::Timeout { waited: std::time::Duration::from_millis(5) },
-///     Native { api: "aclrtSynchronizeEventWithTimeout", code: 507_047, message: None },
+///     Native::new("aclrtSynchronizeEventWithTimeout", 507_047, None),
 /// );
 /// assert_eq!(e.native().map(|n| n.code), Some(507_047));
 /// assert!(e.to_string().contains("aclrtSynchronizeEventWithTimeout returned 507047"));
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Native {
     /// The C function that failed, e.g. `"aclrtSynchronizeEventWithTimeout"`.
     pub api: &'static str,
@@ -357,6 +358,14 @@ pub struct Native {
     pub code: i32,
     /// `aclGetRecentErrMsg()` right after the failure, when available.
     pub message: Option<String>,
+}
+
+impl Native {
+    /// What the runtime said (for driver implementers).
+    #[must_use]
+    pub const fn new(api: &'static str, code: i32, message: Option<String>) -> Self {
+        Native { api, code, message }
+    }
 }
 
 impl fmt::Display for Native {

@@ -231,6 +231,7 @@ pub enum Completion {
 /// # Ok::<(), runclaim::driver::DriverError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub struct Registration {
     /// Where the code is resident.
     pub handle: CodeHandle,
@@ -238,6 +239,15 @@ pub struct Registration {
     /// created before it may run stale instructions); `false` for a dedup hit
     /// on code that was already resident.
     pub published: bool,
+}
+
+impl Registration {
+    /// A registration of `handle`, `published` when new code was uploaded
+    /// (for driver implementers).
+    #[must_use]
+    pub const fn new(handle: CodeHandle, published: bool) -> Self {
+        Registration { handle, published }
+    }
 }
 
 bitflags::bitflags! {
@@ -279,6 +289,7 @@ bitflags::bitflags! {
 /// assert!(info.watchdog.is_some());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct DriverInfo {
     /// Largest `block_dim` an AICore launch accepts.
     pub max_block_dim: u32,
@@ -289,6 +300,47 @@ pub struct DriverInfo {
     pub watchdog: Option<Duration>,
     /// Optional features.
     pub capabilities: Capabilities,
+}
+
+impl DriverInfo {
+    /// Facts of a device that takes up to `max_block_dim` AICore blocks per
+    /// launch and `stream_capacity` tasks per stream, with no known
+    /// watchdog and no optional capability (for driver implementers; set the
+    /// rest with [`watchdog`](DriverInfo::watchdog) and
+    /// [`capabilities`](DriverInfo::capabilities)).
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use runclaim::driver::{Capabilities, DriverInfo};
+    ///
+    /// let info = DriverInfo::new(24, 1792)
+    ///     .watchdog(Duration::from_secs(5))
+    ///     .capabilities(Capabilities::EVENT_SYNC_TIMEOUT);
+    /// assert_eq!(info.watchdog, Some(Duration::from_secs(5)));
+    /// ```
+    #[must_use]
+    pub const fn new(max_block_dim: u32, stream_capacity: usize) -> Self {
+        DriverInfo {
+            max_block_dim,
+            stream_capacity,
+            watchdog: None,
+            capabilities: Capabilities::empty(),
+        }
+    }
+
+    /// Sets [`DriverInfo::watchdog`].
+    #[must_use]
+    pub const fn watchdog(mut self, watchdog: Duration) -> Self {
+        self.watchdog = Some(watchdog);
+        self
+    }
+
+    /// Sets [`DriverInfo::capabilities`].
+    #[must_use]
+    pub const fn capabilities(mut self, capabilities: Capabilities) -> Self {
+        self.capabilities = capabilities;
+        self
+    }
 }
 
 /// The device surface the claim contract is written against.

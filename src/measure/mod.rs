@@ -39,6 +39,7 @@ use crate::driver::abi::{WallRecord, ticks_to_nanos};
 /// assert_eq!((s.count, s.mean_ns, s.p50_ns, s.max_ns), (3, 20, 20, 30));
 /// ```
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Summary {
     /// How many values.
     pub count: usize,
@@ -107,6 +108,7 @@ pub enum MeasureError {
 /// # Ok::<(), runclaim::measure::MeasureError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq)]
+#[non_exhaustive]
 pub struct Report {
     /// Runs analyzed.
     pub runs: usize,

@@ -31,6 +31,7 @@ use crate::driver::abi::{NANOS_PER_TICK, WallRecord};
 /// assert!(svg(&[Section::new("one run", &walls)], 10).contains("one run"));
 /// ```
 #[derive(Debug, Clone, Copy)]
+#[non_exhaustive]
 pub struct Section<'a> {
     /// Shown above the lanes.
     pub title: &'a str,

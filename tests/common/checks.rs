@@ -3,7 +3,8 @@
 //! control feeds each a deliberately broken case and requires the `Err`.
 
 use runclaim::contract::{ErrorKind, Health};
-use runclaim::sim::{SimStats, TaskTag, TraceEvent, TraceKind};
+use runclaim::sim::SimStats;
+use runclaim::sim::trace::{TaskTag, TraceEvent, TraceKind};
 
 /// Outputs equal the expected values.
 pub fn outputs(run: u64, expected: &[u32], got: &[u32]) -> Result<(), String> {

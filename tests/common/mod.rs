@@ -14,7 +14,8 @@ pub mod suite;
 
 use runclaim::contract::{Slot, SlotOf};
 use runclaim::driver::Driver;
-use runclaim::sim::{Fault, SimConfig, SimDriver, SimStats, TraceEvent};
+use runclaim::sim::trace::TraceEvent;
+use runclaim::sim::{Fault, SimConfig, SimDriver, SimStats};
 use runclaim::{CodeRef, Input, Launched, Outputs, Run, RunSpec, Runner};
 
 /// Test shorthands over a runner, panicking on any error (the tests that

@@ -470,18 +470,13 @@ pub fn hung_run_poisons_and_quarantines_until_drained<T: Target>(t: &T) {
         let run = runner.launched::<0>(code, Input::Host(&[1]));
         let id = run.id();
         let err = run.fence().unwrap_err();
-        let poison = runclaim::contract::Poison {
-            cause: PoisonCause::Overrun,
-            run: id,
-            slot: 0,
-        };
         assert!(
             matches!(err.kind(), ErrorKind::Timeout { overran: Some(r), .. } if *r == id),
             "{err}"
         );
         assert_eq!(
-            runner.health().poisoned,
-            Some(poison),
+            runner.health().poisoned.map(|p| (p.cause, p.run, p.slot)),
+            Some((PoisonCause::Overrun, id, 0)),
             "attributed to the hung run"
         );
         drop(err); // dropping the unproven run quarantines its slot at once
@@ -677,10 +672,7 @@ pub fn try_fence_polls_without_waiting<T: Target>(t: &T) {
 }
 
 pub fn real_time_queue_runs_correctly<T: Target>(t: &T) {
-    let lat = runclaim::sim::LatencyModel {
-        kernel: Duration::from_micros(100),
-        ..runclaim::sim::LatencyModel::default()
-    };
+    let lat = runclaim::sim::LatencyModel::default().kernel(Duration::from_micros(100));
     let drv = t.real_time(SimConfig::default().latency(lat));
     let mut dev = Device::<_, 2>::open(drv, DeviceConfig::default()).unwrap();
     let runner = dev.publish(&[prog_add(1)]).unwrap();

@@ -16,7 +16,8 @@ use runclaim::driver::{
     CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, EventId, Registration,
     StreamId,
 };
-use runclaim::sim::{Fault, SimConfig, SimStats, TraceEvent};
+use runclaim::sim::trace::TraceEvent;
+use runclaim::sim::{Fault, SimConfig, SimStats};
 
 use super::Target;
 

@@ -32,8 +32,8 @@ pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: i32 = 507_047;
 /// it can ("program register num use out").
 pub const ACL_ERROR_RT_PROGRAM_USE_OUT: i32 = 507_032;
 
-/// The named codes and their meaning, for documentation and tests.
-pub const NAMED: &[(i32, &str)] = &[
+/// The named codes and their meaning (see [`named`]).
+const NAMED: &[(i32, &str)] = &[
     (100_000, "ACL_ERROR_INVALID_PARAM"),
     (107_000, "ACL_ERROR_RT_PARAM_INVALID"),
     (107_002, "ACL_ERROR_RT_CONTEXT_NULL"),
@@ -71,7 +71,19 @@ pub const NAMED: &[(i32, &str)] = &[
     (507_901, "ACL_ERROR_RT_SOCKET_CLOSE"),
 ];
 
-/// The name of a code in [`NAMED`], if it has one.
+/// Every code this table names, with its name, in ascending order of
+/// code; the table grows as CANN adds codes.
+///
+/// ```
+/// use runclaim::driver::acl::codes::named;
+///
+/// assert!(named().any(|(code, name)| code == 507_047 && name == "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT"));
+/// ```
+pub fn named() -> impl Iterator<Item = (i32, &'static str)> {
+    NAMED.iter().copied()
+}
+
+/// The name of a code this table names, if it has one.
 ///
 /// ```
 /// use runclaim::driver::acl::codes::name_of;

@@ -38,6 +38,7 @@ use super::ffi::{
 /// assert_eq!(Lib::AscendCl.env_var(), "RUNCLAIM_LIBASCENDCL");
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
 pub enum Lib {
     /// The `acl*` / `aclrt*` API: `libascendcl.so`, or `libacl_rt.so` (its
     /// successor; CANN documents `libascendcl.so` as deprecated).
@@ -104,6 +105,7 @@ pub const DEFAULT_ROOTS: [(&str, &str); 2] = [
 /// }
 /// ```
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct Attempt {
     /// The path (or bare name) handed to the loader.
     pub path: PathBuf,
@@ -116,6 +118,7 @@ pub struct Attempt {
 
 /// A required symbol a loaded library lacks.
 #[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct MissingSymbol {
     /// The C symbol.
     pub symbol: &'static str,

@@ -14,7 +14,8 @@ use std::time::Instant;
 use super::faults::{FaultPlan, RecordFate};
 use super::kernels::{AicoreKernel, AicpuKernel, KernelStep};
 use super::memory::Memory;
-use super::{Kernel, SimConfig, SimStats, StepOutcome, TaskTag, TraceEvent, TraceKind};
+use super::trace::{TaskTag, TraceEvent, TraceKind};
+use super::{Kernel, SimConfig, SimStats, StepOutcome};
 use crate::driver::abi::{self, Program, RunArgs};
 use crate::driver::{
     CodeHandle, DriverErrorKind, EventId, FaultKind, HandleKind, Op, Registration, StreamId,

@@ -72,6 +72,7 @@ mod core;
 mod faults;
 mod kernels;
 mod memory;
+pub mod trace;
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -80,9 +81,10 @@ use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
 use self::core::{Core, StepResult};
+use self::trace::TraceEvent;
 use super::{
-    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo, EventId,
-    FaultKind, Op, Registration, StreamId,
+    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo, EventId, Op,
+    Registration, StreamId,
 };
 
 #[cfg(doc)]
@@ -95,11 +97,12 @@ use super::abi;
 /// use runclaim::sim::{LatencyModel, SimConfig, SimDriver};
 ///
 /// // 50 µs kernels, everything else as the default model.
-/// let model = LatencyModel { kernel: Duration::from_micros(50), ..LatencyModel::default() };
+/// let model = LatencyModel::default().kernel(Duration::from_micros(50));
 /// let sim = SimDriver::real_time(SimConfig::default().latency(model));
 /// assert!(sim.is_real_time());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub struct LatencyModel {
     /// Host cost of one kernel-launch call (spent by the calling thread).
     pub submit: Duration,
@@ -125,6 +128,34 @@ impl Default for LatencyModel {
 }
 
 impl LatencyModel {
+    /// Sets [`LatencyModel::submit`].
+    #[must_use]
+    pub const fn submit(mut self, d: Duration) -> Self {
+        self.submit = d;
+        self
+    }
+
+    /// Sets [`LatencyModel::dispatch_gap`].
+    #[must_use]
+    pub const fn dispatch_gap(mut self, d: Duration) -> Self {
+        self.dispatch_gap = d;
+        self
+    }
+
+    /// Sets [`LatencyModel::host_wake`].
+    #[must_use]
+    pub const fn host_wake(mut self, d: Duration) -> Self {
+        self.host_wake = d;
+        self
+    }
+
+    /// Sets [`LatencyModel::kernel`].
+    #[must_use]
+    pub const fn kernel(mut self, d: Duration) -> Self {
+        self.kernel = d;
+        self
+    }
+
     /// The longest latency the simulator applies (1 s); longer ones are
     /// clamped to it, so `Duration::MAX` cannot hang a host call.
     pub const MAX: Duration = Duration::from_secs(1);
@@ -343,94 +374,6 @@ pub enum Fault {
     },
 }
 
-/// Kinds of task in the [`TraceEvent`] log.
-///
-/// ```
-/// use runclaim::driver::Driver;
-/// use runclaim::sim::{SimDriver, TaskTag, TraceKind};
-///
-/// let sim = SimDriver::stepped(Default::default());
-/// let (s, p) = (sim.create_stream()?, sim.alloc(4)?);
-/// sim.memset_async(s, p, 0, 4)?;
-/// assert!(sim.trace().iter().any(|t| t.what == TraceKind::Enqueued(TaskTag::Memset)));
-/// # Ok::<(), runclaim::driver::DriverError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TaskTag {
-    /// An AICore kernel.
-    Aicore,
-    /// An AICPU kernel.
-    Aicpu,
-    /// An event record.
-    Record(EventId),
-    /// A stream wait on an event.
-    Wait(EventId),
-    /// An asynchronous device copy.
-    Copy,
-    /// An asynchronous memset.
-    Memset,
-}
-
-/// What happened, in a [`TraceEvent`].
-///
-/// ```
-/// use runclaim::driver::Driver;
-/// use runclaim::sim::{SimDriver, TraceKind};
-///
-/// let sim = SimDriver::stepped(Default::default());
-/// let s = sim.create_stream()?;
-/// assert_eq!(sim.trace()[0].what, TraceKind::StreamCreated);
-/// assert_eq!(sim.trace()[0].stream, s);
-/// # Ok::<(), runclaim::driver::DriverError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub enum TraceKind {
-    /// A task was accepted onto the stream.
-    Enqueued(TaskTag),
-    /// A task began executing.
-    Started(TaskTag),
-    /// A task finished.
-    Finished(TaskTag),
-    /// An AICore kernel began with code that differs from what is resident
-    /// now at its address (a stale instruction cache).
-    StaleCode,
-    /// A task faulted; the stream entered an error state.
-    Faulted(FaultKind),
-    /// The stream was created.
-    StreamCreated,
-    /// The stream was destroyed.
-    StreamDestroyed,
-    /// New code was uploaded (a publication).
-    Published(CodeHandle),
-}
-
-/// One entry of the device trace.
-///
-/// ```
-/// use runclaim::driver::Driver;
-/// use runclaim::sim::{SimDriver, TaskTag, TraceEvent, TraceKind};
-///
-/// let sim = SimDriver::stepped(Default::default());
-/// let (s, p) = (sim.create_stream()?, sim.alloc(4)?);
-/// sim.memset_async(s, p, 1, 4)?;
-/// sim.run_until_idle(100).unwrap();
-/// let done: Vec<TraceEvent> = sim.trace().into_iter()
-///     .filter(|t| t.what == TraceKind::Finished(TaskTag::Memset)).collect();
-/// assert_eq!(done.len(), 1);
-/// # Ok::<(), runclaim::driver::DriverError>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct TraceEvent {
-    /// Device tick.
-    pub tick: u64,
-    /// The stream concerned (`StreamId(0)` for device-wide entries).
-    pub stream: StreamId,
-    /// The run id the task belongs to (0 when none).
-    pub run: u64,
-    /// What happened.
-    pub what: TraceKind,
-}
-
 /// Counters a test can read ([`SimDriver::stats`]).
 ///
 /// ```
@@ -532,6 +475,7 @@ impl SimStats {
 /// # Ok::<(), runclaim::driver::DriverError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
 pub enum StepOutcome {
     /// The stream performed an action.
     Progressed(StreamId),
