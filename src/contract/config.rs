@@ -2,7 +2,6 @@
 
 use std::time::Duration;
 
-use super::error::ConfigError;
 use crate::driver::DriverInfo;
 use crate::driver::abi;
 
@@ -191,6 +190,80 @@ impl DeviceConfig {
             max_elements: self.max_elements,
         })
     }
+}
+
+/// A configuration the device refuses to open with.
+///
+/// ```
+/// use std::time::Duration;
+/// use runclaim::contract::{ConfigError, ErrorKind};
+/// use runclaim::{Device, DeviceConfig};
+/// use runclaim::sim::SimDriver;
+///
+/// let cfg = DeviceConfig::default().block_dim(100);
+/// let err = Device::<_, 2>::open(SimDriver::stepped(Default::default()), cfg).unwrap_err();
+/// assert_eq!(err.kind(), &ErrorKind::Config(Box::new(ConfigError::BlockDim { block_dim: 100, max: 24 })));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[non_exhaustive]
+pub enum ConfigError {
+    /// The host would give up on a fence while the device still runs.
+    #[error("fence timeout {fence:?} must exceed the device watchdog {watchdog:?}")]
+    FenceTimeoutNotAboveWatchdog {
+        /// The configured fence timeout.
+        fence: Duration,
+        /// The device watchdog.
+        watchdog: Duration,
+    },
+    /// The declared watchdog is shorter than the one the driver reports.
+    #[error("declared watchdog {declared:?} is below the device's {device:?}")]
+    WatchdogBelowDevice {
+        /// Declared in the configuration.
+        declared: Duration,
+        /// Reported by the driver.
+        device: Duration,
+    },
+    /// Neither the configuration nor the driver knows the watchdog.
+    #[error("the device watchdog is unknown: declare it in the configuration")]
+    WatchdogUnknown,
+    /// `block_dim` is 0 or above the driver's maximum.
+    #[error("block_dim {block_dim} is outside 1..={max}")]
+    BlockDim {
+        /// Requested.
+        block_dim: u32,
+        /// The driver's maximum.
+        max: u32,
+    },
+    /// The arena capacity is 0.
+    #[error("arena capacity must be at least one element")]
+    ZeroCapacity,
+    /// The arena capacity is above [`DeviceConfig::MAX_ELEMENTS`](super::DeviceConfig::MAX_ELEMENTS).
+    #[error("max_elements {max_elements} is above the largest arena of {max} elements")]
+    ArenaTooLarge {
+        /// Requested.
+        max_elements: usize,
+        /// The ceiling.
+        max: usize,
+    },
+    /// A duration is above [`DeviceConfig::MAX_TIMEOUT`](super::DeviceConfig::MAX_TIMEOUT).
+    #[error("{what} {value:?} is above the ceiling of {max:?}")]
+    TooLong {
+        /// Which setting.
+        what: &'static str,
+        /// Its value.
+        value: Duration,
+        /// The ceiling.
+        max: Duration,
+    },
+    /// `DEPTH` runs would not fit in a stream queue (admission must never
+    /// reach a blocking enqueue).
+    #[error("depth needs {needed} queue entries per stream, the device holds {capacity}")]
+    QueueTooShallow {
+        /// Entries needed per stream.
+        needed: usize,
+        /// Stream capacity.
+        capacity: usize,
+    },
 }
 
 /// A validated configuration.

@@ -9,66 +9,18 @@ use std::time::Duration;
 use super::config::{DeviceConfig, Resolved};
 use super::error::{Action, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
 use super::inflight::{Entry, InFlightSet, Proof};
-use super::run::{Input, RunInfo};
-use super::runner::{Callable, CodeEntry, Runner};
+use super::code::{Callable, CodeEntry, CodeRef};
+use super::port::{LaunchFail, Port, RunInfo, Submitted, Wait};
+use super::runner::Runner;
+use super::spec::Input;
 use super::slot::{Depth, SlotSet, SupportedDepth};
 use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord};
 use crate::driver::{CodeHandle, Completion, DevPtr, Driver, DriverError, EventId, StreamId};
 
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
 
-/// How a fence waits.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Wait {
-    /// Query once.
-    Poll,
-    /// Wait at most this long in total (`Duration::MAX`: no limit).
-    For(Duration),
-    /// Wait the queue budget: `(runs ahead + 1) × fence_timeout`.
-    Configured,
-}
-
 /// The shortest wait a fence hands the driver: a virtual clock must move.
 const MIN_SLICE: Duration = Duration::from_micros(1);
-
-/// Why a launch failed, graded by what reached the streams.
-pub(crate) enum LaunchFail {
-    /// Nothing was submitted: the run is still prepared.
-    NotSubmitted(ErrorKind),
-    /// Something was submitted: the run is gone, its slot quarantined, the
-    /// runner poisoned.
-    Lost(ErrorKind),
-}
-
-/// What a successful launch fixed about the run.
-pub(crate) struct Launched {
-    pub seq: u64,
-    pub len: usize,
-}
-
-/// The object-safe surface runs and tokens call through, so that
-/// `Run<'r, State, I>` needs neither the driver type nor `DEPTH`.
-pub(crate) trait Port: Sync {
-    fn device_id(&self) -> u64;
-    /// A token of `slot` with `lease` is dropped.
-    fn release(&self, slot: usize, lease: u64);
-    fn prepare(
-        &self,
-        slot: usize,
-        lease: u64,
-        code: super::runner::CodeRef<'_>,
-        input: Input<'_>,
-    ) -> Result<RunInfo, ErrorKind>;
-    fn launch(&self, slot: usize, lease: u64, info: &RunInfo) -> Result<Launched, LaunchFail>;
-    fn wait(&self, slot: usize, lease: u64, info: &RunInfo, how: Wait) -> Result<(), ErrorKind>;
-    fn finalize(
-        &self,
-        slot: usize,
-        lease: u64,
-        info: &RunInfo,
-        out: &mut [u32],
-    ) -> Result<WallRecord, ErrorKind>;
-}
 
 /// One slot's device regions and completion events: per slot by
 /// construction, reachable only through slot `I`'s token.
@@ -929,7 +881,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         slot: usize,
         lease: u64,
         info: &RunInfo,
-    ) -> Result<Launched, LaunchFail> {
+    ) -> Result<Submitted, LaunchFail> {
         use LaunchFail::{Lost, NotSubmitted};
         st.check_held(slot, lease).map_err(NotSubmitted)?;
         if let Some(p) = st.poison {
@@ -1015,7 +967,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let _ = st.in_flight.push(entry);
         st.slots[slot] = SlotState::InFlight { lease };
         st.chain = Some(Chain { slot, len });
-        Ok(Launched { seq, len })
+        Ok(Submitted { seq, len })
     }
 
     /// Run `seq` in `slot` was observed complete at driver-clock time `at`
@@ -1324,7 +1276,7 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         &self,
         slot: usize,
         lease: u64,
-        code: super::runner::CodeRef<'_>,
+        code: CodeRef<'_>,
         input: Input<'_>,
     ) -> Result<RunInfo, ErrorKind> {
         if code.device != self.id {
@@ -1379,7 +1331,7 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         })
     }
 
-    fn launch(&self, slot: usize, lease: u64, info: &RunInfo) -> Result<Launched, LaunchFail> {
+    fn launch(&self, slot: usize, lease: u64, info: &RunInfo) -> Result<Submitted, LaunchFail> {
         // The lock is held across submission: sequence order is stream order
         // even when several threads launch.
         let mut st = self.lock();

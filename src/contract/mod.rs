@@ -12,19 +12,24 @@
 //!
 //! See the [crate documentation](crate) for the rules and what enforces each.
 
+mod code;
 mod config;
 mod device;
 mod error;
 mod inflight;
+mod port;
 mod pipeline;
 mod run;
 mod runner;
 mod slot;
+mod spec;
 
-pub use config::DeviceConfig;
+pub use code::{Callable, CodeRef};
+pub use config::{ConfigError, DeviceConfig};
 pub use device::{ContractStats, Device, DrainReport, Health};
-pub use error::{Action, ConfigError, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
+pub use error::{Action, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
 pub use pipeline::{Completed, Pipeline, Rejected, Unfinished};
-pub use run::{Fenced, Finalized, Input, Launched, Outputs, Prepared, Run, RunSpec, State};
-pub use runner::{Callable, CodeRef, Runner};
+pub use run::{Fenced, Finalized, Launched, Outputs, Prepared, Run, State};
+pub use runner::Runner;
 pub use slot::{Depth, Slot, SlotOf, SlotSet, SlotToken, SupportedDepth};
+pub use spec::{Input, RunSpec};

@@ -26,7 +26,8 @@ use std::fmt;
 
 use super::device::DrainReport;
 use super::error::{Action, Error, ErrorKind, RunId};
-use super::run::{Fenced, Launched, Outputs, Run, RunSpec};
+use super::run::{Fenced, Launched, Outputs, Run};
+use super::spec::RunSpec;
 use super::runner::Runner;
 use super::slot::{Depth, SlotToken, SupportedDepth};
 use crate::driver::Driver;

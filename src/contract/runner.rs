@@ -1,92 +1,15 @@
 //! [`Runner`]: the published code generation, and the hand that issues slot
 //! tokens and prepares runs.
 
-use std::marker::PhantomData;
 use std::time::Duration;
 
+use super::code::{CodeEntry, CodeRef};
 use super::device::{Device, DrainReport, Health};
 use super::error::{Action, Error, ErrorKind};
-use super::run::{Finalized, Outputs, Prepared, Run, RunSpec};
+use super::run::{Finalized, Outputs, Prepared, Run};
 use super::slot::{Slot, SlotOf, SlotToken};
-use crate::driver::abi::Program;
-use crate::driver::{CodeHandle, Driver};
-
-/// A callable: a name and the AICore code it carries.
-///
-/// ```
-/// use runclaim::Callable;
-/// use runclaim::driver::abi::Program;
-///
-/// let c = Callable::program("scale", &Program::new().mul(3));
-/// assert_eq!(c.name(), "scale");
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub struct Callable {
-    name: String,
-    code: Vec<u8>,
-}
-
-impl Callable {
-    /// A callable with raw code bytes (validated by the driver at publish).
-    pub fn new(name: impl Into<String>, code: impl Into<Vec<u8>>) -> Self {
-        Callable {
-            name: name.into(),
-            code: code.into(),
-        }
-    }
-
-    /// A callable whose code is an encoded [`Program`].
-    pub fn program(name: impl Into<String>, program: &Program) -> Self {
-        Callable::new(name, program.encode())
-    }
-
-    /// Its name.
-    #[must_use]
-    pub fn name(&self) -> &str {
-        &self.name
-    }
-
-    /// Its code bytes.
-    #[must_use]
-    pub fn code(&self) -> &[u8] {
-        &self.code
-    }
-}
-
-#[derive(Debug, Clone)]
-pub(crate) struct CodeEntry {
-    pub name: String,
-    pub handle: CodeHandle,
-}
-
-/// A published callable, valid while its [`Runner`] lives.
-///
-/// ```
-/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
-/// # use runclaim::driver::abi::Program;
-/// # use runclaim::sim::{SimConfig, SimDriver};
-/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
-/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
-/// # let code = runner.code("f")?;
-/// let f = runner.code("f")?;
-/// assert_eq!(runner.callables().map(|(name, _)| name).collect::<Vec<_>>(), ["f"]);
-/// assert_eq!(runner.callables().next().map(|(_, c)| c), Some(f));
-/// # Ok::<(), runclaim::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct CodeRef<'r> {
-    pub(crate) device: u64,
-    pub(crate) handle: CodeHandle,
-    _runner: PhantomData<&'r ()>,
-}
-
-impl CodeRef<'_> {
-    /// Where the code is resident.
-    #[must_use]
-    pub fn handle(&self) -> CodeHandle {
-        self.handle
-    }
-}
+use super::spec::RunSpec;
+use crate::driver::Driver;
 
 /// The runs of one code generation.
 ///
@@ -176,11 +99,7 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
     }
 
     fn code_ref(&self, c: &CodeEntry) -> CodeRef<'_> {
-        CodeRef {
-            device: self.device.id(),
-            handle: c.handle,
-            _runner: PhantomData,
-        }
+        CodeRef::new(self.device.id(), c.handle)
     }
 
     /// Takes the token of slot `I`. `I >= DEPTH` does not compile:

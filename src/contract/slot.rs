@@ -3,7 +3,7 @@
 
 use std::fmt;
 
-use super::device::Port;
+use super::port::Port;
 
 mod sealed {
     pub trait Sealed {}
