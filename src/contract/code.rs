@@ -55,7 +55,7 @@ pub(crate) struct CodeEntry {
     pub handle: CodeHandle,
 }
 
-/// A published callable, valid while its [`Runner`] lives.
+/// A published callable, valid while its [`Runner`](super::Runner) lives.
 ///
 /// ```
 /// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
@@ -93,4 +93,3 @@ impl CodeRef<'_> {
         self.handle
     }
 }
-

@@ -71,4 +71,3 @@ pub(crate) trait Port: Sync {
         out: &mut [u32],
     ) -> Result<WallRecord, ErrorKind>;
 }
-

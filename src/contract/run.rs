@@ -5,94 +5,10 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use super::error::{Action, Error, ErrorKind, RunId};
+use super::outputs::{Finalized, Outputs};
 use super::port::{LaunchFail, RunInfo, Wait};
 use super::slot::SlotToken;
-use crate::driver::abi::WallRecord;
-
-mod sealed {
-    pub trait Sealed {}
-}
-
-/// A run state (sealed): [`Prepared`], [`Launched`] or [`Fenced`].
-///
-/// ```
-/// use runclaim::contract::{Launched, Prepared, State};
-///
-/// assert_eq!((Prepared::NAME, Launched::NAME), ("prepared", "launched"));
-/// ```
-pub trait State: sealed::Sealed {
-    /// The state's name, for messages.
-    const NAME: &'static str;
-}
-
-/// Slot taken, input uploaded into the slot's arena bank, handshake region
-/// cleared, device wall and status record armed. Nothing is on a stream.
-///
-/// ```
-/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
-/// # use runclaim::driver::abi::Program;
-/// # use runclaim::sim::{SimConfig, SimDriver};
-/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
-/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
-/// # let code = runner.code("f")?;
-/// use runclaim::{Prepared, Run};
-/// let run: Run<'_, Prepared, 0> = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?;
-/// # drop(run);
-/// # Ok::<(), runclaim::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Prepared;
-
-/// The AICore kernel, the AICPU kernel and the run's fence are queued on the
-/// shared stream pair.
-///
-/// ```
-/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
-/// # use runclaim::driver::abi::Program;
-/// # use runclaim::sim::{SimConfig, SimDriver};
-/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
-/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
-/// # let code = runner.code("f")?;
-/// use runclaim::{Launched, Run};
-/// let run: Run<'_, Launched, 0> =
-///     runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?;
-/// assert_eq!(run.seq(), 1);
-/// # drop(run);
-/// # Ok::<(), runclaim::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Launched;
-
-/// This run's own fence event was observed complete (it covers both kernels).
-///
-/// ```
-/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
-/// # use runclaim::driver::abi::Program;
-/// # use runclaim::sim::{SimConfig, SimDriver};
-/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
-/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
-/// # let code = runner.code("f")?;
-/// use runclaim::{Fenced, Run};
-/// let run: Run<'_, Fenced, 0> =
-///     runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?.fence()?;
-/// # drop(run);
-/// # Ok::<(), runclaim::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Fenced;
-
-impl sealed::Sealed for Prepared {}
-impl sealed::Sealed for Launched {}
-impl sealed::Sealed for Fenced {}
-impl State for Prepared {
-    const NAME: &'static str = "prepared";
-}
-impl State for Launched {
-    const NAME: &'static str = "launched";
-}
-impl State for Fenced {
-    const NAME: &'static str = "fenced";
-}
+use super::states::{Fenced, Launched, Prepared, State};
 
 /// A run in slot `I`, in state `S`.
 ///
@@ -486,84 +402,6 @@ impl<'r, const I: usize> Run<'r, Fenced, I> {
     }
 }
 
-/// A finalized run: its records, and the slot token back.
-///
-/// ```
-/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
-/// # use runclaim::driver::abi::Program;
-/// # use runclaim::sim::{SimConfig, SimDriver};
-/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
-/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
-/// # let code = runner.code("f")?;
-/// let mut out = Outputs::<0>::new(1);
-/// let done = runner
-///     .prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?
-///     .launch()?.fence()?.finalize(&mut out)?;
-/// assert_eq!((done.wall.run_id, done.wall.slot), (done.run.0, 0)); // validated to be this run's
-/// let next = runner.prepare(done.token, RunSpec::new(code, Input::Host(&[2])))?; // the slot, again
-/// # drop(next);
-/// # Ok::<(), runclaim::Error>(())
-/// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Finalized<'r, const I: usize> {
-    /// The slot, ready for the next run.
-    pub token: SlotToken<'r, I>,
-    /// The run.
-    pub run: RunId,
-    /// Its launch sequence number.
-    pub seq: u64,
-    /// Its device-wall record (validated to be this run's).
-    pub wall: WallRecord,
-}
-
-/// Slot `I`'s host buffer for outputs. Allocated once and reused, so
-/// finalizing allocates nothing.
-///
-/// ```
-/// use runclaim::Outputs;
-///
-/// let out = Outputs::<0>::new(1024);
-/// assert_eq!(out.capacity(), 1024);
-/// assert!(out.values().is_empty()); // nothing finalized into it yet
-/// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Outputs<const I: usize> {
-    values: Vec<u32>,
-    len: usize,
-    run: Option<RunId>,
-}
-
-impl<const I: usize> Outputs<I> {
-    /// A buffer for up to `capacity` elements.
-    #[must_use]
-    pub fn new(capacity: usize) -> Self {
-        Outputs {
-            values: vec![0; capacity],
-            len: 0,
-            run: None,
-        }
-    }
-
-    /// Elements it can hold.
-    #[must_use]
-    pub fn capacity(&self) -> usize {
-        self.values.len()
-    }
-
-    /// The last finalized run's outputs (empty after a failed finalize).
-    #[must_use]
-    pub fn values(&self) -> &[u32] {
-        &self.values[..self.len]
-    }
-
-    /// The run the values belong to.
-    #[must_use]
-    pub fn run(&self) -> Option<RunId> {
-        self.run
-    }
-}
-
 /// `?` on a failed transition drops the handed-back value (a launched run's
 /// drop waits, bounded, for its fence) and keeps the error.
 impl<'r, S: State, const I: usize> From<Error<Run<'r, S, I>>> for Error {
@@ -582,23 +420,6 @@ impl<'r, S: State, const I: usize> From<Error<Option<Run<'r, S, I>>>> for Error 
 /// `?` on a failed prepare or finalize drops the token (freeing the slot).
 impl<'r, const I: usize> From<Error<SlotToken<'r, I>>> for Error {
     fn from(e: Error<SlotToken<'r, I>>) -> Self {
-        e.without_value()
-    }
-}
-
-/// `?` on a failed [`Device::open`](super::Device::open) drops the driver.
-impl<D: crate::driver::Driver> From<Error<D>> for Error {
-    fn from(e: Error<D>) -> Self {
-        e.without_value()
-    }
-}
-
-/// `?` on a failed [`Device::close`](super::Device::close) drops the device
-/// (which leaks what it could not prove idle).
-impl<D: crate::driver::Driver, const DEPTH: usize> From<Error<Option<super::Device<D, DEPTH>>>>
-    for Error
-{
-    fn from(e: Error<Option<super::Device<D, DEPTH>>>) -> Self {
         e.without_value()
     }
 }

@@ -61,4 +61,3 @@ impl<'a> RunSpec<'a> {
         RunSpec { code, input }
     }
 }
-

@@ -1,0 +1,278 @@
+//! Waiting for a run's own fence, and what the wait proves: the
+//! queue-aware time rule (a run's budget starts when it reaches the head of
+//! the queue, on the driver's clock), verdicts and their attribution.
+
+use std::time::Duration;
+
+use super::state::{SlotState, State};
+use super::{Device, MIN_SLICE};
+use crate::contract::error::{ErrorKind, PoisonCause, RunId};
+use crate::contract::inflight::{Entry, Proof};
+use crate::contract::port::RunInfo;
+use crate::driver::{Completion, Driver, DriverError};
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    /// Run `seq` in `slot` was observed complete at driver-clock time `at`
+    /// (`None`: not dated, on the fast paths): it leaves the in-flight set,
+    /// its slot goes back to its holder, and every run behind it learns that
+    /// one more run ahead was done.
+    pub(super) fn settle_complete(&self, slot: usize, lease: u64, seq: u64, at: Option<Duration>) {
+        let mut st = self.lock();
+        st.in_flight.observed(seq, at);
+        st.in_flight.remove(seq);
+        if st.slots[slot] == (SlotState::InFlight { lease }) {
+            st.slots[slot] = SlotState::Held { lease };
+        }
+        st.stats.fenced += 1;
+    }
+
+    /// A wait for run `seq` failed with `e` (not a timeout).
+    pub(super) fn settle_error(
+        &self,
+        e: DriverError,
+        run: RunId,
+        slot: usize,
+        seq: u64,
+    ) -> ErrorKind {
+        let mut st = self.lock();
+        if e.is_device_fault()
+            && let Some(entry) = st.in_flight.get_mut(seq)
+        {
+            // A faulted stream completes nothing queued behind the fault.
+            entry.proof = Proof::Unproven;
+        }
+        self.driver_error(&mut st, e, run, slot, seq)
+    }
+
+    /// Classifies a driver error met while handling `run` in `slot`. A
+    /// device fault poisons the runner and breaks the chain (what the device
+    /// holds is no longer known), attributed to the run that faulted: a
+    /// kernel fault met by a later run (a collateral abort, a launch on a
+    /// faulted stream) belongs to the first run queued before `before` whose
+    /// own fence reports the fault; only when none does is it `run`'s.
+    pub(super) fn driver_error(
+        &self,
+        st: &mut State<DEPTH>,
+        e: DriverError,
+        run: RunId,
+        slot: usize,
+        before: u64,
+    ) -> ErrorKind {
+        if e.is_device_fault() {
+            let culprit = if matches!(e.kind(), crate::driver::DriverErrorKind::KernelFault(_)) {
+                st.in_flight
+                    .iter()
+                    .filter(|x| x.seq < before && !x.observed)
+                    .find(|x| {
+                        self.driver
+                            .query_event(self.regions[x.slot].ev_fence)
+                            .is_err_and(|q| q.is_device_fault())
+                    })
+                    .map(|x| (x.run, x.slot, x.seq))
+            } else {
+                None
+            };
+            let (run, slot) = match culprit {
+                Some((r, s, seq)) => {
+                    if let Some(x) = st.in_flight.get_mut(seq) {
+                        x.proof = Proof::Unproven;
+                    }
+                    (r, s)
+                }
+                None => (run, slot),
+            };
+            st.poison(PoisonCause::DeviceFault, run, slot);
+            st.chain = None;
+        }
+        ErrorKind::from_driver(e)
+    }
+
+    /// The entry of the launched run `seq` holding `slot` with `lease`.
+    pub(super) fn in_flight_entry(
+        &self,
+        slot: usize,
+        lease: u64,
+        seq: u64,
+    ) -> Result<Entry, ErrorKind> {
+        let st = self.lock();
+        if st.slots[slot] != (SlotState::InFlight { lease }) {
+            return Err(st.stale(slot, lease));
+        }
+        st.in_flight
+            .iter()
+            .find(|e| e.seq == seq)
+            .copied()
+            .ok_or_else(|| st.stale(slot, lease))
+    }
+
+    /// Polls run `seq`'s fence once; never poisons on "not yet".
+    pub(super) fn poll(&self, slot: usize, lease: u64, info: &RunInfo) -> Result<(), ErrorKind> {
+        self.in_flight_entry(slot, lease, info.seq)?;
+        match self.driver.query_event(self.regions[slot].ev_fence) {
+            Ok(Completion::Complete) => {
+                self.settle_complete(slot, lease, info.seq, None);
+                Ok(())
+            }
+            Ok(Completion::NotReady) => Err(ErrorKind::NotReady),
+            Err(e) => Err(self.settle_error(e, info.run, slot, info.seq)),
+        }
+    }
+
+    /// Waits for run `seq`'s own fence — at most `limit`, or, by default,
+    /// the queue budget `(runs ahead + 1) × fence_timeout` plus one slice —
+    /// and decides, on the driver's clock, whether the device overran.
+    ///
+    /// The rule: a run may take `fence_timeout` **once it is at the head of
+    /// the queue** (every run ahead of it observed complete). The wait
+    /// watches the runs ahead of this one by querying their own fences
+    /// (streams are FIFO, so they complete first); when the head has been
+    /// at the head for longer than its budget *and* a query made after that
+    /// point still finds it incomplete, that run — not necessarily this
+    /// one — overran: it is marked unproven and the runner poisoned, naming
+    /// it. Waiting behind others never counts against a run, and how long
+    /// the host thread was away never counts at all: every time is read
+    /// from [`Driver::clock`] and every verdict rests on a query made after
+    /// the time it claims.
+    pub(super) fn wait_queued(
+        &self,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+        limit: Option<Duration>,
+    ) -> Result<(), ErrorKind> {
+        let d = &self.driver;
+        let budget = self.config.fence_timeout;
+        // Wake up now and then to look at the runs ahead.
+        let slice_cap = (budget / 8).max(MIN_SLICE);
+        let ev = self.regions[slot].ev_fence;
+        self.in_flight_entry(slot, lease, info.seq)?;
+        // The common case first, with no bookkeeping: the run completes
+        // within one slice. (A slice never outlasts a verdict by more than
+        // itself, and never exceeds an explicit limit.)
+        let first = limit.map_or(slice_cap, |t| t.min(slice_cap)).max(MIN_SLICE);
+        match d.sync_event(ev, first) {
+            Ok(()) => {
+                self.settle_complete(slot, lease, info.seq, None);
+                return Ok(());
+            }
+            Err(e) if e.is_timeout() => {}
+            Err(e) => return Err(self.settle_error(e, info.run, slot, info.seq)),
+        }
+        // The first slice counts towards the limit.
+        let start = d.clock().saturating_sub(first);
+        let limit = limit.unwrap_or_else(|| {
+            // The runs ahead and this one, each its budget — plus one slice:
+            // a run the fast path did not date is dated when first looked
+            // at, up to a slice late, and a verdict must still fit.
+            let ahead = self.lock().in_flight.ahead_of(info.seq);
+            self.config.queue_budget(ahead).saturating_add(slice_cap)
+        });
+        // `None`: no deadline (a limit past the end of the clock).
+        let deadline = start.checked_add(limit);
+        loop {
+            if let Some(hung) = self.look_ahead(info.seq) {
+                return Err(ErrorKind::Timeout {
+                    waited: d.clock().saturating_sub(start),
+                    overran: Some(hung),
+                });
+            }
+            let now = d.clock();
+            if deadline.is_some_and(|dl| now >= dl) {
+                return Err(ErrorKind::Timeout {
+                    waited: now.saturating_sub(start),
+                    overran: None,
+                });
+            }
+            self.in_flight_entry(slot, lease, info.seq)?;
+            let head = {
+                let mut st = self.lock();
+                st.in_flight.date(now);
+                st.in_flight.head().copied()
+            };
+            let mut slice = slice_cap;
+            if let Some(dl) = deadline {
+                slice = slice.min(dl.saturating_sub(now));
+            }
+            if let Some(verdict_at) = head
+                .filter(|h| h.proof == Proof::Pending)
+                .and_then(|h| h.head_since()?.checked_add(budget))
+            {
+                slice = slice.min(verdict_at.saturating_sub(now));
+            }
+            // At least a little, so that even a virtual clock moves on.
+            match d.sync_event(ev, slice.max(MIN_SLICE)) {
+                Ok(()) => {
+                    self.settle_complete(slot, lease, info.seq, Some(d.clock()));
+                    return Ok(());
+                }
+                Err(e) if e.is_timeout() => {}
+                Err(e) => return Err(self.settle_error(e, info.run, slot, info.seq)),
+            }
+        }
+    }
+
+    /// Queries the fences of the runs up to `seq` not yet observed
+    /// complete, in stream order, records what completed, and returns the
+    /// run at the head of the queue when it has overrun its budget (the
+    /// runner is then poisoned, naming it).
+    pub(super) fn look_ahead(&self, seq: u64) -> Option<RunId> {
+        let d = &self.driver;
+        // Everything undated happened before this read: a safe date.
+        let now = d.clock();
+        self.lock().in_flight.date(now);
+        let mut queue = [None::<Entry>; DEPTH];
+        for (q, e) in queue.iter_mut().zip(
+            self.lock()
+                .in_flight
+                .iter()
+                .filter(|e| e.seq <= seq && !e.observed),
+        ) {
+            *q = Some(*e);
+        }
+        let mut done = [None::<(u64, Duration)>; DEPTH];
+        let mut head = None;
+        for (e, slot_done) in queue.iter().flatten().zip(done.iter_mut()) {
+            if e.proof == Proof::Unproven {
+                // Nothing behind a run that cannot be proven complete can be
+                // dated; the runner is poisoned already.
+                break;
+            }
+            let asked = d.clock();
+            match d.query_event(self.regions[e.slot].ev_fence) {
+                Ok(Completion::Complete) => *slot_done = Some((e.seq, d.clock())),
+                Ok(Completion::NotReady) => {
+                    head = Some((*e, asked));
+                    break;
+                }
+                // A fault ahead reaches this run's own fence too; the next
+                // wait on it reports it.
+                Err(_) => break,
+            }
+        }
+        let mut st = self.lock();
+        for &(seq, at) in done.iter().flatten() {
+            if st.in_flight.iter().any(|e| e.seq == seq) {
+                st.in_flight.observed(seq, Some(at));
+            }
+        }
+        let (h, asked) = head?;
+        // Still the head, still pending (nobody observed or judged it
+        // meanwhile), and found incomplete after its budget ran out?
+        let now_head = st.in_flight.head().copied()?;
+        let overran = now_head.seq == h.seq
+            && now_head.proof == Proof::Pending
+            && now_head
+                .head_since()
+                .and_then(|since| since.checked_add(self.config.fence_timeout))
+                .is_some_and(|verdict_at| asked >= verdict_at);
+        if !overran {
+            return None;
+        }
+        st.poison(PoisonCause::Overrun, h.run, h.slot);
+        st.chain = None;
+        if let Some(entry) = st.in_flight.get_mut(h.seq) {
+            entry.proof = Proof::Unproven;
+        }
+        Some(h.run)
+    }
+}

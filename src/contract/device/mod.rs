@@ -1,0 +1,539 @@
+//! [`Device`]: owns the driver, the stream pair, the per-slot device regions
+//! and the run-time bookkeeping the types cannot express (forgotten runs,
+//! poisoning, quarantine). This file opens and describes a device; what it
+//! does lives next to it:
+//!
+//! | file | owns |
+//! |---|---|
+//! | `state.rs` | the bookkeeping behind the lock |
+//! | `report.rs` | what a device reports: stats, health, a drain's report |
+//! | `transitions.rs` | the per-slot transitions behind `Port` |
+//! | `fence.rs` | waiting for a run's fence; the queue-aware time rule |
+//! | `recovery.rs` | drain, close, stream re-creation |
+//! | `publication.rs` | a publication's code: pins, code generations |
+
+mod fence;
+mod publication;
+mod recovery;
+mod report;
+mod state;
+mod transitions;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Mutex, MutexGuard};
+use std::time::Duration;
+
+pub use self::report::{ContractStats, DrainReport, Health};
+use self::state::{SlotState, State};
+use super::config::{DeviceConfig, Resolved};
+use super::error::{Action, Error, ErrorKind, PoisonCause, RunId};
+use super::inflight::InFlightSet;
+use super::port::Port;
+use super::slot::{Depth, SlotSet, SupportedDepth};
+use crate::driver::abi::{self, StatusRecord, WallRecord};
+use crate::driver::{DevPtr, Driver, DriverError, EventId, StreamId};
+
+static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
+
+/// The shortest wait a fence hands the driver: a virtual clock must move.
+const MIN_SLICE: Duration = Duration::from_micros(1);
+
+/// One slot's device regions and completion events: per slot by
+/// construction, reachable only through slot `I`'s token.
+#[derive(Debug, Clone, Copy)]
+struct SlotRegions {
+    input: DevPtr,
+    output: DevPtr,
+    handshake: DevPtr,
+    wall: DevPtr,
+    status: DevPtr,
+    /// Recorded on the AICore stream after the run's AICore kernel.
+    ev_aicore: EventId,
+    /// The run's fence: recorded on the AICPU stream after its AICPU kernel
+    /// and a wait on `ev_aicore`, so it completes only when both kernels have.
+    ev_fence: EventId,
+}
+
+/// An NPU opened for queued runs: the driver, one AICPU + AICore stream
+/// pair, `DEPTH` slots of device regions, and the code registry.
+///
+/// `DEPTH` (default 2, supported 2 to 16) is how many runs may be launched
+/// at once. Open it, [`publish`](Device::publish) code to get a
+/// [`Runner`](crate::Runner), and run through the runner.
+///
+/// ```
+/// use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// use runclaim::driver::abi::Program;
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// let runner = device.publish(&[Callable::program("double", &Program::new().mul(2))])?;
+/// let mut out = Outputs::<0>::new(4);
+/// let token = runner.take_slot::<0>()?;
+/// let spec = RunSpec::new(runner.code("double")?, Input::Host(&[1, 2, 3]));
+/// let done = runner.run_serial(token, spec, &mut out)?;
+/// assert_eq!(out.values(), &[2, 4, 6]);
+/// # drop(done);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+pub struct Device<D: Driver, const DEPTH: usize = 2> {
+    id: u64,
+    driver: D,
+    config: Resolved,
+    regions: [SlotRegions; DEPTH],
+    /// Host staging buffer of each slot (`max_elements * 4` bytes), used only
+    /// by the holder of the slot's token, so never contended.
+    staging: [Mutex<Vec<u8>>; DEPTH],
+    state: Mutex<State<DEPTH>>,
+    /// Set once resources are released (or deliberately leaked).
+    closed: bool,
+}
+
+impl<D: Driver, const DEPTH: usize> std::fmt::Debug for Device<D, DEPTH> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Device")
+            .field("id", &self.id)
+            .field("depth", &DEPTH)
+            .field("health", &self.health())
+            .finish_non_exhaustive()
+    }
+}
+
+/// Device resources created so far, released in reverse if open fails.
+struct Building<'d, D: Driver> {
+    driver: &'d D,
+    memory: Vec<DevPtr>,
+    events: Vec<EventId>,
+    streams: Vec<StreamId>,
+}
+
+impl<D: Driver> Building<'_, D> {
+    fn alloc(&mut self, bytes: usize) -> Result<DevPtr, DriverError> {
+        let p = self.driver.alloc(bytes)?;
+        self.memory.push(p);
+        Ok(p)
+    }
+
+    fn event(&mut self) -> Result<EventId, DriverError> {
+        let e = self.driver.create_event()?;
+        self.events.push(e);
+        Ok(e)
+    }
+
+    fn stream(&mut self) -> Result<StreamId, DriverError> {
+        let s = self.driver.create_stream()?;
+        self.streams.push(s);
+        Ok(s)
+    }
+
+    fn undo(self) {
+        // Nothing was submitted yet: every resource is idle and may go.
+        for s in self.streams {
+            let _ = self.driver.destroy_stream(s);
+        }
+        for e in self.events {
+            let _ = self.driver.destroy_event(e);
+        }
+        for p in self.memory {
+            let _ = self.driver.free(p);
+        }
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH>
+where
+    Depth<DEPTH>: SupportedDepth,
+{
+    /// Opens the device: validates `config` against the driver, creates the
+    /// stream pair, allocates every slot's regions and completion events.
+    ///
+    /// # Errors
+    /// The driver comes back inside the error, to retry with another
+    /// configuration: [`ErrorKind::Config`] for an invalid configuration
+    /// (e.g. a fence timeout not above the device watchdog);
+    /// [`ErrorKind::Driver`] when the device refuses a resource (everything
+    /// created so far is released first); [`ErrorKind::HostOutOfMemory`].
+    ///
+    /// ```
+    /// use std::time::Duration;
+    /// use runclaim::{Device, DeviceConfig};
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    ///
+    /// let too_short = DeviceConfig::default().fence_timeout(Duration::from_millis(1));
+    /// let err = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), too_short).unwrap_err();
+    /// let device = Device::<_, 2>::open(err.into_value(), DeviceConfig::default())?; // the same driver
+    /// # drop(device);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "configurations are built inline and handed over, like std's builders"
+    )]
+    pub fn open(driver: D, config: DeviceConfig) -> Result<Self, Error<D>> {
+        let config = match config.resolve(&driver.info(), DEPTH) {
+            Ok(c) => c,
+            Err(e) => return Err(Error::new(driver, Action::Open, None, None, e.into())),
+        };
+        match Self::build(&driver, config) {
+            Ok(parts) => Ok(Self::assemble(driver, config, parts)),
+            Err(kind) => Err(Error::new(driver, Action::Open, None, None, kind)),
+        }
+    }
+}
+
+/// What [`Device::open`] builds before the device exists.
+type Parts<const DEPTH: usize> = (
+    StreamId,
+    StreamId,
+    u64,
+    [SlotRegions; DEPTH],
+    [Mutex<Vec<u8>>; DEPTH],
+);
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH>
+where
+    Depth<DEPTH>: SupportedDepth,
+{
+    /// Creates the device's resources; on failure, releases what it made.
+    fn build(driver: &D, config: Resolved) -> Result<Parts<DEPTH>, ErrorKind> {
+        let mut b = Building {
+            driver,
+            memory: Vec::new(),
+            events: Vec::new(),
+            streams: Vec::new(),
+        };
+        let built = (|| -> Result<_, DriverError> {
+            let aicpu = b.stream()?;
+            let aicore_epoch = driver.code_epoch();
+            let aicore = b.stream()?;
+            let elems = config.arena_half_bytes();
+            let mut regions = Vec::with_capacity(DEPTH);
+            for _ in 0..DEPTH {
+                let arena = b.alloc(2 * elems)?;
+                regions.push(SlotRegions {
+                    input: arena,
+                    output: arena.offset(elems),
+                    handshake: b.alloc(abi::handshake_bytes(config.block_dim))?,
+                    wall: b.alloc(WallRecord::SIZE)?,
+                    status: b.alloc(StatusRecord::SIZE)?,
+                    ev_aicore: b.event()?,
+                    ev_fence: b.event()?,
+                });
+            }
+            Ok((aicpu, aicore, aicore_epoch, regions))
+        })();
+        let (aicpu, aicore, aicore_epoch, regions) = match built {
+            Ok(x) => x,
+            Err(e) => {
+                b.undo();
+                return Err(ErrorKind::from_driver(e));
+            }
+        };
+        // Host staging: a failed host allocation is an error, never an abort.
+        let mut staging = Vec::with_capacity(DEPTH);
+        for _ in 0..DEPTH {
+            let mut buf = Vec::new();
+            if buf.try_reserve_exact(config.arena_half_bytes()).is_err() {
+                b.undo();
+                return Err(ErrorKind::HostOutOfMemory {
+                    bytes: config.arena_half_bytes(),
+                });
+            }
+            buf.resize(config.arena_half_bytes(), 0);
+            staging.push(Mutex::new(buf));
+        }
+        let (Ok(regions), Ok(staging)) = (
+            <[SlotRegions; DEPTH]>::try_from(regions),
+            <[Mutex<Vec<u8>>; DEPTH]>::try_from(staging),
+        ) else {
+            b.undo();
+            return Err(ErrorKind::DepthExhausted(DEPTH));
+        };
+        drop(b);
+        Ok((aicpu, aicore, aicore_epoch, regions, staging))
+    }
+
+    fn assemble(driver: D, config: Resolved, parts: Parts<DEPTH>) -> Self {
+        let (aicpu, aicore, aicore_epoch, regions, staging) = parts;
+        Device {
+            id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
+            config,
+            regions,
+            staging,
+            state: Mutex::new(State {
+                slots: [SlotState::Free; DEPTH],
+                leases: [0; DEPTH],
+                in_flight: InFlightSet::new(),
+                poison: None,
+                next_run: 1,
+                next_seq: 1,
+                chain: None,
+                aicore,
+                aicpu,
+                aicore_generation: 0,
+                generation: 0,
+                aicore_epoch,
+                pinned: Vec::new(),
+                launching: None,
+                abandoned: Vec::new(),
+                stats: ContractStats::default(),
+            }),
+            driver,
+            closed: false,
+        }
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    fn lock(&self) -> MutexGuard<'_, State<DEPTH>> {
+        self.state.lock().unwrap_or_else(|poisoned| {
+            // A panic (a driver's, or a bug) interrupted a transition while
+            // it held the state: what reached the device is unknown. The
+            // guard is recovered — nothing hangs — and the runner poisoned,
+            // so that only a drain, which proves the queue quiet and resets
+            // every slot, lets runs launch again.
+            let mut st = poisoned.into_inner();
+            self.state.clear_poison();
+            let (run, slot) = st.launching.unwrap_or((RunId(0), 0));
+            st.poison(PoisonCause::Interrupted, run, slot);
+            st.chain = None;
+            st
+        })
+    }
+
+    /// The driver, for inspection (a simulator's statistics, faults to
+    /// inject) and for resources of your own.
+    ///
+    /// **The trust boundary.** The device's own resources — its two
+    /// streams, its events, the slot regions and the code it pinned — are
+    /// the contract's. The device hands out none of their handles except a
+    /// callable's [`CodeHandle`](crate::driver::CodeHandle) (for
+    /// diagnostics). What you may do through the driver without breaking
+    /// the contract:
+    ///
+    /// - create, use and destroy **your own** streams, events, allocations;
+    /// - register code: it can never evict or replace code a live
+    ///   publication pinned (a registration that would have to is refused
+    ///   with `CodeMemoryFull`), and an upload newer than the device's
+    ///   AICore stream makes that stream stale for it, so a later
+    ///   publication of the same bytes re-creates the stream.
+    ///
+    /// What happens if you reach the device's resources anyway (a pin you
+    /// release, a handle you forge): every driver validates every handle and
+    /// range, so it is never undefined behaviour; a destroyed stream or
+    /// event, a freed region, evicted code fail the device's next
+    /// transition with an error — never a run of other code. Rewriting the
+    /// *contents* of the device's memory by a forged address is outside the
+    /// contract, as a second process writing the NPU's memory would be.
+    ///
+    /// ```
+    /// use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+    /// use runclaim::driver::Driver;
+    /// use runclaim::driver::abi::Program;
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    ///
+    /// let sim = SimDriver::stepped(SimConfig::default().code_slots(1));
+    /// let mut device = Device::<_, 2>::open(sim, DeviceConfig::default())?;
+    /// let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+    /// // The one code slot holds the runner's pinned code: no eviction.
+    /// assert!(runner.device().driver().register_code(&Program::new().mul(2).encode()).is_err());
+    /// let mut out = Outputs::<0>::new(1);
+    /// runner.run_serial(runner.take_slot::<0>()?, RunSpec::new(runner.code("f")?, Input::Host(&[1])), &mut out)?;
+    /// assert_eq!(out.values(), &[2]);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    pub fn driver(&self) -> &D {
+        &self.driver
+    }
+
+    /// The fence timeout in force.
+    #[must_use]
+    pub fn fence_timeout(&self) -> Duration {
+        self.config.fence_timeout
+    }
+
+    /// The device watchdog the fence timeout was checked against.
+    #[must_use]
+    pub fn watchdog(&self) -> Duration {
+        self.config.watchdog
+    }
+
+    /// Elements each slot's arena holds.
+    #[must_use]
+    pub fn max_elements(&self) -> usize {
+        self.config.max_elements
+    }
+
+    /// AICore workers per run.
+    #[must_use]
+    pub fn block_dim(&self) -> u32 {
+        self.config.block_dim
+    }
+
+    /// The run-time state: poison, in-flight runs, quarantined slots.
+    #[must_use]
+    pub fn health(&self) -> Health {
+        let st = self.lock();
+        let mut quarantined = SlotSet::new();
+        let mut launched = SlotSet::new();
+        for (i, s) in st.slots.iter().enumerate() {
+            match s {
+                SlotState::Quarantined => quarantined.insert(i),
+                SlotState::InFlight { .. } => launched.insert(i),
+                _ => {}
+            }
+        }
+        Health {
+            poisoned: st.poison,
+            in_flight: st.in_flight.len(),
+            quarantined,
+            launched,
+        }
+    }
+
+    /// Counters of the contract itself.
+    #[must_use]
+    pub fn stats(&self) -> ContractStats {
+        self.lock().stats
+    }
+
+    pub(crate) fn id(&self) -> u64 {
+        self.id
+    }
+
+    pub(crate) fn port(&self) -> &dyn Port {
+        self
+    }
+
+    pub(crate) fn take(&self, slot: usize) -> Result<u64, ErrorKind> {
+        let mut st = self.lock();
+        match st.slots[slot] {
+            SlotState::Free => {
+                st.leases[slot] += 1;
+                let lease = st.leases[slot];
+                st.slots[slot] = SlotState::Held { lease };
+                Ok(lease)
+            }
+            SlotState::Held { .. } => Err(ErrorKind::SlotTaken),
+            SlotState::InFlight { .. } | SlotState::Quarantined => {
+                let run = st
+                    .in_flight
+                    .iter()
+                    .find(|e| e.slot == slot)
+                    .map_or(RunId(0), |e| e.run);
+                Err(if st.slots[slot] == SlotState::Quarantined {
+                    ErrorKind::SlotQuarantined { run }
+                } else {
+                    ErrorKind::SlotInFlight { run }
+                })
+            }
+        }
+    }
+
+    fn staging(&self, slot: usize) -> MutexGuard<'_, Vec<u8>> {
+        self.staging[slot]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> Drop for Device<D, DEPTH> {
+    fn drop(&mut self) {
+        // Best effort: drain within the queue budget, then release. What
+        // cannot be proven idle is leaked, never destroyed under the device.
+        // A panicking driver must not abort the process from here.
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| self.teardown()));
+    }
+}
+
+/// `?` on a failed [`Device::open`](Device::open) drops the driver.
+impl<D: Driver> From<Error<D>> for Error {
+    fn from(e: Error<D>) -> Self {
+        e.without_value()
+    }
+}
+
+/// `?` on a failed [`Device::close`](Device::close) drops the device
+/// (which leaks what it could not prove idle).
+impl<D: Driver, const DEPTH: usize> From<Error<Option<Device<D, DEPTH>>>> for Error {
+    fn from(e: Error<Option<Device<D, DEPTH>>>) -> Self {
+        e.without_value()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::{SimConfig, SimDriver};
+    use static_assertions::assert_impl_all;
+
+    assert_impl_all!(Device<SimDriver, 2>: Send, Sync);
+
+    #[test]
+    fn failed_open_releases_what_it_created() {
+        let sim = SimDriver::stepped(SimConfig::default());
+        sim.inject(crate::sim::Fault::FailCall {
+            op: crate::driver::Op::CreateEvent,
+            nth: 3,
+        });
+        let err = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap_err();
+        assert_eq!(err.action(), Action::Open);
+        let s = sim.stats();
+        assert_eq!(s.live_streams(), 0);
+        assert_eq!(s.live_events(), 0);
+        assert_eq!(s.live_allocations(), 0);
+    }
+
+    #[test]
+    fn a_publication_that_fails_midway_still_starts_a_code_generation() {
+        use crate::driver::abi::Program;
+        use crate::{Callable, Input, Outputs, RunSpec};
+        let sim = SimDriver::stepped(
+            SimConfig::default()
+                .code_slots(1)
+                .watchdog(std::time::Duration::from_millis(2)),
+        );
+        let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+        let a = Callable::program("a", &Program::new().add(1));
+        let b = Callable::program("b", &Program::new().mul(10));
+        let c = Callable::program("c", &Program::new().xor(3));
+        let mut out = Outputs::<0>::new(1);
+        {
+            // The AICore stream caches A at the one code address.
+            let r = dev.publish(std::slice::from_ref(&a)).unwrap();
+            let spec = RunSpec::new(r.code("a").unwrap(), Input::Host(&[5]));
+            r.run_serial(r.take_slot::<0>().unwrap(), spec, &mut out)
+                .unwrap();
+            assert_eq!(out.values(), &[6]);
+        }
+        // B uploads (replacing A at that address), then C's registration fails.
+        sim.inject(crate::sim::Fault::FailCall {
+            op: crate::driver::Op::RegisterCode,
+            nth: 2,
+        });
+        assert!(dev.publish(&[b.clone(), c]).is_err());
+        // Publishing B again is a dedup hit; the stream must still be fresh.
+        let r = dev.publish(&[b]).unwrap();
+        let spec = RunSpec::new(r.code("b").unwrap(), Input::Host(&[5]));
+        r.run_serial(r.take_slot::<0>().unwrap(), spec, &mut out)
+            .unwrap();
+        assert_eq!(out.values(), &[50], "a stale AICore stream would compute A");
+        assert_eq!(sim.stats().stale_executions, 0);
+    }
+
+    #[test]
+    fn drop_releases_everything() {
+        let sim = SimDriver::stepped(SimConfig::default());
+        let d = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
+        let s = sim.stats();
+        assert_eq!(s.live_streams(), 2);
+        assert_eq!(s.live_events(), 6);
+        assert_eq!(s.live_allocations(), 12);
+        drop(d);
+        let s = sim.stats();
+        assert_eq!(
+            (s.live_streams(), s.live_events(), s.live_allocations()),
+            (0, 0, 0)
+        );
+    }
+}

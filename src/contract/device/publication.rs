@@ -1,0 +1,69 @@
+//! Registering a publication's code: the pins it holds until the next
+//! publication, and the code generations that make the AICore stream stale.
+
+use super::Device;
+use crate::contract::code::{Callable, CodeEntry};
+use crate::contract::error::{Action, Error, ErrorKind};
+use crate::driver::Driver;
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    /// The work of [`Device::publish`] up to the runner: names checked,
+    /// forgotten runs drained, the last publication's pins released, the
+    /// new code registered and pinned, the code generation advanced where
+    /// the AICore stream may be stale for it.
+    pub(crate) fn register(&mut self, callables: &[Callable]) -> Result<Vec<CodeEntry>, Error> {
+        // Refused before anything happens: `code(name)` must name one callable.
+        for (i, c) in callables.iter().enumerate() {
+            if callables[..i].iter().any(|p| p.name() == c.name()) {
+                return Err(Error::plain(
+                    Action::Publish,
+                    ErrorKind::DuplicateCallable(c.name().into()),
+                ));
+            }
+        }
+        self.drain(None)
+            .map_err(|k| Error::plain(Action::Publish, k))?;
+        let mut st = self.lock();
+        // The last publication's runner is gone (this borrow is exclusive)
+        // and nothing is in flight: its code may go.
+        for code in std::mem::take(&mut st.pinned) {
+            // A refused release keeps the pin, to be retried at the next
+            // publication and at close (meanwhile the code stays resident).
+            if self.driver.release_code(code).is_err() {
+                st.pinned.push(code);
+            }
+        }
+        let mut entries = Vec::with_capacity(callables.len());
+        for c in callables {
+            let r = self.driver.register_code(c.code()).map_err(|e| {
+                let kind = match e.kind() {
+                    crate::driver::DriverErrorKind::CodeMemoryFull { capacity } => {
+                        ErrorKind::CodeDoesNotFit {
+                            capacity: *capacity,
+                        }
+                    }
+                    _ => ErrorKind::from_driver(e),
+                };
+                Error::plain(Action::Publish, kind)
+            })?;
+            st.pinned.push(r.handle);
+            // New code may be stale in the AICore stream's instruction
+            // cache: uploaded now (a publication), or uploaded by anyone
+            // else on the NPU after the stream was created (a dedup hit on
+            // it). Either starts a new code generation at once, before a
+            // later registration can fail and return early.
+            if r.published || r.handle.upload() > st.aicore_epoch {
+                st.generation += 1;
+            }
+            if r.published {
+                st.stats.generations += 1;
+            }
+            entries.push(CodeEntry {
+                name: c.name().to_owned(),
+                handle: r.handle,
+            });
+        }
+        drop(st);
+        Ok(entries)
+    }
+}

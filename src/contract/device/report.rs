@@ -1,0 +1,103 @@
+//! What a device reports about itself: [`ContractStats`], [`Health`] and a
+//! drain's [`DrainReport`].
+
+use crate::contract::error::Poison;
+use crate::contract::slot::SlotSet;
+
+/// Counters of the contract itself ([`Device::stats`](super::Device::stats)).
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// let mut out = Outputs::<0>::new(4);
+/// runner.run_serial(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])), &mut out)?;
+/// let stats = runner.device().stats();
+/// assert_eq!((stats.launched, stats.fenced, stats.finalized), (1, 1, 1));
+/// assert_eq!(stats.aicore_recreations, 1); // the first launch after the publication
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct ContractStats {
+    /// Runs launched.
+    pub launched: u64,
+    /// Runs observed complete by a fence (or by a drop's fence).
+    pub fenced: u64,
+    /// Runs finalized successfully.
+    pub finalized: u64,
+    /// Runs whose status reported an error.
+    pub run_failures: u64,
+    /// Slots quarantined.
+    pub quarantined: u64,
+    /// Drains that proved the queue quiet.
+    pub drains: u64,
+    /// AICore streams re-created after a publication.
+    pub aicore_recreations: u64,
+    /// Streams re-created after a fault.
+    pub fault_recreations: u64,
+    /// Code generations started (registrations that uploaded new code).
+    pub generations: u64,
+}
+
+/// A snapshot of a device's run-time state.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// let run = runner.prepare(runner.take_slot::<1>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?;
+/// let h = runner.health();
+/// assert_eq!((h.in_flight, h.poisoned), (1, None));
+/// assert!(h.launched.contains(1) && h.quarantined.is_empty());
+/// # drop(run);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Health {
+    /// The poison, if the runner stopped launching.
+    pub poisoned: Option<Poison>,
+    /// Runs in flight (including unproven ones).
+    pub in_flight: usize,
+    /// Slots quarantined until a drain.
+    pub quarantined: SlotSet,
+    /// Slots in flight.
+    pub launched: SlotSet,
+}
+
+/// What a drain found and did.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let mut runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// // A forgotten run keeps its slot until a drain proves it complete.
+/// let run = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?;
+/// std::mem::forget(run);
+/// let report = runner.drain()?;
+/// assert_eq!((report.retired, report.cleared), (1, None));
+/// assert!(runner.take_slot::<0>().is_ok());
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct DrainReport {
+    /// In-flight entries retired (forgotten, unproven or partial runs).
+    pub retired: usize,
+    /// Quarantined slots returned to service.
+    pub released: usize,
+    /// Faulted streams re-created.
+    pub streams_recreated: usize,
+    /// The poison cleared, if the runner was poisoned.
+    pub cleared: Option<Poison>,
+}

@@ -1,0 +1,296 @@
+//! The per-slot transitions behind [`Port`]: prepare (write the slot's
+//! regions), launch (submit on the shared stream pair), wait, finalize
+//! (read back and validate), and a token's release.
+
+use super::state::{Chain, SlotState, State};
+use std::time::Duration;
+
+use super::Device;
+use crate::contract::code::CodeRef;
+use crate::contract::error::{ErrorKind, PoisonCause, Record, RunId};
+use crate::contract::inflight::{Entry, Proof};
+use crate::contract::port::{LaunchFail, Port, RunInfo, Submitted, Wait};
+use crate::contract::spec::Input;
+use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord};
+use crate::driver::{CodeHandle, Driver, DriverError};
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    /// The launch itself, under the state lock (see `Port::launch`).
+    pub(super) fn launch_locked(
+        &self,
+        st: &mut State<DEPTH>,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+    ) -> Result<Submitted, LaunchFail> {
+        use LaunchFail::{Lost, NotSubmitted};
+        st.check_held(slot, lease).map_err(NotSubmitted)?;
+        if let Some(p) = st.poison {
+            return Err(NotSubmitted(ErrorKind::Poisoned(p)));
+        }
+        if st.in_flight.is_full() {
+            return Err(NotSubmitted(ErrorKind::DepthExhausted(st.in_flight.len())));
+        }
+        self.ready_streams(st).map_err(NotSubmitted)?;
+        let r = &self.regions[slot];
+        let (input, len) = if info.chained {
+            let c = st.chain.ok_or(NotSubmitted(ErrorKind::NoChainValue))?;
+            (self.regions[c.slot].output, c.len)
+        } else {
+            (r.input, info.len)
+        };
+        #[allow(clippy::cast_possible_truncation, reason = "slot < DEPTH <= 16")]
+        let slot_u32 = slot as u32;
+        let args = RunArgs {
+            run_id: info.run.0,
+            slot: slot_u32,
+            block_dim: self.config.block_dim,
+            len: len as u64,
+            input: input.raw(),
+            output: r.output.raw(),
+            handshake: r.handshake.raw(),
+            wall: r.wall.raw(),
+            status: r.status.raw(),
+        }
+        .to_bytes();
+        let (aicore, aicpu) = (st.aicore, st.aicpu);
+        let d = &self.driver;
+        if let Err(e) = d.launch_aicore(aicore, info.code, self.config.block_dim, &args) {
+            return Err(NotSubmitted(self.driver_error(
+                st,
+                e,
+                info.run,
+                slot,
+                u64::MAX,
+            )));
+        }
+        let seq = st.next_seq;
+        st.next_seq += 1;
+        let mut entry = Entry {
+            seq,
+            run: info.run,
+            slot,
+            proof: Proof::Pending,
+            launched_at: None,
+            ahead_done_at: Duration::ZERO,
+            ahead_undated: false,
+            observed: false,
+        };
+        let lost = if let Err(e) = d.launch_aicpu(aicpu, &args) {
+            Some((
+                PoisonCause::PartialLaunch,
+                ErrorKind::PartialLaunch(Box::new(e)),
+            ))
+        } else if let Err(e) = d
+            .record_event(r.ev_aicore, aicore)
+            .and_then(|()| d.stream_wait_event(aicpu, r.ev_aicore))
+            .and_then(|()| d.record_event(r.ev_fence, aicpu))
+        {
+            Some((
+                PoisonCause::FenceNotRecorded,
+                ErrorKind::FenceNotRecorded(Box::new(e)),
+            ))
+        } else {
+            None
+        };
+        st.stats.launched += 1;
+        if let Some((cause, kind)) = lost {
+            // Work reached the device that no fence can observe: keep it in
+            // the set as unproven until a drain proves the queue quiet.
+            entry.proof = Proof::Unproven;
+            let _ = st.in_flight.push(entry);
+            st.quarantine(slot);
+            st.poison(cause, info.run, slot);
+            st.chain = None;
+            return Err(Lost(kind));
+        }
+        // `is_full` was checked above and the sequence is fresh.
+        let _ = st.in_flight.push(entry);
+        st.slots[slot] = SlotState::InFlight { lease };
+        st.chain = Some(Chain { slot, len });
+        Ok(Submitted { seq, len })
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
+    fn device_id(&self) -> u64 {
+        self.id
+    }
+
+    fn release(&self, slot: usize, lease: u64) {
+        let mut st = self.lock();
+        match st.slots[slot] {
+            SlotState::Held { lease: l } if l == lease => st.slots[slot] = SlotState::Free,
+            SlotState::InFlight { lease: l } if l == lease => {
+                // A launched run is being dropped: wait for its own fence.
+                let Some(entry) = st.in_flight.iter().find(|e| e.slot == slot).copied() else {
+                    st.slots[slot] = SlotState::Free;
+                    return;
+                };
+                drop(st);
+                let outcome = (entry.proof == Proof::Pending).then(|| {
+                    let info = RunInfo {
+                        run: entry.run,
+                        seq: entry.seq,
+                        len: 0,
+                        code: CodeHandle::from_raw(0, 0),
+                        chained: false,
+                    };
+                    // This runs in `Drop`, maybe while a panic unwinds: a
+                    // panicking driver must not abort the process. A caught
+                    // panic leaves completion unproven.
+                    std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        self.wait_queued(slot, lease, &info, None)
+                    }))
+                    .unwrap_or(Err(ErrorKind::NotReady))
+                });
+                let mut st = self.lock();
+                if let Some(Ok(())) = outcome {
+                    st.slots[slot] = SlotState::Free;
+                } else {
+                    // Any failure — even a driver error that is neither fault
+                    // nor timeout — leaves completion unproven.
+                    if let Some(e) = st.in_flight.get_mut(entry.seq) {
+                        e.proof = Proof::Unproven;
+                    }
+                    st.quarantine(slot);
+                }
+            }
+            _ => {}
+        }
+    }
+
+    fn prepare(
+        &self,
+        slot: usize,
+        lease: u64,
+        code: CodeRef<'_>,
+        input: Input<'_>,
+    ) -> Result<RunInfo, ErrorKind> {
+        if code.device != self.id {
+            return Err(ErrorKind::ForeignHandle);
+        }
+        let len = match input {
+            Input::Host([]) => return Err(ErrorKind::EmptyInput),
+            Input::Host(d) if d.len() > self.config.max_elements => {
+                return Err(ErrorKind::InputTooLong {
+                    len: d.len(),
+                    capacity: self.config.max_elements,
+                });
+            }
+            Input::Host(d) => d.len(),
+            Input::Previous => 0,
+        };
+        let run = {
+            let mut st = self.lock();
+            st.check_held(slot, lease)?;
+            let run = RunId(st.next_run);
+            st.next_run += 1;
+            run
+        };
+        // The slot is ours alone (held lease, nothing in flight on it), so its
+        // regions may be written synchronously.
+        let r = &self.regions[slot];
+        let d = &self.driver;
+        let e = |err: DriverError| self.driver_error(&mut self.lock(), err, run, slot, u64::MAX);
+        if let Input::Host(data) = input {
+            let mut staging = self.staging(slot);
+            let bytes = &mut staging[..data.len() * 4];
+            for (c, v) in bytes.chunks_exact_mut(4).zip(data) {
+                c.copy_from_slice(&v.to_le_bytes());
+            }
+            d.copy_to_device(r.input, bytes).map_err(e)?;
+        }
+        d.memset(r.handshake, 0, abi::handshake_bytes(self.config.block_dim))
+            .map_err(e)?;
+        d.memset(r.wall, 0, WallRecord::SIZE).map_err(e)?;
+        let armed = StatusRecord {
+            run_id: run.0,
+            state: StatusRecord::ARMED,
+            code: 0,
+        };
+        d.copy_to_device(r.status, &armed.to_bytes()).map_err(e)?;
+        Ok(RunInfo {
+            run,
+            seq: 0,
+            len,
+            code: code.handle,
+            chained: matches!(input, Input::Previous),
+        })
+    }
+
+    fn launch(&self, slot: usize, lease: u64, info: &RunInfo) -> Result<Submitted, LaunchFail> {
+        // The lock is held across submission: sequence order is stream order
+        // even when several threads launch.
+        let mut st = self.lock();
+        st.launching = Some((info.run, slot));
+        let r = self.launch_locked(&mut st, slot, lease, info);
+        st.launching = None;
+        r
+    }
+
+    fn wait(&self, slot: usize, lease: u64, info: &RunInfo, how: Wait) -> Result<(), ErrorKind> {
+        match how {
+            Wait::Poll => self.poll(slot, lease, info),
+            Wait::For(t) => self.wait_queued(slot, lease, info, Some(t)),
+            Wait::Configured => self.wait_queued(slot, lease, info, None),
+        }
+    }
+
+    fn finalize(
+        &self,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+        out: &mut [u32],
+    ) -> Result<WallRecord, ErrorKind> {
+        self.lock().check_held(slot, lease)?;
+        if out.len() < info.len {
+            return Err(ErrorKind::OutputsTooSmall {
+                len: info.len,
+                capacity: out.len(),
+            });
+        }
+        let r = &self.regions[slot];
+        let e =
+            |err: DriverError| self.driver_error(&mut self.lock(), err, info.run, slot, info.seq);
+        let mut raw = [0u8; StatusRecord::SIZE];
+        self.driver
+            .copy_from_device(&mut raw, r.status)
+            .map_err(e)?;
+        let status = StatusRecord::from_bytes(&raw).unwrap_or_default();
+        if status.run_id != info.run.0 {
+            return Err(ErrorKind::RecordMismatch {
+                record: Record::Status,
+                expected: info.run.0,
+                found: status.run_id,
+            });
+        }
+        if status.state != StatusRecord::DONE {
+            return Err(ErrorKind::RecordMissing(Record::Status));
+        }
+        let mut raw = [0u8; WallRecord::SIZE];
+        self.driver.copy_from_device(&mut raw, r.wall).map_err(e)?;
+        let wall = WallRecord::from_bytes(&raw).unwrap_or_default();
+        if wall.run_id != info.run.0 || wall.slot as usize != slot {
+            return Err(ErrorKind::RecordMismatch {
+                record: Record::Wall,
+                expected: info.run.0,
+                found: wall.run_id,
+            });
+        }
+        if status.code != 0 {
+            self.lock().stats.run_failures += 1;
+            return Err(ErrorKind::RunFailed { code: status.code });
+        }
+        let mut staging = self.staging(slot);
+        let bytes = &mut staging[..info.len * 4];
+        self.driver.copy_from_device(bytes, r.output).map_err(e)?;
+        for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+            *o = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        drop(staging);
+        self.lock().stats.finalized += 1;
+        Ok(wall)
+    }
+}

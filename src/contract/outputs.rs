@@ -1,0 +1,84 @@
+//! What a run hands back: the slot's host [`Outputs`] buffer and the
+//! [`Finalized`] record.
+
+use super::error::RunId;
+use super::slot::SlotToken;
+use crate::driver::abi::WallRecord;
+
+/// A finalized run: its records, and the slot token back.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// let mut out = Outputs::<0>::new(1);
+/// let done = runner
+///     .prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?
+///     .launch()?.fence()?.finalize(&mut out)?;
+/// assert_eq!((done.wall.run_id, done.wall.slot), (done.run.0, 0)); // validated to be this run's
+/// let next = runner.prepare(done.token, RunSpec::new(code, Input::Host(&[2])))?; // the slot, again
+/// # drop(next);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Finalized<'r, const I: usize> {
+    /// The slot, ready for the next run.
+    pub token: SlotToken<'r, I>,
+    /// The run.
+    pub run: RunId,
+    /// Its launch sequence number.
+    pub seq: u64,
+    /// Its device-wall record (validated to be this run's).
+    pub wall: WallRecord,
+}
+
+/// Slot `I`'s host buffer for outputs. Allocated once and reused, so
+/// finalizing allocates nothing.
+///
+/// ```
+/// use runclaim::Outputs;
+///
+/// let out = Outputs::<0>::new(1024);
+/// assert_eq!(out.capacity(), 1024);
+/// assert!(out.values().is_empty()); // nothing finalized into it yet
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Outputs<const I: usize> {
+    pub(super) values: Vec<u32>,
+    pub(super) len: usize,
+    pub(super) run: Option<RunId>,
+}
+
+impl<const I: usize> Outputs<I> {
+    /// A buffer for up to `capacity` elements.
+    #[must_use]
+    pub fn new(capacity: usize) -> Self {
+        Outputs {
+            values: vec![0; capacity],
+            len: 0,
+            run: None,
+        }
+    }
+
+    /// Elements it can hold.
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.values.len()
+    }
+
+    /// The last finalized run's outputs (empty after a failed finalize).
+    #[must_use]
+    pub fn values(&self) -> &[u32] {
+        &self.values[..self.len]
+    }
+
+    /// The run the values belong to.
+    #[must_use]
+    pub fn run(&self) -> Option<RunId> {
+        self.run
+    }
+}
