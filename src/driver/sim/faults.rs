@@ -1,8 +1,93 @@
-//! The armed fault plan: countdowns that fire on the n-th matching call,
-//! kernel start, record or status write.
+//! Fault injection: the faults a test can arm ([`Fault`], [`Kernel`]) and
+//! the armed plan, countdowns that fire on the n-th matching call, kernel
+//! start, record or status write.
 
-use super::{Fault, Kernel};
+use std::time::Duration;
+
 use crate::driver::{DriverErrorKind, Op};
+
+/// Which kernel a [`Fault::KernelFault`] targets.
+///
+/// ```
+/// use runclaim::sim::{Fault, Kernel};
+///
+/// let f = Fault::KernelFault { kernel: Kernel::Aicpu, nth: 1 }; // the next AICPU kernel faults
+/// # let _ = f;
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Kernel {
+    /// The AICore kernel of a run.
+    Aicore,
+    /// The AICPU Run kernel of a run.
+    Aicpu,
+}
+
+/// A fault to inject. Counts start at the moment of injection and are
+/// 1-based: `nth: 1` is the next one.
+///
+/// ```
+/// use runclaim::driver::{Driver, DriverErrorKind, Op};
+/// use runclaim::sim::{Fault, SimDriver};
+///
+/// let sim = SimDriver::stepped(Default::default());
+/// sim.inject(Fault::FailCall { op: Op::CreateStream, nth: 2 });
+/// sim.create_stream()?;
+/// assert_eq!(sim.create_stream().unwrap_err().kind(), &DriverErrorKind::Injected { nth: 2 });
+/// sim.create_stream()?; // fires once
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Fault {
+    /// The `nth` call of `op` fails with [`DriverErrorKind::Injected`] and has no
+    /// effect.
+    FailCall {
+        /// The operation.
+        op: Op,
+        /// Which call.
+        nth: u64,
+    },
+    /// The `nth` driver call of any operation fails with
+    /// [`DriverErrorKind::Injected`] and has no effect (for sweeps).
+    FailAnyCall {
+        /// Which call.
+        nth: u64,
+    },
+    /// The `nth` kernel of this kind to start raises an exception: its
+    /// stream enters a sticky error state and drops its queued work.
+    KernelFault {
+        /// Which kernel kind.
+        kernel: Kernel,
+        /// Which start.
+        nth: u64,
+    },
+    /// The `nth` AICPU kernel to write its status reports run error `code`
+    /// (a known run error, not a device fault).
+    RunError {
+        /// Which AICPU kernel.
+        nth: u64,
+        /// The error code (non-zero).
+        code: u32,
+    },
+    /// The `nth` `record_event` never completes.
+    EventNeverCompletes {
+        /// Which record.
+        nth: u64,
+    },
+    /// The `nth` `record_event` completes `delay` after the stream reaches it.
+    DelayEvent {
+        /// Which record.
+        nth: u64,
+        /// How late.
+        delay: Duration,
+    },
+    /// From the `nth` driver call on, every call fails with
+    /// [`DriverErrorKind::DeviceLost`] (sticky, like 507899).
+    DeviceLost {
+        /// Which call.
+        nth: u64,
+    },
+}
 
 #[derive(Debug, Clone)]
 struct Armed {

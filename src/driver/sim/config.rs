@@ -1,0 +1,206 @@
+//! The simulator's configuration: the device's sizes, watchdog, stepping and
+//! trace settings ([`SimConfig`]) and the real-time mode's latency model
+//! ([`LatencyModel`]).
+
+use std::time::Duration;
+
+/// Host- and device-side latencies of the real-time mode. All may be zero.
+///
+/// ```
+/// use std::time::Duration;
+/// use runclaim::sim::{LatencyModel, SimConfig, SimDriver};
+///
+/// // 50 µs kernels, everything else as the default model.
+/// let model = LatencyModel::default().kernel(Duration::from_micros(50));
+/// let sim = SimDriver::real_time(SimConfig::default().latency(model));
+/// assert!(sim.is_real_time());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct LatencyModel {
+    /// Host cost of one kernel-launch call (spent by the calling thread).
+    pub submit: Duration,
+    /// Device gap before a queued kernel starts after its predecessor on the
+    /// same stream finished (or after it was queued, if later).
+    pub dispatch_gap: Duration,
+    /// Host wake-up after a blocking wait's condition became true.
+    pub host_wake: Duration,
+    /// Compute time of one run's AICore workers.
+    pub kernel: Duration,
+}
+
+impl Default for LatencyModel {
+    /// 10 µs submit, 2 µs dispatch gap, 20 µs host wake-up, 250 µs kernel.
+    fn default() -> Self {
+        LatencyModel {
+            submit: Duration::from_micros(10),
+            dispatch_gap: Duration::from_micros(2),
+            host_wake: Duration::from_micros(20),
+            kernel: Duration::from_micros(250),
+        }
+    }
+}
+
+impl LatencyModel {
+    /// Sets [`LatencyModel::submit`].
+    #[must_use]
+    pub const fn submit(mut self, d: Duration) -> Self {
+        self.submit = d;
+        self
+    }
+
+    /// Sets [`LatencyModel::dispatch_gap`].
+    #[must_use]
+    pub const fn dispatch_gap(mut self, d: Duration) -> Self {
+        self.dispatch_gap = d;
+        self
+    }
+
+    /// Sets [`LatencyModel::host_wake`].
+    #[must_use]
+    pub const fn host_wake(mut self, d: Duration) -> Self {
+        self.host_wake = d;
+        self
+    }
+
+    /// Sets [`LatencyModel::kernel`].
+    #[must_use]
+    pub const fn kernel(mut self, d: Duration) -> Self {
+        self.kernel = d;
+        self
+    }
+
+    /// The longest latency the simulator applies (1 s); longer ones are
+    /// clamped to it, so `Duration::MAX` cannot hang a host call.
+    pub const MAX: Duration = Duration::from_secs(1);
+
+    /// Each latency clamped to [`LatencyModel::MAX`].
+    #[must_use]
+    pub fn clamped(self) -> Self {
+        LatencyModel {
+            submit: self.submit.min(Self::MAX),
+            dispatch_gap: self.dispatch_gap.min(Self::MAX),
+            host_wake: self.host_wake.min(Self::MAX),
+            kernel: self.kernel.min(Self::MAX),
+        }
+    }
+
+    /// Every latency zero: the device runs as fast as the host can drive it.
+    #[must_use]
+    pub const fn zero() -> Self {
+        LatencyModel {
+            submit: Duration::ZERO,
+            dispatch_gap: Duration::ZERO,
+            host_wake: Duration::ZERO,
+            kernel: Duration::ZERO,
+        }
+    }
+}
+
+/// Configuration of the simulated device.
+///
+/// ```
+/// use std::time::Duration;
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let cfg = SimConfig::default()
+///     .watchdog(Duration::from_millis(2)) // hung kernels fault after 2 ms of device time
+///     .code_slots(1)                      // every new image replaces the last one
+///     .seed(7);                           // a different stepped interleaving
+/// assert_eq!(SimDriver::stepped(cfg.clone()).config(), cfg);
+/// ```
+#[derive(Debug, Clone, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct SimConfig {
+    /// Tasks one stream holds (default 1,792, as measured on a2a3).
+    pub stream_capacity: usize,
+    /// Largest `block_dim` (default 24 AICore blocks).
+    pub max_block_dim: u32,
+    /// Device memory size in bytes (default 256 MiB).
+    pub memory_bytes: u64,
+    /// Resident code images (default 16). With 1, every new image replaces
+    /// the previous one at the same code address.
+    pub code_slots: usize,
+    /// Device watchdog: a kernel running longer faults (default 100 ms).
+    pub watchdog: Duration,
+    /// Device time one step represents in stepped mode (default 1 µs); a
+    /// blocking wait of `t` may take up to `t / step_time` steps.
+    pub step_time: Duration,
+    /// Upper bound on steps of one blocking wait in stepped mode (default 10 M).
+    pub max_wait_steps: u64,
+    /// Trace ring size (default 65,536 entries; 0 disables tracing).
+    pub trace_capacity: usize,
+    /// Seed of the stepped-mode scheduling policy.
+    pub seed: u64,
+    /// Latencies of the real-time mode.
+    pub latency: LatencyModel,
+}
+
+impl Default for SimConfig {
+    fn default() -> Self {
+        SimConfig {
+            stream_capacity: 1792,
+            max_block_dim: 24,
+            memory_bytes: 256 << 20,
+            code_slots: 16,
+            watchdog: Duration::from_millis(100),
+            step_time: Duration::from_micros(1),
+            max_wait_steps: 10_000_000,
+            trace_capacity: 1 << 16,
+            seed: 0x5eed,
+            latency: LatencyModel::default(),
+        }
+    }
+}
+
+impl SimConfig {
+    /// Sets [`SimConfig::watchdog`].
+    #[must_use]
+    pub fn watchdog(mut self, watchdog: Duration) -> Self {
+        self.watchdog = watchdog;
+        self
+    }
+
+    /// Sets [`SimConfig::code_slots`].
+    #[must_use]
+    pub fn code_slots(mut self, slots: usize) -> Self {
+        self.code_slots = slots;
+        self
+    }
+
+    /// Sets [`SimConfig::stream_capacity`].
+    #[must_use]
+    pub fn stream_capacity(mut self, capacity: usize) -> Self {
+        self.stream_capacity = capacity;
+        self
+    }
+
+    /// Sets [`SimConfig::seed`].
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Sets [`SimConfig::latency`]. Each latency is clamped to
+    /// [`LatencyModel::MAX`]: a model, never a hang.
+    #[must_use]
+    pub fn latency(mut self, latency: LatencyModel) -> Self {
+        self.latency = latency;
+        self
+    }
+
+    /// Sets [`SimConfig::trace_capacity`].
+    #[must_use]
+    pub fn trace_capacity(mut self, entries: usize) -> Self {
+        self.trace_capacity = entries;
+        self
+    }
+
+    /// Sets [`SimConfig::max_block_dim`].
+    #[must_use]
+    pub fn max_block_dim(mut self, max: u32) -> Self {
+        self.max_block_dim = max;
+        self
+    }
+}

@@ -1,0 +1,301 @@
+//! The single stepping engine, shared by the stepped and the real-time mode.
+//!
+//! A *step* of a stream performs at most one action of its head task: start
+//! it (once its time gate is open), move one AICore worker or the AICPU
+//! kernel one phase on, or finish a record / wait / copy / memset. Stepped
+//! mode takes one step per call; real-time mode takes every step whose time
+//! has come.
+
+use std::sync::Arc;
+
+use super::{Core, Stream, Task, TaskKind};
+use crate::driver::abi;
+use crate::driver::sim::kernels::KernelStep;
+use crate::driver::sim::trace::TraceKind;
+use crate::driver::sim::{Kernel, StepOutcome};
+use crate::driver::{FaultKind, StreamId};
+
+/// Result of stepping one stream.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum StepResult {
+    /// An action was performed.
+    Progress,
+    /// The head task waits; `Some(t)`: nothing can change before tick `t`
+    /// unless another stream acts.
+    Blocked(Option<u64>),
+    /// No work, or the stream is faulted or unknown.
+    Idle,
+}
+
+impl Core {
+    /// Stepped mode: one policy-chosen action, one tick of device time.
+    pub fn policy_step(&mut self) -> StepOutcome {
+        self.tick();
+        let busy: Vec<u64> = self
+            .streams
+            .iter()
+            .filter(|(_, s)| s.fault.is_none() && !s.queue.is_empty())
+            .map(|(&id, _)| id)
+            .collect();
+        if busy.is_empty() {
+            return StepOutcome::Idle;
+        }
+        // xorshift64*: deterministic for a given seed and call sequence.
+        self.rng ^= self.rng >> 12;
+        self.rng ^= self.rng << 25;
+        self.rng ^= self.rng >> 27;
+        let r = self.rng.wrapping_mul(0x2545_f491_4f6c_dd1d);
+        let id = busy[usize::try_from(r % busy.len() as u64).unwrap_or(0)];
+        match self.step_stream(id) {
+            StepResult::Progress => StepOutcome::Progressed(StreamId::from_raw(id)),
+            StepResult::Blocked(_) => StepOutcome::Blocked(StreamId::from_raw(id)),
+            StepResult::Idle => StepOutcome::Idle,
+        }
+    }
+
+    /// Real-time mode: performs every action whose time has come, across all
+    /// streams, in model time: the device clock moves from gate to gate (a
+    /// dispatch gap, a compute end, a watchdog) up to the wall clock, so the
+    /// stamps do not depend on when this thread got the CPU. Returns whether
+    /// anything moved and the next gate beyond the wall clock, if any.
+    pub fn advance_real_time(&mut self) -> (bool, Option<u64>) {
+        let ids: Vec<u64> = self.streams.keys().copied().collect();
+        let mut any = false;
+        loop {
+            let mut moved = false;
+            let mut gate: Option<u64> = None;
+            for &id in &ids {
+                loop {
+                    match self.step_stream(id) {
+                        StepResult::Progress => moved = true,
+                        StepResult::Blocked(Some(t)) => {
+                            gate = Some(gate.map_or(t, |g| g.min(t)));
+                            break;
+                        }
+                        StepResult::Blocked(None) | StepResult::Idle => break,
+                    }
+                }
+            }
+            any |= moved;
+            if moved {
+                continue;
+            }
+            let wall = self.now();
+            match gate {
+                // The next model time point has passed: catch up to it.
+                Some(g) if g <= wall => self.vclock = self.vclock.max(g),
+                // Nothing can happen before `g` (or before the host acts):
+                // device time passes up to now.
+                _ => {
+                    self.vclock = self.vclock.max(wall);
+                    return (any, gate);
+                }
+            }
+        }
+    }
+
+    fn ready_at(&self, s: &Stream, head: &Task) -> u64 {
+        let gap = if head.kind.is_kernel() && self.is_real_time() {
+            abi::duration_to_ticks(self.cfg.latency.dispatch_gap)
+        } else {
+            0
+        };
+        head.enqueued.max(s.last_end).saturating_add(gap)
+    }
+
+    /// One action on stream `id`.
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one match over task kinds; split, the borrows of the stream, memory and events would scatter"
+    )]
+    pub fn step_stream(&mut self, id: u64) -> StepResult {
+        let now = self.dev();
+        let Some(s) = self.streams.get(&id).filter(|s| s.fault.is_none()) else {
+            return StepResult::Idle;
+        };
+        let Some(head) = s.queue.front() else {
+            return StepResult::Idle;
+        };
+        let Some(started) = head.started else {
+            let ready = self.ready_at(s, head);
+            if now < ready {
+                return StepResult::Blocked(Some(ready));
+            }
+            return self.start_head(id, now);
+        };
+        // The device watchdog covers kernels and stream waits: a wait on an
+        // event that never completes ends the stream's work, like a task
+        // timeout on the device, instead of blocking it for good.
+        let timeout_kind = match head.kind {
+            TaskKind::Aicore(_) => Some(FaultKind::AicoreTimeout),
+            TaskKind::Aicpu(_) => Some(FaultKind::AicpuTimeout),
+            TaskKind::Wait { .. } => Some(FaultKind::Collateral),
+            _ => None,
+        };
+        let watchdog = started.saturating_add(abi::duration_to_ticks(self.cfg.watchdog));
+        let kernel_ticks = if self.is_real_time() {
+            abi::duration_to_ticks(self.cfg.latency.kernel)
+        } else {
+            0
+        };
+        let out = {
+            let Core {
+                streams,
+                mem,
+                events,
+                faults,
+                ..
+            } = self;
+            let Some(head) = streams.get_mut(&id).and_then(|s| s.queue.front_mut()) else {
+                return StepResult::Idle;
+            };
+            match &mut head.kind {
+                TaskKind::Aicore(k) => k.step(mem, now, kernel_ticks),
+                TaskKind::Aicpu(k) => k.step(mem, now, faults),
+                TaskKind::Record {
+                    event,
+                    generation,
+                    fate,
+                } => {
+                    if let Some(e) = events.get_mut(event)
+                        && !fate.never
+                        && e.completed < *generation
+                    {
+                        e.completed = *generation;
+                        e.completed_at = now.saturating_add(fate.delay_ticks);
+                    }
+                    KernelStep::Finished
+                }
+                TaskKind::Wait { event, generation } => match events.get(event) {
+                    None => KernelStep::Finished,
+                    Some(e) => match e.done(*generation, now) {
+                        Ok(Some(_)) => KernelStep::Finished,
+                        // A delayed record: nothing changes before it lands.
+                        Ok(None) if e.completed >= *generation => {
+                            KernelStep::Blocked(Some(e.completed_at))
+                        }
+                        Ok(None) => KernelStep::Blocked(None),
+                        Err(_) => KernelStep::Fault(FaultKind::Collateral),
+                    },
+                },
+                TaskKind::Copy { dst, src, len } => match mem.copy(*dst, *src, *len) {
+                    Ok(()) => KernelStep::Finished,
+                    Err(_) => KernelStep::Fault(FaultKind::AicoreException),
+                },
+                TaskKind::Memset { dst, value, len } => match mem.fill(*dst, *value, *len) {
+                    Ok(()) => KernelStep::Finished,
+                    Err(_) => KernelStep::Fault(FaultKind::AicoreException),
+                },
+            }
+        };
+        match out {
+            KernelStep::Progress => StepResult::Progress,
+            KernelStep::Blocked(gate) => match timeout_kind {
+                Some(kind) if now >= watchdog => {
+                    self.fault_stream(id, kind);
+                    StepResult::Progress
+                }
+                Some(_) => StepResult::Blocked(Some(gate.map_or(watchdog, |g| g.min(watchdog)))),
+                None => StepResult::Blocked(gate),
+            },
+            KernelStep::Finished => {
+                let Some(s) = self.streams.get_mut(&id) else {
+                    return StepResult::Idle;
+                };
+                let Some(task) = s.queue.pop_front() else {
+                    return StepResult::Idle;
+                };
+                s.last_end = now;
+                *self
+                    .stats
+                    .tasks_run
+                    .entry(StreamId::from_raw(id))
+                    .or_insert(0) += 1;
+                self.push_trace(id, task.run, TraceKind::Finished(task.kind.tag()));
+                StepResult::Progress
+            }
+            KernelStep::Fault(kind) => {
+                self.fault_stream(id, kind);
+                StepResult::Progress
+            }
+        }
+    }
+
+    /// Starts the head task of stream `id` at `now`.
+    fn start_head(&mut self, id: u64, now: u64) -> StepResult {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return StepResult::Idle;
+        };
+        let Some(head) = s.queue.front_mut() else {
+            return StepResult::Idle;
+        };
+        head.started = Some(now);
+        let (tag, run) = (head.kind.tag(), head.run);
+        let mut stale = false;
+        let mut fault = None;
+        match &mut head.kind {
+            TaskKind::Aicore(k) => {
+                self.stats.aicore_kernels += 1;
+                // Instruction fetch through the stream's cache; an address that
+                // was empty when the stream was created is filled now.
+                let cached = &mut s.icache[k.code_index];
+                if cached.is_none() {
+                    cached.clone_from(&self.code[k.code_index]);
+                }
+                match cached {
+                    Some(img) => {
+                        stale = self.code[k.code_index]
+                            .as_ref()
+                            .is_none_or(|now| now.bytes != img.bytes);
+                        k.program = Some(Arc::clone(&img.program));
+                    }
+                    None => fault = Some(FaultKind::AicoreException),
+                }
+                if self.faults.on_kernel_start(Kernel::Aicore) {
+                    fault = Some(FaultKind::AicoreException);
+                } else if let Err(f) = k.start(&mut self.mem, now) {
+                    fault = Some(f);
+                }
+            }
+            TaskKind::Aicpu(k) => {
+                self.stats.aicpu_kernels += 1;
+                k.aicpu_start = now;
+                if self.faults.on_kernel_start(Kernel::Aicpu) {
+                    fault = Some(FaultKind::AicpuException);
+                }
+            }
+            _ => {}
+        }
+        self.push_trace(id, run, TraceKind::Started(tag));
+        if stale {
+            self.stats.stale_executions += 1;
+            self.push_trace(id, run, TraceKind::StaleCode);
+        }
+        if let Some(kind) = fault {
+            self.fault_stream(id, kind);
+        }
+        StepResult::Progress
+    }
+
+    /// Puts the stream into a sticky error state: queued work is dropped and
+    /// events recorded behind the fault report it.
+    fn fault_stream(&mut self, id: u64, kind: FaultKind) {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return;
+        };
+        s.fault = Some(kind);
+        let run = s.queue.front().map_or(0, |t| t.run);
+        for t in s.queue.drain(..) {
+            if let TaskKind::Record {
+                event, generation, ..
+            } = t.kind
+                && let Some(e) = self.events.get_mut(&event)
+            {
+                let fg = e.failed.map_or(0, |(g, _)| g);
+                e.failed = Some((fg.max(generation), kind));
+            }
+        }
+        self.stats.kernel_faults += 1;
+        self.push_trace(id, run, TraceKind::Faulted(kind));
+    }
+}

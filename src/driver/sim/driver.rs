@@ -1,0 +1,278 @@
+//! `impl Driver for SimDriver`: each call charged, checked against the armed
+//! faults and run under the simulator's lock; submissions wait for room on
+//! their stream, blocking calls for their condition.
+
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use super::SimDriver;
+use super::core::Core;
+use super::realtime::spin_for;
+use crate::driver::{
+    Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
+    EventId, Op, Registration, StreamId, abi, host_clock,
+};
+
+impl Driver for SimDriver {
+    fn info(&self) -> DriverInfo {
+        let core = self.lock();
+        DriverInfo {
+            max_block_dim: core.cfg.max_block_dim,
+            stream_capacity: core.cfg.stream_capacity,
+            watchdog: Some(core.cfg.watchdog),
+            capabilities: Capabilities::EVENT_SYNC_TIMEOUT
+                | Capabilities::EVENT_TIMESTAMP
+                | Capabilities::WATCHDOG_CONTROL,
+        }
+    }
+
+    fn alloc(&self, bytes: usize) -> Result<DevPtr, DriverError> {
+        self.call(Op::Alloc, |c| c.alloc(bytes as u64).map(DevPtr::from_raw))
+    }
+
+    fn free(&self, ptr: DevPtr) -> Result<(), DriverError> {
+        self.call(Op::Free, |c| c.free(ptr.raw()))
+    }
+
+    fn copy_to_device(&self, dst: DevPtr, src: &[u8]) -> Result<(), DriverError> {
+        self.call(Op::CopyToDevice, |c| c.write(dst.raw(), src))
+    }
+
+    fn copy_from_device(&self, dst: &mut [u8], src: DevPtr) -> Result<(), DriverError> {
+        self.call(Op::CopyFromDevice, |c| c.read(src.raw(), dst))
+    }
+
+    fn memset(&self, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError> {
+        self.call(Op::Memset, |c| c.fill(dst.raw(), value, len as u64))
+    }
+
+    fn copy_async(
+        &self,
+        stream: StreamId,
+        dst: DevPtr,
+        src: DevPtr,
+        len: usize,
+    ) -> Result<(), DriverError> {
+        self.submit(Op::CopyAsync, stream.raw(), false, |c| {
+            c.enqueue_copy(stream.raw(), dst.raw(), src.raw(), len as u64)
+        })
+    }
+
+    fn memset_async(
+        &self,
+        stream: StreamId,
+        dst: DevPtr,
+        value: u8,
+        len: usize,
+    ) -> Result<(), DriverError> {
+        self.submit(Op::MemsetAsync, stream.raw(), false, |c| {
+            c.enqueue_memset(stream.raw(), dst.raw(), value, len as u64)
+        })
+    }
+
+    fn create_stream(&self) -> Result<StreamId, DriverError> {
+        self.call(Op::CreateStream, |c| {
+            Ok(StreamId::from_raw(c.create_stream()))
+        })
+    }
+
+    fn destroy_stream(&self, stream: StreamId) -> Result<(), DriverError> {
+        self.call(Op::DestroyStream, |c| c.destroy_stream(stream.raw()))
+    }
+
+    fn query_stream(&self, stream: StreamId) -> Result<Completion, DriverError> {
+        self.call(Op::QueryStream, |c| {
+            c.stream_done(stream.raw()).map(|d| {
+                if d.is_some() {
+                    Completion::Complete
+                } else {
+                    Completion::NotReady
+                }
+            })
+        })
+    }
+
+    fn sync_stream(&self, stream: StreamId, timeout: Duration) -> Result<(), DriverError> {
+        self.blocking(Op::SyncStream, timeout, |c| c.stream_done(stream.raw()))
+    }
+
+    fn create_event(&self) -> Result<EventId, DriverError> {
+        self.call(Op::CreateEvent, |c| Ok(EventId::from_raw(c.create_event())))
+    }
+
+    fn destroy_event(&self, event: EventId) -> Result<(), DriverError> {
+        self.call(Op::DestroyEvent, |c| c.destroy_event(event.raw()))
+    }
+
+    fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), DriverError> {
+        self.submit(Op::RecordEvent, stream.raw(), false, |c| {
+            c.enqueue_record(event.raw(), stream.raw())
+        })
+    }
+
+    fn query_event(&self, event: EventId) -> Result<Completion, DriverError> {
+        self.call(Op::QueryEvent, |c| {
+            c.event_done(event.raw()).map(|d| {
+                if d.is_some() {
+                    Completion::Complete
+                } else {
+                    Completion::NotReady
+                }
+            })
+        })
+    }
+
+    fn sync_event(&self, event: EventId, timeout: Duration) -> Result<(), DriverError> {
+        self.blocking(Op::SyncEvent, timeout, |c| c.event_done(event.raw()))
+    }
+
+    fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), DriverError> {
+        self.submit(Op::StreamWaitEvent, stream.raw(), false, |c| {
+            c.enqueue_wait(stream.raw(), event.raw())
+        })
+    }
+
+    fn event_elapsed(&self, start: EventId, end: EventId) -> Result<Duration, DriverError> {
+        self.call(Op::EventElapsed, |c| {
+            let a = c.event_time(start.raw())?;
+            let b = c.event_time(end.raw())?;
+            Ok(Duration::from_nanos(abi::ticks_to_nanos(
+                b.saturating_sub(a),
+            )))
+        })
+    }
+
+    fn event_timestamp(&self, event: EventId) -> Result<u64, DriverError> {
+        self.call(Op::EventTimestamp, |c| c.event_time(event.raw()))
+    }
+
+    fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
+        self.call(Op::RegisterCode, |c| c.register_code(code))
+    }
+
+    fn release_code(&self, code: CodeHandle) -> Result<(), DriverError> {
+        self.call(Op::ReleaseCode, |c| c.release_code(code))
+    }
+
+    fn code_epoch(&self) -> u64 {
+        self.lock().code_epoch()
+    }
+
+    /// Stepped mode: the virtual device time (steps × `step_time`), so a
+    /// host thread preempted between steps never makes the device look
+    /// slow. Real-time mode: the host's monotonic clock, which the device
+    /// follows.
+    fn clock(&self) -> Duration {
+        let core = self.lock();
+        if core.is_real_time() {
+            drop(core);
+            host_clock()
+        } else {
+            Duration::from_nanos(abi::ticks_to_nanos(core.now()))
+        }
+    }
+
+    fn launch_aicore(
+        &self,
+        stream: StreamId,
+        code: CodeHandle,
+        block_dim: u32,
+        args: &[u8],
+    ) -> Result<(), DriverError> {
+        self.submit(Op::LaunchAicore, stream.raw(), true, |c| {
+            c.enqueue_aicore(stream.raw(), code, block_dim, args)
+        })
+    }
+
+    fn launch_aicpu(&self, stream: StreamId, args: &[u8]) -> Result<(), DriverError> {
+        self.submit(Op::LaunchAicpu, stream.raw(), true, |c| {
+            c.enqueue_aicpu(stream.raw(), args)
+        })
+    }
+}
+
+impl SimDriver {
+    // ----- shared implementation of the Driver calls --------------------
+
+    /// Runs `f` under the lock after charging the call and applying injected
+    /// call faults.
+    fn call<T>(
+        &self,
+        op: Op,
+        f: impl FnOnce(&mut Core) -> Result<T, DriverErrorKind>,
+    ) -> Result<T, DriverError> {
+        let mut core = self.lock();
+        core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
+        self.advance(&mut core);
+        let r = f(&mut core).map_err(|k| DriverError::new(op, k));
+        drop(core);
+        self.notify_progress();
+        r
+    }
+
+    /// A submission: pays the model's host submit cost (real time), then
+    /// waits for room on the stream like a device enqueue would, bounded.
+    fn submit(
+        &self,
+        op: Op,
+        stream: u64,
+        kernel: bool,
+        f: impl FnOnce(&mut Core) -> Result<(), DriverErrorKind>,
+    ) -> Result<(), DriverError> {
+        let mut core = self.lock();
+        core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
+        if kernel && core.is_real_time() {
+            let cost = core.cfg.latency.submit;
+            drop(core);
+            spin_for(cost);
+            core = self.lock();
+        }
+        core.check_stream(stream)
+            .map_err(|k| DriverError::new(op, k))?;
+        let capacity = core.cfg.stream_capacity;
+        if core.queued(stream) >= capacity {
+            // A real enqueue would block this thread; wait (bounded) instead.
+            core.stats.blocked_enqueues += 1;
+            let room = |c: &Core| c.queued(stream) < capacity || c.check_stream(stream).is_err();
+            core = self
+                .wait(core, Duration::from_secs(10), room)
+                .map_err(|_| DriverError::new(op, DriverErrorKind::QueueFull { capacity }))?;
+            core.check_stream(stream)
+                .map_err(|k| DriverError::new(op, k))?;
+        }
+        let r = f(&mut core).map_err(|k| DriverError::new(op, k));
+        // The published gate predates this task: until the device thread has
+        // seen it, nobody may sleep on the old gate.
+        self.shared().next_gate.store(0, Ordering::Release);
+        drop(core);
+        r
+    }
+
+    fn blocking(
+        &self,
+        op: Op,
+        timeout: Duration,
+        done: impl Fn(&Core) -> Result<Option<u64>, DriverErrorKind>,
+    ) -> Result<(), DriverError> {
+        let mut core = self.lock();
+        core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
+        let cond = |c: &Core| !matches!(done(c), Ok(None));
+        core = match self.wait(core, timeout, cond) {
+            Ok(c) => c,
+            Err(waited) => {
+                return Err(DriverError::new(op, DriverErrorKind::Timeout { waited }));
+            }
+        };
+        match done(&core) {
+            Ok(Some(at)) => {
+                Self::host_wake(core, at);
+                Ok(())
+            }
+            Ok(None) => Err(DriverError::new(
+                op,
+                DriverErrorKind::Timeout { waited: timeout },
+            )),
+            Err(k) => Err(DriverError::new(op, k)),
+        }
+    }
+}

@@ -1,0 +1,201 @@
+//! How hosts wait for the device and how real time moves it: blocking waits
+//! (stepped mode drives the device instead), catching the simulation up to
+//! the wall clock, the real-time device thread, and host-cost spinning.
+
+use std::sync::MutexGuard;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use super::core::Core;
+use super::{Shared, SimDriver};
+use crate::driver::abi;
+
+impl SimDriver {
+    /// Real-time mode: brings the simulation up to the wall clock under the
+    /// caller's lock (a no-op in stepped mode).
+    pub(super) fn advance(&self, core: &mut MutexGuard<'_, Core>) {
+        if core.is_real_time() {
+            let (moved, next) = core.advance_real_time();
+            self.shared()
+                .next_gate
+                .store(next.unwrap_or(u64::MAX), Ordering::Release);
+            if moved {
+                self.shared().epoch.fetch_add(1, Ordering::Release);
+                self.notify_progress();
+            }
+        }
+    }
+
+    /// Waits until `cond` holds: stepped mode drives the device (budget from
+    /// `timeout`), real-time mode waits for the device thread. Returns the
+    /// guard, or (having released it) the time waited on expiry.
+    pub(super) fn wait<'a>(
+        &'a self,
+        mut core: MutexGuard<'a, Core>,
+        timeout: Duration,
+        mut cond: impl FnMut(&Core) -> bool,
+    ) -> Result<MutexGuard<'a, Core>, Duration> {
+        if !core.is_real_time() {
+            let step = core.cfg.step_time.max(Duration::from_nanos(1));
+            // A positive wait takes at least one step, so that the virtual
+            // clock moves even when the wait is shorter than a step.
+            let budget = u64::try_from(timeout.as_nanos() / step.as_nanos())
+                .unwrap_or(u64::MAX)
+                .max(u64::from(!timeout.is_zero()))
+                .min(core.cfg.max_wait_steps);
+            let mut steps = 0;
+            while !cond(&core) {
+                if steps >= budget {
+                    return Err(step.saturating_mul(u32::try_from(steps).unwrap_or(u32::MAX)));
+                }
+                core.policy_step();
+                steps += 1;
+            }
+            return Ok(core);
+        }
+        let start = Instant::now();
+        // `None`: the wait has no deadline (it would lie past the clock's end).
+        let deadline = start.checked_add(timeout);
+        let spin_until = start + Duration::from_millis(2);
+        loop {
+            // Whoever looks advances: the simulation is determined by time, so
+            // a waiting host need not depend on the device thread's timing.
+            self.advance(&mut core);
+            if cond(&core) {
+                return Ok(core);
+            }
+            let now = Instant::now();
+            if deadline.is_some_and(|d| now >= d) {
+                return Err(now - start);
+            }
+            let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
+            if now < spin_until {
+                // Spin on the progress epoch, not the lock: the device thread
+                // must not queue behind a polling host. Re-check at least every
+                // 50 µs for conditions that depend on time alone.
+                let gate = self.shared().next_gate.load(Ordering::Acquire);
+                let until_gate = gate.saturating_sub(core.now());
+                // Far from the next device event: sleep through most of it
+                // (sleep overshoots by ~100 µs on small VMs), leaving the CPU
+                // to the device thread; any device progress wakes us early.
+                let far = Duration::from_nanos(abi::ticks_to_nanos(until_gate.min(1 << 40)));
+                if gate != u64::MAX && far > SLEEP_THRESHOLD {
+                    // Nothing happens on its own before the gate, and a new
+                    // submission resets it; so a plain sleep, which wakes no
+                    // one and takes no lock.
+                    let nap = far.saturating_sub(SLEEP_MARGIN).min(left);
+                    drop(core);
+                    std::thread::sleep(nap);
+                    core = self.lock();
+                    continue;
+                }
+                let seen = self.shared().epoch.load(Ordering::Acquire);
+                let gate_at = core
+                    .base()
+                    .filter(|_| gate != u64::MAX)
+                    .and_then(|b| b.checked_add(Duration::from_nanos(abi::ticks_to_nanos(gate))));
+                drop(core);
+                let recheck = Instant::now() + Duration::from_micros(50);
+                loop {
+                    let t = Instant::now();
+                    if self.shared().epoch.load(Ordering::Acquire) != seen
+                        || t >= recheck
+                        || gate_at.is_some_and(|g| t >= g)
+                    {
+                        break;
+                    }
+                    std::hint::spin_loop();
+                    std::thread::yield_now();
+                }
+                core = self.lock();
+            } else {
+                let left = left.min(Duration::from_millis(1));
+                self.shared().waiters.fetch_add(1, Ordering::AcqRel);
+                core = self
+                    .shared()
+                    .progress
+                    .wait_timeout(core, left)
+                    .map_or_else(|e| e.into_inner().0, |(g, _)| g);
+                self.shared().waiters.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+    }
+
+    /// After a blocking wait observed completion at device tick `at`, the
+    /// host wakes `host_wake` later (real-time mode).
+    pub(super) fn host_wake(core: MutexGuard<'_, Core>, at: u64) {
+        if !core.is_real_time() {
+            return;
+        }
+        let target = at.saturating_add(abi::duration_to_ticks(core.cfg.latency.host_wake));
+        let base = core.base();
+        drop(core);
+        let deadline =
+            base.and_then(|b| b.checked_add(Duration::from_nanos(abi::ticks_to_nanos(target))));
+        if let Some(deadline) = deadline {
+            while Instant::now() < deadline {
+                std::hint::spin_loop();
+            }
+        }
+    }
+}
+
+/// Host waits longer than this sleep (for all but [`SLEEP_MARGIN`]) rather
+/// than spin, leaving the CPU to the device thread.
+const SLEEP_THRESHOLD: Duration = Duration::from_micros(300);
+/// Longest the device thread sleeps with nothing due.
+const DEVICE_IDLE_NAP: Duration = Duration::from_millis(1);
+/// Shortest device-thread nap (sleeps overshoot anyway).
+const DEVICE_MIN_NAP: Duration = Duration::from_micros(50);
+/// How much of a long wait is spun rather than slept: covers the ~100 µs a
+/// sleep overshoots on a small VM.
+const SLEEP_MARGIN: Duration = Duration::from_micros(200);
+
+/// Busy-waits `d` on the calling thread (the modelled host cost of a call).
+pub(super) fn spin_for(d: Duration) {
+    if d.is_zero() {
+        return;
+    }
+    // A cost past the clock's end would never be paid in full anyway.
+    let Some(end) = Instant::now().checked_add(d) else {
+        return;
+    };
+    while Instant::now() < end {
+        std::hint::spin_loop();
+    }
+}
+
+/// The real-time device thread: keeps the simulation moving when no host is
+/// looking (hosts advance it themselves whenever they look). Device time is
+/// model time, so when this thread runs late nothing observable changes; it
+/// therefore sleeps to the next gate rather than spin, and needs no wake-up
+/// on submissions.
+pub(super) fn device_thread(shared: &Shared) {
+    let lock = || {
+        shared
+            .core
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    };
+    loop {
+        let mut core = lock();
+        if core.shutdown {
+            return;
+        }
+        let (progressed, next) = core.advance_real_time();
+        shared
+            .next_gate
+            .store(next.unwrap_or(u64::MAX), Ordering::Release);
+        if progressed {
+            shared.epoch.fetch_add(1, Ordering::Release);
+            shared.notify_progress();
+        }
+        let now = core.now();
+        let nap = next.map_or(DEVICE_IDLE_NAP, |t| {
+            Duration::from_nanos(abi::ticks_to_nanos(t.saturating_sub(now)))
+                .clamp(DEVICE_MIN_NAP, DEVICE_IDLE_NAP)
+        });
+        // Woken early only by shutdown.
+        let _ = shared.kick.wait_timeout(core, nap);
+    }
+}
