@@ -82,13 +82,7 @@ impl Driver for SimDriver {
 
     fn query_stream(&self, stream: StreamId) -> Result<Completion, DriverError> {
         self.call(Op::QueryStream, |c| {
-            c.stream_done(stream.raw()).map(|d| {
-                if d.is_some() {
-                    Completion::Complete
-                } else {
-                    Completion::NotReady
-                }
-            })
+            c.stream_done(stream.raw()).map(completion)
         })
     }
 
@@ -112,13 +106,7 @@ impl Driver for SimDriver {
 
     fn query_event(&self, event: EventId) -> Result<Completion, DriverError> {
         self.call(Op::QueryEvent, |c| {
-            c.event_done(event.raw()).map(|d| {
-                if d.is_some() {
-                    Completion::Complete
-                } else {
-                    Completion::NotReady
-                }
-            })
+            c.event_done(event.raw()).map(completion)
         })
     }
 
@@ -274,5 +262,14 @@ impl SimDriver {
             )),
             Err(k) => Err(DriverError::new(op, k)),
         }
+    }
+}
+
+/// A "done at tick t?" answer as a [`Completion`].
+fn completion(done: Option<u64>) -> Completion {
+    if done.is_some() {
+        Completion::Complete
+    } else {
+        Completion::NotReady
     }
 }

@@ -12,7 +12,9 @@
 //!   progress at the same time; events complete when their stream reaches
 //!   them.
 //! - **Code memory** holds [`SimConfig::code_slots`] resident images with
-//!   content-hash dedup and LRU replacement. Each stream has an
+//!   byte-for-byte dedup; a registration pins its image until released,
+//!   and only unpinned images are replaced (least recently registered
+//!   first). Each stream has an
 //!   **instruction cache**: it keeps the images that were resident when it
 //!   was created (filling an empty address on first use), so after a
 //!   publication a kernel on an older stream computes with the old code — a
