@@ -1,8 +1,9 @@
 //! An [`AclDriver`]'s life: opening it (load, version check, `aclInit`,
-//! binding, the op watchdog, the AICPU Run kernel) and the drop that
-//! balances it (unregister, unload, one reset per set).
+//! binding, the op watchdog, the AICPU Run kernel), what it found there
+//! (device, capabilities, version, libraries), and the drop that balances it.
 
 use std::ffi::CString;
+use std::path::Path;
 use std::ptr::{null, null_mut};
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -151,6 +152,43 @@ impl AclDriver {
             });
         }
         Ok(Some(found))
+    }
+
+    /// The device id.
+    #[must_use]
+    pub fn device_id(&self) -> i32 {
+        self.device
+    }
+
+    /// The optional features the loaded runtime offers.
+    #[must_use]
+    pub fn capabilities(&self) -> Capabilities {
+        self.caps
+    }
+
+    /// The ACL version the runtime reported (`None` without
+    /// `aclrtGetVersion`).
+    #[must_use]
+    pub fn acl_version(&self) -> Option<AclVersion> {
+        self.version
+    }
+
+    /// The optional symbols the loaded runtime exports.
+    #[must_use]
+    pub fn optional_symbols(&self) -> Vec<&'static str> {
+        self.api.present_optional()
+    }
+
+    /// Where the two libraries were loaded from.
+    #[must_use]
+    pub fn library_paths(&self) -> (&Path, &Path) {
+        (&self.api.ascendcl_path, &self.api.runtime_path)
+    }
+
+    /// Names of the required and optional symbols.
+    #[must_use]
+    pub fn symbols() -> (&'static [&'static str], &'static [&'static str]) {
+        (load::Api::REQUIRED, load::Api::OPTIONAL)
     }
 }
 

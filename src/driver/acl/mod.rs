@@ -144,7 +144,6 @@ mod registry;
 mod table;
 
 use std::fmt;
-use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, RwLock};
 use std::time::Duration;
@@ -203,45 +202,6 @@ impl fmt::Debug for AclDriver {
             .field("version", &self.version)
             .field("capabilities", &self.caps)
             .finish_non_exhaustive()
-    }
-}
-
-impl AclDriver {
-    /// The device id.
-    #[must_use]
-    pub fn device_id(&self) -> i32 {
-        self.device
-    }
-
-    /// The optional features the loaded runtime offers.
-    #[must_use]
-    pub fn capabilities(&self) -> Capabilities {
-        self.caps
-    }
-
-    /// The ACL version the runtime reported (`None` without
-    /// `aclrtGetVersion`).
-    #[must_use]
-    pub fn acl_version(&self) -> Option<AclVersion> {
-        self.version
-    }
-
-    /// The optional symbols the loaded runtime exports.
-    #[must_use]
-    pub fn optional_symbols(&self) -> Vec<&'static str> {
-        self.api.present_optional()
-    }
-
-    /// Where the two libraries were loaded from.
-    #[must_use]
-    pub fn library_paths(&self) -> (&Path, &Path) {
-        (&self.api.ascendcl_path, &self.api.runtime_path)
-    }
-
-    /// Names of the required and optional symbols.
-    #[must_use]
-    pub fn symbols() -> (&'static [&'static str], &'static [&'static str]) {
-        (load::Api::REQUIRED, load::Api::OPTIONAL)
     }
 }
 
