@@ -1,0 +1,192 @@
+//! The validation's own cost per run: the checks the 13 driver calls of
+//! one run make (4 in prepare, 5 in launch, 1 in fence, 3 in finalize),
+//! each under its own read lock, over a depth-2 device's table — without
+//! the C calls they guard.
+//!
+//! `cargo test --release --lib -- --ignored validation_cost --nocapture`
+
+use std::hint::black_box;
+use std::sync::atomic::Ordering;
+use std::sync::{PoisonError, RwLock};
+use std::time::Instant;
+
+use super::{Resident, Table};
+use crate::driver::Op;
+use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord};
+
+const RUNS: u32 = 200_000;
+const BATCHES: usize = 9;
+
+struct Slot {
+    arena: u64,
+    handshake: u64,
+    wall: u64,
+    status: u64,
+    ev_aicore: u64,
+    ev_fence: u64,
+}
+
+fn device() -> (RwLock<Table>, [Slot; 2], [u8; RunArgs::SIZE], (u64, u64)) {
+    let mut t = Table::new(1);
+    let mut next = 0x1_0000_0000u64;
+    let mut alloc = |t: &mut Table, len: usize| {
+        let base = next;
+        next += (len as u64).div_ceil(64) * 64 + 4096;
+        t.insert_alloc(base, len);
+        base
+    };
+    let elems = 1024usize;
+    let slots = [0u64, 1].map(|i| Slot {
+        arena: alloc(&mut t, 2 * elems * 4),
+        handshake: alloc(&mut t, abi::handshake_bytes(24)),
+        wall: alloc(&mut t, WallRecord::SIZE),
+        status: alloc(&mut t, StatusRecord::SIZE),
+        ev_aicore: 0x5000 + 2 * i,
+        ev_fence: 0x5001 + 2 * i,
+    });
+    for s in &slots {
+        t.insert_event(s.ev_aicore, false);
+        t.insert_event(s.ev_fence, false);
+    }
+    t.insert_stream(0x100);
+    t.insert_stream(0x200);
+    t.code.push(Resident {
+        raw: 0xc0de,
+        upload: 7,
+        image: vec![0; 64].into(),
+        pins: 1,
+    });
+    let s = &slots[0];
+    let args = RunArgs {
+        run_id: 1,
+        slot: 0,
+        block_dim: 24,
+        len: elems as u64,
+        input: s.arena,
+        output: s.arena + (elems * 4) as u64,
+        handshake: s.handshake,
+        wall: s.wall,
+        status: s.status,
+    }
+    .to_bytes();
+    (RwLock::new(t), slots, args, (0x100, 0x200))
+}
+
+/// Median ns per run of `f` over `BATCHES` batches of `RUNS`.
+fn time(mut f: impl FnMut()) -> f64 {
+    for _ in 0..RUNS / 10 {
+        f();
+    }
+    let mut per: Vec<f64> = (0..BATCHES)
+        .map(|_| {
+            let t = Instant::now();
+            for _ in 0..RUNS {
+                f();
+            }
+            t.elapsed().as_nanos() as f64 / f64::from(RUNS)
+        })
+        .collect();
+    per.sort_by(f64::total_cmp);
+    per[BATCHES / 2]
+}
+
+#[test]
+#[ignore = "a measurement: cargo test --release --lib -- --ignored validation_cost --nocapture"]
+fn validation_cost_per_run() {
+    let (table, slots, args, (core, cpu)) = device();
+    let read = || table.read().unwrap_or_else(PoisonError::into_inner);
+    let s = &slots[0];
+    let full = time(|| {
+        // prepare: input, handshake, wall, status
+        black_box(read().range(Op::CopyToDevice, s.arena, 4096).unwrap());
+        black_box(read().range(Op::Memset, s.handshake, 128).unwrap());
+        black_box(read().range(Op::Memset, s.wall, WallRecord::SIZE).unwrap());
+        black_box(
+            read()
+                .range(Op::CopyToDevice, s.status, StatusRecord::SIZE)
+                .unwrap(),
+        );
+        // launch: aicore, aicpu, record, wait, record
+        {
+            let t = read();
+            t.stream(Op::LaunchAicore, core).unwrap();
+            t.code(Op::LaunchAicore, 0xc0de, 7).unwrap();
+            black_box(t.run_args(Op::LaunchAicore, &args, Some(24)).unwrap());
+        }
+        {
+            let t = read();
+            t.stream(Op::LaunchAicpu, cpu).unwrap();
+            black_box(t.run_args(Op::LaunchAicpu, &args, None).unwrap());
+        }
+        {
+            let t = read();
+            let e = t.event(Op::RecordEvent, s.ev_aicore).unwrap();
+            t.stream(Op::RecordEvent, core).unwrap();
+            e.recorded.store(true, Ordering::Release);
+        }
+        {
+            let t = read();
+            t.stream(Op::StreamWaitEvent, cpu).unwrap();
+            black_box(
+                t.event(Op::StreamWaitEvent, s.ev_aicore)
+                    .unwrap()
+                    .unrecorded_legacy(),
+            );
+        }
+        {
+            let t = read();
+            let e = t.event(Op::RecordEvent, s.ev_fence).unwrap();
+            t.stream(Op::RecordEvent, cpu).unwrap();
+            e.recorded.store(true, Ordering::Release);
+        }
+        // fence: the waiter mark, held without the lock
+        let waiting = {
+            let t = read();
+            let e = t.event(Op::SyncEvent, s.ev_fence).unwrap();
+            black_box(e.unrecorded_legacy());
+            Table::wait_event(e)
+        };
+        drop(black_box(waiting));
+        // finalize: status, wall, output
+        black_box(
+            read()
+                .range(Op::CopyFromDevice, s.status, StatusRecord::SIZE)
+                .unwrap(),
+        );
+        black_box(
+            read()
+                .range(Op::CopyFromDevice, s.wall, WallRecord::SIZE)
+                .unwrap(),
+        );
+        black_box(
+            read()
+                .range(Op::CopyFromDevice, s.arena + 4096, 4096)
+                .unwrap(),
+        );
+    });
+    // The 13 lock round trips alone, without a lookup.
+    let locks = time(|| {
+        for _ in 0..13 {
+            black_box(&*read());
+        }
+    });
+    // The floor of any scheme without a lock: one sequentially
+    // consistent fence per call (a reader announcing itself to a
+    // destroying writer needs a store-load barrier).
+    let fences = {
+        let a = std::sync::atomic::AtomicU64::new(0);
+        time(|| {
+            for i in 0..13 {
+                a.store(i, Ordering::Relaxed);
+                std::sync::atomic::fence(Ordering::SeqCst);
+                a.store(0, Ordering::Release);
+            }
+        })
+    };
+    println!(
+        "acl handle validation, 13 driver calls of one run: {full:.1} ns/run \
+         ({locks:.1} ns of it the 13 read-lock round trips, {:.1} ns the lookups); \
+         13 SeqCst fences alone: {fences:.1} ns",
+        full - locks
+    );
+}
