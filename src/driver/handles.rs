@@ -88,7 +88,7 @@ impl StreamId {
 /// # Ok::<(), runclaim::driver::DriverError>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct EventId(pub(super) u64);
+pub struct EventId(u64);
 
 impl EventId {
     /// The event `raw` (for driver implementers; drivers validate it).

@@ -415,8 +415,8 @@ impl Driver for InstantDriver {
 
     fn event_elapsed(&self, a: EventId, b: EventId) -> Result<Duration, DriverError> {
         let g = self.lock();
-        Inner::check(&g.events, Op::EventElapsed, HandleKind::Event, a.0)?;
-        Inner::check(&g.events, Op::EventElapsed, HandleKind::Event, b.0)?;
+        Inner::check(&g.events, Op::EventElapsed, HandleKind::Event, a.raw())?;
+        Inner::check(&g.events, Op::EventElapsed, HandleKind::Event, b.raw())?;
         Ok(Duration::ZERO)
     }
 

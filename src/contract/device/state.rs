@@ -20,7 +20,7 @@ pub(super) enum SlotState {
     Quarantined,
 }
 
-/// The last launched run's output: what [`Input::Previous`] reads.
+/// The last launched run's output: what [`Input::Previous`](crate::Input::Previous) reads.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Chain {
     pub(super) slot: usize,

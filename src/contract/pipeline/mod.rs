@@ -15,6 +15,10 @@
 //! [`Run::finalize`] exactly as in hand-written code. There is no other
 //! path into the device.
 //!
+//! [`Run::launch`]: crate::Run::launch
+//! [`Run::fence`]: crate::Run::fence
+//! [`Run::finalize`]: crate::Run::finalize
+//!
 //! The one thing the compiler cannot check for a generic `DEPTH` is the
 //! bound `Slot<I>: SlotOf<DEPTH>` of [`Runner::take_slot`] (a trait without
 //! `DEPTH` in it cannot prove anything about `DEPTH`). The pipeline builds

@@ -14,15 +14,14 @@ use super::codes::{
 };
 use super::ffi::{
     ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE, ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE,
-    ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, RT_DEV_BINARY_MAGIC_ELF,
-    RT_SCHEM_MODE_BATCH, RtArgsEx, RtCpuKernelArgs, RtDevBinary, RtKernelLaunchCfg,
-    RtLaunchKernelAttr, RtTaskCfgInfo,
+    ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, RT_SCHEM_MODE_BATCH, RtArgsEx,
+    RtCpuKernelArgs, RtKernelLaunchCfg, RtLaunchKernelAttr, RtTaskCfgInfo,
 };
-use super::table::{Resident, Table};
+use super::table::Table;
 use crate::driver::abi::{RunArgs, TICKS_PER_SEC};
 use crate::driver::{
-    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo, EventId,
-    HandleKind, Op, Registration, StreamId,
+    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo, EventId, Op,
+    Registration, StreamId,
 };
 
 impl Driver for AclDriver {
@@ -456,94 +455,11 @@ impl Driver for AclDriver {
     }
 
     fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
-        let mut t = self.write();
-        if let Some(r) = t.code.iter_mut().find(|r| *r.image == *code) {
-            r.pins += 1;
-            return Ok(Registration {
-                handle: CodeHandle::from_raw(r.raw, r.upload),
-                published: false,
-            });
-        }
-        self.bind(Op::RegisterCode)?;
-        // New code: first let go of this driver's unpinned registrations
-        // (the trait lets unpinned code be evicted by a later registration),
-        // so code memory holds only what someone still pins.
-        let (unpinned, pinned): (Vec<_>, Vec<_>) = std::mem::take(&mut t.code)
-            .into_iter()
-            .partition(|r| r.pins == 0);
-        t.code = pinned;
-        for r in unpinned {
-            self.unregister(r);
-        }
-        // The image lives as long as its registration (the runtime may keep
-        // a pointer to it instead of a copy).
-        let image: Box<[u8]> = code.into();
-        let bin = RtDevBinary {
-            magic: RT_DEV_BINARY_MAGIC_ELF,
-            version: 0,
-            data: image.as_ptr().cast(),
-            length: image.len() as u64,
-        };
-        let mut h = null_mut();
-        // SAFETY: `bin` describes `image`, readable for its length during the
-        // call and kept alive until the registration is released (or for
-        // the process's life); `h` is a valid out-pointer.
-        let rc = unsafe { (self.api.register_all_kernel)(&raw const bin, &raw mut h) };
-        if rc != 0 {
-            let kind = match codes::kind_of(rc) {
-                // The runtime does not say how much it holds: report what
-                // the drivers of this process hold on the device (a lower
-                // bound when other components register code too).
-                DriverErrorKind::CodeMemoryFull { .. } => DriverErrorKind::CodeMemoryFull {
-                    capacity: self.shared.programs.load(Ordering::Acquire),
-                },
-                k => k,
-            };
-            return Err(self.fail_as(Op::RegisterCode, "rtRegisterAllKernel", rc, kind));
-        }
-        self.shared.programs.fetch_add(1, Ordering::AcqRel);
-        let raw = addr(h);
-        let upload = self.shared.uploads.fetch_add(1, Ordering::AcqRel) + 1;
-        t.code.push(Resident {
-            raw,
-            upload,
-            image,
-            pins: 1,
-        });
-        Ok(Registration {
-            handle: CodeHandle::from_raw(raw, upload),
-            published: true,
-        })
+        self.register(code)
     }
 
     fn release_code(&self, code: CodeHandle) -> Result<(), DriverError> {
-        let mut t = self.write();
-        let i = t
-            .code
-            .iter()
-            .position(|r| r.raw == code.raw() && r.upload == code.upload())
-            .ok_or_else(|| {
-                DriverError::new(
-                    Op::ReleaseCode,
-                    DriverErrorKind::BadHandle {
-                        kind: HandleKind::Code,
-                        raw: code.raw(),
-                    },
-                )
-            })?;
-        let r = &mut t.code[i];
-        if r.pins == 0 {
-            return Err(DriverError::new(
-                Op::ReleaseCode,
-                DriverErrorKind::InvalidArgument {
-                    what: "code is not pinned (released more often than registered)",
-                },
-            ));
-        }
-        // Unpinned code stays registered and launchable until this driver
-        // uploads new code or drops.
-        r.pins -= 1;
-        Ok(())
+        self.release(code)
     }
 
     fn code_epoch(&self) -> u64 {

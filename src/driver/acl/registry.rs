@@ -1,13 +1,19 @@
-//! Code registrations beyond one call: the upload stamps and counts every
-//! `AclDriver` on a device shares, unregistering code, and the images kept
-//! for the process's life when the runtime cannot let go of them.
+//! Code registrations: registering and pinning (`rtRegisterAllKernel`),
+//! releasing pins, the upload stamps and counts every `AclDriver` on a
+//! device shares, unregistering code, and the images kept for the process's
+//! life when the runtime cannot let go of them.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
+use std::ptr::null_mut;
+
 use super::AclDriver;
-use super::call::handle;
+use super::call::{addr, handle};
+use super::codes;
+use super::ffi::{RT_DEV_BINARY_MAGIC_ELF, RtDevBinary};
 use super::table::Resident;
+use crate::driver::{CodeHandle, DriverError, DriverErrorKind, HandleKind, Op, Registration};
 
 /// What every `AclDriver` on one device id shares, for the process's life.
 #[derive(Debug, Default)]
@@ -64,5 +70,102 @@ impl AclDriver {
             keep_forever(r.image);
         }
         released
+    }
+}
+
+impl AclDriver {
+    /// `Driver::register_code`: a dedup hit pins again; new code first lets
+    /// go of this driver's unpinned registrations, then registers and pins.
+    pub(super) fn register(&self, code: &[u8]) -> Result<Registration, DriverError> {
+        let mut t = self.write();
+        if let Some(r) = t.code.iter_mut().find(|r| *r.image == *code) {
+            r.pins += 1;
+            return Ok(Registration {
+                handle: CodeHandle::from_raw(r.raw, r.upload),
+                published: false,
+            });
+        }
+        self.bind(Op::RegisterCode)?;
+        // New code: first let go of this driver's unpinned registrations
+        // (the trait lets unpinned code be evicted by a later registration),
+        // so code memory holds only what someone still pins.
+        let (unpinned, pinned): (Vec<_>, Vec<_>) = std::mem::take(&mut t.code)
+            .into_iter()
+            .partition(|r| r.pins == 0);
+        t.code = pinned;
+        for r in unpinned {
+            self.unregister(r);
+        }
+        // The image lives as long as its registration (the runtime may keep
+        // a pointer to it instead of a copy).
+        let image: Box<[u8]> = code.into();
+        let bin = RtDevBinary {
+            magic: RT_DEV_BINARY_MAGIC_ELF,
+            version: 0,
+            data: image.as_ptr().cast(),
+            length: image.len() as u64,
+        };
+        let mut h = null_mut();
+        // SAFETY: `bin` describes `image`, readable for its length during the
+        // call and kept alive until the registration is released (or for
+        // the process's life); `h` is a valid out-pointer.
+        let rc = unsafe { (self.api.register_all_kernel)(&raw const bin, &raw mut h) };
+        if rc != 0 {
+            let kind = match codes::kind_of(rc) {
+                // The runtime does not say how much it holds: report what
+                // the drivers of this process hold on the device (a lower
+                // bound when other components register code too).
+                DriverErrorKind::CodeMemoryFull { .. } => DriverErrorKind::CodeMemoryFull {
+                    capacity: self.shared.programs.load(Ordering::Acquire),
+                },
+                k => k,
+            };
+            return Err(self.fail_as(Op::RegisterCode, "rtRegisterAllKernel", rc, kind));
+        }
+        self.shared.programs.fetch_add(1, Ordering::AcqRel);
+        let raw = addr(h);
+        let upload = self.shared.uploads.fetch_add(1, Ordering::AcqRel) + 1;
+        t.code.push(Resident {
+            raw,
+            upload,
+            image,
+            pins: 1,
+        });
+        Ok(Registration {
+            handle: CodeHandle::from_raw(raw, upload),
+            published: true,
+        })
+    }
+
+    /// `Driver::release_code`: one pin fewer; the registration itself goes
+    /// when this driver next uploads new code, or at drop.
+    pub(super) fn release(&self, code: CodeHandle) -> Result<(), DriverError> {
+        let mut t = self.write();
+        let i = t
+            .code
+            .iter()
+            .position(|r| r.raw == code.raw() && r.upload == code.upload())
+            .ok_or_else(|| {
+                DriverError::new(
+                    Op::ReleaseCode,
+                    DriverErrorKind::BadHandle {
+                        kind: HandleKind::Code,
+                        raw: code.raw(),
+                    },
+                )
+            })?;
+        let r = &mut t.code[i];
+        if r.pins == 0 {
+            return Err(DriverError::new(
+                Op::ReleaseCode,
+                DriverErrorKind::InvalidArgument {
+                    what: "code is not pinned (released more often than registered)",
+                },
+            ));
+        }
+        // Unpinned code stays registered and launchable until this driver
+        // uploads new code or drops.
+        r.pins -= 1;
+        Ok(())
     }
 }
