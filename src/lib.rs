@@ -129,6 +129,9 @@
 //!
 //! ## Layers
 //!
+//! See `ARCHITECTURE.md` in the repository for what each file owns and one
+//! run's walk through them.
+//!
 //! - [`driver`] — the [`driver::Driver`] trait; [`sim`], the simulated NPU;
 //!   `driver::acl`, the real runtime loaded with `libloading` (the `acl` feature).
 //! - [`contract`] — devices, runners, slots and run states.
