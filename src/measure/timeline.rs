@@ -162,7 +162,7 @@ pub fn svg(sections: &[Section<'_>], window: usize) -> String {
         } else {
             let sum: u128 = gap_ticks.iter().map(|&g| u128::from(g)).sum();
             let mean = u64::try_from(sum / gap_ticks.len() as u128).unwrap_or(u64::MAX);
-            format!(" — mean idle gap {:.1} µs", micros(mean))
+            format!(" — mean idle gap of these runs: {:.1} µs", micros(mean))
         };
         let _ = writeln!(
             o,
@@ -294,7 +294,7 @@ mod tests {
         assert_eq!(s.matches("<title>run").count(), 6, "3 runs × 2 lanes");
         assert_eq!(s.matches("<title>idle").count(), 2, "one gap × 2 lanes");
         assert!(
-            s.contains("mean idle gap 0.5 µs"),
+            s.contains("mean idle gap of these runs: 0.5 µs"),
             "one 50-tick gap, one 0: mean 25 ticks"
         );
         assert!(s.contains("a&lt;b"));
@@ -330,7 +330,7 @@ mod tests {
         assert!(widths.iter().all(|&w| w >= MIN_GAP_PX), "{widths:?}");
         assert!(s.contains("run in slot 0") && s.contains("run in slot 1"));
         assert!(s.contains("device idle between runs"));
-        assert!(s.contains("mean idle gap 2.0 µs"));
+        assert!(s.contains("mean idle gap of these runs: 2.0 µs"));
         assert!(s.contains("(µs)"), "axis title with its unit");
     }
 
