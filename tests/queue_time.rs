@@ -510,3 +510,83 @@ fn a_close_that_cannot_drain_hands_the_device_back() {
         (0, 0, 0)
     );
 }
+
+/// A driver whose clock does not move across a timed-out wait (a virtual
+/// clock that only moves with device progress, on a device that makes
+/// none) cannot hang a fence or a drop: every wait is also bounded by what
+/// it asked the driver for. Found by review: before, `fence_for(10 ms)` and
+/// the drop of a launched run spun for ever.
+#[test]
+fn a_frozen_driver_clock_cannot_hang_a_fence_or_a_drop() {
+    let (mut dev, hooks, _) = hooked();
+    let runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    hooks.frozen.store(true, Ordering::SeqCst);
+    let run = runner.launched::<0>(code, Input::Host(&[1]));
+    let err = run.fence_for(10 * MS).unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::Timeout { overran: None, waited } if *waited >= 10 * MS),
+        "{err}"
+    );
+    let err = err.into_value().fence().unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::Timeout { overran: None, .. }),
+        "{err}"
+    );
+    drop(err); // the drop waits, bounded, then quarantines
+    assert!(runner.health().quarantined.contains(0));
+    // A simulator told to take no step per wait still takes one.
+    let mut cfg = SimConfig::default().watchdog(2 * MS);
+    cfg.max_wait_steps = 0;
+    let mut dev = Device::<_, 2>::open(SimDriver::stepped(cfg), DeviceConfig::default()).unwrap();
+    let r = dev.publish(&inc()).unwrap();
+    assert_eq!(
+        r.serial::<0>(r.code("inc").unwrap(), Input::Host(&[1])),
+        [2]
+    );
+}
+
+/// A fault on the AICore stream met by a later launch names the run that
+/// faulted (whose AICore event reports it at once), not the run that met it
+/// — which was never submitted. Found by review: the culprit search looked
+/// only at fences, which the AICPU stream reports later.
+#[test]
+fn a_launch_refused_by_an_earlier_fault_names_the_earlier_run() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = Device::<_, 4>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    sim.inject(Fault::KernelFault {
+        kernel: Kernel::Aicore,
+        nth: 1,
+    });
+    let a = runner.launched::<0>(code, Input::Host(&[1]));
+    for _ in 0..5 {
+        sim.step();
+    }
+    let err = runner
+        .prepare(
+            runner.take_slot::<1>().unwrap(),
+            RunSpec::new(code, Input::Host(&[1])),
+        )
+        .unwrap()
+        .launch()
+        .unwrap_err();
+    assert!(err.value().is_some(), "nothing of run B was submitted");
+    let p = runner.health().poisoned.expect("poisoned");
+    assert_eq!(
+        (p.cause, p.run, p.slot),
+        (PoisonCause::DeviceFault, a.id(), 0),
+        "the poison names the run that faulted"
+    );
+    drop((err, a));
+}
+
+/// Output buffers of absurd sizes are clamped or refused, never a panic
+/// or an abort. Found by review: `Outputs::new(usize::MAX)` panicked.
+#[test]
+fn absurd_output_buffers_are_refused_not_fatal() {
+    assert!(Outputs::<0>::try_new(usize::MAX).is_err());
+    assert!(Outputs::<0>::try_new(DeviceConfig::MAX_ELEMENTS + 1).is_err());
+    assert_eq!(Outputs::<0>::new(0).capacity(), 0);
+}

@@ -1,7 +1,8 @@
 //! What a run hands back: the slot's host [`Outputs`] buffer and the
 //! [`Finalized`] record.
 
-use super::error::RunId;
+use super::config::ConfigError;
+use super::error::{ErrorKind, RunId};
 use super::slot::SlotToken;
 use crate::driver::abi::WallRecord;
 
@@ -54,14 +55,62 @@ pub struct Outputs<const I: usize> {
 }
 
 impl<const I: usize> Outputs<I> {
-    /// A buffer for up to `capacity` elements.
+    /// A buffer for up to `capacity` elements, at most
+    /// [`DeviceConfig::MAX_ELEMENTS`](crate::DeviceConfig::MAX_ELEMENTS) (a
+    /// larger request is clamped: no run is larger). Never panics or
+    /// aborts: when the host cannot allocate it, the buffer is empty
+    /// ([`capacity`](Outputs::capacity) 0) and a finalize into it reports
+    /// `OutputsTooSmall`; [`try_new`](Outputs::try_new) says so at once.
+    ///
+    /// ```
+    /// use runclaim::Outputs;
+    ///
+    /// assert_eq!(Outputs::<0>::new(4).capacity(), 4);
+    /// ```
     #[must_use]
     pub fn new(capacity: usize) -> Self {
-        Outputs {
-            values: vec![0; capacity],
+        Self::try_new(capacity.min(crate::DeviceConfig::MAX_ELEMENTS)).unwrap_or(Outputs {
+            values: Vec::new(),
             len: 0,
             run: None,
+        })
+    }
+
+    /// A buffer for exactly `capacity` elements.
+    ///
+    /// # Errors
+    /// [`ErrorKind::Config`] (`ArenaTooLarge`) above
+    /// [`DeviceConfig::MAX_ELEMENTS`](crate::DeviceConfig::MAX_ELEMENTS);
+    /// [`ErrorKind::HostOutOfMemory`] when the host cannot allocate it.
+    ///
+    /// ```
+    /// use runclaim::Outputs;
+    ///
+    /// assert!(Outputs::<0>::try_new(usize::MAX).is_err()); // refused, nothing allocated
+    /// assert_eq!(Outputs::<0>::try_new(8)?.capacity(), 8);
+    /// # Ok::<(), runclaim::contract::ErrorKind>(())
+    /// ```
+    pub fn try_new(capacity: usize) -> Result<Self, ErrorKind> {
+        let max = crate::DeviceConfig::MAX_ELEMENTS;
+        if capacity > max {
+            return Err(ConfigError::ArenaTooLarge {
+                max_elements: capacity,
+                max,
+            }
+            .into());
         }
+        let mut values = Vec::new();
+        values
+            .try_reserve_exact(capacity)
+            .map_err(|_| ErrorKind::HostOutOfMemory {
+                bytes: capacity.saturating_mul(4),
+            })?;
+        values.resize(capacity, 0);
+        Ok(Outputs {
+            values,
+            len: 0,
+            run: None,
+        })
     }
 
     /// Elements it can hold.

@@ -251,7 +251,7 @@ where
     ///   compile;
     /// - at run time: runs hidden from the borrow checker by
     ///   [`std::mem::forget`] are still in the in-flight set; publication
-    ///   waits (at most the fence timeout) until they are proven complete and
+    ///   waits (at most `(in flight + 1) × fence_timeout`) until they are proven complete and
     ///   refuses otherwise. It never destroys a stream with queued work.
     ///
     /// # Errors

@@ -74,7 +74,10 @@ impl Inner {
         let b = self
             .blocks
             .iter()
-            .find(|b| b.live && addr >= b.addr && addr < b.addr + b.len.max(1))
+            .find(|b| {
+                let end = b.addr + b.len.max(1);
+                b.live && addr >= b.addr && (addr < end || (len == 0 && addr == b.addr + b.len))
+            })
             .ok_or_else(bad)?;
         let end = addr.checked_add(len as u64).ok_or_else(bad)?;
         if end > b.addr + b.len {
@@ -328,7 +331,10 @@ impl Driver for InstantDriver {
             HandleKind::Stream,
             s.raw(),
         )?;
-        self.memset(dst, value, len)
+        let mut g = self.lock();
+        let r = g.range(Op::MemsetAsync, dst.raw(), len)?;
+        g.memory[r].fill(value);
+        Ok(())
     }
 
     fn create_stream(&self) -> Result<StreamId, DriverError> {
@@ -450,6 +456,26 @@ impl Driver for InstantDriver {
             handle: CodeHandle::from_raw(n, n),
             published: true,
         })
+    }
+
+    /// Code is never evicted, so a release only checks the handle.
+    fn release_code(&self, code: CodeHandle) -> Result<(), DriverError> {
+        let known = code.raw() == code.upload()
+            && usize::try_from(code.raw())
+                .ok()
+                .and_then(|n| n.checked_sub(1))
+                .is_some_and(|i| i < self.lock().code.len());
+        if known {
+            Ok(())
+        } else {
+            Err(DriverError::new(
+                Op::ReleaseCode,
+                DriverErrorKind::BadHandle {
+                    kind: HandleKind::Code,
+                    raw: code.raw(),
+                },
+            ))
+        }
     }
 
     fn code_epoch(&self) -> u64 {

@@ -300,6 +300,10 @@ pub trait Driver: Send + Sync {
     /// clock — right for a real device, which runs while the host sleeps. A
     /// simulator whose time is virtual returns its virtual time, so a
     /// preempted host never makes a healthy simulated device look hung.
+    /// A wait that timed out after `t` should have moved the clock by about
+    /// `t`; the contract also bounds every wait by the time it asked the
+    /// driver for, so a clock that stalls can delay a verdict but never
+    /// hang a fence or a `Drop`.
     fn clock(&self) -> Duration {
         host_clock()
     }

@@ -38,6 +38,9 @@ pub struct Hooks {
     pub epoch_lie: AtomicBool,
     /// A stalled device: every `sync_stream` times out at once.
     pub stall: AtomicBool,
+    /// A frozen device: every `sync_event` times out at once and the clock
+    /// never moves (a driver whose virtual clock only moves with progress).
+    pub frozen: AtomicBool,
 }
 
 /// The simulator with [`Hooks`].
@@ -101,11 +104,19 @@ impl Driver for Hooked {
         destroy_event[DestroyEvent](e: EventId) -> Result<(), DriverError>;
         record_event[RecordEvent](e: EventId, s: StreamId) -> Result<(), DriverError>;
         query_event[QueryEvent](e: EventId) -> Result<Completion, DriverError>;
-        sync_event[SyncEvent](e: EventId, t: Duration) -> Result<(), DriverError>;
         stream_wait_event[StreamWaitEvent](s: StreamId, e: EventId) -> Result<(), DriverError>;
         event_elapsed[EventElapsed](a: EventId, b: EventId) -> Result<Duration, DriverError>;
         event_timestamp[EventTimestamp](e: EventId) -> Result<u64, DriverError>;
         launch_aicpu[LaunchAicpu](s: StreamId, a: &[u8]) -> Result<(), DriverError>;
+    }
+
+    fn sync_event(&self, e: EventId, t: Duration) -> Result<(), DriverError> {
+        self.enter(Op::SyncEvent);
+        if self.hooks.frozen.load(Ordering::SeqCst) {
+            let kind = runclaim::driver::DriverErrorKind::Timeout { waited: t };
+            return Err(DriverError::new(Op::SyncEvent, kind));
+        }
+        self.sim.sync_event(e, t)
     }
 
     fn sync_stream(&self, s: StreamId, t: Duration) -> Result<(), DriverError> {
@@ -159,6 +170,9 @@ impl Driver for Hooked {
     }
 
     fn clock(&self) -> Duration {
+        if self.hooks.frozen.load(Ordering::SeqCst) {
+            return Duration::from_secs(1);
+        }
         if self.hooks.host_clock.load(Ordering::SeqCst) {
             host_clock()
         } else {

@@ -49,7 +49,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// holds is no longer known), attributed to the run that faulted: a
     /// kernel fault met by a later run (a collateral abort, a launch on a
     /// faulted stream) belongs to the first run queued before `before` whose
-    /// own fence reports the fault; only when none does is it `run`'s.
+    /// own events (its AICore event or its fence) report the fault; only
+    /// when none does is it `run`'s.
     pub(super) fn driver_error(
         &self,
         st: &mut State<DEPTH>,
@@ -64,9 +65,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     .iter()
                     .filter(|x| x.seq < before && !x.observed)
                     .find(|x| {
-                        self.driver
-                            .query_event(self.regions[x.slot].ev_fence)
-                            .is_err_and(|q| q.is_device_fault())
+                        // Either of its events: a fault on the AICore stream
+                        // reaches the run's AICore event at once, its fence
+                        // (on the AICPU stream) only later.
+                        let r = &self.regions[x.slot];
+                        [r.ev_aicore, r.ev_fence].into_iter().any(|ev| {
+                            self.driver
+                                .query_event(ev)
+                                .is_err_and(|q| q.is_device_fault())
+                        })
                     })
                     .map(|x| (x.run, x.slot, x.seq))
             } else {
@@ -167,19 +174,27 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             let ahead = self.lock().in_flight.ahead_of(info.seq);
             self.config.queue_budget(ahead).saturating_add(slice_cap)
         });
-        // `None`: no deadline (a limit past the end of the clock).
-        let deadline = start.checked_add(limit);
+        // No deadline when the limit lies past the end of the clock.
+        let limited = start.checked_add(limit).is_some();
+        // Time the driver's clock did not show: a wait that timed out
+        // while the clock stood still counts as the time it asked for, so a
+        // driver whose clock does not move (a stalled virtual clock) cannot
+        // keep the wait — or a `Drop` — going for ever. A clock that moves
+        // at all is trusted.
+        let mut unshown = Duration::ZERO;
+        let mut before = start;
         loop {
             if let Some(hung) = self.look_ahead(info.seq) {
                 return Err(ErrorKind::Timeout {
-                    waited: d.clock().saturating_sub(start),
+                    waited: d.clock().saturating_sub(start).saturating_add(unshown),
                     overran: Some(hung),
                 });
             }
             let now = d.clock();
-            if deadline.is_some_and(|dl| now >= dl) {
+            let elapsed = now.saturating_sub(start).saturating_add(unshown);
+            if limited && elapsed >= limit {
                 return Err(ErrorKind::Timeout {
-                    waited: now.saturating_sub(start),
+                    waited: elapsed,
                     overran: None,
                 });
             }
@@ -190,8 +205,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 st.in_flight.head().copied()
             };
             let mut slice = slice_cap;
-            if let Some(dl) = deadline {
-                slice = slice.min(dl.saturating_sub(now));
+            if limited {
+                slice = slice.min(limit.saturating_sub(elapsed));
             }
             if let Some(verdict_at) = head
                 .filter(|h| h.proof == Proof::Pending)
@@ -200,12 +215,19 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 slice = slice.min(verdict_at.saturating_sub(now));
             }
             // At least a little, so that even a virtual clock moves on.
-            match d.sync_event(ev, slice.max(MIN_SLICE)) {
+            let ask = slice.max(MIN_SLICE);
+            match d.sync_event(ev, ask) {
                 Ok(()) => {
                     self.settle_complete(slot, lease, info.seq, Some(d.clock()));
                     return Ok(());
                 }
-                Err(e) if e.is_timeout() => {}
+                Err(e) if e.is_timeout() => {
+                    let after = d.clock();
+                    if after <= before {
+                        unshown = unshown.saturating_add(ask);
+                    }
+                    before = after;
+                }
                 Err(e) => return Err(self.settle_error(e, info.run, slot, info.seq)),
             }
         }

@@ -184,7 +184,7 @@ impl<'r, const I: usize, T> Lane<'r, I, T> {
 
     /// The slot's token back from an orphan or a lost slot. A poisoned
     /// runner is the cause to report, at once; otherwise the orphan is
-    /// waited for (at most the fence timeout); a lost slot waits for a
+    /// waited for (bounded as a fence is); a lost slot waits for a
     /// drain.
     #[cold]
     fn reclaim<D: Driver, const DEPTH: usize>(
@@ -206,7 +206,7 @@ impl<'r, const I: usize, T> Lane<'r, I, T> {
         Err(Error::new((), Action::TakeSlot, None, Some(I), kind))
     }
 
-    /// Fences (at most the fence timeout) and finalizes `run` into the
+    /// Fences (bounded as a fence is) and finalizes `run` into the
     /// lane's buffer; the slot goes back to `token`, or stays with the run
     /// if its fence failed.
     fn retire(&mut self, run: Run<'r, Launched, I>) -> Result<WallRecord, Error> {

@@ -129,8 +129,9 @@ use crate::driver::abi::WallRecord;
 /// - Every submitted run comes back from `complete` exactly once, as a
 ///   result or as an error carrying its tag, in submission order.
 ///
-/// Dropping the pipeline drops its runs: each launched run waits (at most
-/// the fence timeout) for its own fence, or leaves its slot quarantined.
+/// Dropping the pipeline drops its runs: each launched run waits for its
+/// own fence — bounded as [`Run::fence`](crate::Run::fence) is — or leaves
+/// its slot quarantined.
 pub struct Pipeline<'r, D: Driver, const DEPTH: usize = 2, T = ()> {
     runner: &'r Runner<'r, D, DEPTH>,
     lanes: [AnyLane<'r, T>; DEPTH],
@@ -316,8 +317,8 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// ([`ErrorKind::PartialLaunch`], [`ErrorKind::FenceNotRecorded`])
     /// poisons the runner and quarantines the slot; the spec still comes
     /// back, since the run will produce no result. A slot still held by
-    /// an earlier run whose completion failed is waited for first (at most
-    /// the fence timeout; its fence error, if it fails again); on a
+    /// an earlier run whose completion failed is waited for first (bounded
+    /// as a fence is; its fence error, if it fails again); on a
     /// poisoned runner such a slot reports [`ErrorKind::Poisoned`] at once.
     #[inline]
     pub fn submit<'s>(
@@ -347,7 +348,8 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     }
 
     /// Fences and finalizes the oldest pending run — waiting for its own
-    /// fence, at most the fence timeout — and hands it back with its
+    /// fence, as long as [`Run::fence`](crate::Run::fence) would: at most
+    /// `(runs ahead + 1) × fence_timeout + fence_timeout / 8` — and hands it back with its
     /// outputs; `Ok(None)` when nothing is pending. Results come back in
     /// submission order, each run exactly once.
     ///
@@ -396,8 +398,8 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// service: like [`Runner::drain`], for a runner whose slots are all in
     /// this pipeline.
     ///
-    /// First it settles the pending runs, oldest first: each is fenced (at
-    /// most the fence timeout) and finalized, and its result — or its error
+    /// First it settles the pending runs, oldest first: each is fenced
+    /// (bounded as a fence is) and finalized, and its result — or its error
     /// — is kept for [`complete`](Pipeline::complete), so no result the
     /// device produced is lost. Then it proves the queue quiet (clearing
     /// the poison, releasing quarantined slots, re-creating faulted

@@ -126,7 +126,8 @@ pub struct SimConfig {
     /// Device time one step represents in stepped mode (default 1 µs); a
     /// blocking wait of `t` may take up to `t / step_time` steps.
     pub step_time: Duration,
-    /// Upper bound on steps of one blocking wait in stepped mode (default 10 M).
+    /// Upper bound on steps of one blocking wait in stepped mode (default 10 M;
+    /// at least 1: a wait always moves the device).
     pub max_wait_steps: u64,
     /// Trace ring size (default 65,536 entries; 0 disables tracing).
     pub trace_capacity: usize,

@@ -215,6 +215,9 @@ impl SimDriver {
 
     fn build(mut config: SimConfig, real_time: bool) -> Self {
         config.latency = config.latency.clamped();
+        // A blocking wait takes at least one step, or a stepped device
+        // could never move while the host waits.
+        config.max_wait_steps = config.max_wait_steps.max(1);
         let shared = Arc::new(Shared {
             core: Mutex::new(Core::new(config, real_time.then(Instant::now))),
             epoch: AtomicU64::new(0),
