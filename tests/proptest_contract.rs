@@ -15,7 +15,6 @@ mod common;
 use common::model::{FaultOp, In, MAX_ELEMS, Op, run_case};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use runclaim::sim::Kernel;
 
 fn input() -> impl Strategy<Value = In> {
     prop_oneof![
@@ -47,14 +46,7 @@ fn op() -> impl Strategy<Value = Op> {
 }
 
 fn fault() -> impl Strategy<Value = Op> {
-    let kernel = prop_oneof![Just(Kernel::Aicore), Just(Kernel::Aicpu)];
-    prop_oneof![
-        3 => (0..runclaim::driver::Op::ALL.len(), 1..6u64).prop_map(|(o, n)| FaultOp::Call(o, n)),
-        1 => (kernel, 1..3u64).prop_map(|(k, n)| FaultOp::Kernel(k, n)),
-        1 => (1..6u64).prop_map(FaultOp::NeverEvent),
-        1 => (1..3u64).prop_map(FaultOp::RunError),
-    ]
-    .prop_map(Op::Inject)
+    FaultOp::strategy().prop_map(Op::Inject)
 }
 
 fn ops(faults: bool) -> impl Strategy<Value = Vec<Op>> {

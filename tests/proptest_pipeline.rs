@@ -38,7 +38,7 @@ use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use runclaim::contract::{Depth, DrainReport, ErrorKind, RunId, SupportedDepth};
 use runclaim::driver::abi::WallRecord;
-use runclaim::sim::{Fault, Kernel, SimDriver};
+use runclaim::sim::SimDriver;
 use runclaim::{Callable, CodeRef, Device, DeviceConfig, Input, Pipeline, RunSpec};
 
 /// A run's input.
@@ -732,18 +732,10 @@ fn step<const D: usize>(
         },
         POp::Inject(f) => {
             m.faulty = true;
-            sim.inject(match *f {
-                FaultOp::Call(op, nth) => Fault::FailCall {
-                    op: runclaim::driver::Op::ALL[op % runclaim::driver::Op::ALL.len()],
-                    nth,
-                },
-                FaultOp::Kernel(kernel, nth) => Fault::KernelFault { kernel, nth },
-                FaultOp::NeverEvent(nth) => Fault::EventNeverCompletes { nth },
-                FaultOp::RunError(nth) => {
-                    m.run_errors_armed += 1;
-                    Fault::RunError { nth, code: 77 }
-                }
-            });
+            if let FaultOp::RunError(_) = f {
+                m.run_errors_armed += 1;
+            }
+            sim.inject(f.fault());
         }
         POp::Drop | POp::Publish(_) => return Err("handled by the session loop".into()),
     }
@@ -773,14 +765,7 @@ fn op() -> impl Strategy<Value = POp> {
 }
 
 fn fault() -> impl Strategy<Value = POp> {
-    let kernel = prop_oneof![Just(Kernel::Aicore), Just(Kernel::Aicpu)];
-    prop_oneof![
-        3 => (0..runclaim::driver::Op::ALL.len(), 1..6u64).prop_map(|(o, n)| FaultOp::Call(o, n)),
-        1 => (kernel, 1..3u64).prop_map(|(k, n)| FaultOp::Kernel(k, n)),
-        1 => (1..6u64).prop_map(FaultOp::NeverEvent),
-        1 => (1..3u64).prop_map(FaultOp::RunError),
-    ]
-    .prop_map(POp::Inject)
+    FaultOp::strategy().prop_map(POp::Inject)
 }
 
 fn ops(faults: bool) -> impl Strategy<Value = Vec<POp>> {

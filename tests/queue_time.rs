@@ -223,6 +223,36 @@ fn a_preempted_host_never_poisons_a_virtual_time_device() {
     assert_eq!(runner.health().poisoned, None);
 }
 
+/// An explicit limit bounds the wait from its very first slice:
+/// `fence_for(5 µs)` on a run the device needs about 60 µs for is "not yet"
+/// after about 5 µs of driver time — it does not ask the driver for the
+/// `fence_timeout / 8` slice a configured fence starts with.
+#[test]
+fn an_explicit_limit_bounds_even_the_first_slice() {
+    let (mut dev, _, sim) = hooked();
+    let runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    let run = runner.launched::<0>(code, Input::Host(&[1]));
+    let before = sim.clock();
+    let err = run.fence_for(Duration::from_micros(5)).unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::Timeout { overran: None, .. }),
+        "{err}"
+    );
+    let waited = sim.clock().saturating_sub(before);
+    assert!(
+        waited < Duration::from_micros(20),
+        "asked the driver for {waited:?}"
+    );
+    let mut out = Outputs::<0>::new(1);
+    err.into_value()
+        .fence()
+        .unwrap()
+        .finalize(&mut out)
+        .unwrap();
+    assert_eq!(out.values(), &[2]);
+}
+
 /// The negative control of the test above: the same wait judged on the
 /// host's clock (a driver that reports it for a virtual-time device) takes
 /// the preempted host for a hung device and poisons a healthy run.
@@ -523,17 +553,23 @@ fn a_frozen_driver_clock_cannot_hang_a_fence_or_a_drop() {
     let code = runner.code("inc").unwrap();
     hooks.frozen.store(true, Ordering::SeqCst);
     let run = runner.launched::<0>(code, Input::Host(&[1]));
-    let err = run.fence_for(10 * MS).unwrap_err();
-    assert!(
-        matches!(err.kind(), ErrorKind::Timeout { overran: None, waited } if *waited >= 10 * MS),
-        "{err}"
+    common::or_abort_after(
+        Duration::from_secs(120),
+        "a fence on a frozen clock",
+        || {
+            let err = run.fence_for(10 * MS).unwrap_err();
+            assert!(
+                matches!(err.kind(), ErrorKind::Timeout { overran: None, waited } if *waited >= 10 * MS),
+                "{err}"
+            );
+            let err = err.into_value().fence().unwrap_err();
+            assert!(
+                matches!(err.kind(), ErrorKind::Timeout { overran: None, .. }),
+                "{err}"
+            );
+            drop(err); // the drop waits, bounded, then quarantines
+        },
     );
-    let err = err.into_value().fence().unwrap_err();
-    assert!(
-        matches!(err.kind(), ErrorKind::Timeout { overran: None, .. }),
-        "{err}"
-    );
-    drop(err); // the drop waits, bounded, then quarantines
     assert!(runner.health().quarantined.contains(0));
     // A simulator told to take no step per wait still takes one.
     let mut cfg = SimConfig::default().watchdog(2 * MS);

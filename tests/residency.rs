@@ -9,8 +9,9 @@
 //! 2. **upload stamps** — a launch names an upload, not an address: a
 //!    replaced upload is refused, never run;
 //! 3. **code epochs** — code uploaded by anyone after the AICore stream was
-//!    created (and reached by a dedup hit) starts a new code generation, so
-//!    the stream's stale instruction cache is never used for it.
+//!    created (reached by a dedup hit, or uploaded while runs are queued)
+//!    makes the stream stale: the next launch replaces it, so its stale
+//!    instruction cache is never used for that code.
 
 mod common;
 
@@ -257,6 +258,54 @@ fn a_dedup_hit_on_a_foreign_upload_renews_the_stream() {
         expect(7, &[2])
     );
     assert_eq!(s.stats().stale_executions, 0);
+}
+
+/// Layer 3 with a run still queued: an upload by another device while A
+/// has a run launched makes A's AICore stream stale. A's next launch moves
+/// to a fresh stream without destroying the busy one, and orders the fresh
+/// stream behind it: the second run's AICore kernel starts only after the
+/// first run's has finished — AICore kernels still run one at a time, in
+/// launch order, across the switch.
+#[test]
+fn a_foreign_upload_with_a_run_queued_keeps_aicore_kernels_in_order() {
+    use runclaim::sim::trace::{TaskTag, TraceKind};
+    let s = sim(3);
+    let mut a = Device::<_, 2>::open(s.clone(), DeviceConfig::default()).unwrap();
+    let mut b = Device::<_, 2>::open(s.clone(), DeviceConfig::default()).unwrap();
+    let ra = a.publish(&[callable("x", 6)]).unwrap();
+    let x = ra.code("x").unwrap();
+    let first = ra.launched::<0>(x, Input::Host(&[2]));
+    let renewed = ra.device().stats().aicore_recreations;
+    drop(b.publish(&[callable("y", 7)]).unwrap()); // newer than A's stream
+    let second = ra.launched::<1>(x, Input::Host(&[3]));
+    assert_eq!(
+        ra.device().stats().aicore_recreations,
+        renewed + 1,
+        "the stale stream was replaced with a run on it"
+    );
+    let (id1, id2) = (first.id().0, second.id().0);
+    let mut out1 = runclaim::Outputs::<1>::new(1);
+    second.fence().unwrap().finalize(&mut out1).unwrap();
+    let mut out0 = runclaim::Outputs::<0>::new(1);
+    first.fence().unwrap().finalize(&mut out0).unwrap();
+    assert_eq!(
+        (out0.values(), out1.values()),
+        (&expect(6, &[2])[..], &expect(6, &[3])[..])
+    );
+    let trace = s.trace();
+    let at = |run: u64, what: TraceKind| {
+        trace
+            .iter()
+            .position(|t| t.run == run && t.what == what)
+            .unwrap_or_else(|| panic!("run {run}: no {what:?} in the trace"))
+    };
+    assert!(
+        at(id1, TraceKind::Finished(TaskTag::Aicore))
+            < at(id2, TraceKind::Started(TaskTag::Aicore)),
+        "run {id2}'s AICore kernel overlapped run {id1}'s"
+    );
+    let s = s.stats();
+    assert_eq!((s.stale_executions, s.busy_destroy_refused), (0, 0));
 }
 
 /// Negative control for layer 3: a driver whose code epoch claims no

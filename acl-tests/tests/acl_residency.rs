@@ -13,6 +13,7 @@
 mod common;
 
 use std::ffi::c_void;
+use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use common::LaunchIn;
@@ -25,6 +26,17 @@ use runclaim::driver::{
 };
 use runclaim::sim::SimConfig;
 use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+
+/// The fake runtime's program handles are process-wide and reused lowest
+/// first (as a freed runtime object's address can be). The negative
+/// control needs `y` to get the handle `x` just gave up, which another
+/// test registering code at that moment would take: this file's tests take
+/// turns.
+static TURN: Mutex<()> = Mutex::new(());
+
+fn turn() -> MutexGuard<'static, ()> {
+    TURN.lock().unwrap_or_else(PoisonError::into_inner)
+}
 
 fn sim(slots: usize) -> SimConfig {
     SimConfig::default()
@@ -60,6 +72,7 @@ fn other(k: u32) -> (Callable, impl Fn(u32) -> u32) {
 
 #[test]
 fn sixteen_slots_two_drivers_interleaved_every_value_checked() {
+    let _turn = turn();
     let (a, b) = two_on_one(16);
     let id = a.device_id();
     let mut dev_a = device(a);
@@ -128,6 +141,7 @@ fn sixteen_slots_two_drivers_interleaved_every_value_checked() {
 
 #[test]
 fn one_slot_two_drivers_a_full_code_memory_is_an_error_not_an_eviction() {
+    let _turn = turn();
     let (a, b) = two_on_one(1);
     let id = a.device_id();
     let mut dev_a = device(a);
@@ -328,6 +342,7 @@ fn run_x_after_y(unchecked: bool) -> Result<Vec<u32>, runclaim::Error> {
 
 #[test]
 fn negative_control_without_the_check_a_wrong_program_runs_and_the_values_say_so() {
+    let _turn = turn();
     let expected_x = vec![1001, 1002, 1003];
     // The check disabled: x's launch runs y — in the same time, without an
     // error. Only the value check catches it.

@@ -110,3 +110,25 @@ impl Target for Sim {
         Box::new(move || d.stats())
     }
 }
+
+/// Runs `f`, or ends the test binary with a message naming `what` if `f`
+/// has not returned after `limit`: a test of "never hangs" that fails
+/// instead of hanging when the behaviour breaks. `limit` is a generous
+/// backstop (seconds or minutes), not a timing claim.
+pub fn or_abort_after<R>(limit: std::time::Duration, what: &str, f: impl FnOnce() -> R) -> R {
+    let (done, watched) = std::sync::mpsc::channel::<()>();
+    let what = what.to_owned();
+    let watchdog = std::thread::spawn(move || {
+        if let Err(std::sync::mpsc::RecvTimeoutError::Timeout) = watched.recv_timeout(limit) {
+            // Straight to stderr: the test harness's output capture would
+            // swallow it when the process aborts.
+            let msg = format!("hung: {what} did not return within {limit:?}\n");
+            let _ = std::io::Write::write_all(&mut std::io::stderr(), msg.as_bytes());
+            std::process::abort();
+        }
+    });
+    let r = f();
+    drop(done);
+    let _ = watchdog.join();
+    r
+}

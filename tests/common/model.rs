@@ -11,6 +11,7 @@
 
 use std::time::Duration;
 
+use proptest::prelude::{Just, Strategy, prop_oneof};
 use runclaim::contract::{Depth, ErrorKind, RunId, Slot, SlotOf, SupportedDepth};
 use runclaim::driver::Driver;
 use runclaim::driver::abi::{Program, WallRecord};
@@ -70,6 +71,33 @@ pub enum FaultOp {
     NeverEvent(u64),
     /// The `nth` AICPU kernel reports run error 77.
     RunError(u64),
+}
+
+impl FaultOp {
+    /// Any fault, weighted towards failed driver calls.
+    pub fn strategy() -> impl Strategy<Value = FaultOp> {
+        let kernel = prop_oneof![Just(Kernel::Aicore), Just(Kernel::Aicpu)];
+        let ops = runclaim::driver::Op::ALL.len();
+        prop_oneof![
+            3 => (0..ops, 1..6u64).prop_map(|(o, n)| FaultOp::Call(o, n)),
+            1 => (kernel, 1..3u64).prop_map(|(k, n)| FaultOp::Kernel(k, n)),
+            1 => (1..6u64).prop_map(FaultOp::NeverEvent),
+            1 => (1..3u64).prop_map(FaultOp::RunError),
+        ]
+    }
+
+    /// The simulator fault to inject.
+    pub fn fault(self) -> Fault {
+        match self {
+            FaultOp::Call(op, nth) => Fault::FailCall {
+                op: runclaim::driver::Op::ALL[op % runclaim::driver::Op::ALL.len()],
+                nth,
+            },
+            FaultOp::Kernel(kernel, nth) => Fault::KernelFault { kernel, nth },
+            FaultOp::NeverEvent(nth) => Fault::EventNeverCompletes { nth },
+            FaultOp::RunError(nth) => Fault::RunError { nth, code: 77 },
+        }
+    }
 }
 
 /// One operation of a generated sequence. Slot indices are taken modulo
@@ -466,7 +494,8 @@ fn is_lost(k: &ErrorKind) -> bool {
 fn is_no_chain(k: &ErrorKind) -> bool {
     matches!(k, ErrorKind::NoChainValue)
 }
-/// A pin whose release an injected failure refused stays until retried.
+/// Code memory full: a pin whose release an injected failure refused
+/// stays until retried, so new code may not fit.
 fn is_code_full(k: &ErrorKind) -> bool {
     matches!(k, ErrorKind::CodeDoesNotFit { .. })
 }
@@ -895,18 +924,10 @@ fn step<'r, Dr: Driver, const D: usize>(
         Op::Drain => *drain_now = true,
         Op::Inject(f) => {
             m.faulty = true;
-            sim.inject(match *f {
-                FaultOp::Call(op, nth) => Fault::FailCall {
-                    op: runclaim::driver::Op::ALL[op % runclaim::driver::Op::ALL.len()],
-                    nth,
-                },
-                FaultOp::Kernel(kernel, nth) => Fault::KernelFault { kernel, nth },
-                FaultOp::NeverEvent(nth) => Fault::EventNeverCompletes { nth },
-                FaultOp::RunError(nth) => {
-                    m.run_errors_armed += 1;
-                    Fault::RunError { nth, code: 77 }
-                }
-            });
+            if let FaultOp::RunError(_) = f {
+                m.run_errors_armed += 1;
+            }
+            sim.inject(f.fault());
         }
     }
     Ok(())

@@ -241,15 +241,14 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let d = &self.driver;
         // Everything undated happened before this read: a safe date.
         let now = d.clock();
-        self.lock().in_flight.date(now);
         let mut queue = [None::<Entry>; DEPTH];
-        for (q, e) in queue.iter_mut().zip(
-            self.lock()
-                .in_flight
-                .iter()
-                .filter(|e| e.seq <= seq && !e.observed),
-        ) {
-            *q = Some(*e);
+        {
+            let mut st = self.lock();
+            st.in_flight.date(now);
+            let ahead = st.in_flight.iter().filter(|e| e.seq <= seq && !e.observed);
+            for (q, e) in queue.iter_mut().zip(ahead) {
+                *q = Some(*e);
+            }
         }
         let mut done = [None::<(u64, Duration)>; DEPTH];
         let mut head = None;

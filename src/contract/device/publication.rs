@@ -47,15 +47,14 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 Error::plain(Action::Publish, kind)
             })?;
             st.pinned.push(r.handle);
-            // New code may be stale in the AICore stream's instruction
-            // cache: uploaded now (a publication), or uploaded by anyone
-            // else on the NPU after the stream was created (a dedup hit on
-            // it). Either starts a new code generation at once, before a
-            // later registration can fail and return early.
-            if r.published || r.handle.upload() > st.aicore_epoch {
-                st.generation += 1;
-            }
+            // Code uploaded now may be stale in the AICore stream's
+            // instruction cache: a new code generation starts at once,
+            // before a later registration can fail and return early. (Code
+            // anyone else uploaded after the stream was created — reached
+            // here by a dedup hit, or later — moves the driver's code epoch
+            // instead, which the next launch checks.)
             if r.published {
+                st.generation += 1;
                 st.stats.generations += 1;
             }
             entries.push(CodeEntry {

@@ -206,9 +206,14 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         st.aicore_generation = st.generation;
         st.aicore_epoch = epoch;
         st.stats.aicore_recreations += 1;
-        // Destroyed now if idle; else (queued runs, or a refusal) retried
-        // later, never reused.
-        self.retire_stream(st, old);
+        if last.is_some() {
+            // Its queued kernels still run: never destroyed busy, it is
+            // retired once idle (a launch that finds nothing in flight, a
+            // drain, teardown), and never reused.
+            st.abandoned.push(old);
+        } else {
+            self.retire_stream(st, old);
+        }
         Ok(())
     }
 }

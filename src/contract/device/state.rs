@@ -50,8 +50,10 @@ pub(super) struct State<const DEPTH: usize> {
     /// The run being launched while the lock is held across its submission
     /// (what a panic interrupted, if one does).
     pub(super) launching: Option<(RunId, usize)>,
-    /// Idle streams whose destroy failed: retried at every drain and at
-    /// teardown, so a refused destroy does not leak the stream for good.
+    /// Streams taken out of service but not destroyed yet: stale AICore
+    /// streams replaced while runs were still queued on them, and idle
+    /// streams whose destroy failed. Destroyed at a launch that finds
+    /// nothing in flight, at every drain and at teardown, never reused.
     pub(super) abandoned: Vec<StreamId>,
     pub(super) stats: ContractStats,
 }

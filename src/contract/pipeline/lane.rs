@@ -277,13 +277,13 @@ impl<'r, const I: usize, T> Lane<'r, I, T> {
         })
     }
 
-    /// After a drain: a fresh token for the slot. The old handles are stale
-    /// (the drain reset the slot), so dropping them releases nothing.
+    /// After a drain (which settled every pending run first): a fresh token
+    /// for the slot. The old handles are stale (the drain reset the slot),
+    /// so dropping them releases nothing.
     pub(super) fn renew<D: Driver, const DEPTH: usize>(
         &mut self,
         runner: &'r Runner<'r, D, DEPTH>,
     ) {
-        self.settle();
         let stale = (self.token.take(), self.run.take(), self.lost.take());
         match take_token::<I, D, DEPTH>(runner) {
             Ok(token) => self.token = Some(token),

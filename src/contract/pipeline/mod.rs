@@ -566,8 +566,6 @@ impl<D: Driver, const DEPTH: usize, T> fmt::Debug for Pipeline<'_, D, DEPTH, T> 
     }
 }
 
-// ----- one slot, typed -----------------------------------------------------------
-
 #[cfg(test)]
 mod tests {
     use crate::contract::*;
