@@ -119,7 +119,7 @@ fn two_runs<D: Driver + 'static>(driver: D, sim: &SimDriver) -> (Vec<TraceEvent>
     let code = runner.code("f").unwrap();
     let r0 = runner.launched::<0>(code, Input::Host(&[1]));
     let r1 = runner.launched::<1>(code, Input::Host(&[2]));
-    let ids = vec![r0.id().0, r1.id().0];
+    let ids = vec![r0.id().get(), r1.id().get()];
     drop((r0, r1));
     (sim.trace(), ids)
 }

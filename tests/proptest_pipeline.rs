@@ -586,7 +586,7 @@ fn step<const D: usize>(
             let full = m.outstanding.len() >= D;
             // The one error the model predicts exactly, if any.
             let exact: Option<fn(&ErrorKind) -> bool> = if full {
-                Some(|k| matches!(k, ErrorKind::DepthExhausted(_)))
+                Some(|k| matches!(k, ErrorKind::DepthExhausted { .. }))
             } else {
                 match input {
                     PIn::Empty => Some(|k| matches!(k, ErrorKind::EmptyInput)),
@@ -619,8 +619,8 @@ fn step<const D: usize>(
                         settled: false,
                         chained: *input == PIn::Previous,
                     });
-                    m.launched.push(run.0);
-                    m.launched_aicpu.push(run.0);
+                    m.launched.push(run.get());
+                    m.launched_aicpu.push(run.get());
                     m.report.submitted += 1;
                 }
                 Err(r) => {
@@ -633,9 +633,9 @@ fn step<const D: usize>(
                         m.report.fault_outcomes += 1;
                         if is_lost_launch(&r.kind) {
                             let run = r.run.ok_or("a lost launch names no run")?;
-                            m.launched.push(run.0);
+                            m.launched.push(run.get());
                             if matches!(r.kind, ErrorKind::FenceNotRecorded(_)) {
-                                m.launched_aicpu.push(run.0);
+                                m.launched_aicpu.push(run.get());
                             }
                         }
                         if matches!(r.kind, ErrorKind::NoChainValue) {
@@ -672,11 +672,11 @@ fn step<const D: usize>(
                     if fail != 0 {
                         return Err(format!("errors: run {tag} should have failed with {fail}"));
                     }
-                    if run != oldest.run || wall.run_id != run.0 || wall.slot as usize >= D {
+                    if run != oldest.run || wall.run_id != run.get() || wall.slot as usize >= D {
                         return Err(format!("run {tag}: {run} with record {wall:?}"));
                     }
                     if let Some(want) = &oldest.expected {
-                        checks::outputs(run.0, want, &values)?;
+                        checks::outputs(run.get(), want, &values)?;
                         m.report.checked += 1;
                         m.report.chained_checked += usize::from(oldest.chained);
                         if oldest.settled {

@@ -138,7 +138,7 @@ fn kernels_past_the_watchdog_poison_attributed_to_the_run_that_overran() {
         assert!(matches!(err.kind(), ErrorKind::Fault(_)), "{err}");
         assert_eq!(
             runner.health().poisoned.map(|p| (p.cause, p.run, p.slot)),
-            Some((PoisonCause::DeviceFault, first_id, 0)),
+            Some((PoisonCause::DeviceFault, Some(first_id), Some(0))),
             "the poison names the run that overran"
         );
         drop((first, r1, r2, err));
@@ -185,7 +185,7 @@ fn a_lost_fence_poisons_naming_its_own_run_only() {
         );
         assert_eq!(
             runner.health().poisoned.map(|p| (p.cause, p.run, p.slot)),
-            Some((PoisonCause::Overrun, lost_id, 1))
+            Some((PoisonCause::Overrun, Some(lost_id), Some(1)))
         );
     }
     assert_eq!(runner.drain().unwrap().released, 1);
@@ -463,7 +463,7 @@ fn a_driver_panic_mid_launch_poisons_instead_of_hanging() {
     let poison = runner.health().poisoned.expect("poisoned");
     assert_eq!(
         (poison.cause, poison.run, poison.slot),
-        (PoisonCause::Interrupted, id, 0)
+        (PoisonCause::Interrupted, Some(id), Some(0))
     );
     let err = runner
         .prepare(
@@ -507,7 +507,7 @@ fn a_fault_met_by_a_later_run_names_the_run_that_faulted() {
         let p = runner.health().poisoned.unwrap();
         assert_eq!(
             (p.cause, p.run, p.slot),
-            (PoisonCause::DeviceFault, faulty, 1)
+            (PoisonCause::DeviceFault, Some(faulty), Some(1))
         );
         drop((r1, err));
     }
@@ -612,7 +612,7 @@ fn a_launch_refused_by_an_earlier_fault_names_the_earlier_run() {
     let p = runner.health().poisoned.expect("poisoned");
     assert_eq!(
         (p.cause, p.run, p.slot),
-        (PoisonCause::DeviceFault, a.id(), 0),
+        (PoisonCause::DeviceFault, Some(a.id()), Some(0)),
         "the poison names the run that faulted"
     );
     drop((err, a));

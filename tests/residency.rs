@@ -283,7 +283,7 @@ fn a_foreign_upload_with_a_run_queued_keeps_aicore_kernels_in_order() {
         renewed + 1,
         "the stale stream was replaced with a run on it"
     );
-    let (id1, id2) = (first.id().0, second.id().0);
+    let (id1, id2) = (first.id().get(), second.id().get());
     let mut out1 = runclaim::Outputs::<1>::new(1);
     second.fence().unwrap().finalize(&mut out1).unwrap();
     let mut out0 = runclaim::Outputs::<0>::new(1);

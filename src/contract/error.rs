@@ -3,14 +3,16 @@
 //! transition hands its value back inside the [`Error`].
 
 use std::fmt;
+use std::num::NonZeroU64;
 use std::time::Duration;
 
 use super::config::ConfigError;
 use crate::driver::DriverError;
 
-/// A run's identity: assigned at prepare, unique per device, never 0. It is
-/// the tag the kernels write into the handshake, the device wall and the
-/// status record.
+/// A run's identity: assigned at prepare, unique per device, never 0 (the
+/// type says so: "no run" is `Option<RunId>`, the same size). It is the tag
+/// the kernels write into the handshake, the device wall and the status
+/// record.
 ///
 /// ```
 /// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
@@ -21,10 +23,42 @@ use crate::driver::DriverError;
 /// # let code = runner.code("f")?;
 /// let run = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?;
 /// assert_eq!(run.id().to_string(), "#1"); // ids start at 1 and never repeat
+/// assert_eq!(run.id().get(), 1);
+/// assert_eq!(RunId::new(1), Some(run.id()));
+/// assert_eq!(RunId::new(0), None); // no run is ever #0
+/// # use runclaim::contract::RunId;
 /// # Ok::<(), runclaim::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct RunId(pub u64);
+pub struct RunId(NonZeroU64);
+
+impl RunId {
+    /// The first id a device hands out.
+    pub(crate) const FIRST: RunId = RunId(NonZeroU64::MIN);
+
+    /// The id with this number, `None` for 0 (no run has it).
+    #[must_use]
+    pub const fn new(id: u64) -> Option<Self> {
+        match NonZeroU64::new(id) {
+            Some(n) => Some(RunId(n)),
+            None => None,
+        }
+    }
+
+    /// The number, as the device records carry it (never 0).
+    #[must_use]
+    pub const fn get(self) -> u64 {
+        self.0.get()
+    }
+
+    /// The id after this one. Ids are never reused: at one run per
+    /// nanosecond, 2^64 ids last 584 years, so the last id saturates
+    /// rather than wrapping to a reused one.
+    #[must_use]
+    pub(crate) const fn next(self) -> Self {
+        RunId(self.0.saturating_add(1))
+    }
+}
 
 impl fmt::Display for RunId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -125,7 +159,7 @@ pub enum PoisonCause {
     DeviceFault,
     /// A panic (a driver's) interrupted a transition while it held the
     /// device's state: what reached the device is unknown. The run is the
-    /// one being launched, `#0` when none was.
+    /// one being launched, when one was.
     Interrupted,
 }
 
@@ -159,7 +193,7 @@ impl fmt::Display for PoisonCause {
 /// let id = run.id();
 /// assert!(run.fence().is_err());
 /// let p: Poison = runner.health().poisoned.unwrap();
-/// assert_eq!((p.cause, p.run, p.slot), (PoisonCause::Overrun, id, 1));
+/// assert_eq!((p.cause, p.run, p.slot), (PoisonCause::Overrun, Some(id), Some(1)));
 /// assert_eq!(p.to_string(), format!("run overran its budget at the head of the queue (run {id} in slot 1)"));
 /// # Ok::<(), runclaim::Error>(())
 /// ```
@@ -168,15 +202,26 @@ impl fmt::Display for PoisonCause {
 pub struct Poison {
     /// What happened.
     pub cause: PoisonCause,
-    /// The run it happened to.
-    pub run: RunId,
-    /// That run's slot.
-    pub slot: usize,
+    /// The run it happened to: `None` only for
+    /// [`PoisonCause::Interrupted`] outside a launch (no run was being
+    /// submitted when the panic struck).
+    pub run: Option<RunId>,
+    /// That run's slot (`None` exactly when `run` is).
+    pub slot: Option<usize>,
 }
 
 impl fmt::Display for Poison {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{} (run {} in slot {})", self.cause, self.run, self.slot)
+        write!(f, "{}{}", self.cause, subject_paren(self.run, self.slot))
+    }
+}
+
+fn subject_paren(run: Option<RunId>, slot: Option<usize>) -> String {
+    match (run, slot) {
+        (Some(r), Some(s)) => format!(" (run {r} in slot {s})"),
+        (Some(r), None) => format!(" (run {r})"),
+        (None, Some(s)) => format!(" (slot {s})"),
+        (None, None) => String::new(),
     }
 }
 
@@ -255,16 +300,17 @@ pub enum ErrorKind {
     #[error("slot token already taken")]
     SlotTaken,
     /// The slot is held by a launched run (possibly forgotten).
-    #[error("slot is in flight with run {run}; drain to reclaim it if that run was forgotten")]
+    #[error("slot is in flight with run {}; drain to reclaim it if that run was forgotten", or_unknown(*.run))]
     SlotInFlight {
-        /// The run holding it.
-        run: RunId,
+        /// The run holding it (`None` if the device no longer knows it).
+        run: Option<RunId>,
     },
     /// The slot's last run could not be proven complete.
-    #[error("slot is quarantined: run {run} could not be proven complete; drain to recover")]
+    #[error("slot is quarantined: run {} could not be proven complete; drain to recover", or_unknown(*.run))]
     SlotQuarantined {
-        /// The unproven run.
-        run: RunId,
+        /// The unproven run (`None` when the run that left the slot
+        /// unproven is no longer tracked, e.g. a panic interrupted it).
+        run: Option<RunId>,
     },
     /// The token's lease is not the slot's current lease.
     #[error("stale token (lease {token}, slot now on lease {current})")]
@@ -364,9 +410,31 @@ pub enum ErrorKind {
         /// How long the drain waited.
         waited: Duration,
     },
-    /// At most `DEPTH` runs may be launched at once.
-    #[error("{0} runs already in flight")]
-    DepthExhausted(usize),
+    /// [`Pipeline::submit`](super::Pipeline::submit): `depth` runs are
+    /// pending already; [`complete`](super::Pipeline::complete) one first.
+    #[error("all {depth} slots hold pending runs; complete one first")]
+    DepthExhausted {
+        /// The pipeline's depth.
+        depth: usize,
+    },
+    /// A slot index chosen at run time is not below the depth.
+    #[error("slot {slot} does not exist at depth {depth}")]
+    SlotOutOfRange {
+        /// The index asked for.
+        slot: usize,
+        /// The depth.
+        depth: usize,
+    },
+    /// A bug in runclaim: one of its own invariants did not hold. The
+    /// operation was refused in the safe direction (nothing freed or
+    /// reused that the device may still touch). Debug builds panic here
+    /// instead; please report it.
+    #[error("internal invariant broken: {0}; this is a runclaim bug, please report it")]
+    InvariantBroken(&'static str),
+}
+
+fn or_unknown(run: Option<RunId>) -> String {
+    run.map_or_else(|| "(unknown)".to_owned(), |r| r.to_string())
 }
 
 fn overran_suffix(run: Option<RunId>) -> String {
@@ -375,6 +443,14 @@ fn overran_suffix(run: Option<RunId>) -> String {
 }
 
 impl ErrorKind {
+    /// An invariant of runclaim's own did not hold: a panic in debug
+    /// builds (tests find it), the refusal in release.
+    #[track_caller]
+    pub(crate) fn broken(what: &'static str) -> Self {
+        debug_assert!(false, "runclaim invariant broken: {what}");
+        ErrorKind::InvariantBroken(what)
+    }
+
     /// Classifies a driver error: device faults become [`ErrorKind::Fault`].
     pub(crate) fn from_driver(e: DriverError) -> Self {
         if e.is_device_fault() {
@@ -437,9 +513,9 @@ impl From<ConfigError> for ErrorKind {
 pub struct Error<T = ()> {
     value: T,
     action: Action,
-    /// Run id, 0 = none (run ids are never 0); kept narrow because errors
-    /// carry runs back by value.
-    run: u64,
+    /// Kept narrow because errors carry runs back by value: an
+    /// `Option<RunId>` is one word.
+    run: Option<RunId>,
     /// Slot index, `u32::MAX` = none.
     slot: u32,
     #[source]
@@ -484,7 +560,7 @@ impl<T> Error<T> {
         Error {
             value,
             action,
-            run: run.map_or(0, |r| r.0),
+            run,
             slot: slot.and_then(|s| u32::try_from(s).ok()).unwrap_or(u32::MAX),
             kind,
         }
@@ -499,7 +575,7 @@ impl<T> Error<T> {
     /// The run concerned, when there was one.
     #[must_use]
     pub fn run(&self) -> Option<RunId> {
-        (self.run != 0).then_some(RunId(self.run))
+        self.run
     }
 
     /// The slot concerned, when there was one.

@@ -165,7 +165,7 @@ mod tests {
     fn e(seq: u64, slot: usize) -> Entry {
         Entry {
             seq,
-            run: RunId(seq + 100),
+            run: RunId::new(seq + 100).unwrap(),
             slot,
             proof: Proof::Pending,
             launched_at: Some(Duration::from_millis(seq)),

@@ -19,7 +19,7 @@ use crate::driver::abi::WallRecord;
 /// let done = runner
 ///     .prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?
 ///     .launch()?.fence()?.finalize(&mut out)?;
-/// assert_eq!((done.wall.run_id, done.wall.slot), (done.run.0, 0)); // validated to be this run's
+/// assert_eq!((done.wall.run_id, done.wall.slot), (done.run.get(), 0)); // validated to be this run's
 /// let next = runner.prepare(done.token, RunSpec::new(code, Input::Host(&[2])))?; // the slot, again
 /// # drop(next);
 /// # Ok::<(), runclaim::Error>(())

@@ -719,7 +719,7 @@ fn step<'r, Dr: Driver, const D: usize>(
                 (Err(ErrorKind::InputTooLong { .. }), In::TooLong) => {}
                 (Ok(id), In::Previous) => {
                     m.slots[s] = MSlot::Prepared(MRun {
-                        id: id.0,
+                        id: id.get(),
                         program: p,
                         input: input.clone(),
                         seq: 0,
@@ -729,7 +729,7 @@ fn step<'r, Dr: Driver, const D: usize>(
                 }
                 (Ok(id), In::Host(v)) if !v.is_empty() => {
                     m.slots[s] = MSlot::Prepared(MRun {
-                        id: id.0,
+                        id: id.get(),
                         program: p,
                         input: input.clone(),
                         seq: 0,

@@ -174,7 +174,7 @@ pub fn pipeline_refused_submits_hand_the_spec_back<T: Target>(t: &T) {
     pipe.submit(RunSpec::new(code, Input::Previous), 4).unwrap();
     let full = RunSpec::new(code, Input::Host(&[5]));
     let err = pipe.submit(full, 5).unwrap_err();
-    assert_eq!(err.kind(), &ErrorKind::DepthExhausted(2));
+    assert_eq!(err.kind(), &ErrorKind::DepthExhausted { depth: 2 });
     let back = err.into_value();
     assert_eq!(
         pipe.complete().unwrap().map(|d| (d.tag, d.values[0])),

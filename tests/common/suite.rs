@@ -74,7 +74,7 @@ pub fn queued_runs_are_in_flight_together<T: Target>(t: &T) {
         2,
         "both launched before either is fenced"
     );
-    let (id0, id1) = (r0.id().0, r1.id().0);
+    let (id0, id1) = (r0.id().get(), r1.id().get());
     let f0 = r0.fence().unwrap().finalize(&mut o0).unwrap();
     let f1 = r1.fence().unwrap().finalize(&mut o1).unwrap();
     assert_eq!((o0.values(), o1.values()), (&[2, 3][..], &[4, 5][..]));
@@ -99,7 +99,7 @@ pub fn serial_runs_never_overlap<T: Target>(t: &T) {
         let spec = RunSpec::new(code, Input::Host(&input));
         let done = runner.run_serial(token, spec, &mut o0).unwrap();
         assert_eq!(o0.values(), &[i + 1]);
-        ids.push(done.run.0);
+        ids.push(done.run.get());
         token = done.token;
     }
     let trace = t.trace(runner.device().driver());
@@ -292,8 +292,8 @@ pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
         let (id0, id1) = (r0.id(), r1.id());
         let f1 = r1.fence().unwrap().finalize(&mut o1).unwrap();
         let f0 = r0.fence().unwrap().finalize(&mut o0).unwrap();
-        assert_eq!((f0.wall.run_id, f0.wall.slot), (id0.0, 0));
-        assert_eq!((f1.wall.run_id, f1.wall.slot), (id1.0, 1));
+        assert_eq!((f0.wall.run_id, f0.wall.slot), (id0.get(), 0));
+        assert_eq!((f1.wall.run_id, f1.wall.slot), (id1.get(), 1));
         assert_eq!((o0.run(), o1.run()), (Some(id0), Some(id1)));
         assert!(f0.wall.end <= f1.wall.dispatched, "slot 0's run ran first");
         t0 = f0.token;
@@ -476,7 +476,7 @@ pub fn hung_run_poisons_and_quarantines_until_drained<T: Target>(t: &T) {
         );
         assert_eq!(
             runner.health().poisoned.map(|p| (p.cause, p.run, p.slot)),
-            Some((PoisonCause::Overrun, id, 0)),
+            Some((PoisonCause::Overrun, Some(id), Some(0))),
             "attributed to the hung run"
         );
         drop(err); // dropping the unproven run quarantines its slot at once

@@ -247,7 +247,7 @@ where
             <[Mutex<Vec<u8>>; DEPTH]>::try_from(staging),
         ) else {
             b.undo();
-            return Err(ErrorKind::DepthExhausted(DEPTH));
+            return Err(ErrorKind::broken("DEPTH regions built, not DEPTH"));
         };
         drop(b);
         Ok((aicpu, aicore, aicore_epoch, regions, staging))
@@ -265,7 +265,7 @@ where
                 leases: [0; DEPTH],
                 in_flight: InFlightSet::new(),
                 poison: None,
-                next_run: 1,
+                next_run: RunId::FIRST,
                 next_seq: 1,
                 chain: None,
                 aicore,
@@ -294,8 +294,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             // every slot, lets runs launch again.
             let mut st = poisoned.into_inner();
             self.state.clear_poison();
-            let (run, slot) = st.launching.unwrap_or((RunId(0), 0));
-            st.poison(PoisonCause::Interrupted, run, slot);
+            match st.launching {
+                Some((run, slot)) => st.poison(PoisonCause::Interrupted, run, slot),
+                None => st.poison_unattributed(PoisonCause::Interrupted),
+            }
             st.chain = None;
             st
         })
@@ -416,11 +418,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             }
             SlotState::Held { .. } => Err(ErrorKind::SlotTaken),
             SlotState::InFlight { .. } | SlotState::Quarantined => {
-                let run = st
-                    .in_flight
-                    .iter()
-                    .find(|e| e.slot == slot)
-                    .map_or(RunId(0), |e| e.run);
+                let run = st.in_flight.iter().find(|e| e.slot == slot).map(|e| e.run);
                 Err(if st.slots[slot] == SlotState::Quarantined {
                     ErrorKind::SlotQuarantined { run }
                 } else {

@@ -188,7 +188,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         if own && last.is_some() {
             // Unreachable through the API (publication drains first), kept
             // as a guard: a new generation never shares the queue.
-            return Err(ErrorKind::DepthExhausted(st.in_flight.len()));
+            return Err(ErrorKind::broken(
+                "a new code generation with runs in flight (publication drains first)",
+            ));
         }
         let (fresh, epoch) = self.fresh_aicore().map_err(ErrorKind::from_driver)?;
         if let Some(last) = last {

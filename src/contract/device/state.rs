@@ -32,7 +32,7 @@ pub(super) struct State<const DEPTH: usize> {
     pub(super) leases: [u64; DEPTH],
     pub(super) in_flight: InFlightSet<DEPTH>,
     pub(super) poison: Option<Poison>,
-    pub(super) next_run: u64,
+    pub(super) next_run: RunId,
     pub(super) next_seq: u64,
     pub(super) chain: Option<Chain>,
     pub(super) aicore: StreamId,
@@ -61,7 +61,22 @@ pub(super) struct State<const DEPTH: usize> {
 impl<const DEPTH: usize> State<DEPTH> {
     pub(super) fn poison(&mut self, cause: PoisonCause, run: RunId, slot: usize) {
         if self.poison.is_none() {
-            self.poison = Some(Poison { cause, run, slot });
+            self.poison = Some(Poison {
+                cause,
+                run: Some(run),
+                slot: Some(slot),
+            });
+        }
+    }
+
+    /// A poison no run can be named for (a panic outside a launch).
+    pub(super) fn poison_unattributed(&mut self, cause: PoisonCause) {
+        if self.poison.is_none() {
+            self.poison = Some(Poison {
+                cause,
+                run: None,
+                slot: None,
+            });
         }
     }
 

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use super::Device;
 use crate::contract::code::CodeRef;
-use crate::contract::error::{ErrorKind, PoisonCause, Record, RunId};
+use crate::contract::error::{ErrorKind, PoisonCause, Record};
 use crate::contract::inflight::{Entry, Proof};
 use crate::contract::port::{LaunchFail, Port, RunInfo, Submitted, Wait};
 use crate::contract::spec::Input;
@@ -29,7 +29,11 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             return Err(NotSubmitted(ErrorKind::Poisoned(p)));
         }
         if st.in_flight.is_full() {
-            return Err(NotSubmitted(ErrorKind::DepthExhausted(st.in_flight.len())));
+            // The slot being launched is held, not in flight: at most
+            // DEPTH - 1 runs can be.
+            return Err(NotSubmitted(ErrorKind::broken(
+                "a launch found DEPTH runs in flight while holding a slot",
+            )));
         }
         self.ready_streams(st).map_err(NotSubmitted)?;
         let r = &self.regions[slot];
@@ -42,7 +46,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         #[allow(clippy::cast_possible_truncation, reason = "slot < DEPTH <= 16")]
         let slot_u32 = slot as u32;
         let args = RunArgs {
-            run_id: info.run.0,
+            run_id: info.run.get(),
             slot: slot_u32,
             block_dim: self.config.block_dim,
             len: len as u64,
@@ -184,8 +188,8 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         let run = {
             let mut st = self.lock();
             st.check_held(slot, lease)?;
-            let run = RunId(st.next_run);
-            st.next_run += 1;
+            let run = st.next_run;
+            st.next_run = run.next();
             run
         };
         // The slot is ours alone (held lease, nothing in flight on it), so its
@@ -205,7 +209,7 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
             .map_err(e)?;
         d.memset(r.wall, 0, WallRecord::SIZE).map_err(e)?;
         let armed = StatusRecord {
-            run_id: run.0,
+            run_id: run.get(),
             state: StatusRecord::ARMED,
             code: 0,
         };
@@ -259,10 +263,10 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
             .copy_from_device(&mut raw, r.status)
             .map_err(e)?;
         let status = StatusRecord::from_bytes(&raw).unwrap_or_default();
-        if status.run_id != info.run.0 {
+        if status.run_id != info.run.get() {
             return Err(ErrorKind::RecordMismatch {
                 record: Record::Status,
-                expected: info.run.0,
+                expected: info.run.get(),
                 found: status.run_id,
             });
         }
@@ -272,10 +276,10 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         let mut raw = [0u8; WallRecord::SIZE];
         self.driver.copy_from_device(&mut raw, r.wall).map_err(e)?;
         let wall = WallRecord::from_bytes(&raw).unwrap_or_default();
-        if wall.run_id != info.run.0 || wall.slot as usize != slot {
+        if wall.run_id != info.run.get() || wall.slot as usize != slot {
             return Err(ErrorKind::RecordMismatch {
                 record: Record::Wall,
-                expected: info.run.0,
+                expected: info.run.get(),
                 found: wall.run_id,
             });
         }

@@ -108,7 +108,7 @@ fn out_of_range(slot: usize, depth: usize) -> Error {
         Action::TakeSlot,
         None,
         Some(slot),
-        ErrorKind::DepthExhausted(depth),
+        ErrorKind::SlotOutOfRange { slot, depth },
     )
 }
 
@@ -140,7 +140,7 @@ impl<'r, const I: usize, T> Lane<'r, I, T> {
         if self.ticket.is_some() {
             // Unreachable through the pipeline, which submits only into a
             // lane whose run was handed back.
-            let kind = ErrorKind::DepthExhausted(DEPTH);
+            let kind = ErrorKind::broken("a submit into a lane with a pending run");
             return Err((Error::new((), Action::Launch, None, Some(I), kind), tag));
         }
         let token = match self.token.take() {
@@ -174,8 +174,7 @@ impl<'r, const I: usize, T> Lane<'r, I, T> {
                 if let Some(prepared) = back {
                     self.token = Some(prepared.into_token());
                 } else {
-                    let run = e.run().unwrap_or(RunId(0));
-                    self.lost = Some(ErrorKind::SlotQuarantined { run });
+                    self.lost = Some(ErrorKind::SlotQuarantined { run: e.run() });
                 }
                 Err((e, tag))
             }

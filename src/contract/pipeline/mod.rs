@@ -208,7 +208,7 @@ pub struct Unfinished<T> {
 /// let id = pipe.submit(RunSpec::new(code, Input::Host(&[1, 2])), 'a')?;
 /// let done = pipe.complete()?.expect("one run pending");
 /// assert_eq!((done.tag, done.run, done.values), ('a', id, &[2, 3][..]));
-/// assert_eq!(done.wall.run_id, id.0); // validated to be this run's record
+/// assert_eq!(done.wall.run_id, id.get()); // validated to be this run's record
 /// # Ok::<(), runclaim::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -272,8 +272,12 @@ where
         let lanes = (0..DEPTH)
             .map(|i| AnyLane::take(runner, i, capacity))
             .collect::<Result<Vec<_>, _>>()?;
-        let lanes = <[AnyLane<'r, T>; DEPTH]>::try_from(lanes)
-            .map_err(|_| Error::plain(Action::TakeSlot, ErrorKind::DepthExhausted(DEPTH)))?;
+        let lanes = <[AnyLane<'r, T>; DEPTH]>::try_from(lanes).map_err(|_| {
+            Error::plain(
+                Action::TakeSlot,
+                ErrorKind::broken("DEPTH lanes taken, not DEPTH"),
+            )
+        })?;
         Ok(Pipeline {
             runner,
             lanes,
@@ -301,7 +305,7 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// pipe.submit(RunSpec::new(code, Input::Host(&[1])), ())?;
     /// pipe.submit(RunSpec::new(code, Input::Previous), ())?; // chained, both launched
     /// let full = pipe.submit(RunSpec::new(code, Input::Host(&[5])), ()).unwrap_err();
-    /// assert_eq!(full.kind(), &ErrorKind::DepthExhausted(2)); // complete one first
+    /// assert_eq!(full.kind(), &ErrorKind::DepthExhausted { depth: 2 }); // complete one first
     /// assert_eq!(pipe.complete()?.map(|d| d.values[0]), Some(2));
     /// assert_eq!(pipe.complete()?.map(|d| d.values[0]), Some(3));
     /// # Ok::<(), runclaim::Error>(())
@@ -327,7 +331,7 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
         tag: T,
     ) -> Result<RunId, Error<Rejected<'s, T>>> {
         if self.len >= DEPTH {
-            let kind = ErrorKind::DepthExhausted(DEPTH);
+            let kind = ErrorKind::DepthExhausted { depth: DEPTH };
             return Err(Error::new(
                 Rejected { spec, tag },
                 Action::Launch,
