@@ -951,3 +951,25 @@ fn every_breakage_is_caught_in_generated_cases() {
         );
     }
 }
+
+/// Regression (found by a 10⁵-case soak): never-completing events at
+/// several queue positions made the pipeline's drop wait one fresh budget
+/// per lane, past the documented total bound.
+#[test]
+fn regression_dropping_a_pipeline_of_lost_fences_keeps_one_total_bound() {
+    use POp::{Drop, Inject, Submit};
+    let h = || PIn::Host(vec![0]);
+    let ops = vec![
+        Inject(FaultOp::NeverEvent(4)),
+        Inject(FaultOp::NeverEvent(2)),
+        Submit(0, h()),
+        Submit(0, h()),
+        Inject(FaultOp::NeverEvent(2)),
+        Submit(0, h()),
+        Drop,
+        Submit(0, h()),
+        Submit(0, h()),
+        Submit(0, h()),
+    ];
+    run_case::<4>(&ops, 0, Mutation::None).unwrap();
+}

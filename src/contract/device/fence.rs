@@ -233,6 +233,69 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
     }
 
+    /// Waits for every launched run still in flight, oldest first, within
+    /// **one total limit** on the driver's clock — by default the queue
+    /// budget `(runs in flight + 1) × fence_timeout` — and marks each run
+    /// not proven complete by then as unproven, so that dropping its handle
+    /// afterwards quarantines its slot at once instead of waiting again.
+    /// What a drop of many runs at once (a pipeline's) waits: one bound for
+    /// all of them, not one per run. Verdicts are as for a fence (an overrun
+    /// at the head of the queue poisons, naming that run); nothing else is
+    /// changed: completed runs go back to their handles as a fence leaves
+    /// them.
+    pub(crate) fn settle_in_flight(&self, limit: Option<Duration>) {
+        let d = &self.driver;
+        let mut queue = [None::<(Entry, u64)>; DEPTH];
+        let n = {
+            let st = self.lock();
+            let pending = st.in_flight.iter().filter_map(|e| match st.slots[e.slot] {
+                SlotState::InFlight { lease } if e.proof == Proof::Pending => Some((*e, lease)),
+                _ => None,
+            });
+            for (q, e) in queue.iter_mut().zip(pending) {
+                *q = Some(e);
+            }
+            st.in_flight.len()
+        };
+        if n == 0 {
+            return;
+        }
+        let limit = limit.unwrap_or_else(|| self.config.queue_budget(n));
+        let start = d.clock();
+        // Time spent in waits that timed out, as they reported it: what a
+        // clock that stood still did not show (see `wait_queued`).
+        let mut timed_out = Duration::ZERO;
+        for (e, lease) in queue.iter().flatten() {
+            let spent = d.clock().saturating_sub(start).max(timed_out);
+            let left = limit.saturating_sub(spent);
+            if left.is_zero() {
+                break;
+            }
+            let info = RunInfo {
+                run: e.run,
+                seq: e.seq,
+                len: 0,
+                code: crate::driver::CodeHandle::from_raw(0, 0),
+                chained: false,
+            };
+            // Called from `Drop`s: a panicking driver must not abort.
+            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.wait_queued(e.slot, *lease, &info, Some(left))
+            }));
+            if let Ok(Err(ErrorKind::Timeout { waited, .. })) = r {
+                timed_out = timed_out.saturating_add(waited);
+            }
+        }
+        let mut st = self.lock();
+        for (e, _) in queue.iter().flatten() {
+            if let Some(x) = st.in_flight.get_mut(e.seq)
+                && x.proof == Proof::Pending
+            {
+                x.proof = Proof::Unproven;
+            }
+        }
+    }
+
     /// Queries the fences of the runs up to `seq` not yet observed
     /// complete, in stream order, records what completed, and returns the
     /// run at the head of the queue when it has overrun its budget (the

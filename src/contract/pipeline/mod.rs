@@ -559,6 +559,18 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     }
 }
 
+/// Dropping the pipeline waits for its launched runs within one total
+/// bound, `(runs in flight + 1) × fence_timeout` on the driver's clock (not
+/// one bound per run); a run not proven complete by then leaves its slot
+/// quarantined.
+impl<D: Driver, const DEPTH: usize, T> Drop for Pipeline<'_, D, DEPTH, T> {
+    fn drop(&mut self) {
+        self.runner.device().settle_in_flight(None);
+        // The lanes drop next: each run is complete (its drop returns at
+        // once) or unproven (its drop quarantines the slot without waiting).
+    }
+}
+
 impl<D: Driver, const DEPTH: usize, T> fmt::Debug for Pipeline<'_, D, DEPTH, T> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Pipeline")
