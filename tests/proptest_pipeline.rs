@@ -293,7 +293,7 @@ fn expected(which: usize, input: &[u32]) -> Vec<u32> {
 fn is_lost_launch(k: &ErrorKind) -> bool {
     matches!(
         k,
-        ErrorKind::PartialLaunch(_) | ErrorKind::FenceNotRecorded(_)
+        ErrorKind::PartialLaunch(_) | ErrorKind::FenceNotRecorded(_) | ErrorKind::FaultAhead { .. }
     )
 }
 

@@ -296,6 +296,20 @@ pub enum ErrorKind {
         "kernels queued but the completion event failed ({0}); runner poisoned, slot quarantined"
     )]
     FenceNotRecorded(Box<DriverError>),
+    /// This operation met a device fault that an earlier run caused (that
+    /// run's own events report it): the runner is poisoned naming that run,
+    /// [`Health::poisoned`](super::Health) says so. A launch that meets it
+    /// after its AICore kernel was queued loses its run (its slot is
+    /// quarantined), as a partial launch does.
+    #[error("met the device fault of run {run} in slot {slot} ({error}); runner poisoned")]
+    FaultAhead {
+        /// The run that faulted.
+        run: RunId,
+        /// Its slot.
+        slot: usize,
+        /// The driver error this operation got.
+        error: Box<DriverError>,
+    },
     /// The slot's token is already out.
     #[error("slot token already taken")]
     SlotTaken,
@@ -467,7 +481,8 @@ impl ErrorKind {
             ErrorKind::Driver(e)
             | ErrorKind::Fault(e)
             | ErrorKind::PartialLaunch(e)
-            | ErrorKind::FenceNotRecorded(e) => Some(e),
+            | ErrorKind::FenceNotRecorded(e)
+            | ErrorKind::FaultAhead { error: e, .. } => Some(e),
             _ => None,
         }
     }

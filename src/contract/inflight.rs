@@ -147,6 +147,12 @@ impl<const N: usize> InFlightSet<N> {
         e
     }
 
+    /// In stream order, to change what is known about each run (never
+    /// its place: sequence numbers are fixed).
+    pub fn iter_mut(&mut self) -> impl Iterator<Item = &mut Entry> {
+        self.entries[..self.len].iter_mut().flatten()
+    }
+
     /// In stream order.
     pub fn iter(&self) -> impl Iterator<Item = &Entry> {
         self.entries[..self.len].iter().flatten()

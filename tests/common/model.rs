@@ -485,10 +485,12 @@ fn is_poisoned(k: &ErrorKind) -> bool {
 fn is_timeout(k: &ErrorKind) -> bool {
     matches!(k, ErrorKind::Timeout { .. } | ErrorKind::NotReady)
 }
+/// The launch reached the device but no fence can observe it: its own
+/// failure, or an earlier run's fault that it met.
 fn is_lost(k: &ErrorKind) -> bool {
     matches!(
         k,
-        ErrorKind::PartialLaunch(_) | ErrorKind::FenceNotRecorded(_)
+        ErrorKind::PartialLaunch(_) | ErrorKind::FenceNotRecorded(_) | ErrorKind::FaultAhead { .. }
     )
 }
 fn is_no_chain(k: &ErrorKind) -> bool {

@@ -1,15 +1,16 @@
 //! Waiting for a run's own fence, and what the wait proves: the
 //! queue-aware time rule (a run's budget starts when it reaches the head of
-//! the queue, on the driver's clock), verdicts and their attribution.
+//! the queue, on the driver's clock) and the "device overran" verdict.
+//! (Whom a device fault belongs to is `faults.rs`.)
 
 use std::time::Duration;
 
-use super::state::{SlotState, State};
+use super::state::SlotState;
 use super::{Device, MIN_SLICE};
 use crate::contract::error::{ErrorKind, PoisonCause, RunId};
 use crate::contract::inflight::{Entry, Proof};
 use crate::contract::port::RunInfo;
-use crate::driver::{Completion, Driver, DriverError};
+use crate::driver::{Completion, Driver};
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// Run `seq` in `slot` was observed complete at driver-clock time `at`
@@ -18,80 +19,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// one more run ahead was done.
     pub(super) fn settle_complete(&self, slot: usize, lease: u64, seq: u64, at: Option<Duration>) {
         let mut st = self.lock();
-        st.in_flight.observed(seq, at);
-        st.in_flight.remove(seq);
-        if st.slots[slot] == (SlotState::InFlight { lease }) {
-            st.slots[slot] = SlotState::Held { lease };
-        }
+        st.queue.complete(seq, at);
+        st.slots.completed(slot, lease);
         st.stats.fenced += 1;
-    }
-
-    /// A wait for run `seq` failed with `e` (not a timeout).
-    pub(super) fn settle_error(
-        &self,
-        e: DriverError,
-        run: RunId,
-        slot: usize,
-        seq: u64,
-    ) -> ErrorKind {
-        let mut st = self.lock();
-        if e.is_device_fault()
-            && let Some(entry) = st.in_flight.get_mut(seq)
-        {
-            // A faulted stream completes nothing queued behind the fault.
-            entry.proof = Proof::Unproven;
-        }
-        self.driver_error(&mut st, e, run, slot, seq)
-    }
-
-    /// Classifies a driver error met while handling `run` in `slot`. A
-    /// device fault poisons the runner and breaks the chain (what the device
-    /// holds is no longer known), attributed to the run that faulted: a
-    /// kernel fault met by a later run (a collateral abort, a launch on a
-    /// faulted stream) belongs to the first run queued before `before` whose
-    /// own events (its AICore event or its fence) report the fault; only
-    /// when none does is it `run`'s.
-    pub(super) fn driver_error(
-        &self,
-        st: &mut State<DEPTH>,
-        e: DriverError,
-        run: RunId,
-        slot: usize,
-        before: u64,
-    ) -> ErrorKind {
-        if e.is_device_fault() {
-            let culprit = if matches!(e.kind(), crate::driver::DriverErrorKind::KernelFault(_)) {
-                st.in_flight
-                    .iter()
-                    .filter(|x| x.seq < before && !x.observed)
-                    .find(|x| {
-                        // Either of its events: a fault on the AICore stream
-                        // reaches the run's AICore event at once, its fence
-                        // (on the AICPU stream) only later.
-                        let r = &self.regions[x.slot];
-                        [r.ev_aicore, r.ev_fence].into_iter().any(|ev| {
-                            self.driver
-                                .query_event(ev)
-                                .is_err_and(|q| q.is_device_fault())
-                        })
-                    })
-                    .map(|x| (x.run, x.slot, x.seq))
-            } else {
-                None
-            };
-            let (run, slot) = match culprit {
-                Some((r, s, seq)) => {
-                    if let Some(x) = st.in_flight.get_mut(seq) {
-                        x.proof = Proof::Unproven;
-                    }
-                    (r, s)
-                }
-                None => (run, slot),
-            };
-            st.poison(PoisonCause::DeviceFault, run, slot);
-            st.chain = None;
-        }
-        ErrorKind::from_driver(e)
     }
 
     /// The entry of the launched run `seq` holding `slot` with `lease`.
@@ -102,14 +32,13 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         seq: u64,
     ) -> Result<Entry, ErrorKind> {
         let st = self.lock();
-        if st.slots[slot] != (SlotState::InFlight { lease }) {
-            return Err(st.stale(slot, lease));
-        }
-        st.in_flight
+        st.slots.check_in_flight(slot, lease)?;
+        st.queue
+            .runs()
             .iter()
             .find(|e| e.seq == seq)
             .copied()
-            .ok_or_else(|| st.stale(slot, lease))
+            .ok_or_else(|| st.slots.stale(slot, lease))
     }
 
     /// Polls run `seq`'s fence once; never poisons on "not yet".
@@ -171,7 +100,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             // The runs ahead and this one, each its budget — plus one slice:
             // a run the fast path did not date is dated when first looked
             // at, up to a slice late, and a verdict must still fit.
-            let ahead = self.lock().in_flight.ahead_of(info.seq);
+            let ahead = self.lock().queue.runs().ahead_of(info.seq);
             self.config.queue_budget(ahead).saturating_add(slice_cap)
         });
         // No deadline when the limit lies past the end of the clock.
@@ -201,8 +130,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             self.in_flight_entry(slot, lease, info.seq)?;
             let head = {
                 let mut st = self.lock();
-                st.in_flight.date(now);
-                st.in_flight.head().copied()
+                st.queue.date(now);
+                st.queue.runs().head().copied()
             };
             let mut slice = slice_cap;
             if limited {
@@ -248,14 +177,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let mut queue = [None::<(Entry, u64)>; DEPTH];
         let n = {
             let st = self.lock();
-            let pending = st.in_flight.iter().filter_map(|e| match st.slots[e.slot] {
+            let runs = st.queue.runs();
+            let pending = runs.iter().filter_map(|e| match st.slots.state(e.slot) {
                 SlotState::InFlight { lease } if e.proof == Proof::Pending => Some((*e, lease)),
                 _ => None,
             });
             for (q, e) in queue.iter_mut().zip(pending) {
                 *q = Some(e);
             }
-            st.in_flight.len()
+            runs.len()
         };
         if n == 0 {
             return;
@@ -288,11 +218,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         let mut st = self.lock();
         for (e, _) in queue.iter().flatten() {
-            if let Some(x) = st.in_flight.get_mut(e.seq)
-                && x.proof == Proof::Pending
-            {
-                x.proof = Proof::Unproven;
-            }
+            // A run completed meanwhile has left the set: this is a no-op.
+            st.queue.unprove(e.seq);
         }
     }
 
@@ -307,8 +234,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let mut queue = [None::<Entry>; DEPTH];
         {
             let mut st = self.lock();
-            st.in_flight.date(now);
-            let ahead = st.in_flight.iter().filter(|e| e.seq <= seq && !e.observed);
+            st.queue.date(now);
+            let runs = st.queue.runs();
+            let ahead = runs.iter().filter(|e| e.seq <= seq && !e.observed);
             for (q, e) in queue.iter_mut().zip(ahead) {
                 *q = Some(*e);
             }
@@ -335,14 +263,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         let mut st = self.lock();
         for &(seq, at) in done.iter().flatten() {
-            if st.in_flight.iter().any(|e| e.seq == seq) {
-                st.in_flight.observed(seq, Some(at));
-            }
+            st.queue.seen_complete(seq, at);
         }
         let (h, asked) = head?;
         // Still the head, still pending (nobody observed or judged it
         // meanwhile), and found incomplete after its budget ran out?
-        let now_head = st.in_flight.head().copied()?;
+        let now_head = st.queue.runs().head().copied()?;
         let overran = now_head.seq == h.seq
             && now_head.proof == Proof::Pending
             && now_head
@@ -352,11 +278,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         if !overran {
             return None;
         }
-        st.poison(PoisonCause::Overrun, h.run, h.slot);
-        st.chain = None;
-        if let Some(entry) = st.in_flight.get_mut(h.seq) {
-            entry.proof = Proof::Unproven;
-        }
+        st.queue.poison_with(PoisonCause::Overrun, h.run, h.slot);
         Some(h.run)
     }
 }

@@ -5,18 +5,22 @@
 //!
 //! | file | owns |
 //! |---|---|
-//! | `state.rs` | the bookkeeping behind the lock |
+//! | `state/` | the bookkeeping behind the lock, one part per thing it owns (slots, queue, streams, pins) |
 //! | `report.rs` | what a device reports: stats, health, a drain's report |
-//! | `transitions.rs` | the per-slot transitions behind `Port` |
-//! | `fence.rs` | waiting for a run's fence; the queue-aware time rule |
-//! | `recovery.rs` | drain, close, stream re-creation |
-//! | `publication.rs` | a publication's code: pins, code generations |
+//! | `transitions.rs` | the per-slot transitions behind `Port`: prepare, launch, finalize, release |
+//! | `streams.rs` | readying the stream pair for a launch; creating and retiring streams |
+//! | `fence.rs` | waiting for a run's fence; the queue-aware time rule and its verdict |
+//! | `faults.rs` | whom a device fault belongs to |
+//! | `recovery.rs` | drain, close, teardown |
+//! | `publication.rs` | `Device::publish`: pins, code generations |
 
+mod faults;
 mod fence;
 mod publication;
 mod recovery;
 mod report;
 mod state;
+mod streams;
 mod transitions;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -24,12 +28,11 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 pub use self::report::{ContractStats, DrainReport, Health};
-use self::state::{SlotState, State};
+use self::state::State;
 use super::config::{DeviceConfig, Resolved};
-use super::error::{Action, Error, ErrorKind, PoisonCause, RunId};
-use super::inflight::InFlightSet;
+use super::error::{Action, Error, ErrorKind};
 use super::port::Port;
-use super::slot::{Depth, SlotSet, SupportedDepth};
+use super::slot::{Depth, SupportedDepth};
 use crate::driver::abi::{self, StatusRecord, WallRecord};
 use crate::driver::{DevPtr, Driver, DriverError, EventId, StreamId};
 
@@ -260,24 +263,7 @@ where
             config,
             regions,
             staging,
-            state: Mutex::new(State {
-                slots: [SlotState::Free; DEPTH],
-                leases: [0; DEPTH],
-                in_flight: InFlightSet::new(),
-                poison: None,
-                next_run: RunId::FIRST,
-                next_seq: 1,
-                chain: None,
-                aicore,
-                aicpu,
-                aicore_generation: 0,
-                generation: 0,
-                aicore_epoch,
-                pinned: Vec::new(),
-                launching: None,
-                abandoned: Vec::new(),
-                stats: ContractStats::default(),
-            }),
+            state: Mutex::new(State::new(aicore, aicpu, aicore_epoch)),
             driver,
             closed: false,
         }
@@ -294,11 +280,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             // every slot, lets runs launch again.
             let mut st = poisoned.into_inner();
             self.state.clear_poison();
-            match st.launching {
-                Some((run, slot)) => st.poison(PoisonCause::Interrupted, run, slot),
-                None => st.poison_unattributed(PoisonCause::Interrupted),
-            }
-            st.chain = None;
+            st.interrupted();
             st
         })
     }
@@ -376,18 +358,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     #[must_use]
     pub fn health(&self) -> Health {
         let st = self.lock();
-        let mut quarantined = SlotSet::new();
-        let mut launched = SlotSet::new();
-        for (i, s) in st.slots.iter().enumerate() {
-            match s {
-                SlotState::Quarantined => quarantined.insert(i),
-                SlotState::InFlight { .. } => launched.insert(i),
-                _ => {}
-            }
-        }
+        let (quarantined, launched) = st.slots.sets();
         Health {
-            poisoned: st.poison,
-            in_flight: st.in_flight.len(),
+            poisoned: st.queue.poison(),
+            in_flight: st.queue.runs().len(),
             quarantined,
             launched,
         }
@@ -409,23 +383,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
 
     pub(crate) fn take(&self, slot: usize) -> Result<u64, ErrorKind> {
         let mut st = self.lock();
-        match st.slots[slot] {
-            SlotState::Free => {
-                st.leases[slot] += 1;
-                let lease = st.leases[slot];
-                st.slots[slot] = SlotState::Held { lease };
-                Ok(lease)
-            }
-            SlotState::Held { .. } => Err(ErrorKind::SlotTaken),
-            SlotState::InFlight { .. } | SlotState::Quarantined => {
-                let run = st.in_flight.iter().find(|e| e.slot == slot).map(|e| e.run);
-                Err(if st.slots[slot] == SlotState::Quarantined {
-                    ErrorKind::SlotQuarantined { run }
-                } else {
-                    ErrorKind::SlotInFlight { run }
-                })
-            }
-        }
+        st.slots.take(slot).map_err(|busy| st.busy(slot, busy))
     }
 
     fn staging(&self, slot: usize) -> MutexGuard<'_, Vec<u8>> {

@@ -1,9 +1,12 @@
-//! Registering a publication's code: the pins it holds until the next
-//! publication, and the code generations that make the AICore stream stale.
+//! Publication: [`Device::publish`] (a drain barrier, in the types and at
+//! run time), the pins a publication holds until the next one, and the
+//! code generations that make the AICore stream stale.
 
 use super::Device;
 use crate::contract::code::{Callable, CodeEntry};
 use crate::contract::error::{Action, Error, ErrorKind};
+use crate::contract::runner::Runner;
+use crate::contract::slot::{Depth, SupportedDepth};
 use crate::driver::Driver;
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
@@ -26,11 +29,11 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let mut st = self.lock();
         // The last publication's runner is gone (this borrow is exclusive)
         // and nothing is in flight: its code may go.
-        for code in std::mem::take(&mut st.pinned) {
+        for code in st.pins.take_all() {
             // A refused release keeps the pin, to be retried at the next
             // publication and at close (meanwhile the code stays resident).
             if self.driver.release_code(code).is_err() {
-                st.pinned.push(code);
+                st.pins.pin(code);
             }
         }
         let mut entries = Vec::with_capacity(callables.len());
@@ -46,7 +49,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 };
                 Error::plain(Action::Publish, kind)
             })?;
-            st.pinned.push(r.handle);
+            st.pins.pin(r.handle);
             // Code uploaded now may be stale in the AICore stream's
             // instruction cache: a new code generation starts at once,
             // before a later registration can fail and return early. (Code
@@ -54,7 +57,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             // here by a dedup hit, or later — moves the driver's code epoch
             // instead, which the next launch checks.)
             if r.published {
-                st.generation += 1;
+                st.streams.new_generation();
                 st.stats.generations += 1;
             }
             entries.push(CodeEntry {
@@ -64,5 +67,36 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         drop(st);
         Ok(entries)
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH>
+where
+    Depth<DEPTH>: SupportedDepth,
+{
+    /// Registers `callables` and returns the [`Runner`] for them.
+    ///
+    /// If any callable's code was not already resident, this starts a new
+    /// **code generation**: the AICore stream is marked stale and re-created
+    /// before the next launch, so no kernel runs stale instructions.
+    ///
+    /// Publication is a drain barrier, enforced twice:
+    /// - at compile time: it takes `&mut self`, and every runner, token and
+    ///   run borrows the device, so publishing while a run is alive does not
+    ///   compile;
+    /// - at run time: runs hidden from the borrow checker by
+    ///   [`std::mem::forget`] are still in the in-flight set; publication
+    ///   waits (at most `(in flight + 1) × fence_timeout`) until they are proven complete and
+    ///   refuses otherwise. It never destroys a stream with queued work.
+    ///
+    /// # Errors
+    /// [`ErrorKind::DuplicateCallable`] when two callables share a name;
+    /// [`ErrorKind::Undrained`] when forgotten runs are still in flight;
+    /// [`ErrorKind::CodeDoesNotFit`] when the callables do not fit in device
+    /// code memory next to the code other live publications pin;
+    /// [`ErrorKind::Driver`] for a refused registration.
+    pub fn publish(&mut self, callables: &[Callable]) -> Result<Runner<'_, D, DEPTH>, Error> {
+        let entries = self.register(callables)?;
+        Ok(Runner::new(self, entries))
     }
 }

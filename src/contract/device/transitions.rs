@@ -2,13 +2,12 @@
 //! regions), launch (submit on the shared stream pair), wait, finalize
 //! (read back and validate), and a token's release.
 
-use super::state::{Chain, SlotState, State};
-use std::time::Duration;
+use super::state::{Release, State};
 
 use super::Device;
 use crate::contract::code::CodeRef;
 use crate::contract::error::{ErrorKind, PoisonCause, Record};
-use crate::contract::inflight::{Entry, Proof};
+use crate::contract::inflight::Proof;
 use crate::contract::port::{LaunchFail, Port, RunInfo, Submitted, Wait};
 use crate::contract::spec::Input;
 use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord};
@@ -24,11 +23,11 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         info: &RunInfo,
     ) -> Result<Submitted, LaunchFail> {
         use LaunchFail::{Lost, NotSubmitted};
-        st.check_held(slot, lease).map_err(NotSubmitted)?;
-        if let Some(p) = st.poison {
+        st.slots.check_held(slot, lease).map_err(NotSubmitted)?;
+        if let Some(p) = st.queue.poison() {
             return Err(NotSubmitted(ErrorKind::Poisoned(p)));
         }
-        if st.in_flight.is_full() {
+        if st.queue.runs().is_full() {
             // The slot being launched is held, not in flight: at most
             // DEPTH - 1 runs can be.
             return Err(NotSubmitted(ErrorKind::broken(
@@ -38,7 +37,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         self.ready_streams(st).map_err(NotSubmitted)?;
         let r = &self.regions[slot];
         let (input, len) = if info.chained {
-            let c = st.chain.ok_or(NotSubmitted(ErrorKind::NoChainValue))?;
+            let c = st
+                .queue
+                .chain()
+                .ok_or(NotSubmitted(ErrorKind::NoChainValue))?;
             (self.regions[c.slot].output, c.len)
         } else {
             (r.input, info.len)
@@ -57,62 +59,61 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             status: r.status.raw(),
         }
         .to_bytes();
-        let (aicore, aicpu) = (st.aicore, st.aicpu);
+        let (aicore, aicpu) = (st.streams.aicore(), st.streams.aicpu());
         let d = &self.driver;
         if let Err(e) = d.launch_aicore(aicore, info.code, self.config.block_dim, &args) {
-            return Err(NotSubmitted(self.driver_error(
-                st,
-                e,
-                info.run,
-                slot,
-                u64::MAX,
-            )));
+            return Err(NotSubmitted(self.driver_error(st, e, info.run, slot, None)));
         }
-        let seq = st.next_seq;
-        st.next_seq += 1;
-        let mut entry = Entry {
-            seq,
-            run: info.run,
-            slot,
-            proof: Proof::Pending,
-            launched_at: None,
-            ahead_done_at: Duration::ZERO,
-            ahead_undated: false,
-            observed: false,
-        };
-        let lost = if let Err(e) = d.launch_aicpu(aicpu, &args) {
-            Some((
-                PoisonCause::PartialLaunch,
-                ErrorKind::PartialLaunch(Box::new(e)),
-            ))
-        } else if let Err(e) = d
-            .record_event(r.ev_aicore, aicore)
-            .and_then(|()| d.stream_wait_event(aicpu, r.ev_aicore))
-            .and_then(|()| d.record_event(r.ev_fence, aicpu))
-        {
-            Some((
-                PoisonCause::FenceNotRecorded,
-                ErrorKind::FenceNotRecorded(Box::new(e)),
-            ))
-        } else {
-            None
-        };
-        st.stats.launched += 1;
-        if let Some((cause, kind)) = lost {
-            // Work reached the device that no fence can observe: keep it in
-            // the set as unproven until a drain proves the queue quiet.
-            entry.proof = Proof::Unproven;
-            let _ = st.in_flight.push(entry);
-            st.quarantine(slot);
-            st.poison(cause, info.run, slot);
-            st.chain = None;
+        // The AICore kernel is on the stream: from here on the run is on
+        // the device whatever happens.
+        let failed = d
+            .launch_aicpu(aicpu, &args)
+            .map_err(|e| (PoisonCause::PartialLaunch, e))
+            .and_then(|()| {
+                d.record_event(r.ev_aicore, aicore)
+                    .and_then(|()| d.stream_wait_event(aicpu, r.ev_aicore))
+                    .and_then(|()| d.record_event(r.ev_fence, aicpu))
+                    .map_err(|e| (PoisonCause::FenceNotRecorded, e))
+            });
+        if let Err((cause, e)) = failed {
+            // Work reached the device that no fence can observe: it stays
+            // in the set, unproven, until a drain proves the queue quiet.
+            // A device fault an earlier run's own events report is that
+            // run's: the poison names it, and this run met it.
+            let kind = if let Some(c) = self.culprit(st, &e, None) {
+                st.lost(info.run, slot, PoisonCause::DeviceFault, (c.run, c.slot));
+                ErrorKind::FaultAhead {
+                    run: c.run,
+                    slot: c.slot,
+                    error: Box::new(e),
+                }
+            } else {
+                st.lost(info.run, slot, cause, (info.run, slot));
+                if cause == PoisonCause::PartialLaunch {
+                    ErrorKind::PartialLaunch(Box::new(e))
+                } else {
+                    ErrorKind::FenceNotRecorded(Box::new(e))
+                }
+            };
             return Err(Lost(kind));
         }
-        // `is_full` was checked above and the sequence is fresh.
-        let _ = st.in_flight.push(entry);
-        st.slots[slot] = SlotState::InFlight { lease };
-        st.chain = Some(Chain { slot, len });
-        Ok(Submitted { seq, len })
+        st.stats.launched += 1;
+        match st.queue.admit(info.run, slot, Proof::Pending) {
+            Ok(seq) => {
+                st.slots.launched(slot, lease);
+                st.queue.chain_on(slot, len);
+                Ok(Submitted { seq, len })
+            }
+            Err(kind) => {
+                // Unreachable (the set had room, the sequence is fresh): the
+                // run is on the device but untracked, so its slot may never
+                // be reused before a drain.
+                st.quarantine(slot);
+                st.queue
+                    .poison_with(PoisonCause::FenceNotRecorded, info.run, slot);
+                Err(Lost(kind))
+            }
+        }
     }
 }
 
@@ -123,12 +124,15 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
 
     fn release(&self, slot: usize, lease: u64) {
         let mut st = self.lock();
-        match st.slots[slot] {
-            SlotState::Held { lease: l } if l == lease => st.slots[slot] = SlotState::Free,
-            SlotState::InFlight { lease: l } if l == lease => {
+        match st.slots.release(slot, lease) {
+            Release::Freed | Release::Stale => {}
+            Release::InFlight => {
                 // A launched run is being dropped: wait for its own fence.
-                let Some(entry) = st.in_flight.iter().find(|e| e.slot == slot).copied() else {
-                    st.slots[slot] = SlotState::Free;
+                let Some(entry) = st.queue.runs().iter().find(|e| e.slot == slot).copied() else {
+                    // In flight with no run in the set: an invariant broke.
+                    // The safe outcome keeps the slot out of service.
+                    debug_assert!(false, "slot {slot} in flight with no run in the queue");
+                    st.quarantine(slot);
                     return;
                 };
                 drop(st);
@@ -150,17 +154,14 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
                 });
                 let mut st = self.lock();
                 if let Some(Ok(())) = outcome {
-                    st.slots[slot] = SlotState::Free;
+                    st.slots.free(slot, lease);
                 } else {
                     // Any failure — even a driver error that is neither fault
                     // nor timeout — leaves completion unproven.
-                    if let Some(e) = st.in_flight.get_mut(entry.seq) {
-                        e.proof = Proof::Unproven;
-                    }
+                    st.queue.unprove(entry.seq);
                     st.quarantine(slot);
                 }
             }
-            _ => {}
         }
     }
 
@@ -187,16 +188,14 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         };
         let run = {
             let mut st = self.lock();
-            st.check_held(slot, lease)?;
-            let run = st.next_run;
-            st.next_run = run.next();
-            run
+            st.slots.check_held(slot, lease)?;
+            st.new_run()
         };
         // The slot is ours alone (held lease, nothing in flight on it), so its
         // regions may be written synchronously.
         let r = &self.regions[slot];
         let d = &self.driver;
-        let e = |err: DriverError| self.driver_error(&mut self.lock(), err, run, slot, u64::MAX);
+        let e = |err: DriverError| self.driver_error(&mut self.lock(), err, run, slot, None);
         if let Input::Host(data) = input {
             let mut staging = self.staging(slot);
             let bytes = &mut staging[..data.len() * 4];
@@ -227,9 +226,9 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         // The lock is held across submission: sequence order is stream order
         // even when several threads launch.
         let mut st = self.lock();
-        st.launching = Some((info.run, slot));
+        st.launching(Some((info.run, slot)));
         let r = self.launch_locked(&mut st, slot, lease, info);
-        st.launching = None;
+        st.launching(None);
         r
     }
 
@@ -248,7 +247,7 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         info: &RunInfo,
         out: &mut [u32],
     ) -> Result<WallRecord, ErrorKind> {
-        self.lock().check_held(slot, lease)?;
+        self.lock().slots.check_held(slot, lease)?;
         if out.len() < info.len {
             return Err(ErrorKind::OutputsTooSmall {
                 len: info.len,
@@ -256,8 +255,9 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
             });
         }
         let r = &self.regions[slot];
-        let e =
-            |err: DriverError| self.driver_error(&mut self.lock(), err, info.run, slot, info.seq);
+        let e = |err: DriverError| {
+            self.driver_error(&mut self.lock(), err, info.run, slot, Some(info.seq))
+        };
         let mut raw = [0u8; StatusRecord::SIZE];
         self.driver
             .copy_from_device(&mut raw, r.status)

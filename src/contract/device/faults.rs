@@ -1,0 +1,90 @@
+//! Fault attribution: which run a device fault belongs to. A kernel fault
+//! poisons the runner naming the run that faulted — the first run in
+//! stream order whose own events report it — not a later run that met it
+//! (a collateral abort, a launch onto a faulted stream).
+
+use super::Device;
+use super::state::State;
+use crate::contract::error::{ErrorKind, PoisonCause, RunId};
+use crate::driver::{Driver, DriverError, DriverErrorKind};
+
+/// The run a fault belongs to.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct Culprit {
+    pub(super) run: RunId,
+    pub(super) slot: usize,
+}
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    /// The first run in flight (launched before `before`, when given) not
+    /// yet observed complete whose own events — its AICore event or its
+    /// fence — report a device fault: the run `e` belongs to. `None` when
+    /// `e` is no kernel fault or no such run reports one.
+    pub(super) fn culprit(
+        &self,
+        st: &State<DEPTH>,
+        e: &DriverError,
+        before: Option<u64>,
+    ) -> Option<Culprit> {
+        if !matches!(e.kind(), DriverErrorKind::KernelFault(_)) {
+            return None;
+        }
+        st.queue
+            .runs()
+            .iter()
+            .filter(|x| before.is_none_or(|b| x.seq < b) && !x.observed)
+            .find(|x| {
+                // Either event: a fault on the AICore stream reaches the
+                // run's AICore event at once, its fence (on the AICPU
+                // stream) only later.
+                let r = &self.regions[x.slot];
+                [r.ev_aicore, r.ev_fence].into_iter().any(|ev| {
+                    self.driver
+                        .query_event(ev)
+                        .is_err_and(|q| q.is_device_fault())
+                })
+            })
+            .map(|x| Culprit {
+                run: x.run,
+                slot: x.slot,
+            })
+    }
+
+    /// Classifies a driver error met while handling `run` in `slot`: a
+    /// device fault poisons the runner, attributed to its culprit among the
+    /// runs launched before `before` (`None`: any run in flight), else to
+    /// `run`. Returns the kind to report.
+    pub(super) fn driver_error(
+        &self,
+        st: &mut State<DEPTH>,
+        e: DriverError,
+        run: RunId,
+        slot: usize,
+        before: Option<u64>,
+    ) -> ErrorKind {
+        if e.is_device_fault() {
+            let c = self
+                .culprit(st, &e, before)
+                .unwrap_or(Culprit { run, slot });
+            st.queue
+                .poison_with(PoisonCause::DeviceFault, c.run, c.slot);
+        }
+        ErrorKind::from_driver(e)
+    }
+
+    /// A wait for run `seq` failed with `e` (not a timeout).
+    pub(super) fn settle_error(
+        &self,
+        e: DriverError,
+        run: RunId,
+        slot: usize,
+        seq: u64,
+    ) -> ErrorKind {
+        let mut st = self.lock();
+        if e.is_device_fault() {
+            // A faulted stream completes nothing queued behind the fault.
+            st.queue.unprove(seq);
+        }
+        self.driver_error(&mut st, e, run, slot, Some(seq))
+    }
+}
