@@ -789,12 +789,22 @@ fn step<'r, Dr: Driver, const D: usize>(
                         &[is_driver, is_fault, is_poisoned, is_lost, is_no_chain],
                     )?;
                     m.fault_outcomes += 1;
-                    if is_lost(&k) {
+                    // A fault ahead met before anything was submitted hands
+                    // the run back; met after the AICore kernel, it is lost.
+                    let met_ahead = matches!(k, ErrorKind::FaultAhead { .. });
+                    if is_lost(&k) && !(met_ahead && back) {
                         if back {
                             return Err("a lost launch handed the run back".into());
                         }
                         m.launched.push(run.id);
-                        if matches!(k, ErrorKind::FenceNotRecorded(_)) {
+                        let aicpu_queued = match &k {
+                            ErrorKind::FenceNotRecorded(_) => true,
+                            ErrorKind::FaultAhead { error, .. } => {
+                                error.op() != runclaim::driver::Op::LaunchAicpu
+                            }
+                            _ => false,
+                        };
+                        if aicpu_queued {
                             m.launched_aicpu.push(run.id);
                         }
                         m.slots[s] = MSlot::Quarantined;

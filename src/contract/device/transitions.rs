@@ -62,7 +62,21 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let (aicore, aicpu) = (st.streams.aicore(), st.streams.aicpu());
         let d = &self.driver;
         if let Err(e) = d.launch_aicore(aicore, info.code, self.config.block_dim, &args) {
-            return Err(NotSubmitted(self.driver_error(st, e, info.run, slot, None)));
+            // Nothing was submitted. A fault an earlier run's own events
+            // report is that run's (the AICore stream stopped at it).
+            let kind = match self.culprit(st, &e, None) {
+                Some(c) => {
+                    st.queue
+                        .poison_with(PoisonCause::DeviceFault, c.run, c.slot);
+                    ErrorKind::FaultAhead {
+                        run: c.run,
+                        slot: c.slot,
+                        error: Box::new(e),
+                    }
+                }
+                None => self.driver_error(st, e, info.run, slot, None),
+            };
+            return Err(NotSubmitted(kind));
         }
         // The AICore kernel is on the stream: from here on the run is on
         // the device whatever happens.

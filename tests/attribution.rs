@@ -1,0 +1,263 @@
+//! The poison names the run that faulted, on every path — "the run that
+//! overran or faulted, not a later run that met it".
+//!
+//! A kernel fault on run #2 leaves its stream in an error state; run #3's
+//! launch then fails on that stream. The launch error says it met #2's
+//! fault ([`ErrorKind::FaultAhead`]), and [`Health::poisoned`] names #2 and
+//! its slot — on the AICPU stream (where #3's AICore kernel was already
+//! queued, so #3 is lost and its slot quarantined) and on the AICore stream
+//! (where nothing of #3 was submitted, so the prepared run comes back), on
+//! the stepped and on the real-time simulator.
+//!
+//! Negative controls: when no earlier run reports a fault — the launch
+//! call itself fails — the launch is still #3's own `PartialLaunch` /
+//! `FenceNotRecorded`, naming #3.
+//!
+//! [`Health::poisoned`]: runclaim::contract::Health
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use runclaim::contract::{ErrorKind, PoisonCause, RunId};
+use runclaim::driver::Op;
+use runclaim::driver::abi::Program;
+use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
+use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, Pipeline, RunSpec};
+
+fn cfg() -> SimConfig {
+    SimConfig::default().watchdog(Duration::from_millis(2))
+}
+
+fn inc() -> [Callable; 1] {
+    [Callable::program("inc", &Program::new().add(1))]
+}
+
+/// Drives the device until the armed kernel fault has fired: by steps on
+/// the stepped simulator, by waiting on the real-time one (a generous
+/// backstop, not a timing claim: the fault fires within a few kernels).
+fn until_faulted(sim: &SimDriver) {
+    let backstop = Instant::now() + Duration::from_secs(60);
+    while sim.stats().kernel_faults == 0 {
+        sim.step();
+        assert!(Instant::now() < backstop, "the armed fault never fired");
+        std::thread::yield_now();
+    }
+}
+
+/// Runs #1 and #2 launched, the fault armed on #2's kernel of `kernel`;
+/// once it has fired, #3 is launched. Returns what the launch said, the
+/// poison, and #2's id.
+fn third_meets_the_second_fault(sim: &SimDriver, kernel: Kernel) {
+    let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let mut runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    sim.inject(Fault::KernelFault { kernel, nth: 2 });
+    let spec = |v: &'static [u32]| RunSpec::new(code, Input::Host(v));
+    let r1 = runner
+        .prepare(runner.take_slot::<0>().unwrap(), spec(&[1]))
+        .unwrap()
+        .launch()
+        .unwrap();
+    let r2 = runner
+        .prepare(runner.take_slot::<1>().unwrap(), spec(&[2]))
+        .unwrap()
+        .launch()
+        .unwrap();
+    let second = r2.id();
+    until_faulted(sim);
+    let p3 = runner
+        .prepare(runner.take_slot::<2>().unwrap(), spec(&[3]))
+        .unwrap();
+    let third = p3.id();
+    let err = p3.launch().unwrap_err();
+    assert_eq!(err.run(), Some(third), "the error is #3's launch: {err}");
+    assert!(
+        matches!(err.kind(), ErrorKind::FaultAhead { run, slot: 1, .. } if *run == second),
+        "{kernel:?}: #3's launch should say it met #2's fault: {err}"
+    );
+    let p = runner.health().poisoned.expect("poisoned");
+    assert_eq!(
+        (p.cause, p.run, p.slot),
+        (PoisonCause::DeviceFault, Some(second), Some(1)),
+        "{kernel:?}: the poison names the run that faulted, not #3"
+    );
+    match kernel {
+        // #3's AICore kernel was queued before its AICPU launch failed: the
+        // run is lost and its slot quarantined.
+        Kernel::Aicpu => {
+            assert!(err.value().is_none(), "a lost run cannot come back");
+            assert!(runner.health().quarantined.contains(2));
+        }
+        // Nothing of #3 was submitted: the prepared run comes back.
+        Kernel::Aicore => assert!(err.value().is_some(), "nothing was submitted"),
+    }
+    drop(err);
+    // #2 comes back with its own fault; the poison still names it.
+    let e2 = r2.fence().unwrap_err();
+    assert!(matches!(e2.kind(), ErrorKind::Fault(_)), "{e2}");
+    assert_eq!(runner.health().poisoned.and_then(|p| p.run), Some(second));
+    drop((e2, r1));
+    // A drain proves the queue quiet; the runner computes right again.
+    runner.drain().unwrap();
+    let code = runner.code("inc").unwrap();
+    let mut out = Outputs::<2>::new(1);
+    let again = RunSpec::new(code, Input::Host(&[41]));
+    runner
+        .run_serial(runner.take_slot::<2>().unwrap(), again, &mut out)
+        .unwrap();
+    assert_eq!(out.values(), &[42]);
+}
+
+#[test]
+fn stepped_aicpu_fault_is_named_by_the_launch_that_meets_it() {
+    third_meets_the_second_fault(&SimDriver::stepped(cfg()), Kernel::Aicpu);
+}
+
+#[test]
+fn stepped_aicore_fault_is_named_by_the_launch_that_meets_it() {
+    third_meets_the_second_fault(&SimDriver::stepped(cfg()), Kernel::Aicore);
+}
+
+#[test]
+fn real_time_aicpu_fault_is_named_by_the_launch_that_meets_it() {
+    common::or_abort_after(Duration::from_secs(120), "real-time AICPU fault", || {
+        third_meets_the_second_fault(&SimDriver::real_time(cfg()), Kernel::Aicpu);
+    });
+}
+
+#[test]
+fn real_time_aicore_fault_is_named_by_the_launch_that_meets_it() {
+    common::or_abort_after(Duration::from_secs(120), "real-time AICore fault", || {
+        third_meets_the_second_fault(&SimDriver::real_time(cfg()), Kernel::Aicore);
+    });
+}
+
+/// Negative control: no earlier run faulted — #3's own launch call fails
+/// (its AICPU launch, or the record of its fence). The error and the
+/// poison are #3's own, as before.
+fn third_fails_on_its_own(sim: &SimDriver, op: Op, nth: u64, cause: PoisonCause) {
+    let dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let mut dev = dev;
+    let runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    let spec = |v: &'static [u32]| RunSpec::new(code, Input::Host(v));
+    let r1 = runner
+        .prepare(runner.take_slot::<0>().unwrap(), spec(&[1]))
+        .unwrap()
+        .launch()
+        .unwrap();
+    let r2 = runner
+        .prepare(runner.take_slot::<1>().unwrap(), spec(&[2]))
+        .unwrap()
+        .launch()
+        .unwrap();
+    sim.inject(Fault::FailCall { op, nth });
+    let p3 = runner
+        .prepare(runner.take_slot::<2>().unwrap(), spec(&[3]))
+        .unwrap();
+    let third = p3.id();
+    let err = p3.launch().unwrap_err();
+    match cause {
+        PoisonCause::PartialLaunch => {
+            assert!(matches!(err.kind(), ErrorKind::PartialLaunch(_)), "{err}");
+        }
+        _ => assert!(
+            matches!(err.kind(), ErrorKind::FenceNotRecorded(_)),
+            "{err}"
+        ),
+    }
+    let p = runner.health().poisoned.expect("poisoned");
+    assert_eq!((p.cause, p.run, p.slot), (cause, Some(third), Some(2)));
+    // The runs ahead are healthy and complete with the right values.
+    let mut o0 = Outputs::<0>::new(1);
+    let mut o1 = Outputs::<1>::new(1);
+    r1.fence().unwrap().finalize(&mut o0).unwrap();
+    r2.fence().unwrap().finalize(&mut o1).unwrap();
+    assert_eq!((o0.values(), o1.values()), (&[2][..], &[3][..]));
+}
+
+#[test]
+fn negative_control_stepped_a_launch_that_fails_itself_is_its_own_partial_launch() {
+    let sim = SimDriver::stepped(cfg());
+    // Counted from arming: #3's AICPU launch is the first.
+    third_fails_on_its_own(&sim, Op::LaunchAicpu, 1, PoisonCause::PartialLaunch);
+}
+
+#[test]
+fn negative_control_stepped_a_fence_that_fails_itself_is_its_own() {
+    let sim = SimDriver::stepped(cfg());
+    // Counted from arming: #3's first event record.
+    third_fails_on_its_own(&sim, Op::RecordEvent, 1, PoisonCause::FenceNotRecorded);
+}
+
+#[test]
+fn negative_control_real_time_a_launch_that_fails_itself_is_its_own_partial_launch() {
+    common::or_abort_after(Duration::from_secs(120), "real-time control", || {
+        let sim = SimDriver::real_time(cfg());
+        third_fails_on_its_own(&sim, Op::LaunchAicpu, 1, PoisonCause::PartialLaunch);
+    });
+}
+
+/// The user's report, through a real-time pipeline: an AICPU fault armed
+/// on the 21st run. However the host and device interleave (a later submit
+/// may meet the fault before `complete` reaches #21), the poison names #21
+/// and its slot, and every run before it comes back with its value.
+#[test]
+fn real_time_pipeline_poison_names_the_faulted_run_not_a_later_submit() {
+    common::or_abort_after(Duration::from_secs(120), "real-time pipeline", || {
+        let sim = SimDriver::real_time(cfg());
+        let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
+        let runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        sim.inject(Fault::KernelFault {
+            kernel: Kernel::Aicpu,
+            nth: 21,
+        });
+        let faulted = RunId::new(21).unwrap();
+        let inputs: Vec<[u32; 1]> = (0..40).map(|i| [i]).collect();
+        let mut pipe = Pipeline::new(&runner).unwrap();
+        let mut good = 0u32;
+        for input in &inputs {
+            if pipe.is_full() {
+                match pipe.complete() {
+                    Ok(Some(done)) => {
+                        assert_eq!(done.values, &[done.tag + 1]);
+                        good += 1;
+                    }
+                    Ok(None) => unreachable!("a full pipeline has runs"),
+                    Err(_) => break,
+                }
+            }
+            if pipe
+                .submit(RunSpec::new(code, Input::Host(input)), input[0])
+                .is_err()
+            {
+                break;
+            }
+        }
+        let p = runner
+            .health()
+            .poisoned
+            .expect("the fault poisoned the runner");
+        assert_eq!(
+            (p.cause, p.run, p.slot),
+            (PoisonCause::DeviceFault, Some(faulted), Some(2)),
+            "the poison names #21 (slot 20 % 3), not a later run that met it"
+        );
+        // The rest come back in order: the good ones before #21, then
+        // failures (each exactly once).
+        loop {
+            match pipe.complete() {
+                Ok(Some(done)) => {
+                    assert_eq!(done.values, &[done.tag + 1]);
+                    assert!(done.tag < 20, "run with tag {} after the fault", done.tag);
+                    good += 1;
+                }
+                Ok(None) => break,
+                Err(e) => assert!(e.into_value().tag >= 20),
+            }
+        }
+        assert_eq!(good, 20, "every run before #21 came back right");
+    });
+}
