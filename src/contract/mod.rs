@@ -20,6 +20,7 @@ mod inflight;
 mod outputs;
 mod pipeline;
 mod port;
+mod publish;
 mod run;
 mod runner;
 mod slot;

@@ -1,12 +1,10 @@
-//! Publication: [`Device::publish`] (a drain barrier, in the types and at
-//! run time), the pins a publication holds until the next one, and the
-//! code generations that make the AICore stream stale.
+//! A publication's device side (what [`Device::publish`] does before it
+//! makes the runner): the pins a publication holds until the next one, and
+//! the code generations that make the AICore stream stale.
 
 use super::Device;
 use crate::contract::code::{Callable, CodeEntry};
 use crate::contract::error::{Action, Error, ErrorKind};
-use crate::contract::runner::Runner;
-use crate::contract::slot::{Depth, SupportedDepth};
 use crate::driver::Driver;
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
@@ -67,36 +65,5 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         drop(st);
         Ok(entries)
-    }
-}
-
-impl<D: Driver, const DEPTH: usize> Device<D, DEPTH>
-where
-    Depth<DEPTH>: SupportedDepth,
-{
-    /// Registers `callables` and returns the [`Runner`] for them.
-    ///
-    /// If any callable's code was not already resident, this starts a new
-    /// **code generation**: the AICore stream is marked stale and re-created
-    /// before the next launch, so no kernel runs stale instructions.
-    ///
-    /// Publication is a drain barrier, enforced twice:
-    /// - at compile time: it takes `&mut self`, and every runner, token and
-    ///   run borrows the device, so publishing while a run is alive does not
-    ///   compile;
-    /// - at run time: runs hidden from the borrow checker by
-    ///   [`std::mem::forget`] are still in the in-flight set; publication
-    ///   waits (at most `(in flight + 1) × fence_timeout`) until they are proven complete and
-    ///   refuses otherwise. It never destroys a stream with queued work.
-    ///
-    /// # Errors
-    /// [`ErrorKind::DuplicateCallable`] when two callables share a name;
-    /// [`ErrorKind::Undrained`] when forgotten runs are still in flight;
-    /// [`ErrorKind::CodeDoesNotFit`] when the callables do not fit in device
-    /// code memory next to the code other live publications pin;
-    /// [`ErrorKind::Driver`] for a refused registration.
-    pub fn publish(&mut self, callables: &[Callable]) -> Result<Runner<'_, D, DEPTH>, Error> {
-        let entries = self.register(callables)?;
-        Ok(Runner::new(self, entries))
     }
 }
