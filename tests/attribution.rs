@@ -29,6 +29,19 @@ fn cfg() -> SimConfig {
     SimConfig::default().watchdog(Duration::from_millis(2))
 }
 
+/// Real time on a loaded host: a kernel starts 20 ms after it is queued
+/// and the watchdog is 200 ms, so a preempted host thread still finishes a
+/// launch (kernels, events) before its kernel can fault, and a faulted
+/// run's AICore workers time out long after the next launch. What the
+/// tests assert holds either way (see `launch_or_named`); the margins only
+/// keep the interesting interleaving the common one.
+fn real_time_cfg() -> SimConfig {
+    let latency = runclaim::sim::LatencyModel::default().dispatch_gap(Duration::from_millis(20));
+    SimConfig::default()
+        .watchdog(Duration::from_millis(200))
+        .latency(latency)
+}
+
 fn inc() -> [Callable; 1] {
     [Callable::program("inc", &Program::new().add(1))]
 }
@@ -59,12 +72,26 @@ fn third_meets_the_second_fault(sim: &SimDriver, kernel: Kernel) {
         .unwrap()
         .launch()
         .unwrap();
-    let r2 = runner
+    let p2 = runner
         .prepare(runner.take_slot::<1>().unwrap(), spec(&[2]))
-        .unwrap()
-        .launch()
         .unwrap();
-    let second = r2.id();
+    let second = p2.id();
+    let r2 = match p2.launch() {
+        Ok(r2) => r2,
+        Err(e) => {
+            // Real time only: #2's own kernel faulted before its launch
+            // finished recording its fence. Then #2's launch itself meets
+            // the fault — and the poison names #2 as a device fault.
+            assert!(sim.is_real_time(), "stepped: #2 launches: {e}");
+            assert!(matches!(e.kind(), ErrorKind::FenceNotRecorded(_)), "{e}");
+            let p = runner.health().poisoned.expect("poisoned");
+            assert_eq!(
+                (p.cause, p.run, p.slot),
+                (PoisonCause::DeviceFault, Some(second), Some(1))
+            );
+            return;
+        }
+    };
     until_faulted(sim);
     let p3 = runner
         .prepare(runner.take_slot::<2>().unwrap(), spec(&[3]))
@@ -85,9 +112,19 @@ fn third_meets_the_second_fault(sim: &SimDriver, kernel: Kernel) {
     match kernel {
         // #3's AICore kernel was queued before its AICPU launch failed: the
         // run is lost and its slot quarantined.
+        // (In real time #2's AICore workers, never released, may also have
+        // hit the watchdog by then, stopping the AICore stream too: then
+        // nothing of #3 was submitted and it comes back — also right.)
         Kernel::Aicpu => {
-            assert!(err.value().is_none(), "a lost run cannot come back");
-            assert!(runner.health().quarantined.contains(2));
+            let real_time = sim.is_real_time();
+            if err.value().is_none() {
+                assert!(runner.health().quarantined.contains(2));
+            } else {
+                assert!(
+                    real_time,
+                    "stepped: #3's AICore kernel was queued, so #3 is lost"
+                );
+            }
         }
         // Nothing of #3 was submitted: the prepared run comes back.
         Kernel::Aicore => assert!(err.value().is_some(), "nothing was submitted"),
@@ -122,14 +159,14 @@ fn stepped_aicore_fault_is_named_by_the_launch_that_meets_it() {
 #[test]
 fn real_time_aicpu_fault_is_named_by_the_launch_that_meets_it() {
     common::or_abort_after(Duration::from_secs(120), "real-time AICPU fault", || {
-        third_meets_the_second_fault(&SimDriver::real_time(cfg()), Kernel::Aicpu);
+        third_meets_the_second_fault(&SimDriver::real_time(real_time_cfg()), Kernel::Aicpu);
     });
 }
 
 #[test]
 fn real_time_aicore_fault_is_named_by_the_launch_that_meets_it() {
     common::or_abort_after(Duration::from_secs(120), "real-time AICore fault", || {
-        third_meets_the_second_fault(&SimDriver::real_time(cfg()), Kernel::Aicore);
+        third_meets_the_second_fault(&SimDriver::real_time(real_time_cfg()), Kernel::Aicore);
     });
 }
 
@@ -194,7 +231,7 @@ fn negative_control_stepped_a_fence_that_fails_itself_is_its_own() {
 #[test]
 fn negative_control_real_time_a_launch_that_fails_itself_is_its_own_partial_launch() {
     common::or_abort_after(Duration::from_secs(120), "real-time control", || {
-        let sim = SimDriver::real_time(cfg());
+        let sim = SimDriver::real_time(real_time_cfg());
         third_fails_on_its_own(&sim, Op::LaunchAicpu, 1, PoisonCause::PartialLaunch);
     });
 }
@@ -206,7 +243,7 @@ fn negative_control_real_time_a_launch_that_fails_itself_is_its_own_partial_laun
 #[test]
 fn real_time_pipeline_poison_names_the_faulted_run_not_a_later_submit() {
     common::or_abort_after(Duration::from_secs(120), "real-time pipeline", || {
-        let sim = SimDriver::real_time(cfg());
+        let sim = SimDriver::real_time(real_time_cfg());
         let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
         let runner = dev.publish(&inc()).unwrap();
         let code = runner.code("inc").unwrap();

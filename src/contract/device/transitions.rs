@@ -102,6 +102,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     error: Box::new(e),
                 }
             } else {
+                // No earlier run reports it. A device fault met after this
+                // run's AICPU kernel was queued (recording its fence) is
+                // this run's own kernel faulting: poisoned as the fault it
+                // is. Otherwise the launch failed on its own.
+                let cause = if cause == PoisonCause::FenceNotRecorded && e.is_device_fault() {
+                    PoisonCause::DeviceFault
+                } else {
+                    cause
+                };
                 st.lost(info.run, slot, cause, (info.run, slot));
                 if cause == PoisonCause::PartialLaunch {
                     ErrorKind::PartialLaunch(Box::new(e))
