@@ -285,7 +285,8 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         self.driver
             .copy_from_device(&mut raw, r.status)
             .map_err(e)?;
-        let status = StatusRecord::from_bytes(&raw).unwrap_or_default();
+        let status = StatusRecord::from_bytes(&raw)
+            .ok_or_else(|| ErrorKind::broken("a status record of its own size did not decode"))?;
         if status.run_id != info.run.get() {
             return Err(ErrorKind::RecordMismatch {
                 record: Record::Status,
@@ -298,7 +299,8 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         }
         let mut raw = [0u8; WallRecord::SIZE];
         self.driver.copy_from_device(&mut raw, r.wall).map_err(e)?;
-        let wall = WallRecord::from_bytes(&raw).unwrap_or_default();
+        let wall = WallRecord::from_bytes(&raw)
+            .ok_or_else(|| ErrorKind::broken("a wall record of its own size did not decode"))?;
         if wall.run_id != info.run.get() || wall.slot as usize != slot {
             return Err(ErrorKind::RecordMismatch {
                 record: Record::Wall,
