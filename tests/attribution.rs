@@ -58,14 +58,14 @@ fn until_faulted(sim: &SimDriver) {
     }
 }
 
-/// Runs #1 and #2 launched, the fault armed on #2's kernel of `kernel`;
-/// once it has fired, #3 is launched. Returns what the launch said, the
-/// poison, and #2's id.
-fn third_meets_the_second_fault(sim: &SimDriver, kernel: Kernel) {
-    let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    let mut runner = dev.publish(&inc()).unwrap();
-    let code = runner.code("inc").unwrap();
-    sim.inject(Fault::KernelFault { kernel, nth: 2 });
+/// Run #1 launched in slot 0 and run #2 prepared in slot 1.
+fn one_launched_one_prepared<'r>(
+    runner: &'r runclaim::Runner<'_, SimDriver, 3>,
+    code: runclaim::CodeRef<'r>,
+) -> (
+    runclaim::Run<'r, runclaim::Launched, 0>,
+    runclaim::Run<'r, runclaim::Prepared, 1>,
+) {
     let spec = |v: &'static [u32]| RunSpec::new(code, Input::Host(v));
     let r1 = runner
         .prepare(runner.take_slot::<0>().unwrap(), spec(&[1]))
@@ -75,6 +75,18 @@ fn third_meets_the_second_fault(sim: &SimDriver, kernel: Kernel) {
     let p2 = runner
         .prepare(runner.take_slot::<1>().unwrap(), spec(&[2]))
         .unwrap();
+    (r1, p2)
+}
+
+/// Runs #1 and #2 launched, the fault armed on #2's kernel of `kernel`;
+/// once it has fired, #3 is launched: its error and the poison must name #2.
+fn third_meets_the_second_fault(sim: &SimDriver, kernel: Kernel) {
+    let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let mut runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    sim.inject(Fault::KernelFault { kernel, nth: 2 });
+    let spec = |v: &'static [u32]| RunSpec::new(code, Input::Host(v));
+    let (r1, p2) = one_launched_one_prepared(&runner, code);
     let second = p2.id();
     let r2 = match p2.launch() {
         Ok(r2) => r2,
@@ -174,21 +186,12 @@ fn real_time_aicore_fault_is_named_by_the_launch_that_meets_it() {
 /// (its AICPU launch, or the record of its fence). The error and the
 /// poison are #3's own, as before.
 fn third_fails_on_its_own(sim: &SimDriver, op: Op, nth: u64, cause: PoisonCause) {
-    let dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    let mut dev = dev;
+    let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
     let runner = dev.publish(&inc()).unwrap();
     let code = runner.code("inc").unwrap();
     let spec = |v: &'static [u32]| RunSpec::new(code, Input::Host(v));
-    let r1 = runner
-        .prepare(runner.take_slot::<0>().unwrap(), spec(&[1]))
-        .unwrap()
-        .launch()
-        .unwrap();
-    let r2 = runner
-        .prepare(runner.take_slot::<1>().unwrap(), spec(&[2]))
-        .unwrap()
-        .launch()
-        .unwrap();
+    let (r1, p2) = one_launched_one_prepared(&runner, code);
+    let r2 = p2.launch().unwrap();
     sim.inject(Fault::FailCall { op, nth });
     let p3 = runner
         .prepare(runner.take_slot::<2>().unwrap(), spec(&[3]))

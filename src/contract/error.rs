@@ -212,16 +212,20 @@ pub struct Poison {
 
 impl fmt::Display for Poison {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{}{}", self.cause, subject_paren(self.run, self.slot))
+        match who(self.run, self.slot) {
+            Some(who) => write!(f, "{} ({who})", self.cause),
+            None => write!(f, "{}", self.cause),
+        }
     }
 }
 
-fn subject_paren(run: Option<RunId>, slot: Option<usize>) -> String {
+/// "run #r in slot s", "run #r", "slot s", or nothing.
+fn who(run: Option<RunId>, slot: Option<usize>) -> Option<String> {
     match (run, slot) {
-        (Some(r), Some(s)) => format!(" (run {r} in slot {s})"),
-        (Some(r), None) => format!(" (run {r})"),
-        (None, Some(s)) => format!(" (slot {s})"),
-        (None, None) => String::new(),
+        (Some(r), Some(s)) => Some(format!("run {r} in slot {s}")),
+        (Some(r), None) => Some(format!("run {r}")),
+        (None, Some(s)) => Some(format!("slot {s}")),
+        (None, None) => None,
     }
 }
 
@@ -538,11 +542,10 @@ pub struct Error<T = ()> {
 }
 
 fn subject(run: Option<RunId>, slot: Option<usize>) -> String {
-    match (run, slot) {
-        (Some(r), Some(s)) => format!(" of run {r} in slot {s}"),
-        (Some(r), None) => format!(" of run {r}"),
-        (None, Some(s)) => format!(" in slot {s}"),
-        (None, None) => String::new(),
+    match who(run, slot) {
+        Some(who) if run.is_some() => format!(" of {who}"),
+        Some(who) => format!(" in {who}"),
+        None => String::new(),
     }
 }
 
