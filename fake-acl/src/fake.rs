@@ -27,8 +27,11 @@
 //! - **Programs.** Each `rtRegisterAllKernel` returns a distinct handle that
 //!   holds (pins) its code until `rtDevBinaryUnRegister`; a handle value may
 //!   be reused after unregistration, as a freed runtime object's address can
-//!   be. When every code slot is held, registration fails with 507032
-//!   (`ACL_ERROR_RT_PROGRAM_USE_OUT`).
+//!   be. Each device has its own registration table, as it has its own code
+//!   memory: the handles a device hands out depend only on what was
+//!   registered and unregistered on that device, never on what another
+//!   device (another test) does meanwhile. When every code slot is held,
+//!   registration fails with 507032 (`ACL_ERROR_RT_PROGRAM_USE_OUT`).
 //! - **Bounds.** A synchronous device-to-device copy is checked against the
 //!   device's memory size before the fake stages it; `count > destMax` is
 //!   refused as the runtime does. The fake records each memory call's
@@ -71,9 +74,11 @@ const AICPU_FUNCTION: &CStr = c"runclaim_aicpu_run";
 /// The ACL version the fake reports unless a test overrides it.
 #[cfg(feature = "optional-symbols")]
 const FAKE_VERSION: (i32, i32, i32) = (1, 17, 0);
-/// Program handles: `PROGRAM_BASE + index * PROGRAM_STRIDE`.
-const PROGRAM_BASE: u64 = 0x5eed_0000_0000;
-const PROGRAM_STRIDE: u64 = 0x40;
+/// Program handles: `PROGRAM_TAG | device << 16 | index`, the index into
+/// the device's own registration table.
+const PROGRAM_TAG: u64 = 0x5eed << 48;
+/// Live registrations a device's table can hold.
+const PROGRAMS_PER_DEVICE: usize = 1 << 16;
 /// Context handles: `CONTEXT_TAG | device`.
 #[cfg(feature = "optional-symbols")]
 const CONTEXT_TAG: u64 = 0x7c7c_0000_0000_0000;
@@ -102,20 +107,17 @@ struct Retired {
     clock_ns: u64,
 }
 
-/// One `rtRegisterAllKernel` registration.
-#[derive(Clone, Copy)]
-struct Program {
-    device: i32,
-    code: CodeHandle,
-}
+/// One `rtRegisterAllKernel` registration: the simulator code it pins.
+type Program = CodeHandle;
 
 struct State {
     devices: BTreeMap<i32, Dev>,
     configs: BTreeMap<i32, FakeConfig>,
     runtime: BTreeMap<i32, FakeRuntime>,
     retired: BTreeMap<i32, Retired>,
-    /// Program handles by index; `None` = free (reused lowest first).
-    programs: Vec<Option<Program>>,
+    /// Each device's registrations by index; `None` = free (reused lowest
+    /// first). A device's table outlives its reset, as the programs do.
+    programs: BTreeMap<i32, Vec<Option<Program>>>,
     inits: u32,
 }
 
@@ -124,7 +126,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     configs: BTreeMap::new(),
     runtime: BTreeMap::new(),
     retired: BTreeMap::new(),
-    programs: Vec::new(),
+    programs: BTreeMap::new(),
     inits: 0,
 });
 
@@ -949,20 +951,26 @@ pub struct CpuKernelArgs {
 const _: () = assert!(std::mem::size_of::<ArgsEx>() == 40);
 const _: () = assert!(std::mem::size_of::<CpuKernelArgs>() == 72);
 
-fn program_handle(index: usize) -> u64 {
-    PROGRAM_BASE + index as u64 * PROGRAM_STRIDE
+fn program_handle(device: i32, index: usize) -> u64 {
+    PROGRAM_TAG | (u64::from(device.cast_unsigned()) << 16) | index as u64
 }
 
-fn program_index(raw: u64) -> Option<usize> {
-    let off = raw.checked_sub(PROGRAM_BASE)?;
-    (off % PROGRAM_STRIDE == 0)
-        .then(|| usize::try_from(off / PROGRAM_STRIDE).ok())
-        .flatten()
+/// The device and table index a program handle names (whether that entry
+/// is live is the table's business).
+fn program_slot(raw: u64) -> Option<(i32, usize)> {
+    if raw & !((1 << 48) - 1) != PROGRAM_TAG {
+        return None;
+    }
+    let device = u32::try_from((raw >> 16) & 0xffff_ffff).ok()?.cast_signed();
+    let index = usize::try_from(raw & 0xffff).ok()?;
+    Some((device, index))
 }
 
-fn program(raw: u64) -> Option<Program> {
-    let i = program_index(raw)?;
-    state().programs.get(i).copied().flatten()
+/// The live registration `raw` names: its device and code.
+fn program(raw: u64) -> Option<(i32, Program)> {
+    let (device, i) = program_slot(raw)?;
+    let code = state().programs.get(&device)?.get(i).copied().flatten()?;
+    Some((device, code))
 }
 
 #[unsafe(no_mangle)]
@@ -997,20 +1005,27 @@ pub unsafe extern "C" fn rtRegisterAllKernel(
             // simulator copies the image.
             let r = s.register_code(code)?;
             let mut st = state();
-            let i = st
-                .programs
-                .iter()
-                .position(Option::is_none)
-                .unwrap_or_else(|| {
-                    st.programs.push(None);
-                    st.programs.len() - 1
-                });
-            st.programs[i] = Some(Program {
-                device: id,
-                code: r.handle,
-            });
+            let table = st.programs.entry(id).or_default();
+            let i = match table.iter().position(Option::is_none) {
+                Some(i) => i,
+                None if table.len() < PROGRAMS_PER_DEVICE => {
+                    table.push(None);
+                    table.len() - 1
+                }
+                None => {
+                    drop(st);
+                    let _ = s.release_code(r.handle);
+                    return Err(DriverError::new(
+                        Op::RegisterCode,
+                        DriverErrorKind::NoResource {
+                            what: "program handle",
+                        },
+                    ));
+                }
+            };
+            table[i] = Some(r.handle);
             runtime(&mut st, id).programs_registered += 1;
-            Ok(opaque(program_handle(i)))
+            Ok(opaque(program_handle(id, i)))
         })
     }
 }
@@ -1022,21 +1037,21 @@ pub unsafe extern "C" fn rtRegisterAllKernel(
 pub unsafe extern "C" fn rtDevBinaryUnRegister(hdl: *mut c_void) -> c_int {
     let raw = hdl.addr() as u64;
     let mut st = state();
-    let Some(i) = program_index(raw).filter(|&i| st.programs.get(i).is_some_and(Option::is_some))
-    else {
+    let taken = program_slot(raw).and_then(|(device, i)| {
+        let code = st.programs.get_mut(&device)?.get_mut(i)?.take()?;
+        Some((device, code))
+    });
+    let Some((device, code)) = taken else {
         drop(st);
         set_message(&format!("unknown program handle {raw:#x}"));
         return PARAM_INVALID;
     };
-    let Some(p) = st.programs[i].take() else {
-        return PARAM_INVALID;
-    };
-    runtime(&mut st, p.device).programs_unregistered += 1;
+    runtime(&mut st, device).programs_unregistered += 1;
     // Programs outlive a device reset; a released device has no code left.
-    let sim = st.devices.get(&p.device).map(|d| d.sim.clone());
+    let sim = st.devices.get(&device).map(|d| d.sim.clone());
     drop(st);
     if let Some(sim) = sim {
-        let _ = sim.release_code(p.code);
+        let _ = sim.release_code(code);
     }
     0
 }
@@ -1076,7 +1091,7 @@ pub unsafe extern "C" fn rtKernelLaunchWithHandleV2(
         set_message("NULL args");
         return PARAM_INVALID;
     };
-    let Some(p) = program(hdl.addr() as u64) else {
+    let Some((device, code)) = program(hdl.addr() as u64) else {
         set_message(&format!(
             "unknown or unregistered program handle {:#x}",
             hdl.addr()
@@ -1084,7 +1099,7 @@ pub unsafe extern "C" fn rtKernelLaunchWithHandleV2(
         return PARAM_INVALID;
     };
     call(false, |id, s| {
-        if p.device != id {
+        if device != id {
             return Err(DriverError::new(
                 Op::LaunchAicore,
                 DriverErrorKind::InvalidArgument {
@@ -1092,12 +1107,7 @@ pub unsafe extern "C" fn rtKernelLaunchWithHandleV2(
                 },
             ));
         }
-        s.launch_aicore(
-            stream_of(id, Op::LaunchAicore, stm)?,
-            p.code,
-            block_dim,
-            blob,
-        )
+        s.launch_aicore(stream_of(id, Op::LaunchAicore, stm)?, code, block_dim, blob)
     })
 }
 
