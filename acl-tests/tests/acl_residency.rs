@@ -394,7 +394,7 @@ fn a_freed_program_handle_is_the_next_one_its_device_hands_out_whatever_other_de
     let unregister: RawUnregister = raw_symbol("rtDevBinaryUnRegister");
     let image = Program::new().add(1).encode();
     let bin = RawDevBinary {
-        magic: 0x4355_4245,
+        magic: runclaim::driver::acl::RT_DEV_BINARY_MAGIC_ELF,
         version: 0,
         data: image.as_ptr().cast(),
         length: image.len() as u64,

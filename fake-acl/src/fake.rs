@@ -51,8 +51,9 @@ use std::ptr::without_provenance_mut;
 use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
+use runclaim::driver::acl::RT_DEV_BINARY_MAGIC_ELF;
 use runclaim::driver::acl::codes::{
-    ACL_ERROR_RT_CONTEXT_NULL, ACL_ERROR_RT_PARAM_INVALID, code_of,
+    ACL_ERROR_REPEAT_INITIALIZE, ACL_ERROR_RT_CONTEXT_NULL, ACL_ERROR_RT_PARAM_INVALID, code_of,
 };
 use runclaim::driver::{
     CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, EventId, HandleKind, Op,
@@ -67,8 +68,6 @@ use super::control::{
 
 const PARAM_INVALID: c_int = ACL_ERROR_RT_PARAM_INVALID;
 const CONTEXT_NULL: c_int = ACL_ERROR_RT_CONTEXT_NULL;
-const REPEAT_INITIALIZE: c_int = 100_002;
-const RT_DEV_BINARY_MAGIC_ELF: u32 = 0x4355_4245;
 /// The AICPU Run kernel's name in the fake op-info binary.
 const AICPU_FUNCTION: &CStr = c"runclaim_aicpu_run";
 /// The ACL version the fake reports unless a test overrides it.
@@ -357,7 +356,11 @@ fn release(st: &mut State, device: i32) -> Option<Dev> {
 pub unsafe extern "C" fn aclInit(_config: *const c_char) -> c_int {
     let mut st = state();
     st.inits += 1;
-    if st.inits > 1 { REPEAT_INITIALIZE } else { 0 }
+    if st.inits > 1 {
+        ACL_ERROR_REPEAT_INITIALIZE
+    } else {
+        0
+    }
 }
 
 #[unsafe(no_mangle)]

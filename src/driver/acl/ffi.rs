@@ -40,7 +40,11 @@ pub const ACL_STREAM_STATUS_NOT_READY: u32 = 1;
 // aclrtEventRecordedStatus: the REVERSE numbering — NOT_READY = 0, COMPLETE = 1.
 pub const ACL_EVENT_RECORDED_STATUS_NOT_READY: u32 = 0;
 pub const ACL_EVENT_RECORDED_STATUS_COMPLETE: u32 = 1;
-/// AICore ELF magic for `rtDevBinary_t`.
+/// `RT_DEV_BINARY_MAGIC_ELF` (`runtime/rt_external_kernel.h`): the
+/// `rtDevBinary_t` magic this driver registers AICore code with, so the one
+/// a runtime must accept from it. Re-exported, hidden, as
+/// `runclaim::driver::acl::RT_DEV_BINARY_MAGIC_ELF` for a stand-in runtime
+/// (the workspace's fake libraries) to check against.
 pub const RT_DEV_BINARY_MAGIC_ELF: u32 = 0x4355_4245;
 pub const RT_SCHEM_MODE_BATCH: u8 = 1;
 /// `rtLoadBinaryOption`: CPU kernel mode (0 = op-info JSON only).

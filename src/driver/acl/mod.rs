@@ -151,6 +151,12 @@ use std::time::Duration;
 pub use self::config::{AclConfig, AclVersion, OpenError};
 pub use self::load::{Attempt, DEFAULT_ROOTS, Lib, LoadError, MissingSymbol, candidates};
 
+// Not user API (only the driver builds an `rtDevBinary_t`), so hidden and
+// outside semver; public so that a stand-in runtime checks the magic the
+// driver really sends, not a copy that could drift.
+#[doc(hidden)]
+pub use self::ffi::RT_DEV_BINARY_MAGIC_ELF;
+
 use self::load::Api;
 use self::registry::DeviceShared;
 use self::table::Table;
