@@ -6,6 +6,7 @@
 use std::ffi::{c_int, c_void};
 
 use runclaim::driver::acl::RT_DEV_BINARY_MAGIC_ELF;
+use runclaim::driver::acl::codes::Waited;
 use runclaim::driver::{Driver, DriverError, DriverErrorKind, Op};
 
 use super::shim::{call_out, host, opaque};
@@ -75,7 +76,7 @@ pub unsafe extern "C" fn rtRegisterAllKernel(
     };
     // SAFETY: `handle` is the caller's out-pointer (rt contract).
     unsafe {
-        call_out(handle, false, |id, s| {
+        call_out(handle, Waited::Stream, |id, s| {
             // The registration holds (pins) its code until unregistered; the
             // simulator copies the image.
             let r = s.register_code(code)?;

@@ -12,6 +12,8 @@ use std::ffi::{c_char, c_int};
 #[cfg(feature = "optional-symbols")]
 use runclaim::driver::Driver;
 use runclaim::driver::acl::codes::ACL_ERROR_REPEAT_INITIALIZE;
+#[cfg(feature = "optional-symbols")]
+use runclaim::driver::acl::codes::Waited;
 
 #[cfg(feature = "optional-symbols")]
 use super::shim::{call_out, opaque};
@@ -102,7 +104,7 @@ pub unsafe extern "C" fn aclGetRecentErrMsg() -> *const c_char {
 pub unsafe extern "C" fn aclrtSetOpExecuteTimeOutV2(_timeout_us: u64, actual: *mut u64) -> c_int {
     // SAFETY: `actual` is the caller's out-pointer (ACL contract).
     unsafe {
-        call_out(actual, false, |_, s| {
+        call_out(actual, Waited::Stream, |_, s| {
             Ok(s.info()
                 .watchdog
                 .map_or(0, |w| u64::try_from(w.as_micros()).unwrap_or(u64::MAX)))

@@ -8,6 +8,7 @@ use std::ffi::{c_int, c_void};
 
 #[cfg(feature = "optional-symbols")]
 use runclaim::driver::DriverErrorKind;
+use runclaim::driver::acl::codes::Waited;
 use runclaim::driver::{Completion, Driver, DriverError, EventId, Op};
 use runclaim::sim::{Fault, SimDriver};
 
@@ -23,7 +24,7 @@ use super::with_dev;
 pub unsafe extern "C" fn aclrtCreateEventWithFlag(evt: *mut *mut c_void, _flag: u32) -> c_int {
     // SAFETY: `evt` is the caller's out-pointer (ACL contract).
     unsafe {
-        call_out(evt, true, |id, s| {
+        call_out(evt, Waited::Event, |id, s| {
             let e = s.create_event()?;
             with_dev(id, |d| d.unrecorded.insert(e.raw()));
             Ok(export(id, e.raw()))
@@ -37,7 +38,7 @@ pub unsafe extern "C" fn aclrtCreateEventWithFlag(evt: *mut *mut c_void, _flag: 
 pub unsafe extern "C" fn aclrtCreateEventExWithFlag(evt: *mut *mut c_void, _flag: u32) -> c_int {
     // SAFETY: `evt` is the caller's out-pointer (ACL contract).
     unsafe {
-        call_out(evt, true, |id, s| {
+        call_out(evt, Waited::Event, |id, s| {
             s.create_event().map(|e| export(id, e.raw()))
         })
     }
@@ -49,7 +50,7 @@ fn unrecorded(device: i32, e: EventId) -> bool {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtDestroyEvent(evt: *mut c_void) -> c_int {
-    call(true, |id, s| {
+    call(Waited::Event, |id, s| {
         let e = event_of(id, Op::DestroyEvent, evt)?;
         s.destroy_event(e)?;
         with_dev(id, |d| d.unrecorded.remove(&e.raw()));
@@ -59,7 +60,7 @@ pub unsafe extern "C" fn aclrtDestroyEvent(evt: *mut c_void) -> c_int {
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtRecordEvent(evt: *mut c_void, stm: *mut c_void) -> c_int {
-    call(true, |id, s| {
+    call(Waited::Event, |id, s| {
         let e = event_of(id, Op::RecordEvent, evt)?;
         s.record_event(e, stream_of(id, Op::RecordEvent, stm)?)?;
         with_dev(id, |d| d.unrecorded.remove(&e.raw()));
@@ -73,7 +74,7 @@ pub unsafe extern "C" fn aclrtRecordEvent(evt: *mut c_void, stm: *mut c_void) ->
 pub unsafe extern "C" fn aclrtQueryEventStatus(evt: *mut c_void, status: *mut u32) -> c_int {
     // SAFETY: `status` is the caller's out-pointer (ACL contract).
     unsafe {
-        call_out(status, true, |id, s| {
+        call_out(status, Waited::Event, |id, s| {
             let e = event_of(id, Op::QueryEvent, evt)?;
             if unrecorded(id, e) {
                 return Ok(0);
@@ -106,7 +107,7 @@ fn limbo(device: i32, s: &SimDriver) -> Result<EventId, DriverError> {
 #[cfg(not(feature = "omit-required"))]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamWaitEvent(stm: *mut c_void, evt: *mut c_void) -> c_int {
-    call(true, |id, s| {
+    call(Waited::Event, |id, s| {
         let st = stream_of(id, Op::StreamWaitEvent, stm)?;
         let e = event_of(id, Op::StreamWaitEvent, evt)?;
         if unrecorded(id, e) {
@@ -126,7 +127,7 @@ pub unsafe extern "C" fn aclrtEventElapsedTime(
 ) -> c_int {
     // SAFETY: `ms` is the caller's out-pointer (ACL contract).
     unsafe {
-        call_out(ms, true, |id, s| {
+        call_out(ms, Waited::Event, |id, s| {
             let (a, b) = (
                 event_of(id, Op::EventElapsed, start)?,
                 event_of(id, Op::EventElapsed, end)?,
@@ -146,7 +147,7 @@ pub unsafe extern "C" fn aclrtSynchronizeEventWithTimeout(evt: *mut c_void, time
     let Some(t) = timeout_of(timeout) else {
         return refuse_timeout(timeout);
     };
-    call(true, |id, s| {
+    call(Waited::Event, |id, s| {
         let e = event_of(id, Op::SyncEvent, evt)?;
         if unrecorded(id, e) {
             // Never completes: the wait runs out.
@@ -166,7 +167,7 @@ pub unsafe extern "C" fn aclrtEventGetTimestamp(evt: *mut c_void, ts: *mut u64) 
     use runclaim::driver::abi::TICKS_PER_SEC;
     // SAFETY: `ts` is the caller's out-pointer (ACL contract).
     unsafe {
-        call_out(ts, true, |id, s| {
+        call_out(ts, Waited::Event, |id, s| {
             s.event_timestamp(event_of(id, Op::EventTimestamp, evt)?)
                 .map(|ticks| ticks / (TICKS_PER_SEC / 1_000_000))
         })

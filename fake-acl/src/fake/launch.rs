@@ -8,6 +8,7 @@
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 
+use runclaim::driver::acl::codes::Waited;
 use runclaim::driver::{Driver, DriverError, DriverErrorKind, Op};
 
 use super::code::program;
@@ -97,7 +98,7 @@ pub unsafe extern "C" fn rtKernelLaunchWithHandleV2(
         ));
         return PARAM_INVALID;
     };
-    call(false, |id, s| {
+    call(Waited::Stream, |id, s| {
         if device != id {
             return Err(DriverError::new(
                 Op::LaunchAicore,
@@ -187,7 +188,7 @@ pub unsafe extern "C" fn rtsLaunchCpuKernel(
         set_message("NULL args");
         return PARAM_INVALID;
     };
-    call(false, |id, s| {
+    call(Waited::Stream, |id, s| {
         s.launch_aicpu(stream_of(id, Op::LaunchAicpu, stm)?, blob)
     })
 }

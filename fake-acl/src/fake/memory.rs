@@ -4,6 +4,7 @@
 
 use std::ffi::{c_int, c_void};
 
+use runclaim::driver::acl::codes::Waited;
 use runclaim::driver::{Driver, DriverError, DriverErrorKind, Op};
 
 use super::shim::{call, call_out, dev_ptr, host, opaque, stream_of};
@@ -17,12 +18,16 @@ fn memset_byte(value: i32) -> u8 {
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMalloc(ptr: *mut *mut c_void, size: usize, _policy: u32) -> c_int {
     // SAFETY: `ptr` is the caller's out-pointer (ACL contract).
-    unsafe { call_out(ptr, false, |_, s| s.alloc(size).map(|p| opaque(p.raw()))) }
+    unsafe {
+        call_out(ptr, Waited::Stream, |_, s| {
+            s.alloc(size).map(|p| opaque(p.raw()))
+        })
+    }
 }
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtFree(ptr: *mut c_void) -> c_int {
-    call(false, |_, s| s.free(dev_ptr(ptr)))
+    call(Waited::Stream, |_, s| s.free(dev_ptr(ptr)))
 }
 
 fn note_mem(api: u64, dest_max: usize, count: usize) {
@@ -56,7 +61,7 @@ pub unsafe extern "C" fn aclrtMemcpy(
         set_message("memcpy count above isize::MAX");
         return PARAM_INVALID;
     }
-    call(false, |_, s| match kind {
+    call(Waited::Stream, |_, s| match kind {
         1 => {
             // SAFETY: host source readable for `count` bytes (ACL contract);
             // NULL and over-long lengths refused above.
@@ -118,7 +123,7 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
         set_message("the fake supports device-to-device async copies within destMax only");
         return PARAM_INVALID;
     }
-    call(false, |id, s| {
+    call(Waited::Stream, |id, s| {
         s.copy_async(
             stream_of(id, Op::CopyAsync, stm)?,
             dev_ptr(dst),
@@ -140,7 +145,7 @@ pub unsafe extern "C" fn aclrtMemset(
         set_message("memset count above maxCount");
         return PARAM_INVALID;
     }
-    call(false, |_, s| {
+    call(Waited::Stream, |_, s| {
         s.memset(dev_ptr(ptr), memset_byte(value), count)
     })
 }
@@ -158,7 +163,7 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
         set_message("memset count above maxCount");
         return PARAM_INVALID;
     }
-    call(false, |id, s| {
+    call(Waited::Stream, |id, s| {
         s.memset_async(
             stream_of(id, Op::MemsetAsync, stm)?,
             dev_ptr(ptr),

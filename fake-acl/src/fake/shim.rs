@@ -6,7 +6,7 @@
 use std::ffi::{c_int, c_void};
 use std::ptr::without_provenance_mut;
 
-use runclaim::driver::acl::codes::code_of;
+use runclaim::driver::acl::codes::{Waited, code_of};
 use runclaim::driver::{DevPtr, DriverError, DriverErrorKind, EventId, HandleKind, Op, StreamId};
 use runclaim::sim::SimDriver;
 
@@ -93,9 +93,10 @@ pub(super) fn enter() -> Result<(i32, SimDriver), c_int> {
     Ok((id, dev.sim.clone()))
 }
 
-/// Runs `f` on the calling thread's device, mapping the result to a code.
+/// Runs `f` on the calling thread's device, mapping the result to a code
+/// (a timeout as the sync timeout of what the call waited on).
 pub(super) fn call(
-    is_event: bool,
+    waited: Waited,
     f: impl FnOnce(i32, &SimDriver) -> Result<(), DriverError>,
 ) -> c_int {
     let (id, sim) = match enter() {
@@ -106,7 +107,7 @@ pub(super) fn call(
         Ok(()) => 0,
         Err(e) => {
             set_message(&e.to_string());
-            code_of(e.kind(), is_event)
+            code_of(e.kind(), waited)
         }
     }
 }
@@ -114,14 +115,14 @@ pub(super) fn call(
 /// `call` with an out-pointer that must not be NULL.
 pub(super) unsafe fn call_out<T>(
     out: *mut T,
-    is_event: bool,
+    waited: Waited,
     f: impl FnOnce(i32, &SimDriver) -> Result<T, DriverError>,
 ) -> c_int {
     if out.is_null() {
         set_message("NULL out-pointer");
         return PARAM_INVALID;
     }
-    call(is_event, |id, sim| {
+    call(waited, |id, sim| {
         let v = f(id, sim)?;
         // SAFETY: `out` is non-NULL (checked above) and, per the ACL API,
         // points at writable storage for one `T`.

@@ -6,6 +6,7 @@
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
+use runclaim::driver::acl::codes::Waited;
 use runclaim::driver::{Completion, Driver, DriverErrorKind, Op};
 
 use super::shim::{call, call_out, export, stream_of};
@@ -15,7 +16,7 @@ use super::{PARAM_INVALID, current, note, set_message};
 pub unsafe extern "C" fn aclrtCreateStream(stm: *mut *mut c_void) -> c_int {
     // SAFETY: `stm` is the caller's out-pointer (ACL contract).
     unsafe {
-        call_out(stm, false, |id, s| {
+        call_out(stm, Waited::Stream, |id, s| {
             s.create_stream().map(|st| export(id, st.raw()))
         })
     }
@@ -26,7 +27,7 @@ pub unsafe extern "C" fn aclrtCreateStream(stm: *mut *mut c_void) -> c_int {
 /// test still sees that a busy stream reached destroy.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtDestroyStream(stm: *mut c_void) -> c_int {
-    call(false, |id, s| {
+    call(Waited::Stream, |id, s| {
         let st = stream_of(id, Op::DestroyStream, stm)?;
         match s.destroy_stream(st) {
             Err(e) if matches!(e.kind(), DriverErrorKind::StreamBusy { .. }) => {
@@ -42,7 +43,7 @@ pub unsafe extern "C" fn aclrtDestroyStream(stm: *mut c_void) -> c_int {
 pub unsafe extern "C" fn aclrtStreamQuery(stm: *mut c_void, status: *mut u32) -> c_int {
     // SAFETY: `status` is the caller's out-pointer. 0 = COMPLETE, 1 = NOT_READY.
     unsafe {
-        call_out(status, false, |id, s| {
+        call_out(status, Waited::Stream, |id, s| {
             s.query_stream(stream_of(id, Op::QueryStream, stm)?)
                 .map(|c| u32::from(c == Completion::NotReady))
         })
@@ -80,7 +81,7 @@ pub unsafe extern "C" fn aclrtSynchronizeStreamWithTimeout(
     let Some(t) = timeout_of(timeout) else {
         return refuse_timeout(timeout);
     };
-    call(false, |id, s| {
+    call(Waited::Stream, |id, s| {
         s.sync_stream(stream_of(id, Op::SyncStream, stm)?, t)
     })
 }
@@ -88,7 +89,7 @@ pub unsafe extern "C" fn aclrtSynchronizeStreamWithTimeout(
 #[cfg(feature = "optional-symbols")]
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtDestroyStreamForce(stm: *mut c_void) -> c_int {
-    call(false, |id, s| {
+    call(Waited::Stream, |id, s| {
         s.destroy_stream(stream_of(id, Op::DestroyStream, stm)?)
     })
 }
