@@ -205,9 +205,10 @@ mod tests {
     }
 
     #[test]
-    fn the_audits_unhandled_codes_are_named() {
-        // acl-abi-audit H4: real fault and resource codes that used to be
-        // `Unknown`.
+    fn fault_and_resource_codes_of_the_headers_are_named_and_not_unknown() {
+        // Kernel-fault, trap, FFTS+, abort, context and resource codes of
+        // `acl/error_codes/rt_error_codes.h`: each has a name and a meaning
+        // other than `Unknown`.
         for code in [
             207_018, 507_034, 507_016, 507_036, 507_042, 507_043, 507_044, 507_045, 507_048,
             507_049, 507_050, 107_023, 107_003, 207_007, 207_008,
