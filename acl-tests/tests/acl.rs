@@ -599,7 +599,7 @@ fn the_readmes_search_order_is_the_drivers() {
     );
 }
 
-// ----- issue 16 F6: no panics on FFI-facing paths ------------------------------
+// ----- issue 16: no panics on FFI-facing paths ---------------------------------
 
 #[test]
 fn polling_an_event_with_an_unbounded_timeout_does_not_panic() {

@@ -1,5 +1,5 @@
 //! Handles safe code cannot forge (issue 11, item 2) and real destination
-//! sizes (issue 16, F2): every handle a safe `AclDriver` method receives is
+//! sizes (issue 16): every handle a safe `AclDriver` method receives is
 //! checked against what *this* driver created and has not destroyed, before
 //! any C call. Each refusal carries no native detail and the fake runtime
 //! counts no call: the runtime was never asked.

@@ -1,4 +1,4 @@
-//! Lifetimes at the edges of the process (issue 16, F3, F5, F7, F8): the
+//! Lifetimes at the edges of the process (issue 16): the
 //! vendor runtime is never unloaded under its own threads, a driver dropped
 //! from a thread-local destructor does not abort, the fake runtime's entry
 //! points do not panic during thread teardown or on huge copies, and the
@@ -68,7 +68,7 @@ type RawFree = unsafe extern "C" fn(*mut c_void) -> i32;
 type RawErrMsg = unsafe extern "C" fn() -> *const c_char;
 type RawMemcpy = unsafe extern "C" fn(*mut c_void, usize, *const c_void, usize, u32) -> i32;
 
-// ----- F3: never unloaded ------------------------------------------------------
+// ----- never unloaded ----------------------------------------------------------
 
 #[test]
 fn the_runtime_stays_loaded_after_the_last_driver_drops() {
@@ -113,7 +113,7 @@ fn child_runtime_stays_loaded() {
     );
 }
 
-// ----- F5 / F7: thread-local teardown ----------------------------------------
+// ----- thread-local teardown ---------------------------------------------------
 
 /// Dropped from a thread-local destructor, after the driver's and the fake
 /// runtime's own thread-locals are gone: speaks to the runtime (a failing
@@ -190,7 +190,7 @@ fn child_drop_in_tls_teardown() {
     drop_in_tls_teardown("fake_acl_lite");
 }
 
-// ----- F7: the fake's synchronous device-to-device copy ---------------------
+// ----- the fake's synchronous device-to-device copy --------------------------
 
 #[test]
 fn a_huge_device_to_device_copy_is_refused_not_an_abort() {
@@ -217,7 +217,7 @@ fn child_huge_d2d_copy() {
     assert_eq!(unsafe { memcpy(h, 64, h.cast_const(), 32, 3) }, 0);
 }
 
-// ----- F8: real-time device threads joined ------------------------------------
+// ----- real-time device threads joined ----------------------------------------
 
 /// Threads of this process. (The child runs one test, on one thread, and
 /// starts no other: every further thread is a simulated device's. The

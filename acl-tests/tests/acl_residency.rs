@@ -8,12 +8,14 @@
 //!
 //! The negative control breaks the rule on purpose — a wrapper driver drops
 //! its pins and launches without the driver's check — and the same value
-//! check catches the wrong program.
+//! check catches the wrong program. It relies on the runtime handing `y` the
+//! handle `x` just gave up; the fake's registration table is per device (as
+//! its code memory is), so that happens every time, whatever other tests
+//! register on their own devices meanwhile.
 
 mod common;
 
 use std::ffi::c_void;
-use std::sync::{Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 
 use common::LaunchIn;
@@ -26,17 +28,6 @@ use runclaim::driver::{
 };
 use runclaim::sim::SimConfig;
 use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
-
-/// The fake runtime's program handles are process-wide and reused lowest
-/// first (as a freed runtime object's address can be). The negative
-/// control needs `y` to get the handle `x` just gave up, which another
-/// test registering code at that moment would take: this file's tests take
-/// turns.
-static TURN: Mutex<()> = Mutex::new(());
-
-fn turn() -> MutexGuard<'static, ()> {
-    TURN.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 fn sim(slots: usize) -> SimConfig {
     SimConfig::default()
@@ -72,7 +63,6 @@ fn other(k: u32) -> (Callable, impl Fn(u32) -> u32) {
 
 #[test]
 fn sixteen_slots_two_drivers_interleaved_every_value_checked() {
-    let _turn = turn();
     let (a, b) = two_on_one(16);
     let id = a.device_id();
     let mut dev_a = device(a);
@@ -141,7 +131,6 @@ fn sixteen_slots_two_drivers_interleaved_every_value_checked() {
 
 #[test]
 fn one_slot_two_drivers_a_full_code_memory_is_an_error_not_an_eviction() {
-    let _turn = turn();
     let (a, b) = two_on_one(1);
     let id = a.device_id();
     let mut dev_a = device(a);
@@ -342,7 +331,6 @@ fn run_x_after_y(unchecked: bool) -> Result<Vec<u32>, runclaim::Error> {
 
 #[test]
 fn negative_control_without_the_check_a_wrong_program_runs_and_the_values_say_so() {
-    let _turn = turn();
     let expected_x = vec![1001, 1002, 1003];
     // The check disabled: x's launch runs y — in the same time, without an
     // error. Only the value check catches it.
@@ -367,4 +355,76 @@ fn negative_control_without_the_check_a_wrong_program_runs_and_the_values_say_so
         driver.native().is_none(),
         "refused before the runtime: {err}"
     );
+}
+
+// ----- what the negative control relies on -----------------------------------
+
+/// `rtDevBinary_t`, the test's own mirror.
+#[repr(C)]
+struct RawDevBinary {
+    magic: u32,
+    version: u32,
+    data: *const c_void,
+    length: u64,
+}
+
+type RawRegister = unsafe extern "C" fn(*const RawDevBinary, *mut *mut c_void) -> i32;
+type RawUnregister = unsafe extern "C" fn(*mut c_void) -> i32;
+
+/// A C symbol of the full fake library (loaded by the drivers already,
+/// never unloaded).
+fn raw_symbol<T: Copy>(name: &str) -> T {
+    // SAFETY: the workspace's own fake library; callers name the type of the
+    // symbol's C prototype. The library stays loaded for the process (the
+    // driver keeps it), so the copied pointer stays valid.
+    unsafe {
+        let l = libloading::Library::new(lib_path("fake_acl").as_os_str()).unwrap();
+        let f = *l.get::<T>(name).unwrap();
+        std::mem::forget(l);
+        f
+    }
+}
+
+#[test]
+fn a_freed_program_handle_is_the_next_one_its_device_hands_out_whatever_other_devices_register() {
+    // The interleaving that made the negative control flaky, made on
+    // purpose: between device A's unregistration and its next registration,
+    // device B registers code. B must not take the handle A freed.
+    let register: RawRegister = raw_symbol("rtRegisterAllKernel");
+    let unregister: RawUnregister = raw_symbol("rtDevBinaryUnRegister");
+    let image = Program::new().add(1).encode();
+    let bin = RawDevBinary {
+        magic: runclaim::driver::acl::RT_DEV_BINARY_MAGIC_ELF,
+        version: 0,
+        data: image.as_ptr().cast(),
+        length: image.len() as u64,
+    };
+    let reg = || {
+        let mut h = std::ptr::null_mut();
+        // SAFETY: `bin` describes `image`, alive for the call; `h` is a valid
+        // out-pointer; the thread is bound to a device (below).
+        assert_eq!(unsafe { register(&raw const bin, &raw mut h) }, 0);
+        h
+    };
+    let a = open(&sim(16), false);
+    let b = open(&sim(16), false);
+    // Each driver call makes its own device current on this thread.
+    let on_a = || a.free(a.alloc(8).unwrap()).unwrap();
+    let on_b = || b.free(b.alloc(8).unwrap()).unwrap();
+    on_a();
+    let first = reg();
+    // SAFETY: a live registration of this runtime, unregistered once.
+    assert_eq!(unsafe { unregister(first) }, 0);
+    on_b();
+    let other = reg();
+    on_a();
+    let again = reg();
+    assert_eq!(again, first, "device A handed out the handle it freed");
+    assert_ne!(other, first, "device B has handles of its own");
+    // SAFETY: live registrations, each unregistered once.
+    unsafe {
+        assert_eq!(unregister(again), 0);
+        on_b();
+        assert_eq!(unregister(other), 0);
+    }
 }

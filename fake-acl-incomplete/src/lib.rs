@@ -8,5 +8,5 @@
     reason = "the incomplete variant is never loaded far enough to be driven"
 )]
 mod control;
-#[path = "../../fake-acl/src/fake.rs"]
+#[path = "../../fake-acl/src/fake/mod.rs"]
 mod fake;

@@ -8,5 +8,5 @@
     reason = "the lite variant is driven through the full library's control types"
 )]
 mod control;
-#[path = "../../fake-acl/src/fake.rs"]
+#[path = "../../fake-acl/src/fake/mod.rs"]
 mod fake;

@@ -1,30 +1,13 @@
-//! What every wrapper is made of: handles and addresses for C, timeouts in
-//! whole milliseconds, the table's locks, return codes turned into
-//! [`DriverError`]s with the runtime's message, and raw status queries.
+//! What the driver's methods share besides the C calls: timeouts in whole
+//! milliseconds, elapsed times as durations, the table's locks, the
+//! `block_dim` check.
 
-use std::ffi::{CStr, c_void};
-use std::ptr::without_provenance_mut;
 use std::sync::{PoisonError, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 use super::AclDriver;
-use super::codes::{self, ACL_ERROR_RT_EVENT_NOT_COMPLETE, ACL_ERROR_RT_STREAM_NOT_COMPLETE};
-use super::ffi::{
-    ACL_EVENT_RECORDED_STATUS_COMPLETE, ACL_EVENT_RECORDED_STATUS_NOT_READY,
-    ACL_STREAM_STATUS_COMPLETE, ACL_STREAM_STATUS_NOT_READY,
-};
 use super::table::Table;
-use crate::driver::{Completion, DriverError, DriverErrorKind, Native, Op};
-
-pub(super) fn handle(addr: u64) -> *mut c_void {
-    // Runtime handles and device addresses are opaque to Rust: never
-    // dereferenced here, so they carry no provenance.
-    without_provenance_mut(usize::try_from(addr).unwrap_or(usize::MAX))
-}
-
-pub(super) fn addr(p: *mut c_void) -> u64 {
-    p.addr() as u64
-}
+use crate::driver::{DriverError, DriverErrorKind, Op};
 
 /// Timeout in whole milliseconds for the C API: rounded up, at least 1 (the
 /// runtime rejects 0), at most `i32::MAX`.
@@ -45,54 +28,6 @@ pub(super) fn elapsed_of(ms: f32) -> Result<Duration, &'static str> {
 }
 
 impl AclDriver {
-    /// The runtime's last error message on this thread, if it offers one.
-    fn recent_message(&self) -> Option<String> {
-        let f = self.api.recent_err_msg?;
-        // SAFETY: no arguments; returns NULL or a NUL-terminated string that
-        // stays valid until the next call on this thread. It is copied at once.
-        let p = unsafe { f() };
-        if p.is_null() {
-            return None;
-        }
-        // SAFETY: non-NULL and NUL-terminated per the API contract (above).
-        let s = unsafe { CStr::from_ptr(p) }.to_string_lossy().into_owned();
-        (!s.is_empty()).then_some(s)
-    }
-
-    pub(super) fn fail(&self, op: Op, api: &'static str, code: i32) -> DriverError {
-        let native = Native {
-            api,
-            code,
-            message: self.recent_message(),
-        };
-        DriverError::with_native(op, codes::kind_of(code), native)
-    }
-
-    pub(super) fn check(&self, op: Op, api: &'static str, code: i32) -> Result<(), DriverError> {
-        if code == 0 {
-            Ok(())
-        } else {
-            Err(self.fail(op, api, code))
-        }
-    }
-
-    /// A failure whose kind the caller knows better than the code table
-    /// (a timeout with its wait, an allocation with its size).
-    pub(super) fn fail_as(
-        &self,
-        op: Op,
-        api: &'static str,
-        code: i32,
-        kind: DriverErrorKind,
-    ) -> DriverError {
-        let native = Native {
-            api,
-            code,
-            message: self.recent_message(),
-        };
-        DriverError::with_native(op, kind, native)
-    }
-
     // ----- locks ------------------------------------------------------------
 
     pub(super) fn read(&self) -> RwLockReadGuard<'_, Table> {
@@ -103,33 +38,6 @@ impl AclDriver {
 
     pub(super) fn write(&self) -> RwLockWriteGuard<'_, Table> {
         self.table.write().unwrap_or_else(PoisonError::into_inner)
-    }
-
-    // ----- queries without the lock's bookkeeping ---------------------------
-
-    pub(super) fn query_event_raw(&self, op: Op, event: u64) -> Result<Completion, DriverError> {
-        let mut status = ACL_EVENT_RECORDED_STATUS_NOT_READY;
-        // SAFETY: `status` is a valid out-pointer; the event was validated
-        // against the table by the caller, who keeps it from being destroyed
-        // (read lock or waiter mark) for the call.
-        let rc = unsafe { (self.api.query_event_status)(handle(event), &raw mut status) };
-        match rc {
-            0 if status == ACL_EVENT_RECORDED_STATUS_COMPLETE => Ok(Completion::Complete),
-            0 | ACL_ERROR_RT_EVENT_NOT_COMPLETE => Ok(Completion::NotReady),
-            _ => Err(self.fail(op, "aclrtQueryEventStatus", rc)),
-        }
-    }
-
-    pub(super) fn query_stream_raw(&self, op: Op, stream: u64) -> Result<Completion, DriverError> {
-        let mut status = ACL_STREAM_STATUS_NOT_READY;
-        // SAFETY: `status` is a valid out-pointer; the stream was validated
-        // by the caller, who keeps it from being destroyed for the call.
-        let rc = unsafe { (self.api.stream_query)(handle(stream), &raw mut status) };
-        match rc {
-            0 if status == ACL_STREAM_STATUS_COMPLETE => Ok(Completion::Complete),
-            0 | ACL_ERROR_RT_STREAM_NOT_COMPLETE => Ok(Completion::NotReady),
-            _ => Err(self.fail(op, "aclrtStreamQuery", rc)),
-        }
     }
 
     pub(super) fn block_dim_ok(&self, op: Op, block_dim: u32) -> Result<(), DriverError> {

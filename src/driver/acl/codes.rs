@@ -133,10 +133,30 @@ pub fn kind_of(code: i32) -> DriverErrorKind {
     }
 }
 
+/// What a call waits on when it waits: a stream (its queued work) or an
+/// event (its recorded work). It decides which code a timeout is reported
+/// as: `ACL_ERROR_RT_STREAM_SYNC_TIMEOUT` or `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Waited {
+    /// A stream: stream calls, and calls that are not about events.
+    Stream,
+    /// An event.
+    Event,
+}
+
 /// The code a simulated failure is reported as (the fake library's side of
-/// the same table).
+/// the same table), by a call that waits on `waited`.
+///
+/// ```
+/// use runclaim::driver::DriverErrorKind;
+/// use runclaim::driver::acl::codes::{Waited, code_of};
+///
+/// let timeout = DriverErrorKind::Timeout { waited: std::time::Duration::ZERO };
+/// assert_eq!(code_of(&timeout, Waited::Stream), 507_046);
+/// assert_eq!(code_of(&timeout, Waited::Event), 507_047);
+/// ```
 #[must_use]
-pub fn code_of(kind: &DriverErrorKind, is_event: bool) -> i32 {
+pub fn code_of(kind: &DriverErrorKind, waited: Waited) -> i32 {
     match kind {
         DriverErrorKind::InvalidArgument { .. }
         | DriverErrorKind::InvalidCode { .. }
@@ -151,7 +171,9 @@ pub fn code_of(kind: &DriverErrorKind, is_event: bool) -> i32 {
         DriverErrorKind::NoResource { .. } => 207_005,
         DriverErrorKind::Unsupported => ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
         DriverErrorKind::CodeMemoryFull { .. } => ACL_ERROR_RT_PROGRAM_USE_OUT,
-        DriverErrorKind::Timeout { .. } if is_event => ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
+        DriverErrorKind::Timeout { .. } if waited == Waited::Event => {
+            ACL_ERROR_RT_EVENT_SYNC_TIMEOUT
+        }
         DriverErrorKind::Timeout { .. } => ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
         DriverErrorKind::KernelFault(FaultKind::AicoreTimeout) => 507_014,
         DriverErrorKind::KernelFault(FaultKind::AicoreException) => 507_015,
@@ -183,9 +205,10 @@ mod tests {
     }
 
     #[test]
-    fn the_audits_unhandled_codes_are_named() {
-        // acl-abi-audit H4: real fault and resource codes that used to be
-        // `Unknown`.
+    fn fault_and_resource_codes_of_the_headers_are_named_and_not_unknown() {
+        // Kernel-fault, trap, FFTS+, abort, context and resource codes of
+        // `acl/error_codes/rt_error_codes.h`: each has a name and a meaning
+        // other than `Unknown`.
         for code in [
             207_018, 507_034, 507_016, 507_036, 507_042, 507_043, 507_044, 507_045, 507_048,
             507_049, 507_050, 107_023, 107_003, 207_007, 207_008,
@@ -204,7 +227,12 @@ mod tests {
     fn codes_round_trip_through_both_tables() {
         for &(code, name) in NAMED {
             let k = kind_of(code);
-            let back = code_of(&k, code == 507_047 || code == 507_006);
+            let waited = if code == 507_047 || code == 507_006 {
+                Waited::Event
+            } else {
+                Waited::Stream
+            };
+            let back = code_of(&k, waited);
             assert_eq!(kind_of(back), k, "{name}");
         }
         assert!(

@@ -3,11 +3,10 @@
 //! it, otherwise with a counted `aclrtSetDevice`.
 
 use std::cell::Cell;
-use std::ptr::null_mut;
 use std::sync::atomic::Ordering;
 
 use super::AclDriver;
-use super::call::{addr, handle};
+use super::result::{self, Context};
 use crate::driver::{DriverError, Op};
 
 thread_local! {
@@ -20,9 +19,7 @@ thread_local! {
 impl AclDriver {
     /// `aclrtSetDevice` on this thread, counted for the reset at drop.
     pub(super) fn set_device(&self, op: Op) -> Result<(), DriverError> {
-        // SAFETY: plain integer argument.
-        let rc = unsafe { (self.api.set_device)(self.device) };
-        self.check(op, "aclrtSetDevice", rc)?;
+        result::set_device(&self.api, self.device).map_err(|f| f.at(op))?;
         self.sets.fetch_add(1, Ordering::AcqRel);
         // Without a destructor this thread-local is readable even during
         // thread teardown; if it is not, the next call simply binds again.
@@ -31,17 +28,14 @@ impl AclDriver {
     }
 
     /// The context `aclrtSetDevice` just made current, where the runtime
-    /// offers the context API (0 otherwise).
-    pub(super) fn capture_context(&self) -> Result<u64, DriverError> {
-        let (Some(get), Some(_)) = (self.api.get_current_context, self.api.set_current_context)
-        else {
-            return Ok(0);
-        };
-        let mut ctx = null_mut();
-        // SAFETY: `ctx` is a valid out-pointer.
-        let rc = unsafe { get(&raw mut ctx) };
-        self.check(Op::Open, "aclrtGetCurrentContext", rc)?;
-        Ok(addr(ctx))
+    /// offers the context API (`None` otherwise).
+    pub(super) fn capture_context(&self) -> Result<Option<Context>, DriverError> {
+        if self.api.set_current_context.is_none() {
+            return Ok(None);
+        }
+        result::get_current_context(&self.api)
+            .transpose()
+            .map_err(|f| f.at(Op::Open))
     }
 
     /// Makes this driver's device context current on the calling thread.
@@ -51,21 +45,19 @@ impl AclDriver {
     /// Without: trusts the thread's record of which driver bound it last,
     /// and calls `aclrtSetDevice` when that is not this one.
     pub(super) fn bind(&self, op: Op) -> Result<(), DriverError> {
-        if self.ctx != 0
-            && let (Some(get), Some(set)) =
-                (self.api.get_current_context, self.api.set_current_context)
-        {
-            let mut cur = null_mut();
-            // SAFETY: `cur` is a valid out-pointer.
-            let rc = unsafe { get(&raw mut cur) };
-            if rc == 0 && addr(cur) == self.ctx {
+        if let Some(ctx) = self.ctx {
+            if let Some(Ok(cur)) = result::get_current_context(&self.api)
+                && cur == ctx
+            {
                 return Ok(());
             }
-            // SAFETY: a context captured from this runtime; the device it
-            // belongs to is not reset while this driver holds its reference
-            // (`sets` > 0 until drop).
-            let rc = unsafe { set(handle(self.ctx)) };
-            return self.check(op, "aclrtSetCurrentContext", rc);
+            // SAFETY: a context captured from this runtime right after this
+            // driver's first `aclrtSetDevice`; the device is not reset while
+            // this driver holds its references (`sets` > 0 until drop, and
+            // drop binds before it resets).
+            let set = unsafe { result::set_current_context(&self.api, ctx) };
+            // `ctx` is only captured where the symbol exists.
+            return set.unwrap_or(Ok(())).map_err(|f| f.at(op));
         }
         if BOUND.try_with(Cell::get) == Ok(self.instance) {
             return Ok(());

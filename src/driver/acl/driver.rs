@@ -1,24 +1,18 @@
 //! The [`Driver`] impl of [`AclDriver`]: every trait method as a call whose
 //! handles were checked against the table first, made in this driver's
-//! device context, with its return code turned into a [`DriverError`].
+//! device context, through the `result` layer (which owns each C call, its
+//! API name and its return-code mapping). No `unsafe` here: what a call
+//! needs to be sound is carried by the tokens the table's checks return.
 
-use std::ptr::null_mut;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::AclDriver;
-use super::call::{addr, elapsed_of, handle, millis};
-use super::codes::{
-    self, ACL_ERROR_RT_EVENT_SYNC_TIMEOUT, ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-    ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
-};
-use super::ffi::{
-    ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE, ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE,
-    ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, RT_SCHEM_MODE_BATCH, RtArgsEx,
-    RtCpuKernelArgs, RtKernelLaunchCfg, RtLaunchKernelAttr, RtTaskCfgInfo,
-};
+use super::call::elapsed_of;
+use super::ffi::{ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE};
+use super::result::{self, HostCopy};
 use super::table::Table;
-use crate::driver::abi::{RunArgs, TICKS_PER_SEC};
+use crate::driver::abi::TICKS_PER_SEC;
 use crate::driver::{
     CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo, EventId, Op,
     Registration, StreamId,
@@ -44,91 +38,56 @@ impl Driver for AclDriver {
             ));
         }
         self.bind(Op::Alloc)?;
-        let mut p = null_mut();
-        // SAFETY: `p` is a valid out-pointer; size and policy by value.
-        let rc = unsafe { (self.api.malloc)(&raw mut p, bytes, ACL_MEM_MALLOC_HUGE_FIRST) };
-        if rc != 0 {
-            let kind = match codes::kind_of(rc) {
-                DriverErrorKind::OutOfMemory { .. } => DriverErrorKind::OutOfMemory {
-                    bytes: bytes as u64,
-                },
-                k => k,
-            };
-            return Err(self.fail_as(Op::Alloc, "aclrtMalloc", rc, kind));
-        }
-        self.write().insert_alloc(addr(p), bytes);
-        Ok(DevPtr::from_raw(addr(p)))
+        let p = result::malloc(&self.api, bytes).map_err(|f| f.at(Op::Alloc))?;
+        self.write().insert_alloc(p, bytes);
+        Ok(DevPtr::from_raw(p.raw()))
     }
 
     fn free(&self, ptr: DevPtr) -> Result<(), DriverError> {
+        // The write lock is held until the allocation is gone (or back):
+        // no other call can use it meanwhile.
         let mut t = self.write();
-        t.check_free(Op::Free, ptr.raw())?;
-        self.bind(Op::Free)?;
-        // SAFETY: `ptr` is the start of a live allocation of this driver
-        // (checked above), freed once: the write lock is held until it is
-        // out of the table, so no other call can use it meanwhile.
-        let rc = unsafe { (self.api.free)(handle(ptr.raw())) };
-        self.check(Op::Free, "aclrtFree", rc)?;
-        t.remove_alloc(ptr.raw());
-        Ok(())
+        let a = t.take_alloc(Op::Free, ptr.raw())?;
+        if let Err(e) = self.bind(Op::Free) {
+            t.put_back_alloc(a);
+            return Err(e);
+        }
+        result::free(&self.api, a).map_err(|(a, f)| {
+            t.put_back_alloc(a);
+            f.at(Op::Free)
+        })
     }
 
     fn copy_to_device(&self, dst: DevPtr, src: &[u8]) -> Result<(), DriverError> {
         let t = self.read();
-        let room = t.range(Op::CopyToDevice, dst.raw(), src.len())?;
+        let dst = t.range(Op::CopyToDevice, dst.raw(), src.len())?;
         if src.is_empty() {
             return Ok(());
         }
         self.bind(Op::CopyToDevice)?;
-        // SAFETY: `src` is readable for `src.len()` bytes for the duration of
-        // this synchronous copy; `[dst, dst + src.len())` lies in one live
-        // allocation of this driver, which stays live (read lock) for the
-        // call, and destMax is what that allocation has left from `dst`.
-        let rc = unsafe {
-            (self.api.memcpy)(
-                handle(dst.raw()),
-                room,
-                src.as_ptr().cast(),
-                src.len(),
-                ACL_MEMCPY_HOST_TO_DEVICE,
-            )
-        };
-        self.check(Op::CopyToDevice, "aclrtMemcpy", rc)
+        result::memcpy(&self.api, HostCopy::ToDevice { dst, src })
+            .map_err(|f| f.at(Op::CopyToDevice))
     }
 
     fn copy_from_device(&self, dst: &mut [u8], src: DevPtr) -> Result<(), DriverError> {
         let t = self.read();
-        t.range(Op::CopyFromDevice, src.raw(), dst.len())?;
+        let src = t.range(Op::CopyFromDevice, src.raw(), dst.len())?;
         if dst.is_empty() {
             return Ok(());
         }
         self.bind(Op::CopyFromDevice)?;
-        // SAFETY: `dst` is writable for `dst.len()` bytes (destMax) for the
-        // duration of this synchronous copy; `[src, src + dst.len())` lies in
-        // one live allocation, kept live by the read lock.
-        let rc = unsafe {
-            (self.api.memcpy)(
-                dst.as_mut_ptr().cast(),
-                dst.len(),
-                handle(src.raw()),
-                dst.len(),
-                ACL_MEMCPY_DEVICE_TO_HOST,
-            )
-        };
-        self.check(Op::CopyFromDevice, "aclrtMemcpy", rc)
+        result::memcpy(&self.api, HostCopy::ToHost { dst, src })
+            .map_err(|f| f.at(Op::CopyFromDevice))
     }
 
     fn memset(&self, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError> {
         let t = self.read();
-        let room = t.range(Op::Memset, dst.raw(), len)?;
+        let dst = t.range(Op::Memset, dst.raw(), len)?;
         if len == 0 {
             return Ok(());
         }
         self.bind(Op::Memset)?;
-        // SAFETY: `[dst, dst + len)` lies in one live allocation (kept live
-        // by the read lock); maxCount is what it has left from `dst`.
-        let rc = unsafe { (self.api.memset)(handle(dst.raw()), room, i32::from(value), len) };
-        self.check(Op::Memset, "aclrtMemset", rc)
+        result::memset(&self.api, dst, value).map_err(|f| f.at(Op::Memset))
     }
 
     fn copy_async(
@@ -138,30 +97,16 @@ impl Driver for AclDriver {
         src: DevPtr,
         len: usize,
     ) -> Result<(), DriverError> {
+        let op = Op::CopyAsync;
         let t = self.read();
-        t.stream(Op::CopyAsync, s.raw())?;
-        let room = t.range(Op::CopyAsync, dst.raw(), len)?;
-        t.range(Op::CopyAsync, src.raw(), len)?;
+        let s = t.stream(op, s.raw())?.live();
+        let dst = t.range(op, dst.raw(), len)?;
+        let src = t.range(op, src.raw(), len)?;
         if len == 0 {
             return Ok(());
         }
-        self.bind(Op::CopyAsync)?;
-        // SAFETY: device-to-device on a live stream of this driver: both
-        // ranges lie in live allocations (checked, kept live for the call);
-        // destMax is what the destination allocation has left. Nothing on the
-        // host is read or written. That the ranges stay live until the copy
-        // ran on the device is the caller's contract (Driver::copy_async).
-        let rc = unsafe {
-            (self.api.memcpy_async)(
-                handle(dst.raw()),
-                room,
-                handle(src.raw()),
-                len,
-                ACL_MEMCPY_DEVICE_TO_DEVICE,
-                handle(s.raw()),
-            )
-        };
-        self.check(Op::CopyAsync, "aclrtMemcpyAsync", rc)
+        self.bind(op)?;
+        result::memcpy_async(&self.api, s, dst, src).map_err(|f| f.at(op))
     }
 
     fn memset_async(
@@ -171,285 +116,236 @@ impl Driver for AclDriver {
         value: u8,
         len: usize,
     ) -> Result<(), DriverError> {
+        let op = Op::MemsetAsync;
         let t = self.read();
-        t.stream(Op::MemsetAsync, s.raw())?;
-        let room = t.range(Op::MemsetAsync, dst.raw(), len)?;
+        let s = t.stream(op, s.raw())?.live();
+        let dst = t.range(op, dst.raw(), len)?;
         if len == 0 {
             return Ok(());
         }
-        self.bind(Op::MemsetAsync)?;
-        // SAFETY: a live stream and a range inside one live allocation, both
-        // of this driver (checked, kept live for the call); maxCount is what
-        // the allocation has left from `dst`.
-        let rc = unsafe {
-            (self.api.memset_async)(
-                handle(dst.raw()),
-                room,
-                i32::from(value),
-                len,
-                handle(s.raw()),
-            )
-        };
-        self.check(Op::MemsetAsync, "aclrtMemsetAsync", rc)
+        self.bind(op)?;
+        result::memset_async(&self.api, s, dst, value).map_err(|f| f.at(op))
     }
 
     fn create_stream(&self) -> Result<StreamId, DriverError> {
         self.bind(Op::CreateStream)?;
-        let mut s = null_mut();
-        // SAFETY: `s` is a valid out-pointer.
-        let rc = unsafe { (self.api.create_stream)(&raw mut s) };
-        self.check(Op::CreateStream, "aclrtCreateStream", rc)?;
-        self.write().insert_stream(addr(s));
-        Ok(StreamId::from_raw(addr(s)))
+        let s = result::create_stream(&self.api).map_err(|f| f.at(Op::CreateStream))?;
+        self.write().insert_stream(s);
+        Ok(StreamId::from_raw(s.raw()))
     }
 
     fn destroy_stream(&self, stream: StreamId) -> Result<(), DriverError> {
+        let op = Op::DestroyStream;
+        // Out of the table under the write lock (nobody may wait on it), and
+        // back in if it cannot be destroyed.
         let mut t = self.write();
-        t.check_destroy_stream(Op::DestroyStream, stream.raw())?;
-        self.bind(Op::DestroyStream)?;
+        let s = t.take_stream(op, stream.raw())?;
+        if let Err(e) = self.bind(op) {
+            t.put_back_stream(s);
+            return Err(e);
+        }
         // aclrtDestroyStream would wait for queued work; the trait refuses it
         // instead, and never syncs an error-state stream before destroying it.
-        let destroy = match self.query_stream_raw(Op::DestroyStream, stream.raw()) {
+        let destroyed = match result::stream_query(&self.api, s.live()) {
             Ok(Completion::NotReady) => {
+                t.put_back_stream(s);
                 return Err(DriverError::new(
-                    Op::DestroyStream,
+                    op,
                     DriverErrorKind::StreamBusy { queued: 1 },
                 ));
             }
-            Ok(Completion::Complete) => (self.api.destroy_stream, "aclrtDestroyStream"),
-            Err(_) => match self.api.destroy_stream_force {
-                Some(f) => (f, "aclrtDestroyStreamForce"),
-                None => (self.api.destroy_stream, "aclrtDestroyStream"),
-            },
+            Ok(Completion::Complete) => result::destroy_stream(&self.api, s),
+            Err(_) => result::destroy_stream_force(&self.api, s),
         };
-        // SAFETY: a live stream of this driver that nobody waits on (checked
-        // under the write lock, held until it is out of the table), so it is
-        // destroyed once and never used afterwards.
-        let rc = unsafe { (destroy.0)(handle(stream.raw())) };
-        self.check(Op::DestroyStream, destroy.1, rc)?;
-        t.remove_stream(stream.raw());
-        Ok(())
+        destroyed.map_err(|(s, f)| {
+            t.put_back_stream(s);
+            f.at(op)
+        })
     }
 
     fn query_stream(&self, stream: StreamId) -> Result<Completion, DriverError> {
         let t = self.read();
-        t.stream(Op::QueryStream, stream.raw())?;
+        let s = t.stream(Op::QueryStream, stream.raw())?.live();
         self.bind(Op::QueryStream)?;
-        self.query_stream_raw(Op::QueryStream, stream.raw())
+        result::stream_query(&self.api, s).map_err(|f| f.at(Op::QueryStream))
     }
 
     fn sync_stream(&self, stream: StreamId, timeout: Duration) -> Result<(), DriverError> {
+        let op = Op::SyncStream;
         let t = self.read();
         if timeout.is_zero() {
-            t.stream(Op::SyncStream, stream.raw())?;
-            self.bind(Op::SyncStream)?;
-            return match self.query_stream_raw(Op::SyncStream, stream.raw())? {
+            let s = t.stream(op, stream.raw())?.live();
+            self.bind(op)?;
+            return match result::stream_query(&self.api, s).map_err(|f| f.at(op))? {
                 Completion::Complete => Ok(()),
                 Completion::NotReady => Err(DriverError::new(
-                    Op::SyncStream,
+                    op,
                     DriverErrorKind::Timeout { waited: timeout },
                 )),
             };
         }
         // Blocking: mark the stream waited on (so it cannot be destroyed)
         // instead of holding the lock while the device works.
-        let _waiting = t.wait_stream(Op::SyncStream, stream.raw())?;
+        let waiting = t.wait_stream(op, stream.raw())?;
         drop(t);
-        self.bind(Op::SyncStream)?;
-        // SAFETY: a live stream of this driver, kept live by the waiter mark;
-        // the timeout is at least 1 ms (the runtime rejects 0).
-        let rc = unsafe { (self.api.stream_sync_timeout)(handle(stream.raw()), millis(timeout)) };
-        match rc {
-            0 => Ok(()),
-            ACL_ERROR_RT_STREAM_SYNC_TIMEOUT => Err(self.fail_as(
-                Op::SyncStream,
-                "aclrtSynchronizeStreamWithTimeout",
-                rc,
-                DriverErrorKind::Timeout { waited: timeout },
-            )),
-            _ => Err(self.fail(Op::SyncStream, "aclrtSynchronizeStreamWithTimeout", rc)),
-        }
+        self.bind(op)?;
+        result::synchronize_stream_with_timeout(&self.api, waiting.live(), timeout)
+            .map_err(|f| f.at(op))
     }
 
     fn create_event(&self) -> Result<EventId, DriverError> {
-        self.bind(Op::CreateEvent)?;
+        let op = Op::CreateEvent;
+        self.bind(op)?;
+        // SYNC: usable in aclrtStreamWaitEvent; TIME_LINE: timestamps and
+        // elapsed time.
         let flags = ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE;
-        let mut e = null_mut();
-        if let Some(create_ex) = self.api.create_event_ex
-            && self.ex_events.load(Ordering::Acquire)
+        if self.ex_events.load(Ordering::Acquire)
+            && let Some(made) = result::create_event_ex_with_flag(&self.api, flags)
         {
-            // SAFETY: `e` is a valid out-pointer. SYNC: usable in
-            // aclrtStreamWaitEvent; TIME_LINE: timestamps and elapsed time.
-            let rc = unsafe { create_ex(&raw mut e, flags) };
-            match rc {
-                0 => {
-                    self.write().insert_event(addr(e), false);
-                    return Ok(EventId::from_raw(addr(e)));
+            match made {
+                Ok(e) => {
+                    self.write().insert_event(e, false);
+                    return Ok(EventId::from_raw(e.raw()));
                 }
                 // A runtime that exports the call but does not support it:
                 // use the old one from now on.
-                ACL_ERROR_RT_FEATURE_NOT_SUPPORT | 200_001 => {
+                Err(f) if matches!(f.kind(), DriverErrorKind::Unsupported) => {
                     self.ex_events.store(false, Ordering::Release);
                 }
-                _ => return Err(self.fail(Op::CreateEvent, "aclrtCreateEventExWithFlag", rc)),
+                Err(f) => return Err(f.at(op)),
             }
         }
-        // SAFETY: as above.
-        let rc = unsafe { (self.api.create_event)(&raw mut e, flags) };
-        self.check(Op::CreateEvent, "aclrtCreateEventWithFlag", rc)?;
-        self.write().insert_event(addr(e), true);
-        Ok(EventId::from_raw(addr(e)))
+        let e = result::create_event_with_flag(&self.api, flags).map_err(|f| f.at(op))?;
+        self.write().insert_event(e, true);
+        Ok(EventId::from_raw(e.raw()))
     }
 
     fn destroy_event(&self, event: EventId) -> Result<(), DriverError> {
+        let op = Op::DestroyEvent;
         let mut t = self.write();
-        t.check_destroy_event(Op::DestroyEvent, event.raw())?;
-        self.bind(Op::DestroyEvent)?;
-        // SAFETY: a live event of this driver that nobody waits on (checked
-        // under the write lock, held until it is out of the table).
-        let rc = unsafe { (self.api.destroy_event)(handle(event.raw())) };
-        self.check(Op::DestroyEvent, "aclrtDestroyEvent", rc)?;
-        t.remove_event(event.raw());
-        Ok(())
+        let e = t.take_event(op, event.raw())?;
+        if let Err(err) = self.bind(op) {
+            t.put_back_event(e);
+            return Err(err);
+        }
+        result::destroy_event(&self.api, e).map_err(|(e, f)| {
+            t.put_back_event(e);
+            f.at(op)
+        })
     }
 
     fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), DriverError> {
+        let op = Op::RecordEvent;
         let t = self.read();
-        let e = t.event(Op::RecordEvent, event.raw())?;
-        t.stream(Op::RecordEvent, stream.raw())?;
-        self.bind(Op::RecordEvent)?;
-        // SAFETY: a live event and a live stream of this driver, kept live
-        // by the read lock for the call.
-        let rc = unsafe { (self.api.record_event)(handle(event.raw()), handle(stream.raw())) };
-        self.check(Op::RecordEvent, "aclrtRecordEvent", rc)?;
+        let e = t.event(op, event.raw())?;
+        let s = t.stream(op, stream.raw())?.live();
+        self.bind(op)?;
+        result::record_event(&self.api, e.live(), s).map_err(|f| f.at(op))?;
         e.recorded.store(true, Ordering::Release);
         Ok(())
     }
 
     fn query_event(&self, event: EventId) -> Result<Completion, DriverError> {
+        let op = Op::QueryEvent;
         let t = self.read();
-        if t.event(Op::QueryEvent, event.raw())?.unrecorded_legacy() {
+        let e = t.event(op, event.raw())?;
+        if e.unrecorded_legacy() {
             // The runtime would say NOT_READY for ever; the trait says a
             // never-recorded event is complete.
             return Ok(Completion::Complete);
         }
-        self.bind(Op::QueryEvent)?;
-        self.query_event_raw(Op::QueryEvent, event.raw())
+        self.bind(op)?;
+        result::query_event_status(&self.api, e.live()).map_err(|f| f.at(op))
     }
 
     fn sync_event(&self, event: EventId, timeout: Duration) -> Result<(), DriverError> {
+        let op = Op::SyncEvent;
         let t = self.read();
-        let e = t.event(Op::SyncEvent, event.raw())?;
+        let e = t.event(op, event.raw())?;
         if e.unrecorded_legacy() {
             return Ok(());
         }
-        let not_yet =
-            || DriverError::new(Op::SyncEvent, DriverErrorKind::Timeout { waited: timeout });
+        let not_yet = || DriverError::new(op, DriverErrorKind::Timeout { waited: timeout });
         // Blocking: mark the event waited on instead of holding the lock.
-        let _waiting = Table::wait_event(e);
+        let waiting = Table::wait_event(e);
         drop(t);
-        self.bind(Op::SyncEvent)?;
-        match self.api.event_sync_timeout {
-            _ if timeout.is_zero() => match self.query_event_raw(Op::SyncEvent, event.raw())? {
+        self.bind(op)?;
+        let query = || result::query_event_status(&self.api, waiting.live()).map_err(|f| f.at(op));
+        if timeout.is_zero() {
+            return match query()? {
                 Completion::Complete => Ok(()),
                 Completion::NotReady => Err(not_yet()),
-            },
-            Some(sync) => {
-                // SAFETY: a live event of this driver, kept live by the
-                // waiter mark; the timeout is at least 1 ms.
-                let rc = unsafe { sync(handle(event.raw()), millis(timeout)) };
-                match rc {
-                    0 => Ok(()),
-                    ACL_ERROR_RT_EVENT_SYNC_TIMEOUT => Err(self.fail_as(
-                        Op::SyncEvent,
-                        "aclrtSynchronizeEventWithTimeout",
-                        rc,
-                        DriverErrorKind::Timeout { waited: timeout },
-                    )),
-                    _ => Err(self.fail(Op::SyncEvent, "aclrtSynchronizeEventWithTimeout", rc)),
-                }
+            };
+        }
+        if let Some(synced) =
+            result::synchronize_event_with_timeout(&self.api, waiting.live(), timeout)
+        {
+            return synced.map_err(|f| f.at(op));
+        }
+        // Fallback without the timed sync: poll until the deadline (a
+        // timeout too large for a deadline means no limit).
+        let deadline = Instant::now().checked_add(timeout);
+        loop {
+            if query()? == Completion::Complete {
+                return Ok(());
             }
-            // Fallback without the timed sync: poll until the deadline (a
-            // timeout too large for a deadline means no limit).
-            None => {
-                let deadline = Instant::now().checked_add(timeout);
-                loop {
-                    if self.query_event_raw(Op::SyncEvent, event.raw())? == Completion::Complete {
-                        return Ok(());
-                    }
-                    if deadline.is_some_and(|d| Instant::now() >= d) {
-                        return Err(not_yet());
-                    }
-                    std::thread::sleep(Duration::from_micros(50));
-                }
+            if deadline.is_some_and(|d| Instant::now() >= d) {
+                return Err(not_yet());
             }
+            std::thread::sleep(Duration::from_micros(50));
         }
     }
 
     fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), DriverError> {
+        let op = Op::StreamWaitEvent;
         let t = self.read();
-        t.stream(Op::StreamWaitEvent, stream.raw())?;
-        if t.event(Op::StreamWaitEvent, event.raw())?
-            .unrecorded_legacy()
-        {
+        let s = t.stream(op, stream.raw())?.live();
+        let e = t.event(op, event.raw())?;
+        if e.unrecorded_legacy() {
             // Nothing captured, nothing to wait for. Asking the runtime would
             // queue a device wait that no record ever satisfies.
             return Ok(());
         }
-        self.bind(Op::StreamWaitEvent)?;
-        // SAFETY: a live stream and a live event of this driver, kept live
-        // by the read lock for the call.
-        let rc = unsafe { (self.api.stream_wait_event)(handle(stream.raw()), handle(event.raw())) };
-        self.check(Op::StreamWaitEvent, "aclrtStreamWaitEvent", rc)
+        self.bind(op)?;
+        result::stream_wait_event(&self.api, s, e.live()).map_err(|f| f.at(op))
     }
 
     fn event_elapsed(&self, start: EventId, end: EventId) -> Result<Duration, DriverError> {
+        let op = Op::EventElapsed;
         let t = self.read();
-        let recorded = t.event(Op::EventElapsed, start.raw())?.recorded()
-            && t.event(Op::EventElapsed, end.raw())?.recorded();
-        if !recorded {
+        let (a, b) = (t.event(op, start.raw())?, t.event(op, end.raw())?);
+        if !(a.recorded() && b.recorded()) {
             return Err(DriverError::new(
-                Op::EventElapsed,
+                op,
                 DriverErrorKind::InvalidArgument {
                     what: "event was never recorded",
                 },
             ));
         }
-        self.bind(Op::EventElapsed)?;
-        let mut ms = 0f32;
-        // SAFETY: `ms` is a valid out-pointer; two live events of this
-        // driver, kept live by the read lock.
-        let rc = unsafe {
-            (self.api.event_elapsed)(&raw mut ms, handle(start.raw()), handle(end.raw()))
-        };
-        self.check(Op::EventElapsed, "aclrtEventElapsedTime", rc)?;
-        elapsed_of(ms).map_err(|what| {
-            DriverError::new(Op::EventElapsed, DriverErrorKind::InvalidResult { what })
-        })
+        self.bind(op)?;
+        let ms = result::event_elapsed_time(&self.api, a.live(), b.live()).map_err(|f| f.at(op))?;
+        elapsed_of(ms).map_err(|what| DriverError::new(op, DriverErrorKind::InvalidResult { what }))
     }
 
     fn event_timestamp(&self, event: EventId) -> Result<u64, DriverError> {
+        let op = Op::EventTimestamp;
         let t = self.read();
-        let e = t.event(Op::EventTimestamp, event.raw())?;
-        let Some(f) = self.api.event_timestamp else {
-            return Err(DriverError::new(
-                Op::EventTimestamp,
-                DriverErrorKind::Unsupported,
-            ));
-        };
+        let e = t.event(op, event.raw())?;
+        if self.api.event_timestamp.is_none() {
+            return Err(DriverError::new(op, DriverErrorKind::Unsupported));
+        }
         if !e.recorded() {
             return Err(DriverError::new(
-                Op::EventTimestamp,
+                op,
                 DriverErrorKind::InvalidArgument {
                     what: "event was never recorded",
                 },
             ));
         }
-        self.bind(Op::EventTimestamp)?;
-        let mut us = 0u64;
-        // SAFETY: `us` is a valid out-pointer; a live event of this driver.
-        let rc = unsafe { f(handle(event.raw()), &raw mut us) };
-        self.check(Op::EventTimestamp, "aclrtEventGetTimestamp", rc)?;
+        self.bind(op)?;
+        let us = result::event_get_timestamp(&self.api, e.live())
+            .ok_or_else(|| DriverError::new(op, DriverErrorKind::Unsupported))?
+            .map_err(|f| f.at(op))?;
         // Device uptime in µs → ticks of the 50 MHz counter.
         Ok(us.saturating_mul(TICKS_PER_SEC / 1_000_000))
     }
@@ -475,70 +371,33 @@ impl Driver for AclDriver {
     ) -> Result<(), DriverError> {
         let op = Op::LaunchAicore;
         let t = self.read();
-        t.stream(op, s.raw())?;
+        let s = t.stream(op, s.raw())?.live();
         // Only an upload this driver registered and still holds launches:
         // a forged handle, another driver's, or one whose registration was
         // released and replaced never reaches C.
-        t.code(op, code.raw(), code.upload())?;
+        let program = &t.code(op, code.raw(), code.upload())?.program;
         self.block_dim_ok(op, block_dim)?;
-        let mut blob = t.run_args(op, args, Some(block_dim))?;
+        let args = t.run_args(op, args, Some(block_dim))?;
         self.bind(op)?;
-        let mut ex = RtArgsEx::zeroed();
-        ex.args = blob.as_mut_ptr().cast();
-        ex.args_size = RunArgs::SIZE_U32;
-        let cfg = RtTaskCfgInfo {
-            schem_mode: RT_SCHEM_MODE_BATCH,
-            ..RtTaskCfgInfo::default()
-        };
-        // SAFETY: `ex` is fully initialised (no padding: see ffi) and points
-        // at `blob` (72 bytes, alive for the call; the runtime copies it to
-        // the device because isNoNeedH2DCopy = 0, and every device range in
-        // it lies in a live allocation of this driver); `cfg` is alive for
-        // the call; smDesc may be NULL; the code handle is a live
-        // registration and the stream a live stream of this driver, kept
-        // live by the read lock.
-        let rc = unsafe {
-            (self.api.kernel_launch_v2)(
-                handle(code.raw()),
-                0,
-                block_dim,
-                &raw mut ex,
-                null_mut(),
-                handle(s.raw()),
-                &raw const cfg,
-            )
-        };
-        self.check(op, "rtKernelLaunchWithHandleV2", rc)
+        result::kernel_launch_with_handle_v2(&self.api, program, block_dim, args, s)
+            .map_err(|f| f.at(op))
     }
 
     fn launch_aicpu(&self, s: StreamId, args: &[u8]) -> Result<(), DriverError> {
         let op = Op::LaunchAicpu;
         let t = self.read();
-        t.stream(op, s.raw())?;
-        let mut blob = t.run_args(op, args, None)?;
+        let s = t.stream(op, s.raw())?.live();
+        let args = t.run_args(op, args, None)?;
+        let Some(kernel) = &self.aicpu else {
+            return Err(DriverError::new(
+                op,
+                DriverErrorKind::InvalidArgument {
+                    what: "the AICPU Run kernel is not loaded",
+                },
+            ));
+        };
         self.bind(op)?;
-        let mut cpu = RtCpuKernelArgs::zeroed();
-        cpu.base_args.args = blob.as_mut_ptr().cast();
-        cpu.base_args.args_size = RunArgs::SIZE_U32;
-        let mut attr = RtLaunchKernelAttr::default();
-        let cfg = RtKernelLaunchCfg {
-            attrs: &raw mut attr,
-            num_attrs: 0,
-        };
-        // SAFETY: `cpu` is fully initialised (no padding: see ffi) and
-        // `cpu.base_args.args` points at `blob` (alive for the call; copied
-        // by the runtime; its device ranges checked); `cfg` and `attr` are
-        // alive for the call; the function handle came from
-        // rtsFuncGetByName; the stream is a live stream of this driver.
-        let rc = unsafe {
-            (self.api.launch_cpu_kernel)(
-                handle(self.aicpu_func),
-                self.aicpu_threads,
-                handle(s.raw()),
-                &raw const cfg,
-                &raw mut cpu,
-            )
-        };
-        self.check(op, "rtsLaunchCpuKernel", rc)
+        result::launch_cpu_kernel(&self.api, kernel, self.aicpu_threads, args, s)
+            .map_err(|f| f.at(op))
     }
 }

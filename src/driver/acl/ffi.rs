@@ -1,5 +1,8 @@
 //! C types, constants and launch-struct layouts of the ACL / libruntime ABI
-//! (CANN 8.5 and later), as documented in `shared/reference/acl-abi.md`.
+//! (CANN 8.5 and later), as the CANN headers declare them: `acl/acl_rt.h`,
+//! `acl/acl_base_rt.h`, `runtime/rt_external_base.h`,
+//! `runtime/rt_external_kernel.h`, `runtime/runtime/kernel.h` and
+//! `runtime/runtime/rts/rts_kernel.h`.
 //! Every layout is pinned with `static_assertions`: a field that moves is a
 //! compile error, not a corrupted launch.
 //!
@@ -8,7 +11,9 @@
 //! fields), and every struct is built from its all-zero `zeroed()` value. So
 //! every byte handed to the runtime is defined — zero where no field is
 //! set — and a runtime with an older layout that reads a reserved or padding
-//! byte as a field reads 0 (acl-abi-audit H1).
+//! byte as a field reads 0 (older CANN headers declare a 40-byte
+//! `rtAicpuArgsEx_t` with 16-bit name offsets, whose later fields sit where
+//! today's padding is).
 
 #![allow(
     missing_docs,
@@ -40,7 +45,11 @@ pub const ACL_STREAM_STATUS_NOT_READY: u32 = 1;
 // aclrtEventRecordedStatus: the REVERSE numbering — NOT_READY = 0, COMPLETE = 1.
 pub const ACL_EVENT_RECORDED_STATUS_NOT_READY: u32 = 0;
 pub const ACL_EVENT_RECORDED_STATUS_COMPLETE: u32 = 1;
-/// AICore ELF magic for `rtDevBinary_t`.
+/// `RT_DEV_BINARY_MAGIC_ELF` (`runtime/rt_external_kernel.h`): the
+/// `rtDevBinary_t` magic this driver registers AICore code with, so the one
+/// a runtime must accept from it. Re-exported, hidden, as
+/// `runclaim::driver::acl::RT_DEV_BINARY_MAGIC_ELF` for a stand-in runtime
+/// (the workspace's fake libraries) to check against.
 pub const RT_DEV_BINARY_MAGIC_ELF: u32 = 0x4355_4245;
 pub const RT_SCHEM_MODE_BATCH: u8 = 1;
 /// `rtLoadBinaryOption`: CPU kernel mode (0 = op-info JSON only).
@@ -266,7 +275,9 @@ const_assert_eq!(size_of::<RtKernelLaunchCfg>(), P + size_of::<usize>());
 const_assert_eq!(size_of::<RtLoadBinaryOption>(), 4 + 16);
 const_assert_eq!(size_of::<RtLoadBinaryConfig>(), P + size_of::<usize>());
 
-// Function-pointer types, one per C prototype used (acl-abi.md §3–§4).
+// Function-pointer types, one per C prototype used (`acl/acl_rt.h`,
+// `runtime/rt_external_kernel.h`, `runtime/runtime/kernel.h`,
+// `runtime/runtime/rts/rts_kernel.h`).
 pub type FnAclInit = unsafe extern "C" fn(config: *const c_char) -> AclError;
 pub type FnAclFinalizeReference = unsafe extern "C" fn(ref_count: *mut u64) -> AclError;
 pub type FnAclGetRecentErrMsg = unsafe extern "C" fn() -> *const c_char;

@@ -4,16 +4,13 @@
 
 use std::ffi::CString;
 use std::path::Path;
-use std::ptr::{null, null_mut};
 use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use super::call::{addr, handle};
-use super::codes::ACL_ERROR_REPEAT_INITIALIZE;
-use super::ffi::{RT_LOAD_BINARY_OPT_CPU_KERNEL_MODE, RtLoadBinaryConfig, RtLoadBinaryOption};
 use super::load::{self, Api, Lib, LoadError};
-use super::registry::{device_shared, keep_forever};
+use super::registry::device_shared;
+use super::result;
 use super::table::Table;
 use super::{AclConfig, AclDriver, AclVersion, OpenError};
 use crate::driver::{Capabilities, Op};
@@ -76,11 +73,11 @@ impl AclDriver {
             instance,
             device: config.device_id,
             shared: device_shared(config.device_id),
-            ctx: 0,
+            ctx: None,
             sets: AtomicU64::new(0),
             version,
-            aicpu_bin: 0,
-            aicpu_func: 0,
+            aicpu: None,
+            initialized: false,
             aicpu_threads: config.aicpu_threads.max(1),
             max_block_dim: config.max_block_dim,
             watchdog: None,
@@ -90,42 +87,26 @@ impl AclDriver {
         };
         // From here on, a failure drops `d`, whose `Drop` balances what was
         // done so far (resets, finalize reference).
-        // SAFETY: aclInit accepts NULL for "no config file".
-        let rc = unsafe { (d.api.acl_init)(null()) };
-        if rc != 0 && rc != ACL_ERROR_REPEAT_INITIALIZE {
-            return Err(d.fail(Op::Open, "aclInit", rc).into());
-        }
+        let open = |f: result::Failed| OpenError::from(f.at(Op::Open));
+        result::init(&d.api).map_err(open)?;
+        d.initialized = true;
         d.set_device(Op::Open)?;
         d.ctx = d.capture_context()?;
-        if let (Some(w), Some(set)) = (config.op_watchdog, d.api.set_op_timeout) {
-            let mut actual = 0u64;
+        if let Some(w) = config.op_watchdog {
             let us = u64::try_from(w.as_micros()).unwrap_or(u64::MAX);
-            // SAFETY: `actual` is a valid out-pointer for the call.
-            let rc = unsafe { set(us, &raw mut actual) };
-            d.check(Op::Open, "aclrtSetOpExecuteTimeOutV2", rc)?;
-            d.watchdog = Some(Duration::from_micros(actual.max(us)));
+            if let Some(actual) = result::set_op_execute_timeout(&d.api, us) {
+                let actual = actual.map_err(open)?;
+                d.watchdog = Some(Duration::from_micros(actual.max(us)));
+            }
         }
-        let mut option = RtLoadBinaryOption {
-            option_id: RT_LOAD_BINARY_OPT_CPU_KERNEL_MODE,
-            value: [0; 4],
-        };
-        let cfg = RtLoadBinaryConfig {
-            options: &raw mut option,
-            num_opt: 1,
-        };
-        let mut bin = null_mut();
-        // SAFETY: `path` is a NUL-terminated string and `cfg` points at one
-        // option, both alive for the call; `bin` is a valid out-pointer.
-        let rc =
-            unsafe { (d.api.binary_load_from_file)(path.as_ptr(), &raw const cfg, &raw mut bin) };
-        d.check(Op::Open, "rtsBinaryLoadFromFile", rc)?;
-        d.aicpu_bin = addr(bin);
-        let mut f = null_mut();
-        // SAFETY: `bin` came from rtsBinaryLoadFromFile; `func` is a
-        // NUL-terminated string alive for the call; `f` a valid out-pointer.
-        let rc = unsafe { (d.api.func_get_by_name)(bin, func.as_ptr(), &raw mut f) };
-        d.check(Op::Open, "rtsFuncGetByName", rc)?;
-        d.aicpu_func = addr(f);
+        let bin = result::binary_load_from_file(&d.api, &path).map_err(open)?;
+        match result::func_get_by_name(&d.api, bin, &func) {
+            Ok(k) => d.aicpu = Some(k),
+            Err((bin, e)) => {
+                let _ = result::binary_unload(&d.api, bin);
+                return Err(open(e));
+            }
+        }
         Ok(d)
     }
 
@@ -134,15 +115,9 @@ impl AclDriver {
     /// call fails, is not checked here (the required `rts*` symbols already
     /// date it to CANN 8.5 or later).
     fn check_version(api: &Api) -> Result<Option<AclVersion>, OpenError> {
-        let Some(get) = api.get_version else {
+        let Some(Ok((major, minor, patch))) = result::get_version(api) else {
             return Ok(None);
         };
-        let (mut major, mut minor, mut patch) = (0i32, 0i32, 0i32);
-        // SAFETY: three valid out-pointers for the call; no other argument.
-        let rc = unsafe { get(&raw mut major, &raw mut minor, &raw mut patch) };
-        if rc != 0 {
-            return Ok(None);
-        }
         let found = AclVersion::new(major, minor, patch);
         if found < AclVersion::MINIMUM {
             return Err(OpenError::UnsupportedVersion {
@@ -203,27 +178,24 @@ impl Drop for AclDriver {
             if bound {
                 self.unregister(r);
             } else {
-                keep_forever(r.image);
+                r.program.keep_forever();
             }
         }
-        if bound
-            && let Some(unload) = self.api.binary_unload
-            && self.aicpu_bin != 0
-        {
-            // SAFETY: the handle came from rtsBinaryLoadFromFile and is
-            // unloaded once; `aicpu_func` (derived from it) is not used again.
-            let _ = unsafe { unload(handle(self.aicpu_bin)) };
+        if bound && let Some(k) = self.aicpu.take() {
+            let _ = result::binary_unload(&self.api, k.into_binary());
         }
         // One reset per successful set: the device's reference count
         // balances, whichever threads the sets were made on.
         for _ in 0..self.sets.load(Ordering::Acquire) {
-            // SAFETY: plain integer argument.
-            let _ = unsafe { (self.api.reset_device)(self.device) };
+            // SAFETY: each reset gives up one of this driver's own sets;
+            // nothing of this driver is used after the last (its streams,
+            // events and memory are never touched again: it is being dropped).
+            let _ = unsafe { result::reset_device(&self.api, self.device) };
         }
-        if let Some(fin) = self.api.finalize_reference {
-            let mut refs = 0u64;
-            // SAFETY: `refs` is a valid out-pointer.
-            let _ = unsafe { fin(&raw mut refs) };
+        if self.initialized {
+            // SAFETY: gives up the reference this driver's `aclInit` took;
+            // the driver makes no call afterwards.
+            let _ = unsafe { result::finalize_reference(&self.api) };
         }
         // The libraries stay loaded (see `load`): the runtime's own threads
         // and destructors may still run after this.

@@ -380,13 +380,14 @@ macro_rules! api_table {
                 let mut missing = Vec::new();
                 let lib = |l: Lib| if l == Lib::AscendCl { &ascendcl } else { &runtime };
                 $(
-                    // SAFETY: the type is the prototype from acl-abi.md §3/§4.
+                    // SAFETY: the type is the symbol's C prototype, as
+                    // `acl/acl_rt.h` and the `runtime/` headers declare it.
                     let $rf = unsafe { sym::<$rt>(lib(Lib::$rlib), $rname, &mut missing, Lib::$rlib) };
                 )*
                 let mut ignored = Vec::new();
                 $(
-                    // SAFETY: the type is the prototype from acl-abi.md §3
-                    // and the CANN 8.5 headers (acl_rt.h, kernel.h).
+                    // SAFETY: the type is the symbol's C prototype, as
+                    // `acl/acl_rt.h` and the `runtime/` headers declare it.
                     let $of = unsafe { sym::<$ot>(lib(Lib::$olib), $oname, &mut ignored, Lib::$olib) };
                 )*
                 if !missing.is_empty() {

@@ -8,11 +8,15 @@
 //! - `load` — library search and a function-pointer table (no logic); every
 //!   missing required symbol is reported in one [`LoadError`] naming the
 //!   file; libraries are never unloaded;
+//! - `result` — one thin function per C entry point, which owns its API
+//!   name, the contract of its `unsafe` call and its return-code mapping
+//!   (errors carry the API name, the code and `aclGetRecentErrMsg()`;
+//!   [`codes`]); its handles are tokens that only the table makes;
 //! - `table` — what this driver created and has not destroyed; every handle
-//!   a safe method receives is checked against it before any C call;
-//! - thin wrappers turning return codes into [`DriverError`]s that carry the
-//!   API name, the code and `aclGetRecentErrMsg()` ([`codes`]);
-//! - the [`Driver`] implementation, [`AclDriver`].
+//!   a safe method receives is checked against it before any C call, and
+//!   the check's result is the token the call takes;
+//! - the [`Driver`] implementation, [`AclDriver`], with no `unsafe` of its
+//!   own.
 //!
 //! # Library search
 //!
@@ -141,6 +145,7 @@ mod ffi;
 mod lifecycle;
 mod load;
 mod registry;
+mod result;
 mod table;
 
 use std::fmt;
@@ -151,8 +156,15 @@ use std::time::Duration;
 pub use self::config::{AclConfig, AclVersion, OpenError};
 pub use self::load::{Attempt, DEFAULT_ROOTS, Lib, LoadError, MissingSymbol, candidates};
 
+// Not user API (only the driver builds an `rtDevBinary_t`), so hidden and
+// outside semver; public so that a stand-in runtime checks the magic the
+// driver really sends, not a copy that could drift.
+#[doc(hidden)]
+pub use self::ffi::RT_DEV_BINARY_MAGIC_ELF;
+
 use self::load::Api;
 use self::registry::DeviceShared;
+use self::result::{AicpuKernel, Context};
 use self::table::Table;
 use super::Capabilities;
 
@@ -175,14 +187,16 @@ pub struct AclDriver {
     device: i32,
     shared: Arc<DeviceShared>,
     /// This device's context, captured once where the runtime offers the
-    /// context API (0: bind with `aclrtSetDevice` instead).
-    ctx: u64,
+    /// context API (`None`: bind with `aclrtSetDevice` instead).
+    ctx: Option<Context>,
     /// Successful `aclrtSetDevice` calls this driver made; each gets its
     /// `aclrtResetDevice` at drop.
     sets: AtomicU64,
     version: Option<AclVersion>,
-    aicpu_bin: u64,
-    aicpu_func: u64,
+    /// The AICPU Run kernel (`None` only while opening).
+    aicpu: Option<AicpuKernel>,
+    /// `aclInit` succeeded: drop gives its reference back.
+    initialized: bool,
     aicpu_threads: u32,
     max_block_dim: u32,
     watchdog: Option<Duration>,

@@ -6,12 +6,8 @@
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
-use std::ptr::null_mut;
-
 use super::AclDriver;
-use super::call::{addr, handle};
-use super::codes;
-use super::ffi::{RT_DEV_BINARY_MAGIC_ELF, RtDevBinary};
+use super::result;
 use super::table::Resident;
 use crate::driver::{CodeHandle, DriverError, DriverErrorKind, HandleKind, Op, Registration};
 
@@ -57,19 +53,16 @@ impl AclDriver {
     /// is kept for the process's life instead. Returns whether it was
     /// unregistered. The caller holds the write lock and a bound thread.
     pub(super) fn unregister(&self, r: Resident) -> bool {
-        let released = self.api.dev_binary_unregister.is_some_and(|unregister| {
-            // SAFETY: `r.raw` came from rtRegisterAllKernel and is
-            // unregistered once: the entry was taken out of the table.
-            let rc = unsafe { unregister(handle(r.raw)) };
-            rc == 0
-        });
-        if released {
-            self.shared.programs.fetch_sub(1, Ordering::AcqRel);
-            drop(r.image);
-        } else {
-            keep_forever(r.image);
+        match result::dev_binary_unregister(&self.api, r.program) {
+            Ok(()) => {
+                self.shared.programs.fetch_sub(1, Ordering::AcqRel);
+                true
+            }
+            Err(kept) => {
+                kept.keep_forever();
+                false
+            }
         }
-        released
     }
 }
 
@@ -78,10 +71,10 @@ impl AclDriver {
     /// go of this driver's unpinned registrations, then registers and pins.
     pub(super) fn register(&self, code: &[u8]) -> Result<Registration, DriverError> {
         let mut t = self.write();
-        if let Some(r) = t.code.iter_mut().find(|r| *r.image == *code) {
+        if let Some(r) = t.code.iter_mut().find(|r| r.program.image() == code) {
             r.pins += 1;
             return Ok(Registration {
-                handle: CodeHandle::from_raw(r.raw, r.upload),
+                handle: CodeHandle::from_raw(r.raw(), r.upload),
                 published: false,
             });
         }
@@ -97,38 +90,27 @@ impl AclDriver {
             self.unregister(r);
         }
         // The image lives as long as its registration (the runtime may keep
-        // a pointer to it instead of a copy).
-        let image: Box<[u8]> = code.into();
-        let bin = RtDevBinary {
-            magic: RT_DEV_BINARY_MAGIC_ELF,
-            version: 0,
-            data: image.as_ptr().cast(),
-            length: image.len() as u64,
-        };
-        let mut h = null_mut();
-        // SAFETY: `bin` describes `image`, readable for its length during the
-        // call and kept alive until the registration is released (or for
-        // the process's life); `h` is a valid out-pointer.
-        let rc = unsafe { (self.api.register_all_kernel)(&raw const bin, &raw mut h) };
-        if rc != 0 {
-            let kind = match codes::kind_of(rc) {
+        // a pointer to it instead of a copy): the `Program` owns it.
+        let program = result::register_all_kernel(&self.api, code.into()).map_err(|f| {
+            let f = match f.kind() {
                 // The runtime does not say how much it holds: report what
                 // the drivers of this process hold on the device (a lower
                 // bound when other components register code too).
-                DriverErrorKind::CodeMemoryFull { .. } => DriverErrorKind::CodeMemoryFull {
-                    capacity: self.shared.programs.load(Ordering::Acquire),
-                },
-                k => k,
+                DriverErrorKind::CodeMemoryFull { .. } => {
+                    f.with_kind(DriverErrorKind::CodeMemoryFull {
+                        capacity: self.shared.programs.load(Ordering::Acquire),
+                    })
+                }
+                _ => f,
             };
-            return Err(self.fail_as(Op::RegisterCode, "rtRegisterAllKernel", rc, kind));
-        }
+            f.at(Op::RegisterCode)
+        })?;
         self.shared.programs.fetch_add(1, Ordering::AcqRel);
-        let raw = addr(h);
+        let raw = program.raw();
         let upload = self.shared.uploads.fetch_add(1, Ordering::AcqRel) + 1;
         t.code.push(Resident {
-            raw,
+            program,
             upload,
-            image,
             pins: 1,
         });
         Ok(Registration {
@@ -144,7 +126,7 @@ impl AclDriver {
         let i = t
             .code
             .iter()
-            .position(|r| r.raw == code.raw() && r.upload == code.upload())
+            .position(|r| r.raw() == code.raw() && r.upload == code.upload())
             .ok_or_else(|| {
                 DriverError::new(
                     Op::ReleaseCode,

@@ -17,33 +17,67 @@
 //! Lookups are binary searches over small sorted vectors (a device holds a
 //! handful of streams, events and allocations), with no allocation and no
 //! hashing on the per-run path.
+//!
+//! What a check proves is a token the `result` layer's calls take: a
+//! [`Stream`], [`Event`], [`Span`] or [`Args`] is made only here, from an
+//! entry the table holds, and borrows the table (or a waiter mark) for as
+//! long as it lives — so the handle it names stays live while the call that
+//! takes it runs. A destroy or free takes the entry itself out of the table
+//! ([`Table::take_stream`], …) and hands it to the call by value.
 
 use std::cell::RefCell;
+use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
+use self::tokens::Mark;
+pub(super) use self::tokens::{Args, Event, EventWait, Span, Stream, StreamWait};
+use super::result::{Program, RtPtr};
 use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord};
 use crate::driver::{DriverError, DriverErrorKind, HandleKind, Op};
 
-/// A live allocation: `[base, base + len)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Alloc {
+/// A live allocation of this driver: `[base, base + len)`. Owned (out of the
+/// table) only by a free in progress.
+#[derive(Debug, PartialEq, Eq)]
+pub(super) struct Alloc {
     base: u64,
     len: u64,
+    ptr: RtPtr,
 }
 
-/// A live stream.
+impl Alloc {
+    /// Its start, as the runtime returned it.
+    pub(super) fn ptr(&self) -> RtPtr {
+        self.ptr
+    }
+}
+
+/// A live stream. Owned (out of the table) only by a destroy in progress.
 #[derive(Debug)]
 pub(super) struct StreamEntry {
-    raw: u64,
+    ptr: RtPtr,
     /// Threads blocked in `sync_stream` on it right now.
     waiters: Arc<AtomicU32>,
 }
 
-/// A live event.
+impl StreamEntry {
+    fn raw(&self) -> u64 {
+        self.ptr.raw()
+    }
+
+    /// The stream, for as long as this entry is borrowed.
+    pub(super) fn live(&self) -> Stream<'_> {
+        Stream {
+            ptr: self.ptr,
+            _live: PhantomData,
+        }
+    }
+}
+
+/// A live event. Owned (out of the table) only by a destroy in progress.
 #[derive(Debug)]
 pub(super) struct EventEntry {
-    raw: u64,
+    ptr: RtPtr,
     /// Made by `aclrtCreateEventWithFlag` ("old mode"): until its first
     /// record the runtime reports it not ready, and a stream wait on it
     /// would queue a device wait that nothing satisfies. The driver answers
@@ -56,6 +90,18 @@ pub(super) struct EventEntry {
 }
 
 impl EventEntry {
+    fn raw(&self) -> u64 {
+        self.ptr.raw()
+    }
+
+    /// The event, for as long as this entry is borrowed.
+    pub(super) fn live(&self) -> Event<'_> {
+        Event {
+            ptr: self.ptr,
+            _live: PhantomData,
+        }
+    }
+
     /// A legacy event never recorded: the runtime must not be asked about it.
     pub fn unrecorded_legacy(&self) -> bool {
         self.legacy && !self.recorded.load(Ordering::Acquire)
@@ -70,31 +116,18 @@ impl EventEntry {
 /// One registration the runtime holds (`rtRegisterAllKernel`).
 #[derive(Debug)]
 pub(super) struct Resident {
-    /// The runtime's handle.
-    pub raw: u64,
+    /// The runtime's handle and the image it holds.
+    pub program: Program,
     /// Its upload stamp.
     pub upload: u64,
-    /// The image: the runtime may keep a pointer to it, so it lives at
-    /// least as long as the registration.
-    pub image: Box<[u8]>,
     /// Live pins (`register_code` calls not yet released).
     pub pins: u64,
 }
 
-/// Marks a handle as waited on for as long as it lives. It does not borrow
-/// the table: a blocking wait holds this, not the lock.
-pub(super) struct Waiting(Arc<AtomicU32>);
-
-impl Waiting {
-    fn new(waiters: &Arc<AtomicU32>) -> Self {
-        waiters.fetch_add(1, Ordering::AcqRel);
-        Waiting(Arc::clone(waiters))
-    }
-}
-
-impl Drop for Waiting {
-    fn drop(&mut self) {
-        self.0.fetch_sub(1, Ordering::AcqRel);
+impl Resident {
+    /// The runtime's handle.
+    pub fn raw(&self) -> u64 {
+        self.program.raw()
     }
 }
 
@@ -153,17 +186,17 @@ impl Table {
     // ----- memory -----------------------------------------------------------
 
     /// The allocation containing `addr` (or ending at it), if any.
-    fn alloc_at(&self, addr: u64) -> Option<Alloc> {
+    fn alloc_at(&self, addr: u64) -> Option<&Alloc> {
         let i = self.allocs.partition_point(|a| a.base <= addr);
-        let a = *self.allocs.get(i.checked_sub(1)?)?;
+        let a = self.allocs.get(i.checked_sub(1)?)?;
         (addr - a.base <= a.len).then_some(a)
     }
 
     /// Checks that `[addr, addr + len)` lies inside one live allocation and
-    /// returns how many bytes of that allocation start at `addr` (the true
-    /// destination size for the runtime's own bound check). A zero-length
-    /// range may sit at an allocation's end.
-    pub fn range(&self, op: Op, addr: u64, len: usize) -> Result<usize, DriverError> {
+    /// returns it as a [`Span`], with how many bytes of that allocation
+    /// start at `addr` (the true destination size for the runtime's own
+    /// bound check). A zero-length range may sit at an allocation's end.
+    pub fn range(&self, op: Op, addr: u64, len: usize) -> Result<Span<'_>, DriverError> {
         let len64 = len as u64;
         let a = self
             .alloc_at(addr)
@@ -172,36 +205,39 @@ impl Table {
         if len64 > remaining {
             return Err(bad_range(op, addr, len64));
         }
-        Ok(usize::try_from(remaining).unwrap_or(usize::MAX))
+        Ok(Span {
+            ptr: a.ptr.byte_add(addr - a.base),
+            len,
+            room: usize::try_from(remaining).unwrap_or(usize::MAX),
+            _table: PhantomData,
+        })
     }
 
-    /// Records a new allocation.
-    pub fn insert_alloc(&mut self, base: u64, len: usize) {
-        self.version += 1;
-        let i = self.allocs.partition_point(|a| a.base < base);
-        self.allocs.insert(
-            i,
-            Alloc {
-                base,
-                len: len as u64,
-            },
-        );
+    /// Records a new allocation of `len` bytes at `ptr`.
+    pub fn insert_alloc(&mut self, ptr: RtPtr, len: usize) {
+        self.put_back_alloc(Alloc {
+            base: ptr.raw(),
+            len: len as u64,
+            ptr,
+        });
     }
 
-    /// Checks that `base` is the start of a live allocation.
-    pub fn check_free(&self, op: Op, base: u64) -> Result<(), DriverError> {
+    /// Takes the allocation starting at `base` out of the table, to free it.
+    pub fn take_alloc(&mut self, op: Op, base: u64) -> Result<Alloc, DriverError> {
         match self.allocs.binary_search_by_key(&base, |a| a.base) {
-            Ok(_) => Ok(()),
+            Ok(i) => {
+                self.version += 1;
+                Ok(self.allocs.remove(i))
+            }
             Err(_) => Err(bad_range(op, base, 0)),
         }
     }
 
-    /// Forgets the allocation starting at `base`.
-    pub fn remove_alloc(&mut self, base: u64) {
+    /// Puts an allocation (back) into the table.
+    pub fn put_back_alloc(&mut self, a: Alloc) {
         self.version += 1;
-        if let Ok(i) = self.allocs.binary_search_by_key(&base, |a| a.base) {
-            self.allocs.remove(i);
-        }
+        let i = self.allocs.partition_point(|x| x.base < a.base);
+        self.allocs.insert(i, a);
     }
 
     /// Checks every device range a run's argument block names: the kernels
@@ -211,7 +247,7 @@ impl Table {
         op: Op,
         args: &[u8],
         block_dim: Option<u32>,
-    ) -> Result<[u8; RunArgs::SIZE], DriverError> {
+    ) -> Result<Args<'_>, DriverError> {
         let invalid = |what| DriverError::new(op, DriverErrorKind::InvalidArgument { what });
         let blob = <[u8; RunArgs::SIZE]>::try_from(args)
             .map_err(|_| invalid("argument block is not RunArgs::SIZE bytes"))?;
@@ -243,8 +279,12 @@ impl Table {
         let known = VALIDATED
             .try_with(|v| v.try_borrow().is_ok_and(|v| v.0.contains(&key)))
             .unwrap_or(false);
+        let checked = Args {
+            blob,
+            _table: PhantomData,
+        };
         if known && self.id != 0 {
-            return Ok(blob);
+            return Ok(checked);
         }
         self.range(op, a.input, elems)?;
         self.range(op, a.output, elems)?;
@@ -258,33 +298,30 @@ impl Table {
                 v.1 = (next + 1) % REMEMBERED;
             }
         });
-        Ok(blob)
+        Ok(checked)
     }
 
     // ----- streams ----------------------------------------------------------
 
     /// The live stream `raw`.
     pub fn stream(&self, op: Op, raw: u64) -> Result<&StreamEntry, DriverError> {
-        match self.streams.binary_search_by_key(&raw, |s| s.raw) {
+        match self.streams.binary_search_by_key(&raw, StreamEntry::raw) {
             Ok(i) => Ok(&self.streams[i]),
             Err(_) => Err(bad(op, HandleKind::Stream, raw)),
         }
     }
 
     /// Records a new stream.
-    pub fn insert_stream(&mut self, raw: u64) {
-        let i = self.streams.partition_point(|s| s.raw < raw);
-        self.streams.insert(
-            i,
-            StreamEntry {
-                raw,
-                waiters: Arc::new(AtomicU32::new(0)),
-            },
-        );
+    pub fn insert_stream(&mut self, ptr: RtPtr) {
+        self.put_back_stream(StreamEntry {
+            ptr,
+            waiters: Arc::new(AtomicU32::new(0)),
+        });
     }
 
-    /// Checks that stream `raw` is live and nobody waits on it.
-    pub fn check_destroy_stream(&self, op: Op, raw: u64) -> Result<(), DriverError> {
+    /// Takes stream `raw` out of the table, to destroy it: it must be live
+    /// and nobody may wait on it.
+    pub fn take_stream(&mut self, op: Op, raw: u64) -> Result<StreamEntry, DriverError> {
         let s = self.stream(op, raw)?;
         if s.waiters.load(Ordering::Acquire) > 0 {
             return Err(DriverError::new(
@@ -294,47 +331,48 @@ impl Table {
                 },
             ));
         }
-        Ok(())
+        let i = self.streams.partition_point(|s| s.raw() < raw);
+        Ok(self.streams.remove(i))
     }
 
-    /// Forgets stream `raw`.
-    pub fn remove_stream(&mut self, raw: u64) {
-        if let Ok(i) = self.streams.binary_search_by_key(&raw, |s| s.raw) {
-            self.streams.remove(i);
-        }
+    /// Puts a stream (back) into the table.
+    pub fn put_back_stream(&mut self, s: StreamEntry) {
+        let i = self.streams.partition_point(|x| x.raw() < s.raw());
+        self.streams.insert(i, s);
     }
 
     /// Marks stream `raw` waited on until the guard drops.
-    pub fn wait_stream(&self, op: Op, raw: u64) -> Result<Waiting, DriverError> {
-        Ok(Waiting::new(&self.stream(op, raw)?.waiters))
+    pub fn wait_stream(&self, op: Op, raw: u64) -> Result<StreamWait, DriverError> {
+        let s = self.stream(op, raw)?;
+        Ok(StreamWait {
+            _mark: Mark::new(&s.waiters),
+            ptr: s.ptr,
+        })
     }
 
     // ----- events -----------------------------------------------------------
 
     /// The live event `raw`.
     pub fn event(&self, op: Op, raw: u64) -> Result<&EventEntry, DriverError> {
-        match self.events.binary_search_by_key(&raw, |e| e.raw) {
+        match self.events.binary_search_by_key(&raw, EventEntry::raw) {
             Ok(i) => Ok(&self.events[i]),
             Err(_) => Err(bad(op, HandleKind::Event, raw)),
         }
     }
 
     /// Records a new event.
-    pub fn insert_event(&mut self, raw: u64, legacy: bool) {
-        let i = self.events.partition_point(|e| e.raw < raw);
-        self.events.insert(
-            i,
-            EventEntry {
-                raw,
-                legacy,
-                recorded: AtomicBool::new(false),
-                waiters: Arc::new(AtomicU32::new(0)),
-            },
-        );
+    pub fn insert_event(&mut self, ptr: RtPtr, legacy: bool) {
+        self.put_back_event(EventEntry {
+            ptr,
+            legacy,
+            recorded: AtomicBool::new(false),
+            waiters: Arc::new(AtomicU32::new(0)),
+        });
     }
 
-    /// Checks that event `raw` is live and nobody waits on it.
-    pub fn check_destroy_event(&self, op: Op, raw: u64) -> Result<(), DriverError> {
+    /// Takes event `raw` out of the table, to destroy it: it must be live
+    /// and nobody may wait on it.
+    pub fn take_event(&mut self, op: Op, raw: u64) -> Result<EventEntry, DriverError> {
         let e = self.event(op, raw)?;
         if e.waiters.load(Ordering::Acquire) > 0 {
             return Err(DriverError::new(
@@ -344,19 +382,22 @@ impl Table {
                 },
             ));
         }
-        Ok(())
+        let i = self.events.partition_point(|e| e.raw() < raw);
+        Ok(self.events.remove(i))
     }
 
-    /// Forgets event `raw`.
-    pub fn remove_event(&mut self, raw: u64) {
-        if let Ok(i) = self.events.binary_search_by_key(&raw, |e| e.raw) {
-            self.events.remove(i);
-        }
+    /// Puts an event (back) into the table.
+    pub fn put_back_event(&mut self, e: EventEntry) {
+        let i = self.events.partition_point(|x| x.raw() < e.raw());
+        self.events.insert(i, e);
     }
 
     /// Marks event `e` waited on until the guard drops.
-    pub fn wait_event(e: &EventEntry) -> Waiting {
-        Waiting::new(&e.waiters)
+    pub fn wait_event(e: &EventEntry) -> EventWait {
+        EventWait {
+            _mark: Mark::new(&e.waiters),
+            ptr: e.ptr,
+        }
     }
 
     // ----- code -------------------------------------------------------------
@@ -365,7 +406,7 @@ impl Table {
     pub fn code(&self, op: Op, raw: u64, upload: u64) -> Result<&Resident, DriverError> {
         self.code
             .iter()
-            .find(|r| r.raw == raw && r.upload == upload)
+            .find(|r| r.raw() == raw && r.upload == upload)
             .ok_or_else(|| bad(op, HandleKind::Code, raw))
     }
 }
@@ -376,19 +417,23 @@ mod tests {
 
     fn table() -> Table {
         let mut t = Table::default();
-        t.insert_alloc(0x3000, 16);
-        t.insert_alloc(0x1000, 64);
-        t.insert_alloc(0x2000, 8);
+        t.insert_alloc(RtPtr::from_raw(0x3000), 16);
+        t.insert_alloc(RtPtr::from_raw(0x1000), 64);
+        t.insert_alloc(RtPtr::from_raw(0x2000), 8);
         t
     }
 
     #[test]
     fn ranges_resolve_to_one_allocation_and_its_remaining_size() {
         let t = table();
-        assert_eq!(t.range(Op::Memset, 0x1000, 64), Ok(64));
-        assert_eq!(t.range(Op::Memset, 0x1010, 4), Ok(48));
-        assert_eq!(t.range(Op::Memset, 0x1040, 0), Ok(0), "empty, at the end");
-        assert_eq!(t.range(Op::Memset, 0x2000, 8), Ok(8));
+        let room = |addr, len| {
+            t.range(Op::Memset, addr, len)
+                .map(|s| (s.ptr().raw(), s.room()))
+        };
+        assert_eq!(room(0x1000, 64), Ok((0x1000, 64)));
+        assert_eq!(room(0x1010, 4), Ok((0x1010, 48)));
+        assert_eq!(room(0x1040, 0), Ok((0x1040, 0)), "empty, at the end");
+        assert_eq!(room(0x2000, 8), Ok((0x2000, 8)));
         for (addr, len) in [
             (0x1000, 65),
             (0x1040, 1),
@@ -414,28 +459,29 @@ mod tests {
     #[test]
     fn frees_need_the_exact_start() {
         let mut t = table();
-        assert!(t.check_free(Op::Free, 0x1008).is_err());
-        assert!(t.check_free(Op::Free, 0x1000).is_ok());
-        t.remove_alloc(0x1000);
-        assert!(t.check_free(Op::Free, 0x1000).is_err());
+        assert!(t.take_alloc(Op::Free, 0x1008).is_err());
+        let a = t.take_alloc(Op::Free, 0x1000).unwrap();
+        assert!(t.take_alloc(Op::Free, 0x1000).is_err());
         assert!(t.range(Op::Memset, 0x1000, 1).is_err());
+        t.put_back_alloc(a);
+        assert!(
+            t.range(Op::Memset, 0x1000, 1).is_ok(),
+            "a failed free puts it back"
+        );
     }
 
     #[test]
     fn waited_on_handles_cannot_be_destroyed() {
         let mut t = Table::default();
-        t.insert_stream(7);
-        t.insert_event(9, true);
-        {
-            let _w = t.wait_stream(Op::SyncStream, 7).unwrap();
-            assert!(t.check_destroy_stream(Op::DestroyStream, 7).is_err());
-            let e = t.event(Op::SyncEvent, 9).unwrap();
-            let _v = Table::wait_event(e);
-            assert!(t.check_destroy_event(Op::DestroyEvent, 9).is_err());
-        }
-        assert!(t.check_destroy_stream(Op::DestroyStream, 7).is_ok());
-        assert!(t.check_destroy_event(Op::DestroyEvent, 9).is_ok());
-        t.remove_stream(7);
+        t.insert_stream(RtPtr::from_raw(7));
+        t.insert_event(RtPtr::from_raw(9), true);
+        let w = t.wait_stream(Op::SyncStream, 7).unwrap();
+        let v = Table::wait_event(t.event(Op::SyncEvent, 9).unwrap());
+        assert!(t.take_stream(Op::DestroyStream, 7).is_err());
+        assert!(t.take_event(Op::DestroyEvent, 9).is_err());
+        drop((w, v));
+        assert!(t.take_stream(Op::DestroyStream, 7).is_ok());
+        assert!(t.take_event(Op::DestroyEvent, 9).is_ok());
         assert!(matches!(
             t.stream(Op::QueryStream, 7).unwrap_err().kind(),
             DriverErrorKind::BadHandle {
@@ -448,3 +494,4 @@ mod tests {
 
 #[cfg(test)]
 mod cost;
+mod tokens;

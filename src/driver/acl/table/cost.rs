@@ -13,6 +13,7 @@ use std::time::Instant;
 use super::{Resident, Table};
 use crate::driver::Op;
 use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord};
+use crate::driver::acl::result::{Program, RtPtr};
 
 const RUNS: u32 = 200_000;
 const BATCHES: usize = 9;
@@ -32,7 +33,7 @@ fn device() -> (RwLock<Table>, [Slot; 2], [u8; RunArgs::SIZE], (u64, u64)) {
     let mut alloc = |t: &mut Table, len: usize| {
         let base = next;
         next += (len as u64).div_ceil(64) * 64 + 4096;
-        t.insert_alloc(base, len);
+        t.insert_alloc(RtPtr::from_raw(base), len);
         base
     };
     let elems = 1024usize;
@@ -45,15 +46,14 @@ fn device() -> (RwLock<Table>, [Slot; 2], [u8; RunArgs::SIZE], (u64, u64)) {
         ev_fence: 0x5001 + 2 * i,
     });
     for s in &slots {
-        t.insert_event(s.ev_aicore, false);
-        t.insert_event(s.ev_fence, false);
+        t.insert_event(RtPtr::from_raw(s.ev_aicore), false);
+        t.insert_event(RtPtr::from_raw(s.ev_fence), false);
     }
-    t.insert_stream(0x100);
-    t.insert_stream(0x200);
+    t.insert_stream(RtPtr::from_raw(0x100));
+    t.insert_stream(RtPtr::from_raw(0x200));
     t.code.push(Resident {
-        raw: 0xc0de,
+        program: Program::for_test(0xc0de, vec![0; 64].into()),
         upload: 7,
-        image: vec![0; 64].into(),
         pins: 1,
     });
     let s = &slots[0];

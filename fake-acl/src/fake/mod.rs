@@ -1,0 +1,218 @@
+//! The exported C symbols of the fake runtime. Each is a thin shim: check
+//! pointers, find the calling thread's device, call the simulator, map its
+//! error back to the ACL code the real runtime would return (runclaim's own
+//! table, so the two directions cannot drift apart), and remember the
+//! message for `aclGetRecentErrMsg`.
+//!
+//! Where the real runtime is stricter or different than the simulator, the
+//! fake models the runtime, as the CANN headers (`acl/acl_rt.h`,
+//! `acl/acl_base_rt.h`, `runtime/rt.h`) and the runtime's documented
+//! behaviour describe it:
+//!
+//! - **Device references.** Every `aclrtSetDevice` takes a reference,
+//!   every `aclrtResetDevice` drops one; at 0 the device is released: its
+//!   simulator is dropped (a real-time device thread is joined), its streams,
+//!   events and memory are gone, and its final counters and trace stay
+//!   readable through the control API. A device's simulator is created at
+//!   its first `aclrtSetDevice`.
+//! - **Contexts.** `aclrtGetCurrentContext` / `aclrtSetCurrentContext`
+//!   switch a thread between devices without taking a reference. Stream and
+//!   event handles carry their device: a stream of another device than the
+//!   thread's is refused with 107003 ("stream not in current context").
+//! - **Events.** `aclrtCreateEventExWithFlag` events report complete before
+//!   their first record (the simulator's behaviour). `aclrtCreateEventWithFlag`
+//!   ("old mode") events report *not ready* until recorded, a timed sync on
+//!   one times out, and a stream wait on one queues a device wait that
+//!   nothing satisfies (the stream stalls until the device watchdog faults
+//!   it).
+//! - **Zero timeouts.** `aclrtSynchronize*WithTimeout(x, 0)` returns 107000.
+//! - **Programs.** Each `rtRegisterAllKernel` returns a distinct handle that
+//!   holds (pins) its code until `rtDevBinaryUnRegister`; a handle value may
+//!   be reused after unregistration, as a freed runtime object's address can
+//!   be. Each device has its own registration table, as it has its own code
+//!   memory: the handles a device hands out depend only on what was
+//!   registered and unregistered on that device, never on what another
+//!   device (another test) does meanwhile. When every code slot is held,
+//!   registration fails with 507032 (`ACL_ERROR_RT_PROGRAM_USE_OUT`).
+//! - **Bounds.** A synchronous device-to-device copy is checked against the
+//!   device's memory size before the fake stages it; `count > destMax` is
+//!   refused as the runtime does. The fake records each memory call's
+//!   `destMax` / `count` for tests.
+//!
+//! Nothing here panics on bad input or during thread teardown.
+//!
+//! | file | owns |
+//! |---|---|
+//! | `mod.rs` | the process-wide state: devices, their configurations, counters and registration tables; the calling thread's device and error message; releasing a device |
+//! | `shim.rs` | what every entry point is built from: handles of a device, entering the calling thread's device, mapping results to codes, host buffers |
+//! | `devices.rs` | `aclInit` / `aclFinalizeReference`, device references, contexts, the version, the error message, the op watchdog |
+//! | `memory.rs` | `aclrtMalloc` / `aclrtFree`, synchronous and asynchronous copies and memsets |
+//! | `streams.rs` | streams: create, destroy, query, timed synchronize; the runtime's reading of a timeout |
+//! | `events.rs` | events in both modes: create, destroy, record, query, wait, timed synchronize, elapsed time, timestamps |
+//! | `code.rs` | `rtRegisterAllKernel` / `rtDevBinaryUnRegister` and each device's registration table |
+//! | `launch.rs` | the two kernel launches with the fake's own launch-struct layouts, the AICPU op-info binary |
+//! | `hooks.rs` | the `runclaim_fake_*` entry points behind the control API |
+
+#![allow(
+    clippy::missing_safety_doc,
+    reason = "C entry points; the safety contract is the ACL API's"
+)]
+
+mod code;
+mod devices;
+mod events;
+mod hooks;
+mod launch;
+mod memory;
+mod shim;
+mod streams;
+
+use std::cell::{Cell, RefCell};
+use std::collections::{BTreeMap, BTreeSet};
+use std::ffi::{CString, c_int};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+
+use runclaim::driver::acl::codes::{ACL_ERROR_RT_CONTEXT_NULL, ACL_ERROR_RT_PARAM_INVALID};
+use runclaim::driver::{CodeHandle, Driver, EventId};
+use runclaim::sim::{SimConfig, SimDriver};
+
+use super::control::{FakeConfig, FakeRuntime, FakeStats, FakeTraceEntry, encode_trace};
+
+const PARAM_INVALID: c_int = ACL_ERROR_RT_PARAM_INVALID;
+const CONTEXT_NULL: c_int = ACL_ERROR_RT_CONTEXT_NULL;
+
+struct Dev {
+    sim: SimDriver,
+    /// Fake-level code injections: (calls still to pass, code).
+    codes: Vec<(u64, c_int)>,
+    /// Old-mode events (simulator ids) not recorded yet.
+    unrecorded: BTreeSet<u64>,
+    /// A simulator event whose record never completes: what an old-mode
+    /// wait on a never-recorded event waits for.
+    #[cfg_attr(
+        feature = "omit-required",
+        allow(dead_code, reason = "used by the symbol the incomplete variant omits")
+    )]
+    limbo: Option<EventId>,
+    /// The next elapsed time to report instead of the simulator's.
+    elapsed: Option<f32>,
+}
+
+/// What is left of a released device: its last counters, trace and clock.
+struct Retired {
+    stats: FakeStats,
+    trace: Vec<FakeTraceEntry>,
+    clock_ns: u64,
+}
+
+/// One `rtRegisterAllKernel` registration: the simulator code it pins.
+type Program = CodeHandle;
+
+struct State {
+    devices: BTreeMap<i32, Dev>,
+    configs: BTreeMap<i32, FakeConfig>,
+    runtime: BTreeMap<i32, FakeRuntime>,
+    retired: BTreeMap<i32, Retired>,
+    /// Each device's registrations by index; `None` = free (reused lowest
+    /// first). A device's table outlives its reset, as the programs do.
+    programs: BTreeMap<i32, Vec<Option<Program>>>,
+    inits: u32,
+}
+
+static STATE: Mutex<State> = Mutex::new(State {
+    devices: BTreeMap::new(),
+    configs: BTreeMap::new(),
+    runtime: BTreeMap::new(),
+    retired: BTreeMap::new(),
+    programs: BTreeMap::new(),
+    inits: 0,
+});
+
+thread_local! {
+    static CURRENT: Cell<Option<i32>> = const { Cell::new(None) };
+    /// The message of the last failure on this thread, not yet fetched.
+    static PENDING: RefCell<Option<CString>> = const { RefCell::new(None) };
+    /// The message last returned by aclGetRecentErrMsg (kept alive).
+    #[cfg(feature = "optional-symbols")]
+    static RETURNED: RefCell<Option<CString>> = const { RefCell::new(None) };
+    /// A test's override of what aclrtGetVersion reports on this thread.
+    #[cfg(feature = "optional-symbols")]
+    static VERSION: Cell<Option<(i32, i32, i32)>> = const { Cell::new(None) };
+}
+
+fn state() -> MutexGuard<'static, State> {
+    STATE.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+fn current() -> Option<i32> {
+    // A `const` Cell without a destructor: readable during teardown too.
+    CURRENT.try_with(Cell::get).ok().flatten()
+}
+
+fn set_current(device: Option<i32>) {
+    let _ = CURRENT.try_with(|c| c.set(device));
+}
+
+/// Remembers `m` for `aclGetRecentErrMsg`. During thread teardown, once the
+/// message slot is gone, the message is dropped (never a panic).
+fn set_message(m: &str) {
+    let c = CString::new(m.replace('\0', " ")).unwrap_or_default();
+    let _ = PENDING.try_with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            *p = Some(c);
+        }
+    });
+}
+
+fn new_sim(cfg: Option<&FakeConfig>) -> SimDriver {
+    match cfg {
+        Some(c) if c.real_time == 1 => SimDriver::real_time(c.to_sim()),
+        Some(c) => SimDriver::stepped(c.to_sim()),
+        None if std::env::var("RUNCLAIM_FAKE_MODE").as_deref() == Ok("realtime") => {
+            SimDriver::real_time(SimConfig::default())
+        }
+        None => SimDriver::stepped(SimConfig::default()),
+    }
+}
+
+fn new_dev(cfg: Option<&FakeConfig>) -> Dev {
+    Dev {
+        sim: new_sim(cfg),
+        codes: Vec::new(),
+        unrecorded: BTreeSet::new(),
+        limbo: None,
+        elapsed: None,
+    }
+}
+
+fn runtime(st: &mut State, device: i32) -> &mut FakeRuntime {
+    st.runtime.entry(device).or_default()
+}
+
+/// Runs `f` on the device's fake-level record, if the device is live.
+fn with_dev<R>(device: i32, f: impl FnOnce(&mut Dev) -> R) -> Option<R> {
+    state().devices.get_mut(&device).map(f)
+}
+
+fn note(device: i32, f: impl FnOnce(&mut FakeRuntime)) {
+    f(runtime(&mut state(), device));
+}
+
+/// Releases `device`: snapshots it, drops its simulator (joining a
+/// real-time device thread once the last clone is gone) outside the lock.
+fn release(st: &mut State, device: i32) -> Option<Dev> {
+    let dev = st.devices.remove(&device)?;
+    let trace = dev.sim.trace().iter().map(encode_trace).collect();
+    st.retired.insert(
+        device,
+        Retired {
+            stats: FakeStats::from_sim(&dev.sim.stats()),
+            trace,
+            clock_ns: u64::try_from(dev.sim.clock().as_nanos()).unwrap_or(u64::MAX),
+        },
+    );
+    let rt = runtime(st, device);
+    rt.releases += 1;
+    rt.live = 0;
+    Some(dev)
+}

@@ -1,0 +1,241 @@
+//! Code and kernels: one function per `rt*` / `rts*` entry point —
+//! registering and unregistering AICore code, loading the AICPU op-info
+//! binary and finding its function, and the two launches with their
+//! zero-filled launch structs.
+
+use std::ffi::CStr;
+use std::ptr::null_mut;
+
+use super::{AclResult, Failed, RtPtr, check};
+use crate::driver::abi::RunArgs;
+use crate::driver::acl::ffi::{
+    RT_DEV_BINARY_MAGIC_ELF, RT_LOAD_BINARY_OPT_CPU_KERNEL_MODE, RT_SCHEM_MODE_BATCH, RtArgsEx,
+    RtCpuKernelArgs, RtDevBinary, RtKernelLaunchCfg, RtLaunchKernelAttr, RtLoadBinaryConfig,
+    RtLoadBinaryOption, RtTaskCfgInfo,
+};
+use crate::driver::acl::load::Api;
+use crate::driver::acl::registry::keep_forever;
+use crate::driver::acl::table::{Args, Stream};
+
+/// A registration the runtime holds (`rtRegisterAllKernel`) and the image
+/// it was made from. The runtime may keep a pointer to the image instead of
+/// a copy, so the image goes only with a successful unregistration; a
+/// program that is never unregistered keeps its image for the process's
+/// life ([`Program::keep_forever`]).
+#[derive(Debug)]
+pub(in crate::driver::acl) struct Program {
+    ptr: RtPtr,
+    image: Box<[u8]>,
+}
+
+impl Program {
+    /// The handle, as [`CodeHandle::raw`](crate::driver::CodeHandle::raw)
+    /// carries it.
+    pub(in crate::driver::acl) fn raw(&self) -> u64 {
+        self.ptr.raw()
+    }
+
+    /// The code it was registered from.
+    pub(in crate::driver::acl) fn image(&self) -> &[u8] {
+        &self.image
+    }
+
+    /// Gives the registration up without unregistering it: its image lives
+    /// as long as the process.
+    pub(in crate::driver::acl) fn keep_forever(self) {
+        keep_forever(self.image);
+    }
+
+    /// A program the runtime never made, for the table's unit tests (never
+    /// launched or unregistered).
+    #[cfg(test)]
+    pub(in crate::driver::acl) fn for_test(raw: u64, image: Box<[u8]>) -> Self {
+        Program {
+            ptr: RtPtr::from_raw(raw),
+            image,
+        }
+    }
+}
+
+/// `rtRegisterAllKernel` of an AICore ELF (`RT_DEV_BINARY_MAGIC_ELF`).
+pub(in crate::driver::acl) fn register_all_kernel(
+    api: &Api,
+    image: Box<[u8]>,
+) -> AclResult<Program> {
+    let bin = RtDevBinary {
+        magic: RT_DEV_BINARY_MAGIC_ELF,
+        version: 0,
+        data: image.as_ptr().cast(),
+        length: image.len() as u64,
+    };
+    let mut h = null_mut();
+    // SAFETY: `bin` describes `image`, readable for its length during the
+    // call; the image then moves into the `Program`, which frees it only
+    // after a successful unregistration (or never); `h` is a valid
+    // out-pointer.
+    let rc = unsafe { (api.register_all_kernel)(&raw const bin, &raw mut h) };
+    check(api, "rtRegisterAllKernel", rc).map(|()| Program {
+        ptr: RtPtr(h),
+        image,
+    })
+}
+
+/// `rtDevBinaryUnRegister`: the program is gone and its image freed. Handed
+/// back, still registered, without the symbol or when the call fails.
+pub(in crate::driver::acl) fn dev_binary_unregister(api: &Api, p: Program) -> Result<(), Program> {
+    let Some(f) = api.dev_binary_unregister else {
+        return Err(p);
+    };
+    // SAFETY: a registration from rtRegisterAllKernel, taken out of the
+    // table by the caller (nothing can launch it any more): unregistered
+    // once. Its image is freed only after the runtime let go of it.
+    let rc = unsafe { f(p.ptr.get()) };
+    if rc == 0 { Ok(()) } else { Err(p) }
+}
+
+/// A loaded AICPU op-info binary (`rtsBinaryLoadFromFile`).
+#[derive(Debug)]
+pub(in crate::driver::acl) struct Binary(RtPtr);
+
+/// `rtsBinaryLoadFromFile` of an op-info JSON (CPU kernel mode 0: the JSON
+/// only).
+pub(in crate::driver::acl) fn binary_load_from_file(api: &Api, path: &CStr) -> AclResult<Binary> {
+    let mut option = RtLoadBinaryOption {
+        option_id: RT_LOAD_BINARY_OPT_CPU_KERNEL_MODE,
+        value: [0; 4],
+    };
+    let cfg = RtLoadBinaryConfig {
+        options: &raw mut option,
+        num_opt: 1,
+    };
+    let mut bin = null_mut();
+    // SAFETY: `path` is NUL-terminated and `cfg` points at one option, both
+    // alive for the call; `bin` is a valid out-pointer.
+    let rc = unsafe { (api.binary_load_from_file)(path.as_ptr(), &raw const cfg, &raw mut bin) };
+    check(api, "rtsBinaryLoadFromFile", rc).map(|()| Binary(RtPtr(bin)))
+}
+
+/// `rtsBinaryUnload`: the binary, and every function found in it, is gone
+/// (consumed). `None` without the symbol.
+#[allow(
+    clippy::needless_pass_by_value,
+    reason = "taken by value so that nothing can use the binary after its unload"
+)]
+pub(in crate::driver::acl) fn binary_unload(api: &Api, bin: Binary) -> Option<AclResult<()>> {
+    let f = api.binary_unload?;
+    // SAFETY: a binary from rtsBinaryLoadFromFile, unloaded once (consumed
+    // here); a function found in it went with the `AicpuKernel` the binary
+    // was taken from, so none is launched afterwards.
+    let rc = unsafe { f(bin.0.get()) };
+    Some(check(api, "rtsBinaryUnload", rc))
+}
+
+/// The AICPU Run kernel: a function of a loaded binary, with the binary.
+#[derive(Debug)]
+pub(in crate::driver::acl) struct AicpuKernel {
+    bin: Binary,
+    func: RtPtr,
+}
+
+impl AicpuKernel {
+    /// The binary, to unload (the function goes with it).
+    pub(in crate::driver::acl) fn into_binary(self) -> Binary {
+        self.bin
+    }
+}
+
+/// `rtsFuncGetByName`: the function `name` of `bin`. On failure the binary
+/// is handed back.
+pub(in crate::driver::acl) fn func_get_by_name(
+    api: &Api,
+    bin: Binary,
+    name: &CStr,
+) -> Result<AicpuKernel, (Binary, Failed)> {
+    let mut f = null_mut();
+    // SAFETY: a loaded binary; `name` is NUL-terminated and alive for the
+    // call; `f` is a valid out-pointer.
+    let rc = unsafe { (api.func_get_by_name)(bin.0.get(), name.as_ptr(), &raw mut f) };
+    match check(api, "rtsFuncGetByName", rc) {
+        Ok(()) => Ok(AicpuKernel {
+            bin,
+            func: RtPtr(f),
+        }),
+        Err(e) => Err((bin, e)),
+    }
+}
+
+/// `rtKernelLaunchWithHandleV2`: `code` on `block_dim` AICore blocks on
+/// stream `s`, with `args` as host arguments (the runtime copies them),
+/// tiling key 0, no shared-memory descriptor, batch scheduling.
+pub(in crate::driver::acl) fn kernel_launch_with_handle_v2(
+    api: &Api,
+    code: &Program,
+    block_dim: u32,
+    args: Args<'_>,
+    s: Stream<'_>,
+) -> AclResult<()> {
+    let mut blob = args.bytes();
+    let mut ex = RtArgsEx::zeroed();
+    ex.args = blob.as_mut_ptr().cast();
+    ex.args_size = RunArgs::SIZE_U32;
+    let cfg = RtTaskCfgInfo {
+        schem_mode: RT_SCHEM_MODE_BATCH,
+        ..RtTaskCfgInfo::default()
+    };
+    // SAFETY: `ex` is fully initialised (no padding: see ffi) and points at
+    // `blob` (RunArgs::SIZE bytes, alive for the call; the runtime copies it
+    // to the device because isNoNeedH2DCopy = 0, and every device range in
+    // it lies in a live allocation of this driver: `Args` is made only by
+    // the table's check and borrows the table); `cfg` is alive for the call;
+    // smDesc may be NULL; `code` is a registration the table holds and `s`
+    // a live stream of this driver, both kept live by their borrows.
+    let rc = unsafe {
+        (api.kernel_launch_v2)(
+            code.ptr.get(),
+            0,
+            block_dim,
+            &raw mut ex,
+            null_mut(),
+            s.ptr().get(),
+            &raw const cfg,
+        )
+    };
+    check(api, "rtKernelLaunchWithHandleV2", rc)
+}
+
+/// `rtsLaunchCpuKernel`: the AICPU Run kernel on `threads` AICPU threads on
+/// stream `s`, with `args` as host arguments (the runtime copies them).
+pub(in crate::driver::acl) fn launch_cpu_kernel(
+    api: &Api,
+    kernel: &AicpuKernel,
+    threads: u32,
+    args: Args<'_>,
+    s: Stream<'_>,
+) -> AclResult<()> {
+    let mut blob = args.bytes();
+    let mut cpu = RtCpuKernelArgs::zeroed();
+    cpu.base_args.args = blob.as_mut_ptr().cast();
+    cpu.base_args.args_size = RunArgs::SIZE_U32;
+    // The runtime wants attribute storage even for zero attributes.
+    let mut attr = RtLaunchKernelAttr::default();
+    let cfg = RtKernelLaunchCfg {
+        attrs: &raw mut attr,
+        num_attrs: 0,
+    };
+    // SAFETY: `cpu` is fully initialised (no padding: see ffi) and its
+    // `args` points at `blob` (alive for the call; copied by the runtime;
+    // its device ranges checked by the table, which `Args` borrows); `cfg`
+    // and `attr` are alive for the call; the function is one of a binary
+    // this driver holds loaded (`kernel` is consumed by its unload); `s` is
+    // a live stream of this driver.
+    let rc = unsafe {
+        (api.launch_cpu_kernel)(
+            kernel.func.get(),
+            threads,
+            s.ptr().get(),
+            &raw const cfg,
+            &raw mut cpu,
+        )
+    };
+    check(api, "rtsLaunchCpuKernel", rc)
+}
