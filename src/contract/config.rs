@@ -22,7 +22,9 @@ pub(crate) const TASKS_PER_RUN: usize = 3;
 /// overrun — the only evidence that poisons the runner. A plain
 /// [`fence`](super::Run::fence) therefore waits as long as the runs ahead
 /// legitimately take: at most `(runs ahead + 1) × fence_timeout`, plus one
-/// look-around slice (`fence_timeout / 8`) in which it dates what it saw.
+/// look-around slice (`fence_timeout / 8`) in which it dates what it saw —
+/// and behind a run that could not be proven complete (nothing behind it
+/// can be dated), one more `fence_timeout` from when it finds it.
 ///
 /// The budget must exceed the device watchdog (else the host would give up
 /// while the device still runs), and no duration may exceed

@@ -55,8 +55,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     }
 
     /// Waits for run `seq`'s own fence — at most `limit`, or, by default,
-    /// the queue budget `(runs ahead + 1) × fence_timeout` plus one slice —
-    /// and decides, on the driver's clock, whether the device overran.
+    /// the queue budget `(runs ahead + 1) × fence_timeout` plus one slice
+    /// (one more `fence_timeout` once the head of the queue is a run that
+    /// could not be proven complete) — and decides, on the driver's clock,
+    /// whether the device overran.
     ///
     /// The rule: a run may take `fence_timeout` **once it is at the head of
     /// the queue** (every run ahead of it observed complete). The wait
@@ -96,7 +98,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         // The first slice counts towards the limit.
         let start = d.clock().saturating_sub(first);
-        let limit = limit.unwrap_or_else(|| {
+        let configured = limit.is_none();
+        let mut limit = limit.unwrap_or_else(|| {
             // The runs ahead and this one, each its budget — plus one slice:
             // a run the fast path did not date is dated when first looked
             // at, up to a slice late, and a verdict must still fit.
@@ -104,7 +107,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             self.config.queue_budget(ahead).saturating_add(slice_cap)
         });
         // No deadline when the limit lies past the end of the clock.
-        let limited = start.checked_add(limit).is_some();
+        let mut limited = start.checked_add(limit).is_some();
+        let mut capped = false;
         // Time the driver's clock did not show: a wait that timed out
         // while the clock stood still counts as the time it asked for, so a
         // driver whose clock does not move (a stalled virtual clock) cannot
@@ -133,6 +137,22 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 st.queue.date(now);
                 st.queue.runs().head().copied()
             };
+            if configured
+                && !capped
+                && head.is_some_and(|h| h.proof == Proof::Unproven && h.seq != info.seq)
+            {
+                // The head of the queue could not be proven complete (it
+                // overran or faulted: the runner is poisoned). Nothing behind
+                // it can be dated any more, so the rest of the queue budget
+                // would prove nothing sooner: one more budget from here,
+                // then "not yet" (the run comes back, or its drop
+                // quarantines the slot). So runs dropped one after another
+                // behind a hung run wait one budget each, not a growing
+                // queue budget each.
+                limit = limit.min(elapsed.saturating_add(budget));
+                limited = start.checked_add(limit).is_some();
+                capped = true;
+            }
             let mut slice = slice_cap;
             if limited {
                 slice = slice.min(limit.saturating_sub(elapsed));
