@@ -80,16 +80,18 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         // The AICore kernel is on the stream: from here on the run is on
         // the device whatever happens.
-        let failed = d
-            .launch_aicpu(aicpu, &args)
-            .map_err(|e| (PoisonCause::PartialLaunch, e))
-            .and_then(|()| {
-                d.record_event(r.ev_aicore, aicore)
-                    .and_then(|()| d.stream_wait_event(aicpu, r.ev_aicore))
-                    .and_then(|()| d.record_event(r.ev_fence, aicpu))
-                    .map_err(|e| (PoisonCause::FenceNotRecorded, e))
-            });
-        if let Err((cause, e)) = failed {
+        let failed = if let Err(e) = d.launch_aicpu(aicpu, &args) {
+            Some((PoisonCause::PartialLaunch, e))
+        } else if let Err(e) = d
+            .record_event(r.ev_aicore, aicore)
+            .and_then(|()| d.stream_wait_event(aicpu, r.ev_aicore))
+            .and_then(|()| d.record_event(r.ev_fence, aicpu))
+        {
+            Some((PoisonCause::FenceNotRecorded, e))
+        } else {
+            None
+        };
+        if let Some((cause, e)) = failed {
             // Work reached the device that no fence can observe: it stays
             // in the set, unproven, until a drain proves the queue quiet.
             // A device fault an earlier run's own events report is that
