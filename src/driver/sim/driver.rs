@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::SimDriver;
-use super::core::Core;
+use super::device_state::DeviceState;
 use super::realtime::spin_for;
 use crate::driver::{
     Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
@@ -187,7 +187,7 @@ impl SimDriver {
     fn call<T>(
         &self,
         op: Op,
-        f: impl FnOnce(&mut Core) -> Result<T, DriverErrorKind>,
+        f: impl FnOnce(&mut DeviceState) -> Result<T, DriverErrorKind>,
     ) -> Result<T, DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
@@ -205,7 +205,7 @@ impl SimDriver {
         op: Op,
         stream: u64,
         kernel: bool,
-        f: impl FnOnce(&mut Core) -> Result<(), DriverErrorKind>,
+        f: impl FnOnce(&mut DeviceState) -> Result<(), DriverErrorKind>,
     ) -> Result<(), DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
@@ -221,7 +221,8 @@ impl SimDriver {
         if core.queued(stream) >= capacity {
             // A real enqueue would block this thread; wait (bounded) instead.
             core.stats.blocked_enqueues += 1;
-            let room = |c: &Core| c.queued(stream) < capacity || c.check_stream(stream).is_err();
+            let room =
+                |c: &DeviceState| c.queued(stream) < capacity || c.check_stream(stream).is_err();
             core = self
                 .wait(core, Duration::from_secs(10), room)
                 .map_err(|_| DriverError::new(op, DriverErrorKind::QueueFull { capacity }))?;
@@ -240,11 +241,11 @@ impl SimDriver {
         &self,
         op: Op,
         timeout: Duration,
-        done: impl Fn(&Core) -> Result<Option<u64>, DriverErrorKind>,
+        done: impl Fn(&DeviceState) -> Result<Option<u64>, DriverErrorKind>,
     ) -> Result<(), DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
-        let cond = |c: &Core| !matches!(done(c), Ok(None));
+        let cond = |c: &DeviceState| !matches!(done(c), Ok(None));
         core = match self.wait(core, timeout, cond) {
             Ok(c) => c,
             Err(waited) => {

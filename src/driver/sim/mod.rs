@@ -29,7 +29,7 @@
 //!   kernel (the stream enters a sticky error state), report a run error,
 //!   an event that never completes or completes late, a lost device.
 //!
-//! # Two modes over one core
+//! # Two modes over one device state
 //!
 //! - [`SimDriver::stepped`]: the device advances only when driven — by
 //!   [`SimDriver::step`] (a seeded policy picks the stream),
@@ -71,7 +71,7 @@
 //! ```
 
 mod config;
-mod core;
+mod device_state;
 mod driver;
 mod faults;
 mod kernels;
@@ -89,7 +89,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use self::core::{Core, StepResult};
+use self::device_state::{DeviceState, StepResult};
 use self::realtime::device_thread;
 use self::trace::TraceEvent;
 use super::{CodeHandle, StreamId};
@@ -122,7 +122,7 @@ pub enum StepOutcome {
 }
 
 struct Shared {
-    core: Mutex<Core>,
+    state: Mutex<DeviceState>,
     /// Bumped by the real-time device thread after every batch of progress,
     /// so waiting hosts can spin on it without taking the lock.
     epoch: AtomicU64,
@@ -155,7 +155,7 @@ impl Drop for Handle {
         // Even when a panic poisoned the lock, the device thread must learn
         // to stop: else the join below would wait for ever.
         self.shared
-            .core
+            .state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .shutdown = true;
@@ -219,7 +219,7 @@ impl SimDriver {
         // could never move while the host waits.
         config.max_wait_steps = config.max_wait_steps.max(1);
         let shared = Arc::new(Shared {
-            core: Mutex::new(Core::new(config, real_time.then(Instant::now))),
+            state: Mutex::new(DeviceState::new(config, real_time.then(Instant::now))),
             epoch: AtomicU64::new(0),
             next_gate: AtomicU64::new(u64::MAX),
             waiters: AtomicUsize::new(0),
@@ -253,11 +253,11 @@ impl SimDriver {
         self.shared().notify_progress();
     }
 
-    fn lock(&self) -> MutexGuard<'_, Core> {
+    fn lock(&self) -> MutexGuard<'_, DeviceState> {
         // A poisoned lock means a panic inside the simulator, which is a bug
         // in it; the state is still consistent enough to report from.
         self.shared()
-            .core
+            .state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
