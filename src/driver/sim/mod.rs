@@ -121,6 +121,15 @@ pub enum StepOutcome {
     Idle,
 }
 
+/// What moves a simulator's device clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clock {
+    /// Only the host driving it: [`SimDriver::stepped`].
+    Stepped,
+    /// The wall clock, on a device thread: [`SimDriver::real_time`].
+    Wall,
+}
+
 struct Shared {
     state: Mutex<DeviceState>,
     /// Bumped by the real-time device thread after every batch of progress,
@@ -203,17 +212,18 @@ impl SimDriver {
     /// A deterministic device that advances only when driven.
     #[must_use]
     pub fn stepped(config: SimConfig) -> Self {
-        SimDriver::build(config, false)
+        SimDriver::build(config, Clock::Stepped)
     }
 
     /// A device that advances on its own thread against the wall clock with
     /// `config.latency`.
     #[must_use]
     pub fn real_time(config: SimConfig) -> Self {
-        SimDriver::build(config, true)
+        SimDriver::build(config, Clock::Wall)
     }
 
-    fn build(mut config: SimConfig, real_time: bool) -> Self {
+    fn build(mut config: SimConfig, clock: Clock) -> Self {
+        let real_time = clock == Clock::Wall;
         config.latency = config.latency.clamped();
         // A blocking wait takes at least one step, or a stepped device
         // could never move while the host waits.
