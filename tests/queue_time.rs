@@ -1,4 +1,4 @@
-//! Time that knows the queue (issue 10).
+//! Time that knows the queue.
 //!
 //! - A healthy queue never poisons itself: every run of a deep real-time
 //!   queue can be fenced, last first, with the default configuration.
