@@ -687,7 +687,14 @@ pub fn try_fence_polls_without_waiting<T: Target>(t: &T) {
 
 pub fn real_time_queue_runs_correctly<T: Target>(t: &T) {
     let lat = runclaim::sim::LatencyModel::default().kernel(Duration::from_micros(100));
-    let drv = t.real_time(SimConfig::default().latency(lat));
+    // A watchdog no healthy run comes near: each run's AICore kernel waits
+    // for its AICPU kernel's dispatch, and a host preempted between the two
+    // submissions for longer than the watchdog would fault it.
+    let drv = t.real_time(
+        SimConfig::default()
+            .latency(lat)
+            .watchdog(Duration::from_secs(2)),
+    );
     let mut dev = Device::<_, 2>::open(drv, DeviceConfig::default()).unwrap();
     let runner = dev.publish(&[prog_add(1)]).unwrap();
     let code = runner.code("add1").unwrap();
