@@ -6,3 +6,61 @@ mod common;
 contract_suite!(common::Sim);
 
 pipeline_suite!(common::Sim);
+
+/// The negative control of `every_contract_suite_function_is_listed`: the
+/// check finds scenario functions however rustfmt wrapped them (and the
+/// ones missing `pub`), leaves helpers out, and names what a list leaves
+/// off or names wrongly.
+#[test]
+fn the_list_check_names_a_function_left_off() {
+    let source = "
+/// fn in_a_doc_comment<T: Target>(t: &T) {}
+pub fn listed_one<T: Target>(t: &T) {
+    fn nested_helper(x: u32) {}
+}
+pub fn wrapped_by_rustfmt_with_a_long_name<T: Target>(
+    target: &T,
+) {
+}
+fn not_pub<T: Target>(t: &T) {}
+fn open<T: Target>(t: &T, sim: SimConfig) -> Device<T::D, 2> {
+pub fn in_order<T: Target, const D: usize>(t: &T)
+where
+pub fn cfg() -> SimConfig {
+";
+    assert_eq!(
+        common::listed::suite_functions(source),
+        [
+            "listed_one",
+            "wrapped_by_rustfmt_with_a_long_name",
+            "not_pub"
+        ]
+    );
+    let all = [
+        "listed_one",
+        "wrapped_by_rustfmt_with_a_long_name",
+        "not_pub",
+    ];
+    assert_eq!(common::listed::check(source, &all), Ok(()));
+    let err = common::listed::check(source, &["listed_one", "not_pub"]).unwrap_err();
+    assert!(
+        err.contains(
+            r#"never run; list them, and make them `pub`): ["wrapped_by_rustfmt_with_a_long_name"]"#
+        ),
+        "{err}"
+    );
+    let err = common::listed::check(source, &[&all[..], &["renamed_away"]].concat()).unwrap_err();
+    assert!(err.ends_with(r#"in the source: ["renamed_away"]"#), "{err}");
+    // And on the real suite: every scenario dropped from the list is named.
+    let real = common::listed::suite_functions(common::suite::SOURCE);
+    assert!(real.len() > 20, "the reader finds the suite: {real:?}");
+    for dropped in &real {
+        let rest: Vec<&str> = real
+            .iter()
+            .map(String::as_str)
+            .filter(|f| f != dropped)
+            .collect();
+        let err = common::listed::check(common::suite::SOURCE, &rest).unwrap_err();
+        assert!(err.contains(&format!("[{dropped:?}]")), "{err}");
+    }
+}

@@ -1,4 +1,4 @@
-//! Own what you publish (issue 11): code a device published stays that code
+//! Own what you publish: code a device published stays that code
 //! while its runner lives, even when other devices share the NPU (a clone
 //! of the simulator is a second owner of the same device) or code is
 //! registered through `Device::driver()` directly.

@@ -151,22 +151,49 @@ fn a_run_needs_both_streams_to_progress() {
     assert!(w.dispatched <= w.end);
 }
 
+/// Two 20 ms kernels on independent stream pairs run at the same time —
+/// however late the host queues the second: both AICore kernels wait behind
+/// one gate event (a gate run's AICPU kernel, opened by launching its AICore
+/// kernel last), so they start together in device time, and the host is
+/// away for longer than a kernel between the two launches on purpose. (The
+/// overlap used to rest on the host queuing the second run within 20 ms of
+/// the first; a preempted host made it fail.)
 #[test]
 fn kernels_on_different_streams_overlap_in_real_time() {
     let lat = LatencyModel::zero().kernel(Duration::from_millis(20));
-    let sim = SimDriver::real_time(SimConfig::default().latency(lat));
+    // A watchdog far beyond any host delay: the gate and the held kernels
+    // wait under it.
+    let sim = SimDriver::real_time(
+        SimConfig::default()
+            .latency(lat)
+            .watchdog(Duration::from_secs(30)),
+    );
     let c = code(&sim, &Program::new().mul(3));
     let (a1, c1) = pair(&sim);
     let (a2, c2) = pair(&sim);
+    let (ag, cg) = pair(&sim);
+    let gate_run = HandRun::new(&sim, 3, 1, &[0]);
+    let gate_args = gate_run.args.to_bytes();
+    let gate = sim.create_event().unwrap();
+    // The gate run's AICPU kernel waits for its worker, which is not queued yet.
+    sim.launch_aicpu(cg, &gate_args).unwrap();
+    sim.record_event(gate, cg).unwrap();
+    sim.stream_wait_event(a1, gate).unwrap();
+    sim.stream_wait_event(a2, gate).unwrap();
     let r1 = HandRun::new(&sim, 1, 2, &[1, 2]);
     let r2 = HandRun::new(&sim, 2, 2, &[3, 4]);
     r1.launch(&sim, a1, c1, c);
+    std::thread::sleep(Duration::from_millis(30));
     r2.launch(&sim, a2, c2, c);
-    sim.sync_stream(c1, Duration::from_secs(5)).unwrap();
-    sim.sync_stream(c2, Duration::from_secs(5)).unwrap();
+    sim.launch_aicore(ag, c, 1, &gate_args).unwrap();
+    sim.sync_stream(c1, Duration::from_secs(30)).unwrap();
+    sim.sync_stream(c2, Duration::from_secs(30)).unwrap();
     let (w1, w2) = (r1.wall(&sim), r2.wall(&sim));
-    // Two 20 ms kernels on independent stream pairs run at the same time.
-    assert!(w2.start() < w1.end && w1.start() < w2.end, "{w1:?} {w2:?}");
+    // Each run's compute (dispatch to end, 20 ms) overlaps the other's.
+    assert!(
+        w2.dispatched < w1.end && w1.dispatched < w2.end,
+        "{w1:?} {w2:?}"
+    );
     assert_eq!(r1.output(&sim), vec![3, 6]);
     assert_eq!(r2.output(&sim), vec![9, 12]);
 }
@@ -722,7 +749,13 @@ fn bad_input_gives_named_errors() {
 #[test]
 fn real_time_latency_model_shapes_the_device_wall() {
     let lat = LatencyModel::default().kernel(Duration::from_micros(500));
-    let sim = SimDriver::real_time(SimConfig::default().latency(lat));
+    // The AICore kernel waits for the AICPU kernel's dispatch: a watchdog
+    // no host preemption between the two launches reaches.
+    let sim = SimDriver::real_time(
+        SimConfig::default()
+            .latency(lat)
+            .watchdog(Duration::from_secs(2)),
+    );
     let (cs, ps) = pair(&sim);
     let c = code(&sim, &Program::new().add(1));
     let run = HandRun::new(&sim, 1, 4, &[1; 64]);

@@ -30,7 +30,14 @@ fn input(i: u32) -> [u32; 4] {
 fn launch_on_one_thread_fence_on_another() {
     let program = Program::new().mul(5).add(3);
     let lat = LatencyModel::zero().kernel(Duration::from_micros(5));
-    let sim = SimDriver::real_time(SimConfig::default().latency(lat));
+    // A watchdog no healthy run comes near: 3,000 times a run's AICore
+    // kernel starts at once and waits for its AICPU kernel, and a host
+    // preempted between the two submissions for longer would fault it.
+    let sim = SimDriver::real_time(
+        SimConfig::default()
+            .latency(lat)
+            .watchdog(Duration::from_secs(2)),
+    );
     let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
     let runner = dev.publish(&[Callable::program("f", &program)]).unwrap();
     let code = runner.code("f").unwrap();

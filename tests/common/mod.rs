@@ -8,6 +8,7 @@
 pub mod broken;
 pub mod checks;
 pub mod hooked;
+pub mod listed;
 pub mod model;
 pub mod pipeline_suite;
 pub mod suite;

@@ -337,6 +337,17 @@ struct MRun {
     complete: bool,
 }
 
+/// What a queue proven quiet leaves of the chain value (what
+/// `Input::Previous` reads).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChainAfter {
+    /// What it was: no fault can have touched the device's copy.
+    Kept,
+    /// Faults were injected (and a drain took streams or slots back): the
+    /// device may have nothing to chain from, so the model expects nothing.
+    Unknown,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq)]
 enum MSlot {
     Free,
@@ -429,12 +440,12 @@ impl Model {
     }
 
     /// A drain or publication proved the queue quiet.
-    fn quiet(&mut self, faults_seen: bool) {
+    fn quiet(&mut self, chain: ChainAfter) {
         for s in &mut self.slots {
             *s = MSlot::Free;
         }
         self.poisoned = false;
-        if faults_seen {
+        if chain == ChainAfter::Unknown {
             self.chain = None;
         }
     }
@@ -459,14 +470,9 @@ fn expected(which: usize, input: &[u32]) -> Vec<u32> {
 }
 
 /// The documented outcome sets, checked in faulty mode.
-fn allowed(
-    ok: bool,
-    what: &str,
-    kind: &ErrorKind,
-    allowed: &[fn(&ErrorKind) -> bool],
-) -> Result<(), String> {
+fn allowed(what: &str, kind: &ErrorKind, allowed: &[fn(&ErrorKind) -> bool]) -> Result<(), String> {
     checks::own_records(kind)?;
-    if ok || allowed.iter().any(|f| f(kind)) {
+    if allowed.iter().any(|f| f(kind)) {
         Ok(())
     } else {
         Err(format!("{what}: unexpected error {kind}"))
@@ -544,7 +550,6 @@ where
             Ok(r) => r,
             Err(e) if model.faulty && publishes < 3 => {
                 allowed(
-                    false,
                     "publish",
                     e.kind(),
                     &[is_driver, is_fault, is_undrained, is_code_full],
@@ -556,7 +561,11 @@ where
             Err(e) => return Err(format!("step {i}: publish: {e}")),
         };
         publishes = 0;
-        model.quiet(model.faulty);
+        model.quiet(if model.faulty {
+            ChainAfter::Unknown
+        } else {
+            ChainAfter::Kept
+        });
         'session: loop {
             let (mut end_epoch, mut drain_now) = (false, false);
             {
@@ -612,7 +621,13 @@ where
                 drained = runner.drain();
             }
             match drained {
-                Ok(r) => model.quiet(model.faulty && (r.streams_recreated > 0 || r.released > 0)),
+                Ok(r) => model.quiet(
+                    if model.faulty && (r.streams_recreated > 0 || r.released > 0) {
+                        ChainAfter::Unknown
+                    } else {
+                        ChainAfter::Kept
+                    },
+                ),
                 Err(e) => return Err(format!("step {i}: drain: {e}")),
             }
             checks::bounded("drain", sim.stats().steps - before, 2 * bound)?;
@@ -740,7 +755,7 @@ fn step<'r, Dr: Driver, const D: usize>(
                     });
                 }
                 (Err(k), _) if m.faulty => {
-                    allowed(false, "prepare", &k, &[is_driver, is_fault])?;
+                    allowed("prepare", &k, &[is_driver, is_fault])?;
                     m.fault_outcomes += 1;
                     if is_fault(&k) {
                         m.poisoned = true;
@@ -783,7 +798,6 @@ fn step<'r, Dr: Driver, const D: usize>(
                 }
                 Err((k, back)) if m.faulty => {
                     allowed(
-                        false,
                         "launch",
                         &k,
                         &[is_driver, is_fault, is_poisoned, is_lost, is_no_chain],
@@ -841,7 +855,7 @@ fn step<'r, Dr: Driver, const D: usize>(
                     m.slots[s] = MSlot::Fenced(run);
                 }
                 Err(k) if m.faulty => {
-                    allowed(false, "fence", &k, &[is_driver, is_fault, is_timeout])?;
+                    allowed("fence", &k, &[is_driver, is_fault, is_timeout])?;
                     m.fault_outcomes += usize::from(!matches!(k, ErrorKind::NotReady));
                     if is_fault(&k)
                         || matches!(
@@ -889,7 +903,7 @@ fn step<'r, Dr: Driver, const D: usize>(
                     m.fault_outcomes += 1;
                 }
                 Err(k) if m.faulty => {
-                    allowed(false, "finalize", &k, &[is_driver, is_fault])?;
+                    allowed("finalize", &k, &[is_driver, is_fault])?;
                     m.fault_outcomes += 1;
                 }
                 Err(k) => return Err(format!("finalize of run #{}: {k}", run.id)),

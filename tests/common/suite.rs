@@ -11,7 +11,10 @@ use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
 
 use super::{LaunchIn, Target, checks};
 
-/// Generates one `#[test]` per suite function for a target expression.
+/// Generates one `#[test]` per suite function for a target expression, and
+/// `every_contract_suite_function_is_listed`, which fails when a suite function
+/// (`pub fn NAME<T: Target>(t: &T)` in this file) is missing from the list
+/// below: a function left off would otherwise compile and never run.
 #[macro_export]
 macro_rules! contract_suite {
     ($target:expr) => {
@@ -46,8 +49,19 @@ macro_rules! contract_suite {
                 $crate::common::suite::$name(&$target);
             }
         )*
+
+        #[test]
+        fn every_contract_suite_function_is_listed() {
+            let listed = [$(stringify!($name)),*];
+            if let Err(e) = $crate::common::listed::check($crate::common::suite::SOURCE, &listed) {
+                panic!("contract_suite!: {e}");
+            }
+        }
     };
 }
+
+/// This file, for [`super::listed::check`] against `contract_suite!`'s list.
+pub const SOURCE: &str = include_str!("suite.rs");
 
 /// Watchdog 2 ms, so a hung kernel faults after 2,000 steps.
 pub fn cfg() -> SimConfig {
@@ -673,7 +687,14 @@ pub fn try_fence_polls_without_waiting<T: Target>(t: &T) {
 
 pub fn real_time_queue_runs_correctly<T: Target>(t: &T) {
     let lat = runclaim::sim::LatencyModel::default().kernel(Duration::from_micros(100));
-    let drv = t.real_time(SimConfig::default().latency(lat));
+    // A watchdog no healthy run comes near: each run's AICore kernel waits
+    // for its AICPU kernel's dispatch, and a host preempted between the two
+    // submissions for longer than the watchdog would fault it.
+    let drv = t.real_time(
+        SimConfig::default()
+            .latency(lat)
+            .watchdog(Duration::from_secs(2)),
+    );
     let mut dev = Device::<_, 2>::open(drv, DeviceConfig::default()).unwrap();
     let runner = dev.publish(&[prog_add(1)]).unwrap();
     let code = runner.code("add1").unwrap();

@@ -24,8 +24,9 @@
 //!
 //! Zeroing a region while its run is live erases reports the AICPU kernel
 //! has not read yet: the AICPU kernel then waits for reports that never come
-//! again, until the device watchdog faults it. That is hazard 2 of the design
-//! brief, and why every slot owns its own region.
+//! again, until the device watchdog faults it. With runs queued, the host
+//! clearing the region for run N+1 while run N is live would do exactly
+//! that, which is why every slot owns its own region.
 
 mod program;
 mod records;

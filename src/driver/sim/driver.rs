@@ -6,7 +6,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use super::SimDriver;
-use super::core::Core;
+use super::device_state::DeviceState;
 use super::realtime::spin_for;
 use crate::driver::{
     Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
@@ -53,7 +53,7 @@ impl Driver for SimDriver {
         src: DevPtr,
         len: usize,
     ) -> Result<(), DriverError> {
-        self.submit(Op::CopyAsync, stream.raw(), false, |c| {
+        self.submit(Op::CopyAsync, stream.raw(), Submission::Command, |c| {
             c.enqueue_copy(stream.raw(), dst.raw(), src.raw(), len as u64)
         })
     }
@@ -65,7 +65,7 @@ impl Driver for SimDriver {
         value: u8,
         len: usize,
     ) -> Result<(), DriverError> {
-        self.submit(Op::MemsetAsync, stream.raw(), false, |c| {
+        self.submit(Op::MemsetAsync, stream.raw(), Submission::Command, |c| {
             c.enqueue_memset(stream.raw(), dst.raw(), value, len as u64)
         })
     }
@@ -99,7 +99,7 @@ impl Driver for SimDriver {
     }
 
     fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), DriverError> {
-        self.submit(Op::RecordEvent, stream.raw(), false, |c| {
+        self.submit(Op::RecordEvent, stream.raw(), Submission::Command, |c| {
             c.enqueue_record(event.raw(), stream.raw())
         })
     }
@@ -115,9 +115,12 @@ impl Driver for SimDriver {
     }
 
     fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), DriverError> {
-        self.submit(Op::StreamWaitEvent, stream.raw(), false, |c| {
-            c.enqueue_wait(stream.raw(), event.raw())
-        })
+        self.submit(
+            Op::StreamWaitEvent,
+            stream.raw(),
+            Submission::Command,
+            |c| c.enqueue_wait(stream.raw(), event.raw()),
+        )
     }
 
     fn event_elapsed(&self, start: EventId, end: EventId) -> Result<Duration, DriverError> {
@@ -167,13 +170,13 @@ impl Driver for SimDriver {
         block_dim: u32,
         args: &[u8],
     ) -> Result<(), DriverError> {
-        self.submit(Op::LaunchAicore, stream.raw(), true, |c| {
+        self.submit(Op::LaunchAicore, stream.raw(), Submission::Kernel, |c| {
             c.enqueue_aicore(stream.raw(), code, block_dim, args)
         })
     }
 
     fn launch_aicpu(&self, stream: StreamId, args: &[u8]) -> Result<(), DriverError> {
-        self.submit(Op::LaunchAicpu, stream.raw(), true, |c| {
+        self.submit(Op::LaunchAicpu, stream.raw(), Submission::Kernel, |c| {
             c.enqueue_aicpu(stream.raw(), args)
         })
     }
@@ -187,7 +190,7 @@ impl SimDriver {
     fn call<T>(
         &self,
         op: Op,
-        f: impl FnOnce(&mut Core) -> Result<T, DriverErrorKind>,
+        f: impl FnOnce(&mut DeviceState) -> Result<T, DriverErrorKind>,
     ) -> Result<T, DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
@@ -198,18 +201,19 @@ impl SimDriver {
         r
     }
 
-    /// A submission: pays the model's host submit cost (real time), then
-    /// waits for room on the stream like a device enqueue would, bounded.
+    /// A submission: a kernel launch pays the model's host submit cost
+    /// (real time), then every submission waits for room on the stream like
+    /// a device enqueue would, bounded.
     fn submit(
         &self,
         op: Op,
         stream: u64,
-        kernel: bool,
-        f: impl FnOnce(&mut Core) -> Result<(), DriverErrorKind>,
+        what: Submission,
+        f: impl FnOnce(&mut DeviceState) -> Result<(), DriverErrorKind>,
     ) -> Result<(), DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
-        if kernel && core.is_real_time() {
+        if what == Submission::Kernel && core.is_real_time() {
             let cost = core.cfg.latency.submit;
             drop(core);
             spin_for(cost);
@@ -221,7 +225,8 @@ impl SimDriver {
         if core.queued(stream) >= capacity {
             // A real enqueue would block this thread; wait (bounded) instead.
             core.stats.blocked_enqueues += 1;
-            let room = |c: &Core| c.queued(stream) < capacity || c.check_stream(stream).is_err();
+            let room =
+                |c: &DeviceState| c.queued(stream) < capacity || c.check_stream(stream).is_err();
             core = self
                 .wait(core, Duration::from_secs(10), room)
                 .map_err(|_| DriverError::new(op, DriverErrorKind::QueueFull { capacity }))?;
@@ -240,11 +245,11 @@ impl SimDriver {
         &self,
         op: Op,
         timeout: Duration,
-        done: impl Fn(&Core) -> Result<Option<u64>, DriverErrorKind>,
+        done: impl Fn(&DeviceState) -> Result<Option<u64>, DriverErrorKind>,
     ) -> Result<(), DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
-        let cond = |c: &Core| !matches!(done(c), Ok(None));
+        let cond = |c: &DeviceState| !matches!(done(c), Ok(None));
         core = match self.wait(core, timeout, cond) {
             Ok(c) => c,
             Err(waited) => {
@@ -263,6 +268,16 @@ impl SimDriver {
             Err(k) => Err(DriverError::new(op, k)),
         }
     }
+}
+
+/// What a submission queues: only a kernel launch pays the latency model's
+/// host submit cost (`LatencyModel::submit`, real time only).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Submission {
+    /// An AICore or AICPU kernel launch.
+    Kernel,
+    /// A copy, memset, event record or stream wait.
+    Command,
 }
 
 /// A "done at tick t?" answer as a [`Completion`].

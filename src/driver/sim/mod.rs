@@ -29,7 +29,7 @@
 //!   kernel (the stream enters a sticky error state), report a run error,
 //!   an event that never completes or completes late, a lost device.
 //!
-//! # Two modes over one core
+//! # Two modes over one device state
 //!
 //! - [`SimDriver::stepped`]: the device advances only when driven — by
 //!   [`SimDriver::step`] (a seeded policy picks the stream),
@@ -71,7 +71,7 @@
 //! ```
 
 mod config;
-mod core;
+mod device_state;
 mod driver;
 mod faults;
 mod kernels;
@@ -89,7 +89,7 @@ use std::sync::{Arc, Condvar, Mutex, MutexGuard};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
-use self::core::{Core, StepResult};
+use self::device_state::{DeviceState, StepResult};
 use self::realtime::device_thread;
 use self::trace::TraceEvent;
 use super::{CodeHandle, StreamId};
@@ -121,8 +121,17 @@ pub enum StepOutcome {
     Idle,
 }
 
+/// What moves a simulator's device clock.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Clock {
+    /// Only the host driving it: [`SimDriver::stepped`].
+    Stepped,
+    /// The wall clock, on a device thread: [`SimDriver::real_time`].
+    Wall,
+}
+
 struct Shared {
-    core: Mutex<Core>,
+    state: Mutex<DeviceState>,
     /// Bumped by the real-time device thread after every batch of progress,
     /// so waiting hosts can spin on it without taking the lock.
     epoch: AtomicU64,
@@ -155,7 +164,7 @@ impl Drop for Handle {
         // Even when a panic poisoned the lock, the device thread must learn
         // to stop: else the join below would wait for ever.
         self.shared
-            .core
+            .state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .shutdown = true;
@@ -203,23 +212,24 @@ impl SimDriver {
     /// A deterministic device that advances only when driven.
     #[must_use]
     pub fn stepped(config: SimConfig) -> Self {
-        SimDriver::build(config, false)
+        SimDriver::build(config, Clock::Stepped)
     }
 
     /// A device that advances on its own thread against the wall clock with
     /// `config.latency`.
     #[must_use]
     pub fn real_time(config: SimConfig) -> Self {
-        SimDriver::build(config, true)
+        SimDriver::build(config, Clock::Wall)
     }
 
-    fn build(mut config: SimConfig, real_time: bool) -> Self {
+    fn build(mut config: SimConfig, clock: Clock) -> Self {
+        let real_time = clock == Clock::Wall;
         config.latency = config.latency.clamped();
         // A blocking wait takes at least one step, or a stepped device
         // could never move while the host waits.
         config.max_wait_steps = config.max_wait_steps.max(1);
         let shared = Arc::new(Shared {
-            core: Mutex::new(Core::new(config, real_time.then(Instant::now))),
+            state: Mutex::new(DeviceState::new(config, real_time.then(Instant::now))),
             epoch: AtomicU64::new(0),
             next_gate: AtomicU64::new(u64::MAX),
             waiters: AtomicUsize::new(0),
@@ -253,11 +263,11 @@ impl SimDriver {
         self.shared().notify_progress();
     }
 
-    fn lock(&self) -> MutexGuard<'_, Core> {
+    fn lock(&self) -> MutexGuard<'_, DeviceState> {
         // A poisoned lock means a panic inside the simulator, which is a bug
         // in it; the state is still consistent enough to report from.
         self.shared()
-            .core
+            .state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }

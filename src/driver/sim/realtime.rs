@@ -6,14 +6,14 @@ use std::sync::MutexGuard;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
-use super::core::Core;
+use super::device_state::DeviceState;
 use super::{Shared, SimDriver};
 use crate::driver::abi;
 
 impl SimDriver {
     /// Real-time mode: brings the simulation up to the wall clock under the
     /// caller's lock (a no-op in stepped mode).
-    pub(super) fn advance(&self, core: &mut MutexGuard<'_, Core>) {
+    pub(super) fn advance(&self, core: &mut MutexGuard<'_, DeviceState>) {
         if core.is_real_time() {
             let (moved, next) = core.advance_real_time();
             self.shared()
@@ -31,10 +31,10 @@ impl SimDriver {
     /// guard, or (having released it) the time waited on expiry.
     pub(super) fn wait<'a>(
         &'a self,
-        mut core: MutexGuard<'a, Core>,
+        mut core: MutexGuard<'a, DeviceState>,
         timeout: Duration,
-        mut cond: impl FnMut(&Core) -> bool,
-    ) -> Result<MutexGuard<'a, Core>, Duration> {
+        mut cond: impl FnMut(&DeviceState) -> bool,
+    ) -> Result<MutexGuard<'a, DeviceState>, Duration> {
         if !core.is_real_time() {
             let step = core.cfg.step_time.max(Duration::from_nanos(1));
             // A positive wait takes at least one step, so that the virtual
@@ -123,7 +123,7 @@ impl SimDriver {
 
     /// After a blocking wait observed completion at device tick `at`, the
     /// host wakes `host_wake` later (real-time mode).
-    pub(super) fn host_wake(core: MutexGuard<'_, Core>, at: u64) {
+    pub(super) fn host_wake(core: MutexGuard<'_, DeviceState>, at: u64) {
         if !core.is_real_time() {
             return;
         }
@@ -173,7 +173,7 @@ pub(super) fn spin_for(d: Duration) {
 pub(super) fn device_thread(shared: &Shared) {
     let lock = || {
         shared
-            .core
+            .state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     };

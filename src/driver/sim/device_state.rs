@@ -1,6 +1,7 @@
-//! The simulator's state, shared by the stepped and the real-time mode: the
-//! clock, memory, streams, events, the tasks they queue and the trace; code
-//! memory, enqueueing and the stepping engine are its submodules.
+//! The simulated device's state (`DeviceState`), shared by the stepped
+//! and the real-time mode: the clock, memory, streams, events, the tasks
+//! they queue and the trace; code memory, enqueueing and the stepping
+//! engine are its submodules.
 
 use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
@@ -131,7 +132,7 @@ impl Event {
     }
 }
 
-pub(crate) struct Core {
+pub(crate) struct DeviceState {
     pub cfg: SimConfig,
     base: Option<Instant>,
     /// Stepped mode: the device clock, advanced one step at a time.
@@ -159,10 +160,10 @@ pub(crate) struct Core {
     rng: u64,
 }
 
-impl Core {
+impl DeviceState {
     pub fn new(cfg: SimConfig, base: Option<Instant>) -> Self {
         let slots = cfg.code_slots.max(1);
-        Core {
+        DeviceState {
             mem: Memory::new(cfg.memory_bytes),
             rng: cfg.seed ^ 0x9e37_79b9_7f4a_7c15,
             trace: VecDeque::with_capacity(cfg.trace_capacity.min(1 << 16)),

@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use super::{Core, Image};
+use super::{DeviceState, Image};
 use crate::driver::abi::Program;
 use crate::driver::sim::trace::TraceKind;
 use crate::driver::{CodeHandle, DriverErrorKind, HandleKind, Registration};
@@ -13,7 +13,7 @@ use crate::driver::{CodeHandle, DriverErrorKind, HandleKind, Registration};
 const CODE_BASE: u64 = 0xc0de_0000_0000;
 const CODE_STRIDE: u64 = 0x1_0000;
 
-impl Core {
+impl DeviceState {
     /// The code address index of `handle`, if it names the upload resident
     /// there now: an evicted or replaced upload is refused, so a launch can
     /// never run code that replaced what it registered.

@@ -1,13 +1,13 @@
 //! The host side of queuing work on a stream: argument and address checks,
 //! event generations with their injected fates, kernel launches.
 
-use super::{Core, Task, TaskKind, bad};
+use super::{DeviceState, Task, TaskKind, bad};
 use crate::driver::abi::{self, RunArgs};
 use crate::driver::sim::kernels::{AicoreKernel, AicpuKernel};
 use crate::driver::sim::trace::TraceKind;
 use crate::driver::{CodeHandle, DriverErrorKind, HandleKind};
 
-impl Core {
+impl DeviceState {
     fn enqueue(&mut self, stream: u64, kind: TaskKind) -> Result<(), DriverErrorKind> {
         self.check_stream(stream)?;
         let now = self.now();

@@ -8,7 +8,7 @@
 
 use std::sync::Arc;
 
-use super::{Core, Stream, Task, TaskKind};
+use super::{DeviceState, Stream, Task, TaskKind};
 use crate::driver::abi;
 use crate::driver::sim::kernels::KernelStep;
 use crate::driver::sim::trace::TraceKind;
@@ -27,7 +27,7 @@ pub(crate) enum StepResult {
     Idle,
 }
 
-impl Core {
+impl DeviceState {
     /// Stepped mode: one policy-chosen action, one tick of device time.
     pub fn policy_step(&mut self) -> StepOutcome {
         self.tick();
@@ -139,7 +139,7 @@ impl Core {
             0
         };
         let out = {
-            let Core {
+            let DeviceState {
                 streams,
                 mem,
                 events,
