@@ -140,9 +140,47 @@ use crate::driver::abi::WallRecord;
 /// - Every submitted run comes back from `complete` exactly once, as a
 ///   result or as an error carrying its tag, in submission order.
 ///
-/// Dropping the pipeline waits for its launched runs within one total
-/// bound, `(runs in flight + 1) × fence_timeout` on the driver's clock; a
-/// run not proven complete by then leaves its slot quarantined.
+/// # Dropping
+///
+/// Dropping the pipeline waits for its launched runs, oldest first, within
+/// **one total bound**: at most `(runs in flight + 1) ×`
+/// [`fence_timeout`](super::DeviceConfig::fence_timeout) altogether, on
+/// the driver's clock ([`Driver::clock`](crate::driver::Driver::clock)),
+/// wherever in the queue the runs that do not complete are — not one
+/// bound per run. *Runs in flight* is [`Health::in_flight`] just before
+/// the drop: every launched run of the device not yet proven complete.
+/// A run not proven complete within the bound leaves its slot quarantined
+/// (a [`Runner::drain`] recovers it); a run that overran its budget at the
+/// head of the queue poisons the runner, naming it, as a fence would.
+/// (A wait asks the driver for at least 1 µs, and a driver's timed wait
+/// may return late — a descheduled host thread — so the last wait can end
+/// that much past the bound; the stepped simulator's waits are exact.)
+///
+/// [`Health::in_flight`]: super::Health::in_flight
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// use runclaim::sim::{Fault, SimConfig, SimDriver};
+/// let sim = SimDriver::stepped(SimConfig::default()); // one step = 1 µs of device time
+/// let mut device = Device::<_, 3>::open(sim.clone(), DeviceConfig::default())?;
+/// let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// let code = runner.code("f")?;
+/// let mut pipe = Pipeline::new(&runner)?;
+/// for nth in [2, 4, 6] {
+///     sim.inject(Fault::EventNeverCompletes { nth }); // no run's fence ever completes
+/// }
+/// for i in 0..3 {
+///     pipe.submit(RunSpec::new(code, Input::Host(&[i])), i)?;
+/// }
+/// let in_flight = runner.health().in_flight as u64;
+/// let fence_us = runner.device().fence_timeout().as_micros() as u64;
+/// let before = sim.stats().steps;
+/// drop(pipe);
+/// assert!(sim.stats().steps - before <= (in_flight + 1) * fence_us); // one bound for all three
+/// assert_eq!(runner.health().quarantined.len(), 3); // none proven complete
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 pub struct Pipeline<'r, D: Driver, const DEPTH: usize = 2, T = ()> {
     runner: &'r Runner<'r, D, DEPTH>,
     lanes: [Lane<'r, T>; DEPTH],
@@ -575,8 +613,8 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
 
 /// Dropping the pipeline waits for its launched runs within one total
 /// bound, `(runs in flight + 1) × fence_timeout` on the driver's clock (not
-/// one bound per run); a run not proven complete by then leaves its slot
-/// quarantined.
+/// one bound per run; see [the type's docs](Pipeline#dropping)); a run not
+/// proven complete by then leaves its slot quarantined.
 impl<D: Driver, const DEPTH: usize, T> Drop for Pipeline<'_, D, DEPTH, T> {
     fn drop(&mut self) {
         self.runner.device().settle_in_flight(None);
