@@ -102,6 +102,7 @@ impl<const I: usize> Outputs<I> {
 
     /// The last finalized run's outputs (empty after a failed finalize).
     #[must_use]
+    #[inline]
     pub fn values(&self) -> &[u32] {
         self.raw.values()
     }
@@ -175,11 +176,13 @@ impl ErasedOutputs {
     }
 
     /// The slot whose runs finalize into it.
+    #[inline]
     pub(super) fn slot(&self) -> usize {
         self.slot
     }
 
     /// The last finalized run's outputs.
+    #[inline]
     pub(crate) fn values(&self) -> &[u32] {
         &self.values[..self.len]
     }

@@ -187,6 +187,7 @@ impl<S: State, const I: usize> fmt::Debug for Run<'_, S, I> {
 }
 
 impl<S: State, K: Claim> RunOf<S, K> {
+    #[inline]
     fn into_state<T: State>(self) -> RunOf<T, K> {
         RunOf {
             token: self.token,
@@ -195,14 +196,17 @@ impl<S: State, K: Claim> RunOf<S, K> {
         }
     }
 
+    #[inline]
     pub(crate) fn id(&self) -> RunId {
         self.info.run
     }
 
+    #[inline]
     pub(crate) fn slot(&self) -> usize {
         self.token.slot()
     }
 
+    #[cold]
     fn fail<T>(&self, value: T, action: Action, kind: ErrorKind) -> Error<T> {
         Error::new(value, action, Some(self.info.run), Some(self.slot()), kind)
     }
@@ -210,6 +214,7 @@ impl<S: State, K: Claim> RunOf<S, K> {
 
 impl<K: Claim> RunOf<Prepared, K> {
     /// A prepared run holding `token`, as the device prepared it.
+    #[inline]
     pub(crate) fn new(token: K, info: RunInfo) -> Self {
         RunOf {
             token,
@@ -219,6 +224,7 @@ impl<K: Claim> RunOf<Prepared, K> {
     }
 
     /// See [`Run::launch`].
+    #[inline]
     pub(crate) fn launch(mut self) -> Result<RunOf<Launched, K>, Error<Option<Self>>> {
         let (slot, lease) = (self.token.slot(), self.token.lease());
         match self.token.port().launch(slot, lease, &self.info) {
@@ -236,17 +242,20 @@ impl<K: Claim> RunOf<Prepared, K> {
     }
 
     /// See [`Run::<Prepared, I>::into_token`](Run::into_token).
+    #[inline]
     pub(crate) fn into_token(self) -> K {
         self.token
     }
 }
 
 impl<K: Claim> RunOf<Launched, K> {
+    #[inline]
     pub(crate) fn seq(&self) -> u64 {
         self.info.seq
     }
 
     /// See [`Run::fence`], [`Run::fence_for`], [`Run::try_fence`].
+    #[inline]
     pub(crate) fn wait(self, how: Wait, action: Action) -> Result<RunOf<Fenced, K>, Error<Self>> {
         let (slot, lease) = (self.token.slot(), self.token.lease());
         match self.token.port().wait(slot, lease, &self.info, how) {
@@ -259,6 +268,7 @@ impl<K: Claim> RunOf<Launched, K> {
     }
 
     /// [`Run::fence`].
+    #[inline]
     pub(crate) fn fence(self) -> Result<RunOf<Fenced, K>, Error<Self>> {
         self.wait(Wait::Configured, Action::Fence)
     }
@@ -268,6 +278,7 @@ impl<K: Claim> RunOf<Fenced, K> {
     /// See [`Run::finalize`]; the token comes back with the device wall.
     /// `out` must be this run's slot's buffer: a typed run's is by its
     /// type (E0308 otherwise), an erased run's is checked here.
+    #[inline]
     pub(crate) fn finalize(self, out: &mut ErasedOutputs) -> Result<(K, WallRecord), Error<Self>> {
         let info = self.info;
         if out.slot() != self.slot() {
@@ -294,6 +305,7 @@ impl<K: Claim> RunOf<Fenced, K> {
     }
 
     /// See [`Run::<Fenced, I>::into_token`](Run::into_token).
+    #[inline]
     pub(crate) fn into_token(self) -> K {
         self.token
     }
@@ -302,24 +314,28 @@ impl<K: Claim> RunOf<Fenced, K> {
 impl<S: State, const I: usize> Run<'_, S, I> {
     /// The run's id (its tag in the device records).
     #[must_use]
+    #[inline]
     pub fn id(&self) -> RunId {
         self.0.id()
     }
 
     /// The slot index, `I`.
     #[must_use]
+    #[inline]
     pub const fn slot(&self) -> usize {
         I
     }
 
     /// Elements the run computes (0 for a chained run before launch).
     #[must_use]
+    #[inline]
     pub fn len(&self) -> usize {
         self.0.info.len
     }
 
     /// `true` when the run has no elements yet (a chained run before launch).
     #[must_use]
+    #[inline]
     pub fn is_empty(&self) -> bool {
         self.0.info.len == 0
     }
@@ -327,6 +343,7 @@ impl<S: State, const I: usize> Run<'_, S, I> {
 
 impl<'r, const I: usize> Run<'r, Prepared, I> {
     /// The typed run around a prepared one holding slot `I`'s token.
+    #[inline]
     pub(crate) fn from_prepared(run: RunOf<Prepared, SlotToken<'r, I>>) -> Self {
         Run(run)
     }
@@ -347,6 +364,7 @@ impl<'r, const I: usize> Run<'r, Prepared, I> {
     ///   recorded ([`ErrorKind::FenceNotRecorded`]): execution is uncertain,
     ///   the slot is quarantined, the runner is poisoned until a drain, and
     ///   the value is `None`.
+    #[inline]
     pub fn launch(self) -> Result<Run<'r, Launched, I>, Error<Option<Self>>> {
         self.0
             .launch()
@@ -356,6 +374,7 @@ impl<'r, const I: usize> Run<'r, Prepared, I> {
 
     /// Abandons the prepared run and keeps its slot.
     #[must_use]
+    #[inline]
     pub fn into_token(self) -> SlotToken<'r, I> {
         self.0.into_token()
     }
@@ -364,10 +383,12 @@ impl<'r, const I: usize> Run<'r, Prepared, I> {
 impl<'r, const I: usize> Run<'r, Launched, I> {
     /// The launch sequence number (stream order).
     #[must_use]
+    #[inline]
     pub fn seq(&self) -> u64 {
         self.0.seq()
     }
 
+    #[inline]
     fn wait(self, how: Wait, action: Action) -> Result<Run<'r, Fenced, I>, Error<Self>> {
         self.0
             .wait(how, action)
@@ -420,6 +441,7 @@ impl<'r, const I: usize> Run<'r, Launched, I> {
     /// when it only ran out of time (for a plain `fence`, possible only
     /// behind a run that is already unproven);
     /// [`ErrorKind::Fault`] for a device fault (poisons the runner).
+    #[inline]
     pub fn fence(self) -> Result<Run<'r, Fenced, I>, Error<Self>> {
         self.wait(Wait::Configured, Action::Fence)
     }
@@ -431,6 +453,7 @@ impl<'r, const I: usize> Run<'r, Launched, I> {
     ///
     /// # Errors
     /// As [`fence`](Run::fence).
+    #[inline]
     pub fn fence_for(self, timeout: Duration) -> Result<Run<'r, Fenced, I>, Error<Self>> {
         self.wait(Wait::For(timeout), Action::Fence)
     }
@@ -440,6 +463,7 @@ impl<'r, const I: usize> Run<'r, Launched, I> {
     /// # Errors
     /// [`ErrorKind::NotReady`] (with the run) when not complete; a fault as
     /// for [`fence`](Run::fence).
+    #[inline]
     pub fn try_fence(self) -> Result<Run<'r, Fenced, I>, Error<Self>> {
         self.wait(Wait::Poll, Action::TryFence)
     }
@@ -478,6 +502,7 @@ impl<'r, const I: usize> Run<'r, Fenced, I> {
     /// assert_eq!(bigger.values(), &[2, 3, 4]);
     /// # Ok::<(), runclaim::Error>(())
     /// ```
+    #[inline]
     pub fn finalize(self, out: &mut Outputs<I>) -> Result<Finalized<'r, I>, Error<Self>> {
         let (run, seq) = (self.0.info.run, self.0.info.seq);
         match self.0.finalize(&mut out.raw) {
@@ -494,6 +519,7 @@ impl<'r, const I: usize> Run<'r, Fenced, I> {
     /// Gives up on reading the run back and keeps its slot. The run is
     /// complete (it was fenced), so the slot is free for the next run.
     #[must_use]
+    #[inline]
     pub fn into_token(self) -> SlotToken<'r, I> {
         self.0.into_token()
     }
@@ -502,6 +528,7 @@ impl<'r, const I: usize> Run<'r, Fenced, I> {
 /// `?` on a failed transition drops the handed-back value (a launched run's
 /// drop waits, bounded, for its fence) and keeps the error.
 impl<'r, S: State, const I: usize> From<Error<Run<'r, S, I>>> for Error {
+    #[inline]
     fn from(e: Error<Run<'r, S, I>>) -> Self {
         e.without_value()
     }
@@ -509,6 +536,7 @@ impl<'r, S: State, const I: usize> From<Error<Run<'r, S, I>>> for Error {
 
 /// `?` on a failed launch drops the prepared run, if it came back.
 impl<'r, S: State, const I: usize> From<Error<Option<Run<'r, S, I>>>> for Error {
+    #[inline]
     fn from(e: Error<Option<Run<'r, S, I>>>) -> Self {
         e.without_value()
     }
@@ -516,6 +544,7 @@ impl<'r, S: State, const I: usize> From<Error<Option<Run<'r, S, I>>>> for Error 
 
 /// `?` on a failed prepare or finalize drops the token (freeing the slot).
 impl<'r, const I: usize> From<Error<SlotToken<'r, I>>> for Error {
+    #[inline]
     fn from(e: Error<SlotToken<'r, I>>) -> Self {
         e.without_value()
     }
@@ -523,6 +552,7 @@ impl<'r, const I: usize> From<Error<SlotToken<'r, I>>> for Error {
 
 /// `?` on a failed serial run drops the token, if it came back.
 impl<'r, const I: usize> From<Error<Option<SlotToken<'r, I>>>> for Error {
+    #[inline]
     fn from(e: Error<Option<SlotToken<'r, I>>>) -> Self {
         e.without_value()
     }

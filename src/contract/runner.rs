@@ -126,6 +126,7 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
     /// [`ErrorKind::SlotTaken`] when the token is out;
     /// [`ErrorKind::SlotInFlight`] while a launched run holds the slot;
     /// [`ErrorKind::SlotQuarantined`] until a drain after an unproven run.
+    #[inline]
     pub fn take_slot<const I: usize>(&self) -> Result<SlotToken<'_, I>, Error>
     where
         Slot<I>: SlotOf<DEPTH>,
@@ -139,6 +140,7 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
     /// Takes the token of slot `slot`, chosen at run time, in its erased
     /// form: what [`take_slot`](Runner::take_slot) does, with the index
     /// checked against `DEPTH` here instead of by the compiler.
+    #[inline]
     pub(crate) fn take_erased(&self, slot: usize) -> Result<ErasedToken<'_>, Error> {
         let fail = |k| Error::new((), Action::TakeSlot, None, Some(slot), k);
         if slot >= DEPTH {
@@ -165,6 +167,7 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
     /// The token comes back inside the error: [`ErrorKind::EmptyInput`],
     /// [`ErrorKind::InputTooLong`], [`ErrorKind::ForeignHandle`] (a token or
     /// code of another device), [`ErrorKind::StaleToken`], or a driver error.
+    #[inline]
     pub fn prepare<'r, const I: usize>(
         &'r self,
         token: SlotToken<'r, I>,
@@ -175,6 +178,7 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
 
     /// [`prepare`](Runner::prepare) for a typed or an erased token: the one
     /// implementation of both.
+    #[inline]
     pub(crate) fn prepare_claim<K: Claim>(
         &self,
         token: K,

@@ -133,6 +133,7 @@ impl<const I: usize> SlotToken<'_, I> {
 
     /// The lease this token holds.
     #[must_use]
+    #[inline]
     pub fn lease(&self) -> u64 {
         self.lease
     }
@@ -170,11 +171,13 @@ pub(crate) struct ErasedToken<'r> {
 impl<'r> ErasedToken<'r> {
     /// The token of `slot` on `lease`, issued by `port`. The caller has
     /// checked `slot < DEPTH` and taken the lease from the device.
+    #[inline]
     pub(crate) fn new(port: &'r dyn Port, slot: usize, lease: u64) -> Self {
         ErasedToken { port, slot, lease }
     }
 
     /// This token as slot `I`'s, or itself back when it is another slot's.
+    #[inline]
     pub(crate) fn typed<const I: usize>(self) -> Result<SlotToken<'r, I>, Self> {
         if self.slot != I {
             return Err(self);
@@ -219,28 +222,34 @@ pub(crate) trait Claim {
 }
 
 impl Claim for ErasedToken<'_> {
+    #[inline]
     fn slot(&self) -> usize {
         self.slot
     }
 
+    #[inline]
     fn lease(&self) -> u64 {
         self.lease
     }
 
+    #[inline]
     fn port(&self) -> &dyn Port {
         self.port
     }
 }
 
 impl<const I: usize> Claim for SlotToken<'_, I> {
+    #[inline]
     fn slot(&self) -> usize {
         I
     }
 
+    #[inline]
     fn lease(&self) -> u64 {
         self.lease
     }
 
+    #[inline]
     fn port(&self) -> &dyn Port {
         self.port
     }

@@ -30,7 +30,9 @@ pub(super) enum Idle<'r> {
     /// A launched run whose completion failed and was handed back as an
     /// error. It keeps the slot until the next submit into the slot waits
     /// for it (bounded as a fence is), a drain, or the pipeline's drop.
-    Orphan(ErasedRun<'r, Launched>),
+    /// Boxed, on this error path only, so that every state stays small
+    /// enough to move without a `memcpy` call in the steady state.
+    Orphan(Box<ErasedRun<'r, Launched>>),
     /// No handle, and why: the run was lost in a partial launch (the slot
     /// is quarantined until a drain), or the token could not be taken
     /// back after a drain. The next submit into the slot reports it.
@@ -97,11 +99,14 @@ impl<'r, T> Lane<'r, T> {
     ) -> R {
         let state = mem::replace(&mut self.state, LaneState::Idle(Idle::Lost(MID_TRANSITION)));
         let (next, r) = f(state, &mut self.out);
-        self.state = next;
+        // What is replaced is the placeholder (`f` cannot reach the state),
+        // which holds nothing to drop: skip the drop's discriminant checks.
+        mem::forget(mem::replace(&mut self.state, next));
         r
     }
 
     /// Prepares and launches a run in this slot.
+    #[inline]
     pub(super) fn submit<D: Driver, const DEPTH: usize>(
         &mut self,
         runner: &'r Runner<'r, D, DEPTH>,
@@ -158,6 +163,7 @@ impl<'r, T> Lane<'r, T> {
         clippy::type_complexity,
         reason = "a private signature: the outcome and the tag of a failure"
     )]
+    #[inline]
     pub(super) fn complete(&mut self) -> Option<Result<Completed<'_, T>, (Error, T)>> {
         let owed = self.transition(|state, out| match state {
             // The steady state: retire it now.
@@ -238,7 +244,7 @@ impl<'r, T> Lane<'r, T> {
                     outcome: Err(e),
                     then: fresh,
                 };
-                (settled, Idle::Orphan(run))
+                (settled, Idle::Orphan(Box::new(run)))
             }
         });
         drop(stale);
@@ -271,7 +277,7 @@ fn reclaim<'r, D: Driver, const DEPTH: usize>(
             Ok(fenced) => Reclaimed::Token(fenced.into_token()),
             Err(e) => {
                 let (run, e) = e.into_parts();
-                Reclaimed::Refused(Idle::Orphan(run), e)
+                Reclaimed::Refused(Idle::Orphan(Box::new(run)), e)
             }
         },
         Idle::Lost(kind) => {
@@ -284,6 +290,7 @@ fn reclaim<'r, D: Driver, const DEPTH: usize>(
 /// Fences `run` (bounded as a fence is) and finalizes it into `out`:
 /// its outcome, and who holds the slot after — its token, or the run
 /// itself when its fence failed.
+#[inline]
 fn retire<'r>(
     run: ErasedRun<'r, Launched>,
     out: &mut ErasedOutputs,
@@ -298,7 +305,7 @@ fn retire<'r>(
         },
         Err(e) => {
             let (run, e) = e.into_parts();
-            (Err(e), Idle::Orphan(run))
+            (Err(e), Idle::Orphan(Box::new(run)))
         }
     }
 }
