@@ -24,9 +24,10 @@
 //! [`Run::finalize`]: crate::Run::finalize
 //!
 //! The pipeline keeps one lane per slot in a `[_; DEPTH]` array, with no
-//! boxing and no per-slot code: lane `i` holds slot `i`'s erased handle
-//! and slot `i`'s buffer, and its state is one enum (free, pending,
-//! settled by a drain, an orphan whose completion failed, lost). What the
+//! per-slot code and no allocation in the steady state (only an orphan, a
+//! run whose completion failed, is boxed): lane `i` holds slot `i`'s
+//! erased handle and slot `i`'s buffer, and its state is one enum (free,
+//! pending, settled by a drain, an orphan, lost). What the
 //! compiler checks for typed code is checked at run time for erased code,
 //! in one place each: an erased token is made only by the runner, for an
 //! index below `DEPTH` ([`ErrorKind::SlotOutOfRange`] otherwise: the
@@ -296,7 +297,9 @@ where
     /// A pipeline over all of `runner`'s slots: takes every slot token and
     /// sizes one outputs buffer per slot to the arena
     /// ([`Device::max_elements`](super::Device::max_elements)). This is the
-    /// only allocation the pipeline makes.
+    /// only allocation the pipeline makes in the steady state; on an error
+    /// path, a run whose completion failed is kept in a box until its
+    /// slot is used again.
     ///
     /// ```
     /// # use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
