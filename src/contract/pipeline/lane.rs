@@ -3,15 +3,17 @@
 //! [`LaneState`], whose variants are the lane's states.
 
 use std::mem;
+use std::time::Duration;
 
 use super::Completed;
 use crate::contract::error::{Action, Error, ErrorKind, RunId};
 use crate::contract::outputs::ErasedOutputs;
+use crate::contract::port::Wait;
 use crate::contract::run::ErasedRun;
 use crate::contract::runner::Runner;
 use crate::contract::slot::ErasedToken;
 use crate::contract::spec::RunSpec;
-use crate::contract::states::Launched;
+use crate::contract::states::{Fenced, Launched};
 use crate::driver::Driver;
 use crate::driver::abi::WallRecord;
 
@@ -192,11 +194,12 @@ impl<'r, T> Lane<'r, T> {
     }
 
     /// Retires the pending run, if any, keeping its outcome for
-    /// `complete`.
-    pub(super) fn settle(&mut self) {
+    /// `complete`: its fence waited for at most `left` of the drain's
+    /// `budget` (once it is spent, only looked at).
+    pub(super) fn settle(&mut self, left: Duration, budget: Duration) {
         self.transition(|state, out| match state {
             LaneState::Pending { ticket, run } => {
-                let (outcome, then) = retire(run, out);
+                let (outcome, then) = retire_within(run, out, left, budget);
                 let settled = LaneState::Settled {
                     ticket,
                     outcome,
@@ -295,7 +298,44 @@ fn retire<'r>(
     run: ErasedRun<'r, Launched>,
     out: &mut ErasedOutputs,
 ) -> (Result<WallRecord, Error>, Idle<'r>) {
-    match run.fence() {
+    finish(run.fence(), out)
+}
+
+/// [`retire`] within a drain's budget: the fence waits at most `left` (a
+/// plain timeout is "not yet", nothing poisoned, as for `fence_for`); with
+/// nothing left, the fence is only queried, and a run not complete yet is
+/// settled as a timeout after the drain's whole `budget`.
+#[cold]
+fn retire_within<'r>(
+    run: ErasedRun<'r, Launched>,
+    out: &mut ErasedOutputs,
+    left: Duration,
+    budget: Duration,
+) -> (Result<WallRecord, Error>, Idle<'r>) {
+    if !left.is_zero() {
+        return finish(run.wait(Wait::For(left), Action::Fence), out);
+    }
+    let polled = run.wait(Wait::Poll, Action::Fence).map_err(|e| {
+        if e.kind() != &ErrorKind::NotReady {
+            return e;
+        }
+        let (run, e) = e.into_parts();
+        let kind = ErrorKind::Timeout {
+            waited: budget,
+            overran: None,
+        };
+        Error::new(run, Action::Fence, e.run(), e.slot(), kind)
+    });
+    finish(polled, out)
+}
+
+/// Finalizes a fenced run into `out`, or keeps the run whose fence failed.
+#[inline]
+fn finish<'r>(
+    fenced: Result<ErasedRun<'r, Fenced>, Error<ErasedRun<'r, Launched>>>,
+    out: &mut ErasedOutputs,
+) -> (Result<WallRecord, Error>, Idle<'r>) {
+    match fenced {
         Ok(fenced) => match fenced.finalize(out) {
             Ok((token, wall)) => (Ok(wall), Idle::Free(token)),
             Err(e) => {

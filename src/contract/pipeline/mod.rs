@@ -457,12 +457,23 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// service: like [`Runner::drain`], for a runner whose slots are all in
     /// this pipeline.
     ///
-    /// First it settles the pending runs, oldest first: each is fenced
-    /// (bounded as a fence is) and finalized, and its result — or its error
-    /// — is kept for [`complete`](Pipeline::complete), so no result the
-    /// device produced is lost. Then it proves the queue quiet (clearing
-    /// the poison, releasing quarantined slots, re-creating faulted
-    /// streams) and takes a fresh token for every slot.
+    /// First it settles the pending runs, oldest first: each is fenced and
+    /// finalized, and its result — or its error — is kept for
+    /// [`complete`](Pipeline::complete), so no result the device produced
+    /// is lost. Then it proves the queue quiet (clearing the poison,
+    /// releasing quarantined slots, re-creating faulted streams) and takes
+    /// a fresh token for every slot.
+    ///
+    /// All of it waits within **one total bound**, as [`Runner::drain`]
+    /// does: `(runs in flight + 1) ×`
+    /// [`fence_timeout`](super::DeviceConfig::fence_timeout) on the
+    /// driver's clock, runs in flight counted when the drain starts. A
+    /// pending run not proven complete when the budget is spent is settled
+    /// as [`ErrorKind::Timeout`] (a run that overran at the head of the
+    /// queue poisons the runner, as a fence would); an expired budget
+    /// leaves the streams unproven: [`ErrorKind::Undrained`]. (As for the
+    /// drop, a wait asks the driver for at least 1 µs, so the last one
+    /// may end that much past the bound.)
     ///
     /// ```
     /// # use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
@@ -496,11 +507,18 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// slot whose token cannot be taken back reports why at its next
     /// submit.
     pub fn drain(&mut self) -> Result<DrainReport, Error> {
+        let device = self.runner.device();
+        let clock = || device.driver().clock();
+        // One budget for the whole drain, as `Runner::drain` has: the runs
+        // in flight and one more, each its fence timeout.
+        let runs = u32::try_from(device.health().in_flight.saturating_add(1)).unwrap_or(u32::MAX);
+        let budget = device.fence_timeout().saturating_mul(runs);
+        let start = clock();
+        let left = || budget.saturating_sub(clock().saturating_sub(start));
         for k in 0..self.len {
             let index = (self.head + k) % DEPTH;
-            self.lanes[index].settle();
+            self.lanes[index].settle(left(), budget);
         }
-        let device = self.runner.device();
         // Sound for the same reason as `Runner::drain`, which needs
         // `&mut Runner`: no token or run of this device is alive outside the
         // pipeline. `new` took every slot; since then each slot has been
@@ -510,7 +528,7 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
         // lanes' remaining handles go stale here and are replaced below
         // (a stale handle's drop releases nothing).
         let report = device
-            .drain(None)
+            .drain(Some(left()))
             .map_err(|k| Error::plain(Action::Drain, k))?;
         let runner = self.runner;
         for lane in &mut self.lanes {
