@@ -38,7 +38,7 @@ use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 use runclaim::contract::{Depth, DrainReport, ErrorKind, RunId, SupportedDepth};
 use runclaim::driver::abi::WallRecord;
-use runclaim::sim::SimDriver;
+use runclaim::sim::{Fault, SimDriver};
 use runclaim::{Callable, CodeRef, Device, DeviceConfig, Input, Pipeline, RunSpec};
 
 /// A run's input.
@@ -88,6 +88,10 @@ enum Mutation {
     WrongError,
     /// Hand the wrong tag back with the first refused submit.
     WrongTagBack,
+    /// Drop the pipeline as it was dropped before its drop had one total
+    /// bound: every pending run waited for with its own fresh budget (a
+    /// `complete` fences as a run's drop waits), one after the other.
+    DropPerRun,
 }
 
 /// An owned `complete` outcome.
@@ -218,6 +222,16 @@ impl<'r, const D: usize> Pipe<'r, D> {
 
     fn drain(&mut self) -> Result<DrainReport, ErrorKind> {
         self.inner.drain().map_err(|e| e.kind().clone())
+    }
+
+    /// Drops the pipeline (mid-stream or at the end).
+    fn close(mut self) {
+        if self.mutation == Mutation::DropPerRun {
+            while !self.inner.is_empty() {
+                let _ = self.real();
+            }
+        }
+        drop(self);
     }
 }
 
@@ -471,11 +485,20 @@ where
                     if next != Next::End {
                         break;
                     }
+                    let in_flight = runner.health().in_flight;
                     let before = sim.stats().steps;
                     step::<D>(op, &mut pipe, &codes, &mut m, &sim)
                         .map_err(|e| format!("step {i} ({op:?}): {e}"))?;
                     let stats = sim.stats();
-                    checks::bounded(&format!("step {i} ({op:?})"), stats.steps - before, bound)?;
+                    let took = stats.steps - before;
+                    if *op == POp::Drain {
+                        // The drain's documented total bound, plus the one
+                        // minimum slice (1 µs = 1 step) its last stream
+                        // sync may ask for once the budget is spent.
+                        let what = format!("step {i}: drain ({in_flight} in flight)");
+                        checks::bounded(&what, took, total_bound(in_flight, fence_steps) + 1)?;
+                    }
+                    checks::bounded(&format!("step {i} ({op:?})"), took, bound)?;
                     checks::no_stale_code(&stats)?;
                     checks::no_busy_destroy(&stats)?;
                     if !m.faulty {
@@ -487,10 +510,14 @@ where
                 if next == Next::End {
                     finish::<D>(&mut pipe, &codes, &mut m, &sim, bound)?;
                 }
-                // Dropping mid-stream waits (bounded) for every launched run.
+                // Dropping mid-stream waits for every launched run, within
+                // the one documented total bound.
+                let in_flight = runner.health().in_flight;
                 let before = sim.stats().steps;
-                drop(pipe);
-                checks::bounded("dropping the pipeline", sim.stats().steps - before, bound)?;
+                pipe.close();
+                let took = sim.stats().steps - before;
+                let what = format!("step {i}: dropping the pipeline ({in_flight} in flight)");
+                checks::bounded(&what, took, total_bound(in_flight, fence_steps))?;
                 m.report.dropped += m.outstanding.len();
                 m.outstanding.clear();
                 if !m.faulty {
@@ -952,14 +979,12 @@ fn every_breakage_is_caught_in_generated_cases() {
     }
 }
 
-/// Regression (found by a 10⁵-case soak): never-completing events at
-/// several queue positions made the pipeline's drop wait one fresh budget
-/// per lane, past the documented total bound.
-#[test]
-fn regression_dropping_a_pipeline_of_lost_fences_keeps_one_total_bound() {
+/// The case a 10⁵-case soak found: never-completing events at several
+/// queue positions, then a drop mid-stream.
+fn lost_fences_then_a_drop() -> Vec<POp> {
     use POp::{Drop, Inject, Submit};
     let h = || PIn::Host(vec![0]);
-    let ops = vec![
+    vec![
         Inject(FaultOp::NeverEvent(4)),
         Inject(FaultOp::NeverEvent(2)),
         Submit(0, h()),
@@ -970,6 +995,215 @@ fn regression_dropping_a_pipeline_of_lost_fences_keeps_one_total_bound() {
         Submit(0, h()),
         Submit(0, h()),
         Submit(0, h()),
+    ]
+}
+
+/// Regression (found by a 10⁵-case soak): never-completing events at
+/// several queue positions made the pipeline's drop wait one fresh budget
+/// per lane, past the documented total bound.
+#[test]
+fn regression_dropping_a_pipeline_of_lost_fences_keeps_one_total_bound() {
+    run_case::<4>(&lost_fences_then_a_drop(), 0, Mutation::None).unwrap();
+}
+
+/// Negative control for the drop check of the properties: the same case,
+/// with the pipeline dropped the way it was before one total bound (each
+/// pending run waited for with its own budget), is caught — with the runs
+/// in flight at the drop and the documented bound in the message.
+#[test]
+fn a_drop_waiting_per_run_is_caught_by_the_drop_bound_check() {
+    let ops = lost_fences_then_a_drop();
+    let err = run_case::<4>(&ops, 0, Mutation::DropPerRun).expect_err("must be caught");
+    assert!(
+        err.contains("dropping the pipeline (3 in flight) took") && err.contains("bound 16000"),
+        "caught, but as: {err}"
+    );
+}
+
+// ----- the drop bound ------------------------------------------------------------
+
+/// The documented bound on dropping (and on draining) a pipeline, in
+/// device steps: `(runs in flight + 1) × fence_timeout`, with `in_flight`
+/// read just before. No slack for the drop: on the stepped simulator a step is 1 µs
+/// (`sim_config`), every timeout the drop passes to the driver is a whole
+/// number of µs (the fence timeout is, and so is every remainder of it), a
+/// timed wait takes exactly `timeout / step` steps, and the drop asks for
+/// no more than the bound altogether.
+fn total_bound(in_flight: usize, fence_steps: u64) -> u64 {
+    (in_flight as u64 + 1) * fence_steps
+}
+
+/// Which runs of a full pipeline never complete.
+#[derive(Debug, Clone, Copy)]
+enum Never {
+    /// Run `p`'s fence event: only run `p`.
+    Fence,
+    /// Run `p`'s AICore event: the AICPU stream waits on it, so run `p`
+    /// and every run behind it.
+    Stream,
+    /// The fence events of run `p` and of every run behind it: each one
+    /// is a run to wait for in its own right.
+    Tail,
+}
+
+impl Never {
+    /// The faults, for a pipeline whose runs record two events each (its
+    /// AICore event, then its fence), counted from now.
+    fn inject(self, sim: &SimDriver, p: usize, depth: usize) {
+        let nth = |run: usize, event: u64| Fault::EventNeverCompletes {
+            nth: 2 * run as u64 + event,
+        };
+        match self {
+            Never::Fence => sim.inject(nth(p, 2)),
+            Never::Stream => sim.inject(nth(p, 1)),
+            Never::Tail => (p..depth).for_each(|k| sim.inject(nth(k, 2))),
+        }
+    }
+
+    /// How many of the runs never complete.
+    fn count(self, p: usize, depth: usize) -> usize {
+        match self {
+            Never::Fence => 1,
+            Never::Stream | Never::Tail => depth - p,
+        }
+    }
+}
+
+/// A stepped simulator and a depth-`D` device on it, in the properties'
+/// configuration, and the fence timeout in steps.
+fn drop_device<const D: usize>() -> (SimDriver, Device<SimDriver, D>, u64)
+where
+    Depth<D>: SupportedDepth,
+{
+    let sim = SimDriver::stepped(sim_config(7));
+    let cfg = DeviceConfig::default().max_elements(MAX_ELEMS);
+    let dev = Device::<_, D>::open(sim.clone(), cfg).unwrap();
+    let fence_steps = u64::try_from(dev.fence_timeout().as_micros()).unwrap();
+    (sim, dev, fence_steps)
+}
+
+/// A full depth-`D` pipeline whose runs `never` describes (from position
+/// `p`) never complete, dropped: the steps the drop took, the bound, and
+/// the runner's health after it.
+fn drop_full_pipeline<const D: usize>(p: usize, never: Never) -> (u64, u64)
+where
+    Depth<D>: SupportedDepth,
+{
+    let (sim, mut dev, fence_steps) = drop_device::<D>();
+    let runner = dev
+        .publish(&[Callable::program("p0", &program(0))])
+        .unwrap();
+    let code = runner.code("p0").unwrap();
+    let mut pipe = Pipeline::<_, D, usize>::new(&runner).unwrap();
+    never.inject(&sim, p, D);
+    for k in 0..D {
+        pipe.submit(RunSpec::new(code, Input::Host(&[1])), k)
+            .unwrap();
+    }
+    let in_flight = runner.health().in_flight;
+    assert_eq!(in_flight, D, "a full pipeline: every run launched");
+    let before = sim.stats().steps;
+    drop(pipe);
+    let took = sim.stats().steps - before;
+    let h = runner.health();
+    let what = format!("depth {D}, {never:?} from run {p}");
+    assert_eq!(
+        h.quarantined.len(),
+        never.count(p, D),
+        "{what}: exactly the runs never completed are quarantined: {h:?}"
+    );
+    assert!(h.poisoned.is_some(), "{what}: an overrun poisons: {h:?}");
+    (took, total_bound(in_flight, fence_steps))
+}
+
+/// The pipeline's drop keeps its one documented bound wherever in the
+/// queue the runs that never complete are — one of them, a stalled stream
+/// from there on, or every run from there on — at depths 2 and 4.
+#[test]
+fn dropping_a_pipeline_keeps_its_bound_wherever_runs_never_complete() {
+    fn at<const D: usize>()
+    where
+        Depth<D>: SupportedDepth,
+    {
+        for p in 0..D {
+            for never in [Never::Fence, Never::Stream, Never::Tail] {
+                let (took, bound) = drop_full_pipeline::<D>(p, never);
+                println!("depth {D}, {never:?} from run {p}: {took} steps, bound {bound}");
+                checks::bounded(&format!("depth {D}, {never:?} from run {p}"), took, bound)
+                    .unwrap();
+                if matches!(never, Never::Tail) && p == 0 {
+                    // Nothing completes: the drop spends its whole budget,
+                    // so the bound is tight, not merely loose enough.
+                    assert_eq!(took, bound, "depth {D}: nothing completes");
+                }
+            }
+        }
+    }
+    at::<2>();
+    at::<4>();
+}
+
+/// Negative control for the bound: the same full queue, every run never
+/// completing, held as typed runs and waited for one by one, each with its
+/// own fresh queue budget (`fence_for((ahead + 1) × fence_timeout)`) — what
+/// the pipeline's lanes did before its drop had one total bound — overruns
+/// the bound, and the check says so. (A plain drop of typed runs no longer
+/// does: behind a run that cannot be proven complete, a default wait is
+/// one more budget; `tests/drop_bounds.rs`.)
+#[test]
+fn waiting_for_runs_one_by_one_with_fresh_budgets_breaks_the_pipeline_bound() {
+    let (sim, mut dev, fence_steps) = drop_device::<4>();
+    let fence_timeout = dev.fence_timeout();
+    let runner = dev
+        .publish(&[Callable::program("p0", &program(0))])
+        .unwrap();
+    let spec = RunSpec::new(runner.code("p0").unwrap(), Input::Host(&[1]));
+    Never::Tail.inject(&sim, 0, 4);
+    macro_rules! launch {
+        ($i:literal) => {
+            runner
+                .prepare(runner.take_slot::<$i>().unwrap(), spec)
+                .unwrap()
+                .launch()
+                .unwrap()
+        };
+    }
+    let runs = (launch!(0), launch!(1), launch!(2), launch!(3));
+    let in_flight = runner.health().in_flight;
+    assert_eq!(in_flight, 4);
+    let before = sim.stats().steps;
+    let budget = |ahead: u32| fence_timeout * (ahead + 1);
+    let e0 = runs.0.fence_for(budget(0)).unwrap_err();
+    let e1 = runs.1.fence_for(budget(1)).unwrap_err();
+    let e2 = runs.2.fence_for(budget(2)).unwrap_err();
+    let e3 = runs.3.fence_for(budget(3)).unwrap_err();
+    let took = sim.stats().steps - before;
+    drop((e0, e1, e2, e3));
+    let bound = total_bound(in_flight, fence_steps);
+    println!("four typed runs waited for one by one: {took} steps, bound {bound}");
+    let err = checks::bounded("waiting for the runs", took, bound).unwrap_err();
+    assert!(err.contains("waiting for the runs took"), "{err}");
+}
+
+/// Regression (found by the 10⁶-case soak): never-completing fences
+/// behind one another, then `Pipeline::drain`, which fenced each pending
+/// run with its own fresh budget (25 500 steps at depth 4, past every
+/// bound); it now settles and drains within one total bound.
+#[test]
+fn regression_draining_a_pipeline_of_lost_fences_keeps_one_total_bound() {
+    use POp::{Complete, Drain, Inject, Submit};
+    let h = || PIn::Host(vec![0]);
+    let ops = vec![
+        Submit(0, h()),
+        Inject(FaultOp::NeverEvent(2)),
+        Submit(0, h()),
+        Submit(0, h()),
+        Inject(FaultOp::NeverEvent(2)),
+        Inject(FaultOp::NeverEvent(4)),
+        Submit(0, PIn::Previous),
+        Complete,
+        Submit(0, h()),
+        Drain,
     ];
     run_case::<4>(&ops, 0, Mutation::None).unwrap();
 }

@@ -1,6 +1,8 @@
 //! What a run hands back: the slot's host [`Outputs`] buffer and the
 //! [`Finalized`] record.
 
+use std::fmt;
+
 use super::config::ConfigError;
 use super::error::{ErrorKind, RunId};
 use super::slot::SlotToken;
@@ -47,11 +49,11 @@ pub struct Finalized<'r, const I: usize> {
 /// assert_eq!(out.capacity(), 1024);
 /// assert!(out.values().is_empty()); // nothing finalized into it yet
 /// ```
-#[derive(Debug, Clone, PartialEq, Eq)]
+// An `ErasedOutputs` whose `slot` is `I`: the typed buffer is the erased
+// one with the index promised by the type.
+#[derive(Clone, PartialEq, Eq)]
 pub struct Outputs<const I: usize> {
-    pub(super) values: Vec<u32>,
-    pub(super) len: usize,
-    pub(super) run: Option<RunId>,
+    pub(super) raw: ErasedOutputs,
 }
 
 impl<const I: usize> Outputs<I> {
@@ -69,11 +71,9 @@ impl<const I: usize> Outputs<I> {
     /// ```
     #[must_use]
     pub fn new(capacity: usize) -> Self {
-        Self::try_new(capacity.min(crate::DeviceConfig::MAX_ELEMENTS)).unwrap_or(Outputs {
-            values: Vec::new(),
-            len: 0,
-            run: None,
-        })
+        Outputs {
+            raw: ErasedOutputs::new(I, capacity),
+        }
     }
 
     /// A buffer for exactly `capacity` elements.
@@ -91,6 +91,67 @@ impl<const I: usize> Outputs<I> {
     /// # Ok::<(), runclaim::contract::ErrorKind>(())
     /// ```
     pub fn try_new(capacity: usize) -> Result<Self, ErrorKind> {
+        ErasedOutputs::try_new(I, capacity).map(|raw| Outputs { raw })
+    }
+
+    /// Elements it can hold.
+    #[must_use]
+    pub fn capacity(&self) -> usize {
+        self.raw.values.len()
+    }
+
+    /// The last finalized run's outputs (empty after a failed finalize).
+    #[must_use]
+    #[inline]
+    pub fn values(&self) -> &[u32] {
+        self.raw.values()
+    }
+
+    /// The run the values belong to.
+    #[must_use]
+    pub fn run(&self) -> Option<RunId> {
+        self.raw.run
+    }
+}
+
+impl<const I: usize> fmt::Debug for Outputs<I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Outputs")
+            .field("slot", &I)
+            .field("capacity", &self.capacity())
+            .field("run", &self.raw.run)
+            .field("values", &self.values())
+            .finish()
+    }
+}
+
+/// A slot's outputs buffer with the slot index a value: what
+/// [`Outputs<I>`](Outputs) is with its `I` erased. An erased run finalizes
+/// only into the buffer of its own slot (checked: the erased form of the
+/// E0308 a typed run gets for another slot's buffer).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct ErasedOutputs {
+    slot: usize,
+    pub(super) values: Vec<u32>,
+    pub(super) len: usize,
+    pub(super) run: Option<RunId>,
+}
+
+impl ErasedOutputs {
+    /// Slot `slot`'s buffer for up to `capacity` elements (clamped, never
+    /// failing: see [`Outputs::new`]).
+    pub(crate) fn new(slot: usize, capacity: usize) -> Self {
+        Self::try_new(slot, capacity.min(crate::DeviceConfig::MAX_ELEMENTS)).unwrap_or(
+            ErasedOutputs {
+                slot,
+                values: Vec::new(),
+                len: 0,
+                run: None,
+            },
+        )
+    }
+
+    fn try_new(slot: usize, capacity: usize) -> Result<Self, ErrorKind> {
         let max = crate::DeviceConfig::MAX_ELEMENTS;
         if capacity > max {
             return Err(ConfigError::ArenaTooLarge {
@@ -106,28 +167,23 @@ impl<const I: usize> Outputs<I> {
                 bytes: capacity.saturating_mul(4),
             })?;
         values.resize(capacity, 0);
-        Ok(Outputs {
+        Ok(ErasedOutputs {
+            slot,
             values,
             len: 0,
             run: None,
         })
     }
 
-    /// Elements it can hold.
-    #[must_use]
-    pub fn capacity(&self) -> usize {
-        self.values.len()
+    /// The slot whose runs finalize into it.
+    #[inline]
+    pub(super) fn slot(&self) -> usize {
+        self.slot
     }
 
-    /// The last finalized run's outputs (empty after a failed finalize).
-    #[must_use]
-    pub fn values(&self) -> &[u32] {
+    /// The last finalized run's outputs.
+    #[inline]
+    pub(crate) fn values(&self) -> &[u32] {
         &self.values[..self.len]
-    }
-
-    /// The run the values belong to.
-    #[must_use]
-    pub fn run(&self) -> Option<RunId> {
-        self.run
     }
 }

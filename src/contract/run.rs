@@ -5,10 +5,11 @@ use std::marker::PhantomData;
 use std::time::Duration;
 
 use super::error::{Action, Error, ErrorKind, RunId};
-use super::outputs::{Finalized, Outputs};
+use super::outputs::{ErasedOutputs, Finalized, Outputs};
 use super::port::{LaunchFail, RunInfo, Wait};
-use super::slot::SlotToken;
+use super::slot::{Claim, ErasedToken, SlotToken};
 use super::states::{Fenced, Launched, Prepared, State};
+use crate::driver::abi::WallRecord;
 
 /// A run in slot `I`, in state `S`.
 ///
@@ -149,69 +150,202 @@ use super::states::{Fenced, Launched, Prepared, State};
 /// [`std::mem::forget`] stays in the device's in-flight set and keeps its
 /// slot until a drain or publication proves it complete; a device fault or
 /// a fence that outlasts the watchdog poisons the runner.
-pub struct Run<'r, S: State, const I: usize> {
-    token: SlotToken<'r, I>,
+pub struct Run<'r, S: State, const I: usize>(RunOf<S, SlotToken<'r, I>>);
+
+/// A run whose slot index is a value: what [`Run<'r, S, I>`](Run) is with
+/// its `I` erased (the pipeline keeps `DEPTH` of them in one array). Made
+/// only from an [`ErasedToken`] (`Runner::prepare_claim`); it hands back
+/// only that erased token.
+pub(crate) type ErasedRun<'r, S> = RunOf<S, ErasedToken<'r>>;
+
+/// A run in state `S` holding the claim `K` on its slot — a typed
+/// `SlotToken<'r, I>` (for [`Run`]) or an `ErasedToken` (for
+/// [`ErasedRun`]). Every transition is written once, here: a typed run is
+/// this with `K::slot()` the constant `I`.
+pub(crate) struct RunOf<S: State, K: Claim> {
+    token: K,
     info: RunInfo,
     _state: PhantomData<S>,
 }
 
-impl<S: State, const I: usize> fmt::Debug for Run<'_, S, I> {
+impl<S: State, K: Claim> fmt::Debug for RunOf<S, K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Run")
             .field("state", &S::NAME)
             .field("run", &self.info.run)
-            .field("slot", &I)
+            .field("slot", &self.token.slot())
             .field("seq", &self.info.seq)
             .field("len", &self.info.len)
             .finish()
     }
 }
 
-impl<'r, S: State, const I: usize> Run<'r, S, I> {
-    fn into_state<T: State>(self) -> Run<'r, T, I> {
-        Run {
+impl<S: State, const I: usize> fmt::Debug for Run<'_, S, I> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        self.0.fmt(f)
+    }
+}
+
+impl<S: State, K: Claim> RunOf<S, K> {
+    #[inline]
+    fn into_state<T: State>(self) -> RunOf<T, K> {
+        RunOf {
             token: self.token,
             info: self.info,
             _state: PhantomData,
         }
     }
 
+    #[inline]
+    pub(crate) fn id(&self) -> RunId {
+        self.info.run
+    }
+
+    #[inline]
+    pub(crate) fn slot(&self) -> usize {
+        self.token.slot()
+    }
+
+    #[cold]
+    fn fail<T>(&self, value: T, action: Action, kind: ErrorKind) -> Error<T> {
+        Error::new(value, action, Some(self.info.run), Some(self.slot()), kind)
+    }
+}
+
+impl<K: Claim> RunOf<Prepared, K> {
+    /// A prepared run holding `token`, as the device prepared it.
+    #[inline]
+    pub(crate) fn new(token: K, info: RunInfo) -> Self {
+        RunOf {
+            token,
+            info,
+            _state: PhantomData,
+        }
+    }
+
+    /// See [`Run::launch`].
+    #[inline]
+    pub(crate) fn launch(mut self) -> Result<RunOf<Launched, K>, Error<Option<Self>>> {
+        let (slot, lease) = (self.token.slot(), self.token.lease());
+        match self.token.port().launch(slot, lease, &self.info) {
+            Ok(l) => {
+                self.info.seq = l.seq;
+                self.info.len = l.len;
+                Ok(self.into_state())
+            }
+            Err(LaunchFail::NotSubmitted(k)) => {
+                let e = self.fail((), Action::Launch, k);
+                Err(e.map_value(|()| Some(self)))
+            }
+            Err(LaunchFail::Lost(k)) => Err(self.fail(None, Action::Launch, k)),
+        }
+    }
+
+    /// See [`Run::<Prepared, I>::into_token`](Run::into_token).
+    #[inline]
+    pub(crate) fn into_token(self) -> K {
+        self.token
+    }
+}
+
+impl<K: Claim> RunOf<Launched, K> {
+    #[inline]
+    pub(crate) fn seq(&self) -> u64 {
+        self.info.seq
+    }
+
+    /// See [`Run::fence`], [`Run::fence_for`], [`Run::try_fence`].
+    #[inline]
+    pub(crate) fn wait(self, how: Wait, action: Action) -> Result<RunOf<Fenced, K>, Error<Self>> {
+        let (slot, lease) = (self.token.slot(), self.token.lease());
+        match self.token.port().wait(slot, lease, &self.info, how) {
+            Ok(()) => Ok(self.into_state()),
+            Err(k) => {
+                let e = self.fail((), action, k);
+                Err(e.map_value(|()| self))
+            }
+        }
+    }
+
+    /// [`Run::fence`].
+    #[inline]
+    pub(crate) fn fence(self) -> Result<RunOf<Fenced, K>, Error<Self>> {
+        self.wait(Wait::Configured, Action::Fence)
+    }
+}
+
+impl<K: Claim> RunOf<Fenced, K> {
+    /// See [`Run::finalize`]; the token comes back with the device wall.
+    /// `out` must be this run's slot's buffer: a typed run's is by its
+    /// type (E0308 otherwise), an erased run's is checked here.
+    #[inline]
+    pub(crate) fn finalize(self, out: &mut ErasedOutputs) -> Result<(K, WallRecord), Error<Self>> {
+        let info = self.info;
+        if out.slot() != self.slot() {
+            let kind = ErrorKind::broken("a run finalized into another slot's outputs buffer");
+            return Err(self.fail((), Action::Finalize, kind).map_value(|()| self));
+        }
+        let (slot, lease) = (self.token.slot(), self.token.lease());
+        match self
+            .token
+            .port()
+            .finalize(slot, lease, &info, &mut out.values)
+        {
+            Ok(wall) => {
+                out.len = info.len;
+                out.run = Some(info.run);
+                Ok((self.token, wall))
+            }
+            Err(k) => {
+                out.len = 0;
+                out.run = None;
+                Err(self.fail((), Action::Finalize, k).map_value(|()| self))
+            }
+        }
+    }
+
+    /// See [`Run::<Fenced, I>::into_token`](Run::into_token).
+    #[inline]
+    pub(crate) fn into_token(self) -> K {
+        self.token
+    }
+}
+
+impl<S: State, const I: usize> Run<'_, S, I> {
     /// The run's id (its tag in the device records).
     #[must_use]
+    #[inline]
     pub fn id(&self) -> RunId {
-        self.info.run
+        self.0.id()
     }
 
     /// The slot index, `I`.
     #[must_use]
+    #[inline]
     pub const fn slot(&self) -> usize {
         I
     }
 
     /// Elements the run computes (0 for a chained run before launch).
     #[must_use]
+    #[inline]
     pub fn len(&self) -> usize {
-        self.info.len
+        self.0.info.len
     }
 
     /// `true` when the run has no elements yet (a chained run before launch).
     #[must_use]
+    #[inline]
     pub fn is_empty(&self) -> bool {
-        self.info.len == 0
-    }
-
-    fn fail<T>(value: T, action: Action, run: RunId, kind: ErrorKind) -> Error<T> {
-        Error::new(value, action, Some(run), Some(I), kind)
+        self.0.info.len == 0
     }
 }
 
 impl<'r, const I: usize> Run<'r, Prepared, I> {
-    pub(crate) fn new(token: SlotToken<'r, I>, info: RunInfo) -> Self {
-        Run {
-            token,
-            info,
-            _state: PhantomData,
-        }
+    /// The typed run around a prepared one holding slot `I`'s token.
+    #[inline]
+    pub(crate) fn from_prepared(run: RunOf<Prepared, SlotToken<'r, I>>) -> Self {
+        Run(run)
     }
 
     /// Queues the run: AICore kernel, then AICPU kernel, then its fence — a
@@ -230,41 +364,41 @@ impl<'r, const I: usize> Run<'r, Prepared, I> {
     ///   recorded ([`ErrorKind::FenceNotRecorded`]): execution is uncertain,
     ///   the slot is quarantined, the runner is poisoned until a drain, and
     ///   the value is `None`.
-    pub fn launch(mut self) -> Result<Run<'r, Launched, I>, Error<Option<Self>>> {
-        let run = self.info.run;
-        match self.token.port.launch(I, self.token.lease, &self.info) {
-            Ok(l) => {
-                self.info.seq = l.seq;
-                self.info.len = l.len;
-                Ok(self.into_state())
-            }
-            Err(LaunchFail::NotSubmitted(k)) => Err(Self::fail(Some(self), Action::Launch, run, k)),
-            Err(LaunchFail::Lost(k)) => Err(Self::fail(None, Action::Launch, run, k)),
-        }
+    #[allow(
+        clippy::inline_always,
+        reason = "a thin wrapper: called out of line, it moves the whole result through memory (~80 instructions per run, measured)"
+    )]
+    #[inline(always)]
+    pub fn launch(self) -> Result<Run<'r, Launched, I>, Error<Option<Self>>> {
+        self.0
+            .launch()
+            .map(Run)
+            .map_err(|e| e.map_value(|back| back.map(Run)))
     }
 
     /// Abandons the prepared run and keeps its slot.
     #[must_use]
+    #[inline]
     pub fn into_token(self) -> SlotToken<'r, I> {
-        self.token
+        self.0.into_token()
     }
 }
 
 impl<'r, const I: usize> Run<'r, Launched, I> {
     /// The launch sequence number (stream order).
     #[must_use]
+    #[inline]
     pub fn seq(&self) -> u64 {
-        self.info.seq
+        self.0.seq()
     }
 
+    #[inline]
     fn wait(self, how: Wait, action: Action) -> Result<Run<'r, Fenced, I>, Error<Self>> {
-        let run = self.info.run;
-        match self.token.port.wait(I, self.token.lease, &self.info, how) {
-            Ok(()) => Ok(self.into_state()),
-            Err(k) => Err(Self::fail(self, action, run, k)),
-        }
+        self.0
+            .wait(how, action)
+            .map(Run)
+            .map_err(|e| e.map_value(Run))
     }
-
     /// Waits for **this run's** fence event (never a whole-stream
     /// synchronize) as long as the runs queued ahead of it legitimately
     /// take: at most `(runs ahead + 1) ×`
@@ -311,6 +445,7 @@ impl<'r, const I: usize> Run<'r, Launched, I> {
     /// when it only ran out of time (for a plain `fence`, possible only
     /// behind a run that is already unproven);
     /// [`ErrorKind::Fault`] for a device fault (poisons the runner).
+    #[inline]
     pub fn fence(self) -> Result<Run<'r, Fenced, I>, Error<Self>> {
         self.wait(Wait::Configured, Action::Fence)
     }
@@ -322,6 +457,7 @@ impl<'r, const I: usize> Run<'r, Launched, I> {
     ///
     /// # Errors
     /// As [`fence`](Run::fence).
+    #[inline]
     pub fn fence_for(self, timeout: Duration) -> Result<Run<'r, Fenced, I>, Error<Self>> {
         self.wait(Wait::For(timeout), Action::Fence)
     }
@@ -331,6 +467,7 @@ impl<'r, const I: usize> Run<'r, Launched, I> {
     /// # Errors
     /// [`ErrorKind::NotReady`] (with the run) when not complete; a fault as
     /// for [`fence`](Run::fence).
+    #[inline]
     pub fn try_fence(self) -> Result<Run<'r, Fenced, I>, Error<Self>> {
         self.wait(Wait::Poll, Action::TryFence)
     }
@@ -369,42 +506,33 @@ impl<'r, const I: usize> Run<'r, Fenced, I> {
     /// assert_eq!(bigger.values(), &[2, 3, 4]);
     /// # Ok::<(), runclaim::Error>(())
     /// ```
+    #[inline]
     pub fn finalize(self, out: &mut Outputs<I>) -> Result<Finalized<'r, I>, Error<Self>> {
-        let info = self.info;
-        match self
-            .token
-            .port
-            .finalize(I, self.token.lease, &info, &mut out.values)
-        {
-            Ok(wall) => {
-                out.len = info.len;
-                out.run = Some(info.run);
-                Ok(Finalized {
-                    token: self.token,
-                    run: info.run,
-                    seq: info.seq,
-                    wall,
-                })
-            }
-            Err(k) => {
-                out.len = 0;
-                out.run = None;
-                Err(Self::fail(self, Action::Finalize, info.run, k))
-            }
+        let (run, seq) = (self.0.info.run, self.0.info.seq);
+        match self.0.finalize(&mut out.raw) {
+            Ok((token, wall)) => Ok(Finalized {
+                token,
+                run,
+                seq,
+                wall,
+            }),
+            Err(e) => Err(e.map_value(Run)),
         }
     }
 
     /// Gives up on reading the run back and keeps its slot. The run is
     /// complete (it was fenced), so the slot is free for the next run.
     #[must_use]
+    #[inline]
     pub fn into_token(self) -> SlotToken<'r, I> {
-        self.token
+        self.0.into_token()
     }
 }
 
 /// `?` on a failed transition drops the handed-back value (a launched run's
 /// drop waits, bounded, for its fence) and keeps the error.
 impl<'r, S: State, const I: usize> From<Error<Run<'r, S, I>>> for Error {
+    #[inline]
     fn from(e: Error<Run<'r, S, I>>) -> Self {
         e.without_value()
     }
@@ -412,6 +540,7 @@ impl<'r, S: State, const I: usize> From<Error<Run<'r, S, I>>> for Error {
 
 /// `?` on a failed launch drops the prepared run, if it came back.
 impl<'r, S: State, const I: usize> From<Error<Option<Run<'r, S, I>>>> for Error {
+    #[inline]
     fn from(e: Error<Option<Run<'r, S, I>>>) -> Self {
         e.without_value()
     }
@@ -419,6 +548,7 @@ impl<'r, S: State, const I: usize> From<Error<Option<Run<'r, S, I>>>> for Error 
 
 /// `?` on a failed prepare or finalize drops the token (freeing the slot).
 impl<'r, const I: usize> From<Error<SlotToken<'r, I>>> for Error {
+    #[inline]
     fn from(e: Error<SlotToken<'r, I>>) -> Self {
         e.without_value()
     }
@@ -426,6 +556,7 @@ impl<'r, const I: usize> From<Error<SlotToken<'r, I>>> for Error {
 
 /// `?` on a failed serial run drops the token, if it came back.
 impl<'r, const I: usize> From<Error<Option<SlotToken<'r, I>>>> for Error {
+    #[inline]
     fn from(e: Error<Option<SlotToken<'r, I>>>) -> Self {
         e.without_value()
     }
@@ -444,4 +575,90 @@ mod tests {
     assert_not_impl_any!(Run<'static, Launched, 0>: Clone, Copy);
     assert_not_impl_any!(Finalized<'static, 0>: Clone, Copy);
     assert_impl_all!(Outputs<0>: Send, Sync, Clone);
+    assert_impl_all!(ErasedToken<'static>: Send, Sync);
+    assert_not_impl_any!(ErasedToken<'static>: Clone, Copy);
+    assert_impl_all!(ErasedRun<'static, Launched>: Send, Sync);
+    assert_not_impl_any!(ErasedRun<'static, Launched>: Clone, Copy);
+
+    use crate::contract::{Callable, Device, DeviceConfig, ErrorKind, Input, RunSpec};
+    use crate::driver::abi::Program;
+    use crate::sim::{SimConfig, SimDriver};
+
+    fn device() -> Device<SimDriver, 2> {
+        let sim = SimDriver::stepped(SimConfig::default());
+        Device::open(sim, DeviceConfig::default().max_elements(4)).unwrap()
+    }
+
+    /// An erased token is made only for a slot below `DEPTH`, turns typed
+    /// only as its own slot's, and holds and releases its slot as a typed
+    /// token does.
+    #[test]
+    fn erased_tokens_keep_the_typed_rules_at_run_time() {
+        let mut dev = device();
+        let runner = dev.publish(&[]).unwrap();
+        let e = runner.take_erased(2).unwrap_err();
+        assert_eq!(e.kind(), &ErrorKind::SlotOutOfRange { slot: 2, depth: 2 });
+        let erased = runner.take_erased(1).unwrap();
+        let lease = erased.lease();
+        let erased = erased.typed::<0>().unwrap_err(); // slot 1's, not slot 0's
+        assert_eq!(
+            runner.take_slot::<1>().unwrap_err().kind(),
+            &ErrorKind::SlotTaken
+        );
+        let typed = erased.typed::<1>().unwrap(); // lossless: the same lease
+        assert_eq!((typed.index(), typed.lease()), (1, lease));
+        drop(typed); // released once
+        let again = runner.take_erased(1).unwrap();
+        assert_eq!(
+            runner.take_slot::<1>().unwrap_err().kind(),
+            &ErrorKind::SlotTaken
+        );
+        drop(again);
+        assert!(runner.take_slot::<1>().is_ok());
+    }
+
+    /// An erased run goes through the same transitions as a typed one and
+    /// hands back its erased token.
+    #[test]
+    fn an_erased_run_moves_through_the_states() {
+        let mut dev = device();
+        let runner = dev
+            .publish(&[Callable::program("f", &Program::new().add(1))])
+            .unwrap();
+        let spec = RunSpec::new(runner.code("f").unwrap(), Input::Host(&[1, 2]));
+        let run = runner
+            .prepare_claim(runner.take_erased(1).unwrap(), spec)
+            .unwrap();
+        let run: ErasedRun<'_, Launched> = run.launch().unwrap();
+        assert_eq!((run.slot(), run.seq()), (1, 1));
+        let mut out = ErasedOutputs::new(1, 4);
+        let (token, wall) = run.fence().unwrap().finalize(&mut out).unwrap();
+        assert_eq!((out.values(), wall.slot, token.slot()), (&[2, 3][..], 1, 1));
+    }
+
+    /// The erased form of E0308: an erased run finalizing into another
+    /// slot's buffer is a runclaim bug — a panic in debug builds, refused
+    /// (the run handed back, nothing read) in release.
+    #[test]
+    #[cfg_attr(
+        debug_assertions,
+        should_panic(expected = "another slot's outputs buffer")
+    )]
+    fn an_erased_run_finalizes_only_into_its_own_slots_buffer() {
+        let mut dev = device();
+        let runner = dev
+            .publish(&[Callable::program("f", &Program::new().add(1))])
+            .unwrap();
+        let spec = RunSpec::new(runner.code("f").unwrap(), Input::Host(&[1]));
+        let run = runner
+            .prepare_claim(runner.take_erased(0).unwrap(), spec)
+            .unwrap();
+        let fenced = run.launch().unwrap().fence().unwrap();
+        let mut other = ErasedOutputs::new(1, 4);
+        let err = fenced.finalize(&mut other).unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::InvariantBroken(_)));
+        assert!(other.values().is_empty());
+        let mut own = ErasedOutputs::new(0, 4);
+        assert!(err.into_value().finalize(&mut own).is_ok());
+    }
 }

@@ -7,8 +7,8 @@ use super::code::{CodeEntry, CodeRef};
 use super::device::{Device, DrainReport, Health};
 use super::error::{Action, Error, ErrorKind};
 use super::outputs::{Finalized, Outputs};
-use super::run::Run;
-use super::slot::{Slot, SlotOf, SlotToken};
+use super::run::{Run, RunOf};
+use super::slot::{Claim, ErasedToken, Slot, SlotOf, SlotToken};
 use super::spec::RunSpec;
 use super::states::Prepared;
 use crate::driver::Driver;
@@ -126,18 +126,28 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
     /// [`ErrorKind::SlotTaken`] when the token is out;
     /// [`ErrorKind::SlotInFlight`] while a launched run holds the slot;
     /// [`ErrorKind::SlotQuarantined`] until a drain after an unproven run.
+    #[inline]
     pub fn take_slot<const I: usize>(&self) -> Result<SlotToken<'_, I>, Error>
     where
         Slot<I>: SlotOf<DEPTH>,
     {
-        let lease = self
-            .device
-            .take(I)
-            .map_err(|k| Error::new((), Action::TakeSlot, None, Some(I), k))?;
-        Ok(SlotToken {
-            port: self.device,
-            lease,
+        self.take_erased(I)?.typed().map_err(|_| {
+            let kind = ErrorKind::broken("take_erased(I) handed out another slot's token");
+            Error::new((), Action::TakeSlot, None, Some(I), kind)
         })
+    }
+
+    /// Takes the token of slot `slot`, chosen at run time, in its erased
+    /// form: what [`take_slot`](Runner::take_slot) does, with the index
+    /// checked against `DEPTH` here instead of by the compiler.
+    #[inline]
+    pub(crate) fn take_erased(&self, slot: usize) -> Result<ErasedToken<'_>, Error> {
+        let fail = |k| Error::new((), Action::TakeSlot, None, Some(slot), k);
+        if slot >= DEPTH {
+            return Err(fail(ErrorKind::SlotOutOfRange { slot, depth: DEPTH }));
+        }
+        let lease = self.device.take(slot).map_err(fail)?;
+        Ok(ErasedToken::new(self.device.port(), slot, lease))
     }
 
     /// A host buffer for slot `I`'s outputs, sized to the arena.
@@ -157,21 +167,34 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
     /// The token comes back inside the error: [`ErrorKind::EmptyInput`],
     /// [`ErrorKind::InputTooLong`], [`ErrorKind::ForeignHandle`] (a token or
     /// code of another device), [`ErrorKind::StaleToken`], or a driver error.
+    #[inline]
     pub fn prepare<'r, const I: usize>(
         &'r self,
         token: SlotToken<'r, I>,
         spec: RunSpec<'_>,
     ) -> Result<Run<'r, Prepared, I>, Error<SlotToken<'r, I>>> {
-        let fail = |token, k| Error::new(token, Action::Prepare, None, Some(I), k);
-        if token.port.device_id() != self.device.id() {
+        self.prepare_claim(token, spec).map(Run::from_prepared)
+    }
+
+    /// [`prepare`](Runner::prepare) for a typed or an erased token: the one
+    /// implementation of both.
+    #[inline]
+    pub(crate) fn prepare_claim<K: Claim>(
+        &self,
+        token: K,
+        spec: RunSpec<'_>,
+    ) -> Result<RunOf<Prepared, K>, Error<K>> {
+        let slot = token.slot();
+        let fail = |token, k| Error::new(token, Action::Prepare, None, Some(slot), k);
+        if token.port().device_id() != self.device.id() {
             return Err(fail(token, ErrorKind::ForeignHandle));
         }
         match self
             .device
             .port()
-            .prepare(I, token.lease, spec.code, spec.input)
+            .prepare(slot, token.lease(), spec.code, spec.input)
         {
-            Ok(info) => Ok(Run::new(token, info)),
+            Ok(info) => Ok(RunOf::new(token, info)),
             Err(k) => Err(fail(token, k)),
         }
     }

@@ -2,6 +2,7 @@
 //! against `DEPTH`, and [`SlotToken`] is the one capability to use slot `I`.
 
 use std::fmt;
+use std::mem::ManuallyDrop;
 
 use super::port::Port;
 
@@ -112,9 +113,15 @@ depths! {
 /// assert_eq!(token.index(), 0);
 /// # Ok::<(), runclaim::Error>(())
 /// ```
+// Inside the crate a token has an erased form, `ErasedToken`, with the slot
+// index a value. The two convert losslessly: a `SlotToken<'r, I>` is an
+// `ErasedToken` whose `slot` is `I` (kept in the type, so a typed token stays
+// two words and a lease). The only ways to make one are
+// `Runner::take_slot::<I>`, bounded by `Slot<I>: SlotOf<DEPTH>`, and
+// `ErasedToken::typed::<I>`, which checks.
 pub struct SlotToken<'r, const I: usize> {
-    pub(crate) port: &'r dyn Port,
-    pub(crate) lease: u64,
+    port: &'r dyn Port,
+    lease: u64,
 }
 
 impl<const I: usize> SlotToken<'_, I> {
@@ -126,6 +133,7 @@ impl<const I: usize> SlotToken<'_, I> {
 
     /// The lease this token holds.
     #[must_use]
+    #[inline]
     pub fn lease(&self) -> u64 {
         self.lease
     }
@@ -140,9 +148,110 @@ impl<const I: usize> fmt::Debug for SlotToken<'_, I> {
     }
 }
 
+/// Releases the slot: the same release an erased token's drop makes.
 impl<const I: usize> Drop for SlotToken<'_, I> {
     fn drop(&mut self) {
         self.port.release(I, self.lease);
+    }
+}
+
+/// A slot token with the slot index a value: what a [`SlotToken`] is with
+/// its `I` erased, so that tokens of different slots have one type (the
+/// pipeline keeps `DEPTH` of them in an array). Crate-private, like its
+/// only constructor (`Runner::take_erased`, which checks the index against
+/// `DEPTH`); it turns back into a typed token only through
+/// [`typed`](ErasedToken::typed), which checks the index against `I`.
+/// Dropping it releases the slot, exactly as dropping a typed token does.
+pub(crate) struct ErasedToken<'r> {
+    port: &'r dyn Port,
+    slot: usize,
+    lease: u64,
+}
+
+impl<'r> ErasedToken<'r> {
+    /// The token of `slot` on `lease`, issued by `port`. The caller has
+    /// checked `slot < DEPTH` and taken the lease from the device.
+    #[inline]
+    pub(crate) fn new(port: &'r dyn Port, slot: usize, lease: u64) -> Self {
+        ErasedToken { port, slot, lease }
+    }
+
+    /// This token as slot `I`'s, or itself back when it is another slot's.
+    #[inline]
+    pub(crate) fn typed<const I: usize>(self) -> Result<SlotToken<'r, I>, Self> {
+        if self.slot != I {
+            return Err(self);
+        }
+        // The slot is released once, by the typed token.
+        let raw = ManuallyDrop::new(self);
+        Ok(SlotToken {
+            port: raw.port,
+            lease: raw.lease,
+        })
+    }
+}
+
+impl fmt::Debug for ErasedToken<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("ErasedToken")
+            .field("slot", &self.slot)
+            .field("lease", &self.lease)
+            .finish()
+    }
+}
+
+impl Drop for ErasedToken<'_> {
+    fn drop(&mut self) {
+        self.port.release(self.slot, self.lease);
+    }
+}
+
+/// A claim on one slot, typed or erased: what a run holds, so that one
+/// implementation of every transition serves `Run<'r, S, I>` (holding a
+/// `SlotToken<'r, I>`, whose slot is the constant `I`) and the erased run
+/// (holding an `ErasedToken`, whose slot is a value).
+pub(crate) trait Claim {
+    /// The slot index (for a typed token, the constant `I`).
+    fn slot(&self) -> usize;
+
+    /// The lease held.
+    fn lease(&self) -> u64;
+
+    /// The port the slot belongs to.
+    fn port(&self) -> &dyn Port;
+}
+
+impl Claim for ErasedToken<'_> {
+    #[inline]
+    fn slot(&self) -> usize {
+        self.slot
+    }
+
+    #[inline]
+    fn lease(&self) -> u64 {
+        self.lease
+    }
+
+    #[inline]
+    fn port(&self) -> &dyn Port {
+        self.port
+    }
+}
+
+impl<const I: usize> Claim for SlotToken<'_, I> {
+    #[inline]
+    fn slot(&self) -> usize {
+        I
+    }
+
+    #[inline]
+    fn lease(&self) -> u64 {
+        self.lease
+    }
+
+    #[inline]
+    fn port(&self) -> &dyn Port {
+        self.port
     }
 }
 

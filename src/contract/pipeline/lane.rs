@@ -1,269 +1,186 @@
-//! One slot of a [`Pipeline`](super::Pipeline), typed: `Lane<'r, I, T>`
-//! moves slot `I` through `Prepared → Launched → Fenced → Finalized` with
-//! the runner's own calls; `AnyLane` erases `I` (one variant per slot index)
-//! so that `DEPTH` lanes fit in one array.
+//! One slot of a [`Pipeline`](super::Pipeline): the slot's erased handles
+//! and outputs buffer, and what the lane owes the caller — one enum,
+//! [`LaneState`], whose variants are the lane's states.
+
+use std::mem;
+use std::time::Duration;
 
 use super::Completed;
 use crate::contract::error::{Action, Error, ErrorKind, RunId};
-use crate::contract::outputs::Outputs;
-use crate::contract::run::Run;
+use crate::contract::outputs::ErasedOutputs;
+use crate::contract::port::Wait;
+use crate::contract::run::ErasedRun;
 use crate::contract::runner::Runner;
-use crate::contract::slot::{Depth, Slot, SlotOf, SlotToken, SupportedDepth};
+use crate::contract::slot::ErasedToken;
 use crate::contract::spec::RunSpec;
 use crate::contract::states::{Fenced, Launched};
 use crate::driver::Driver;
 use crate::driver::abi::WallRecord;
 
-/// Declares the lane enum — one variant per slot index a supported depth
-/// has — and `with_lane!`, which runs an expression on the typed lane inside.
-macro_rules! lanes {
-    ($($variant:ident = $i:literal),* $(,)?) => {
-        /// Slot `I`'s lane with `I` kept as a type, for every `I` a
-        /// supported depth has: the array of lanes needs one type.
-        pub(super) enum AnyLane<'r, T> {
-            $($variant(Lane<'r, $i, T>),)*
-        }
-
-        impl<'r, T> AnyLane<'r, T> {
-            /// Lane `index` of `runner`, holding that slot's token.
-            pub(super) fn take<D: Driver, const DEPTH: usize>(
-                runner: &'r Runner<'r, D, DEPTH>,
-                index: usize,
-                capacity: usize,
-            ) -> Result<Self, Error> {
-                match index {
-                    $($i => Lane::take(runner, capacity).map(AnyLane::$variant),)*
-                    _ => Err(out_of_range(index, DEPTH)),
-                }
-            }
-        }
-
-        /// Runs `$body` with `$lane` bound to the typed lane in `$any`.
-        macro_rules! with_lane {
-            ($any:expr, $lane:ident => $body:expr) => {
-                match $any {
-                    $(AnyLane::$variant($lane) => $body,)*
-                }
-            };
-        }
-    };
-}
-
-lanes! {
-    L0 = 0, L1 = 1, L2 = 2, L3 = 3, L4 = 4, L5 = 5, L6 = 6, L7 = 7,
-    L8 = 8, L9 = 9, L10 = 10, L11 = 11, L12 = 12, L13 = 13, L14 = 14, L15 = 15,
-}
-
-/// A pending run's bookkeeping.
+/// A submitted run's bookkeeping, kept until `complete` hands it back.
 pub(super) struct Ticket<T> {
     tag: T,
     run: RunId,
     seq: u64,
 }
 
-/// Slot `I` of a pipeline, laid out like a hand-written lane (the steady
-/// state only moves a token or a run in and out of an `Option`).
-///
-/// Who holds the slot: `token` (free for a run), `run` (a launched run) or
-/// `lost` (no handle: the run was lost in a partial launch, its slot
-/// quarantined until a drain, or the token could not be taken back) — one
-/// of them. A pending run (submitted, not yet handed back) has a `ticket`;
-/// it is the launched `run`, unless a drain settled it early (`settled`
-/// holds its outcome, its values are in `out`). A `run` without a ticket is
-/// an orphan: a run whose completion failed and was handed back as an
-/// error; it keeps the slot until the next submit into the slot waits for
-/// it (bounded), a drain, or the pipeline's drop (which waits for it,
-/// bounded).
-pub(super) struct Lane<'r, const I: usize, T> {
-    token: Option<SlotToken<'r, I>>,
-    run: Option<Run<'r, Launched, I>>,
-    lost: Option<ErrorKind>,
-    ticket: Option<Ticket<T>>,
-    settled: Option<Result<WallRecord, Error>>,
-    out: Outputs<I>,
+/// Who holds a lane's slot while the lane owes the caller nothing (or
+/// once it has paid what it owes).
+pub(super) enum Idle<'r> {
+    /// The slot's token: free for the next run.
+    Free(ErasedToken<'r>),
+    /// A launched run whose completion failed and was handed back as an
+    /// error. It keeps the slot until the next submit into the slot waits
+    /// for it (bounded as a fence is), a drain, or the pipeline's drop.
+    /// Boxed, on this error path only, so that every state stays small
+    /// enough to move without a `memcpy` call in the steady state.
+    Orphan(Box<ErasedRun<'r, Launched>>),
+    /// No handle, and why: the run was lost in a partial launch (the slot
+    /// is quarantined until a drain), or the token could not be taken
+    /// back after a drain. The next submit into the slot reports it.
+    Lost(ErrorKind),
 }
 
-/// Slot `I`'s token, taken from `runner` as [`Runner::take_slot`] does.
-/// `Slot<I>: SlotOf<DEPTH>` cannot be named for a generic `DEPTH`, so it is
-/// checked here instead: an index out of range is an error.
-fn take_token<'r, const I: usize, D: Driver, const DEPTH: usize>(
-    runner: &'r Runner<'r, D, DEPTH>,
-) -> Result<SlotToken<'r, I>, Error> {
-    if I >= DEPTH {
-        return Err(out_of_range(I, DEPTH));
-    }
-    let device = runner.device();
-    let lease = device
-        .take(I)
-        .map_err(|k| Error::new((), Action::TakeSlot, None, Some(I), k))?;
-    Ok(SlotToken {
-        port: device,
-        lease,
-    })
+/// A lane's state: what it owes the caller, and who holds its slot.
+pub(super) enum LaneState<'r, T> {
+    /// Nothing owed.
+    Idle(Idle<'r>),
+    /// A submitted run, launched and not yet handed back; it holds the
+    /// slot. `complete` fences and finalizes it.
+    Pending {
+        ticket: Ticket<T>,
+        run: ErasedRun<'r, Launched>,
+    },
+    /// A submitted run that a drain fenced and finalized early: its
+    /// outcome (its values in the lane's buffer) waits for `complete`, and
+    /// `then` holds the slot — what the lane is once the outcome is paid.
+    Settled {
+        ticket: Ticket<T>,
+        outcome: Result<WallRecord, Error>,
+        then: Idle<'r>,
+    },
 }
 
-fn out_of_range(slot: usize, depth: usize) -> Error {
-    Error::new(
-        (),
-        Action::TakeSlot,
-        None,
-        Some(slot),
-        ErrorKind::SlotOutOfRange { slot, depth },
-    )
+/// Slot `out.slot()` of a pipeline: its state and its outputs buffer.
+pub(super) struct Lane<'r, T> {
+    state: LaneState<'r, T>,
+    out: ErasedOutputs,
 }
 
-impl<'r, const I: usize, T> Lane<'r, I, T> {
+/// What a lane holds for the instant a transition owns its state: no
+/// handle, so nothing is released or reused should a driver's panic
+/// unwind through the transition (its handles drop on the way, as a
+/// run's always do). Never seen outside a transition.
+const MID_TRANSITION: ErrorKind = ErrorKind::InvariantBroken("a lane left mid-transition");
+
+impl<'r, T> Lane<'r, T> {
+    /// Lane `slot` of `runner`, holding that slot's token and a buffer of
+    /// `capacity` elements.
     pub(super) fn take<D: Driver, const DEPTH: usize>(
         runner: &'r Runner<'r, D, DEPTH>,
+        slot: usize,
         capacity: usize,
     ) -> Result<Self, Error> {
         Ok(Lane {
-            token: Some(take_token::<I, D, DEPTH>(runner)?),
-            run: None,
-            lost: None,
-            ticket: None,
-            settled: None,
-            out: Outputs::new(capacity),
+            state: LaneState::Idle(Idle::Free(runner.take_erased(slot)?)),
+            out: ErasedOutputs::new(slot, capacity),
         })
     }
 
+    fn slot(&self) -> usize {
+        self.out.slot()
+    }
+
+    /// Moves the lane from its state to the one `f` returns; `f` owns the
+    /// state meanwhile (and the buffer), so every path out of it names the
+    /// next state.
+    #[inline]
+    fn transition<R>(
+        &mut self,
+        f: impl FnOnce(LaneState<'r, T>, &mut ErasedOutputs) -> (LaneState<'r, T>, R),
+    ) -> R {
+        let state = mem::replace(&mut self.state, LaneState::Idle(Idle::Lost(MID_TRANSITION)));
+        let (next, r) = f(state, &mut self.out);
+        // What is replaced is the placeholder (`f` cannot reach the state),
+        // which holds nothing to drop: skip the drop's discriminant checks.
+        mem::forget(mem::replace(&mut self.state, next));
+        r
+    }
+
     /// Prepares and launches a run in this slot.
-    // Out of line, like `complete`: the pipeline's 16-way dispatch stays a
-    // jump into one typed lane, small enough to inline into the caller.
-    #[inline(never)]
+    #[inline]
     pub(super) fn submit<D: Driver, const DEPTH: usize>(
         &mut self,
         runner: &'r Runner<'r, D, DEPTH>,
         spec: RunSpec<'_>,
         tag: T,
     ) -> Result<RunId, (Error, T)> {
-        if self.ticket.is_some() {
-            // Unreachable through the pipeline, which submits only into a
-            // lane whose run was handed back.
-            let kind = ErrorKind::broken("a submit into a lane with a pending run");
-            return Err((Error::new((), Action::Launch, None, Some(I), kind), tag));
-        }
-        let token = match self.token.take() {
-            Some(token) => token,
-            None => match self.reclaim(runner) {
-                Ok(token) => token,
-                Err(e) => return Err((e, tag)),
-            },
-        };
-        let prepared = match runner.prepare(token, spec) {
-            Ok(prepared) => prepared,
-            Err(e) => {
-                let (token, e) = e.into_parts();
-                self.token = Some(token);
-                return Err((e, tag));
-            }
-        };
-        match prepared.launch() {
-            Ok(run) => {
-                let id = run.id();
-                self.ticket = Some(Ticket {
-                    tag,
-                    run: id,
-                    seq: run.seq(),
-                });
-                self.run = Some(run);
-                Ok(id)
-            }
-            Err(e) => {
-                let (back, e) = e.into_parts();
-                if let Some(prepared) = back {
-                    self.token = Some(prepared.into_token());
-                } else {
-                    self.lost = Some(ErrorKind::SlotQuarantined { run: e.run() });
+        let slot = self.slot();
+        self.transition(|state, _| {
+            let token = match state {
+                LaneState::Idle(Idle::Free(token)) => token,
+                LaneState::Idle(idle) => match reclaim(idle, runner, slot) {
+                    Reclaimed::Token(token) => token,
+                    Reclaimed::Refused(idle, e) => return (LaneState::Idle(idle), Err((e, tag))),
+                },
+                owed @ (LaneState::Pending { .. } | LaneState::Settled { .. }) => {
+                    // Unreachable through the pipeline, which submits only
+                    // into a lane whose run was handed back.
+                    let kind = ErrorKind::broken("a submit into a lane that owes a result");
+                    let e = Error::new((), Action::Launch, None, Some(slot), kind);
+                    return (owed, Err((e, tag)));
                 }
-                Err((e, tag))
-            }
-        }
-    }
-
-    /// The slot's token back from an orphan or a lost slot. A poisoned
-    /// runner is the cause to report, at once; otherwise the orphan is
-    /// waited for (bounded as a fence is); a lost slot waits for a
-    /// drain.
-    #[cold]
-    fn reclaim<D: Driver, const DEPTH: usize>(
-        &mut self,
-        runner: &'r Runner<'r, D, DEPTH>,
-    ) -> Result<SlotToken<'r, I>, Error> {
-        if let Some(poison) = runner.health().poisoned {
-            let kind = ErrorKind::Poisoned(poison);
-            return Err(Error::new((), Action::Launch, None, Some(I), kind));
-        }
-        if let Some(run) = self.run.take() {
-            return run.fence().map(Run::<Fenced, I>::into_token).map_err(|e| {
-                let (run, e) = e.into_parts();
-                self.run = Some(run);
-                e
-            });
-        }
-        let kind = self.lost.clone().unwrap_or(ErrorKind::SlotTaken);
-        Err(Error::new((), Action::TakeSlot, None, Some(I), kind))
-    }
-
-    /// Fences (bounded as a fence is) and finalizes `run` into the
-    /// lane's buffer; the slot goes back to `token`, or stays with the run
-    /// if its fence failed.
-    fn retire(&mut self, run: Run<'r, Launched, I>) -> Result<WallRecord, Error> {
-        match run.fence() {
-            Ok(fenced) => match fenced.finalize(&mut self.out) {
-                Ok(done) => {
-                    self.token = Some(done.token);
-                    Ok(done.wall)
+            };
+            let prepared = match runner.prepare_claim(token, spec) {
+                Ok(prepared) => prepared,
+                Err(e) => {
+                    let (token, e) = e.into_parts();
+                    return (LaneState::Idle(Idle::Free(token)), Err((e, tag)));
+                }
+            };
+            match prepared.launch() {
+                Ok(run) => {
+                    let id = run.id();
+                    let ticket = Ticket {
+                        tag,
+                        run: id,
+                        seq: run.seq(),
+                    };
+                    (LaneState::Pending { ticket, run }, Ok(id))
                 }
                 Err(e) => {
-                    let (fenced, e) = e.into_parts();
-                    self.token = Some(fenced.into_token());
-                    Err(e)
+                    let (back, e) = e.into_parts();
+                    let idle = match back {
+                        Some(prepared) => Idle::Free(prepared.into_token()),
+                        None => Idle::Lost(ErrorKind::SlotQuarantined { run: e.run() }),
+                    };
+                    (LaneState::Idle(idle), Err((e, tag)))
                 }
-            },
-            Err(e) => {
-                let (run, e) = e.into_parts();
-                self.run = Some(run);
-                Err(e)
             }
-        }
+        })
     }
 
-    /// Retires the pending launched run, if any, keeping its outcome for
-    /// `complete`.
-    pub(super) fn settle(&mut self) {
-        if self.ticket.is_some()
-            && self.settled.is_none()
-            && let Some(run) = self.run.take()
-        {
-            self.settled = Some(self.retire(run));
-        }
-    }
-
-    /// Hands the pending run back: `None` when none is pending.
+    /// Hands the owed run back: `None` when the lane owes nothing.
     #[allow(
         clippy::type_complexity,
         reason = "a private signature: the outcome and the tag of a failure"
     )]
-    #[inline(never)]
+    #[inline]
     pub(super) fn complete(&mut self) -> Option<Result<Completed<'_, T>, (Error, T)>> {
-        let ticket = self.ticket.take()?;
-        let outcome = match (self.settled.take(), self.run.take()) {
-            (Some(outcome), run) => {
-                self.run = run;
-                outcome
-            }
+        let owed = self.transition(|state, out| match state {
             // The steady state: retire it now.
-            (None, Some(run)) => self.retire(run),
-            // Unreachable: a pending run is launched or settled.
-            (None, None) => Err(Error::new(
-                (),
-                Action::Fence,
-                Some(ticket.run),
-                Some(I),
-                ErrorKind::NotReady,
-            )),
-        };
+            LaneState::Pending { ticket, run } => {
+                let (outcome, then) = retire(run, out);
+                (LaneState::Idle(then), Some((ticket, outcome)))
+            }
+            LaneState::Settled {
+                ticket,
+                outcome,
+                then,
+            } => (LaneState::Idle(then), Some((ticket, outcome))),
+            idle @ LaneState::Idle(_) => (idle, None),
+        });
+        let (ticket, outcome) = owed?;
         Some(match outcome {
             Ok(wall) => Ok(Completed {
                 tag: ticket.tag,
@@ -276,22 +193,159 @@ impl<'r, const I: usize, T> Lane<'r, I, T> {
         })
     }
 
-    /// After a drain (which settled every pending run first): a fresh token
-    /// for the slot. The old handles are stale (the drain reset the slot),
-    /// so dropping them releases nothing.
+    /// Retires the pending run, if any, keeping its outcome for
+    /// `complete`: its fence waited for at most `left` of the drain's
+    /// `budget` (once it is spent, only looked at).
+    pub(super) fn settle(&mut self, left: Duration, budget: Duration) {
+        self.transition(|state, out| match state {
+            LaneState::Pending { ticket, run } => {
+                let (outcome, then) = retire_within(run, out, left, budget);
+                let settled = LaneState::Settled {
+                    ticket,
+                    outcome,
+                    then,
+                };
+                (settled, ())
+            }
+            other => (other, ()),
+        });
+    }
+
+    /// After a drain (which settled every pending run first): a fresh
+    /// token for the slot, in place of whatever held it. The old handles
+    /// are stale (the drain reset the slot), so dropping them releases
+    /// nothing.
     pub(super) fn renew<D: Driver, const DEPTH: usize>(
         &mut self,
         runner: &'r Runner<'r, D, DEPTH>,
     ) {
-        let stale = (self.token.take(), self.run.take(), self.lost.take());
-        match take_token::<I, D, DEPTH>(runner) {
-            Ok(token) => self.token = Some(token),
-            Err(e) => self.lost = Some(e.kind().clone()),
-        }
+        let slot = self.slot();
+        let fresh = match runner.take_erased(slot) {
+            Ok(token) => Idle::Free(token),
+            Err(e) => Idle::Lost(e.kind().clone()),
+        };
+        let stale = self.transition(|state, _| match state {
+            LaneState::Idle(stale) => (LaneState::Idle(fresh), stale),
+            LaneState::Settled {
+                ticket,
+                outcome,
+                then,
+            } => {
+                let settled = LaneState::Settled {
+                    ticket,
+                    outcome,
+                    then: fresh,
+                };
+                (settled, then)
+            }
+            LaneState::Pending { ticket, run } => {
+                // Unreachable: the drain settled every pending run first.
+                let kind = ErrorKind::broken("a drain left a run pending");
+                let e = Error::new((), Action::Drain, Some(ticket.run), Some(slot), kind);
+                let settled = LaneState::Settled {
+                    ticket,
+                    outcome: Err(e),
+                    then: fresh,
+                };
+                (settled, Idle::Orphan(Box::new(run)))
+            }
+        });
         drop(stale);
     }
 }
 
-// The enum covers every slot of the deepest supported depth.
-static_assertions::assert_impl_all!(Slot<15>: SlotOf<16>);
-static_assertions::assert_not_impl_any!(Depth<17>: SupportedDepth);
+/// What [`reclaim`] got: the slot's token, or why not (and the slot's
+/// holder, unchanged).
+enum Reclaimed<'r> {
+    Token(ErasedToken<'r>),
+    Refused(Idle<'r>, Error),
+}
+
+/// The slot's token back from an orphan or a lost slot. A poisoned runner
+/// is the cause to report, at once; otherwise the orphan is waited for
+/// (bounded as a fence is); a lost slot reports why it is lost.
+#[cold]
+fn reclaim<'r, D: Driver, const DEPTH: usize>(
+    idle: Idle<'r>,
+    runner: &'r Runner<'r, D, DEPTH>,
+    slot: usize,
+) -> Reclaimed<'r> {
+    if let Some(poison) = runner.health().poisoned {
+        let kind = ErrorKind::Poisoned(poison);
+        return Reclaimed::Refused(idle, Error::new((), Action::Launch, None, Some(slot), kind));
+    }
+    match idle {
+        Idle::Free(token) => Reclaimed::Token(token),
+        Idle::Orphan(run) => match run.fence() {
+            Ok(fenced) => Reclaimed::Token(fenced.into_token()),
+            Err(e) => {
+                let (run, e) = e.into_parts();
+                Reclaimed::Refused(Idle::Orphan(Box::new(run)), e)
+            }
+        },
+        Idle::Lost(kind) => {
+            let e = Error::new((), Action::TakeSlot, None, Some(slot), kind.clone());
+            Reclaimed::Refused(Idle::Lost(kind), e)
+        }
+    }
+}
+
+/// Fences `run` (bounded as a fence is) and finalizes it into `out`:
+/// its outcome, and who holds the slot after — its token, or the run
+/// itself when its fence failed.
+#[inline]
+fn retire<'r>(
+    run: ErasedRun<'r, Launched>,
+    out: &mut ErasedOutputs,
+) -> (Result<WallRecord, Error>, Idle<'r>) {
+    finish(run.fence(), out)
+}
+
+/// [`retire`] within a drain's budget: the fence waits at most `left` (a
+/// plain timeout is "not yet", nothing poisoned, as for `fence_for`); with
+/// nothing left, the fence is only queried, and a run not complete yet is
+/// settled as a timeout after the drain's whole `budget`.
+#[cold]
+fn retire_within<'r>(
+    run: ErasedRun<'r, Launched>,
+    out: &mut ErasedOutputs,
+    left: Duration,
+    budget: Duration,
+) -> (Result<WallRecord, Error>, Idle<'r>) {
+    if !left.is_zero() {
+        return finish(run.wait(Wait::For(left), Action::Fence), out);
+    }
+    let polled = run.wait(Wait::Poll, Action::Fence).map_err(|e| {
+        if e.kind() != &ErrorKind::NotReady {
+            return e;
+        }
+        let (run, e) = e.into_parts();
+        let kind = ErrorKind::Timeout {
+            waited: budget,
+            overran: None,
+        };
+        Error::new(run, Action::Fence, e.run(), e.slot(), kind)
+    });
+    finish(polled, out)
+}
+
+/// Finalizes a fenced run into `out`, or keeps the run whose fence failed.
+#[inline]
+fn finish<'r>(
+    fenced: Result<ErasedRun<'r, Fenced>, Error<ErasedRun<'r, Launched>>>,
+    out: &mut ErasedOutputs,
+) -> (Result<WallRecord, Error>, Idle<'r>) {
+    match fenced {
+        Ok(fenced) => match fenced.finalize(out) {
+            Ok((token, wall)) => (Ok(wall), Idle::Free(token)),
+            Err(e) => {
+                let (fenced, e) = e.into_parts();
+                (Err(e), Idle::Free(fenced.into_token()))
+            }
+        },
+        Err(e) => {
+            let (run, e) = e.into_parts();
+            (Err(e), Idle::Orphan(Box::new(run)))
+        }
+    }
+}
