@@ -301,3 +301,92 @@ fn real_time_pipeline_poison_names_the_faulted_run_not_a_later_submit() {
         assert_eq!(good, 20, "every run before #21 came back right");
     });
 }
+
+/// A dropped run whose wait failed (a driver error that is neither a fault
+/// nor a timeout) cannot be proven complete. That poisons the runner,
+/// naming it: nothing behind it could be dated, so without the poison a
+/// hung run launched behind it was never judged (every fence "not yet",
+/// no poison — found by review from a downstream crate). After a drain the
+/// time rule judges a hung run again.
+#[test]
+fn an_unproven_dropped_run_poisons_so_a_hang_behind_it_cannot_hide() {
+    let sim = SimDriver::stepped(cfg());
+    let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let mut runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    let spec = RunSpec::new(code, Input::Host(&[1]));
+    let r0 = runner
+        .prepare(runner.take_slot::<0>().unwrap(), spec)
+        .unwrap()
+        .launch()
+        .unwrap();
+    let first = r0.id();
+    sim.inject(Fault::FailCall {
+        op: Op::SyncEvent,
+        nth: 1,
+    });
+    drop(r0);
+    let h = runner.health();
+    let p = h.poisoned.expect("an unproven run poisons");
+    assert_eq!(
+        (p.cause, p.run, p.slot),
+        (PoisonCause::Unproven, Some(first), Some(0))
+    );
+    assert!(h.quarantined.contains(0));
+    let refused = runner
+        .prepare(runner.take_slot::<1>().unwrap(), spec)
+        .unwrap()
+        .launch()
+        .unwrap_err();
+    assert!(
+        matches!(refused.kind(), ErrorKind::Poisoned(_)),
+        "{refused}"
+    );
+    drop(refused);
+    runner.drain().unwrap();
+    // The time rule works again: a hung run at the head is judged.
+    let code = runner.code("inc").unwrap();
+    sim.inject(Fault::EventNeverCompletes { nth: 2 });
+    let r1 = runner
+        .prepare(
+            runner.take_slot::<1>().unwrap(),
+            RunSpec::new(code, Input::Host(&[1])),
+        )
+        .unwrap()
+        .launch()
+        .unwrap();
+    let hung = r1.id();
+    let err = r1.fence().unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::Timeout { overran: Some(r), .. } if *r == hung),
+        "{err}"
+    );
+    let p = runner.health().poisoned.expect("poisoned");
+    assert_eq!((p.cause, p.run), (PoisonCause::Overrun, Some(hung)));
+}
+
+/// A device lost while a run is being prepared is nobody's run's fault
+/// that the device can name: the poison names no run (it used to name the
+/// id the failed prepare had drawn, which the caller never saw).
+#[test]
+fn a_device_lost_during_prepare_poisons_without_naming_an_unseen_run() {
+    let sim = SimDriver::stepped(cfg());
+    let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&inc()).unwrap();
+    let code = runner.code("inc").unwrap();
+    sim.inject(Fault::DeviceLost { nth: 1 });
+    let err = runner
+        .prepare(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(code, Input::Host(&[1])),
+        )
+        .unwrap_err();
+    assert_eq!(err.run(), None);
+    assert!(matches!(err.kind(), ErrorKind::Fault(_)), "{err}");
+    let p = runner.health().poisoned.expect("a lost device poisons");
+    assert_eq!(
+        (p.cause, p.run, p.slot),
+        (PoisonCause::DeviceFault, None, None)
+    );
+    assert_eq!(p.to_string(), "device fault");
+}

@@ -161,6 +161,13 @@ pub enum PoisonCause {
     /// device's state: what reached the device is unknown. The run is the
     /// one being launched, when one was.
     Interrupted,
+    /// A run's completion could not be proven — its wait failed with a
+    /// driver error that is neither a fault nor a timeout, panicked, or ran
+    /// out of time without a verdict (a drop or a pipeline's drop gave up
+    /// on it). Nothing behind it in the queue can be dated any more, so the
+    /// time rule could no longer tell a hung device: no run launches until
+    /// a drain proves the queue quiet.
+    Unproven,
 }
 
 impl fmt::Display for PoisonCause {
@@ -171,6 +178,7 @@ impl fmt::Display for PoisonCause {
             PoisonCause::Overrun => "run overran its budget at the head of the queue",
             PoisonCause::DeviceFault => "device fault",
             PoisonCause::Interrupted => "a panic interrupted a transition",
+            PoisonCause::Unproven => "a run's completion could not be proven",
         })
     }
 }

@@ -72,6 +72,22 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         ErrorKind::from_driver(e)
     }
 
+    /// A driver error met while preparing a run, before anything of it
+    /// reached a stream: a device fault is an earlier run's (its culprit),
+    /// or nobody's that the device can name (a lost device) — never the
+    /// run being prepared, which the caller never got.
+    pub(super) fn unlaunched_error(&self, st: &mut State<DEPTH>, e: DriverError) -> ErrorKind {
+        if e.is_device_fault() {
+            match self.culprit(st, &e, None) {
+                Some(c) => st
+                    .queue
+                    .poison_with(PoisonCause::DeviceFault, c.run, c.slot),
+                None => st.queue.poison_unattributed(PoisonCause::DeviceFault),
+            }
+        }
+        ErrorKind::from_driver(e)
+    }
+
     /// A wait for run `seq` failed with `e` (not a timeout).
     pub(super) fn settle_error(
         &self,
@@ -81,10 +97,13 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         seq: u64,
     ) -> ErrorKind {
         let mut st = self.lock();
-        if e.is_device_fault() {
+        let fault = e.is_device_fault();
+        // Attributed first: the poison names the run that faulted.
+        let kind = self.driver_error(&mut st, e, run, slot, Some(seq));
+        if fault {
             // A faulted stream completes nothing queued behind the fault.
-            st.queue.unprove(seq);
+            st.queue.unprove(seq, PoisonCause::DeviceFault);
         }
-        self.driver_error(&mut st, e, run, slot, Some(seq))
+        kind
     }
 }

@@ -239,7 +239,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let mut st = self.lock();
         for (e, _) in queue.iter().flatten() {
             // A run completed meanwhile has left the set: this is a no-op.
-            st.queue.unprove(e.seq);
+            st.queue.unprove(e.seq, PoisonCause::Unproven);
         }
     }
 
@@ -266,7 +266,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         for (e, slot_done) in queue.iter().flatten().zip(done.iter_mut()) {
             if e.proof == Proof::Unproven {
                 // Nothing behind a run that cannot be proven complete can be
-                // dated; the runner is poisoned already.
+                // dated; the runner is poisoned already (an unproven run
+                // always poisons: `state/queue.rs`).
                 break;
             }
             let asked = d.clock();

@@ -183,7 +183,7 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
                 } else {
                     // Any failure — even a driver error that is neither fault
                     // nor timeout — leaves completion unproven.
-                    st.queue.unprove(entry.seq);
+                    st.queue.unprove(entry.seq, PoisonCause::Unproven);
                     st.quarantine(slot);
                 }
             }
@@ -220,7 +220,7 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         // regions may be written synchronously.
         let r = &self.regions[slot];
         let d = &self.driver;
-        let e = |err: DriverError| self.driver_error(&mut self.lock(), err, run, slot, None);
+        let e = |err: DriverError| self.unlaunched_error(&mut self.lock(), err);
         if let Input::Host(data) = input {
             let mut staging = self.staging(slot);
             let bytes = &mut staging[..data.len() * 4];

@@ -1,10 +1,13 @@
 //! The stream pair's queue as the host knows it: the ordered set of
 //! launched runs, their launch sequence numbers, the poison and the chain.
 //!
-//! One rule lives here and nowhere else: **a poison breaks the chain and
+//! Two rules live here and nowhere else: **a poison breaks the chain and
 //! leaves the named run unproven** — once the device misbehaved, what it
 //! holds is not known (no run may chain on it), and the run the poison
-//! names cannot be proven complete by its own fence any more.
+//! names cannot be proven complete by its own fence any more — and **an
+//! unproven run poisons** (if nothing did yet): nothing queued behind it
+//! can be dated, so the queue-aware time rule could no longer tell a hung
+//! device, and the waits behind it rely on the runner being poisoned.
 
 use std::time::Duration;
 
@@ -123,11 +126,16 @@ impl<const DEPTH: usize> Queue<DEPTH> {
     }
 
     /// Run `seq` can no longer be proven complete by its own fence (a
-    /// fault reached it, a wait for it gave up).
-    pub(in crate::contract::device) fn unprove(&mut self, seq: u64) {
-        if let Some(e) = self.runs.get_mut(seq) {
-            e.proof = Proof::Unproven;
-        }
+    /// fault reached it, a wait for it gave up). Poisons the runner with
+    /// `cause`, naming it, unless a poison is set already (the first cause
+    /// wins: callers that know a better one poison first).
+    pub(in crate::contract::device) fn unprove(&mut self, seq: u64, cause: PoisonCause) {
+        let Some(e) = self.runs.get_mut(seq) else {
+            return;
+        };
+        e.proof = Proof::Unproven;
+        let (run, slot) = (e.run, e.slot);
+        self.poison_with(cause, run, slot);
     }
 
     /// Run `seq` was observed complete at `at` (`None`: not dated): it
