@@ -403,7 +403,9 @@ impl<'r, const I: usize> Run<'r, Launched, I> {
     /// synchronize) as long as the runs queued ahead of it legitimately
     /// take: at most `(runs ahead + 1) ×`
     /// [`fence_timeout`](crate::DeviceConfig::fence_timeout), plus one
-    /// look-around slice of `fence_timeout / 8`. Runs may be
+    /// look-around slice of `fence_timeout / 8` — and behind a run that
+    /// could not be proven complete (the runner is poisoned: nothing
+    /// behind it can be dated), one more `fence_timeout`. Runs may be
     /// fenced in any order; in a healthy queue (every kernel under the
     /// device watchdog) this returns the run [`Fenced`], wherever it is in
     /// the queue.
