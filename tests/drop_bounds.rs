@@ -15,6 +15,17 @@ use runclaim::driver::abi::Program;
 use runclaim::sim::{Fault, SimConfig, SimDriver};
 use runclaim::{Callable, Device, DeviceConfig, Input, RunSpec};
 
+/// A run of `spec` launched in slot `$i` of `runner`.
+macro_rules! launched {
+    ($runner:ident, $spec:ident, $i:literal) => {
+        $runner
+            .prepare($runner.take_slot::<$i>().unwrap(), $spec)
+            .unwrap()
+            .launch()
+            .unwrap()
+    };
+}
+
 fn sim() -> SimDriver {
     SimDriver::stepped(SimConfig::default().watchdog(Duration::from_millis(2)))
 }
@@ -44,26 +55,10 @@ fn drop_three(lost: &[u64], order: [usize; 3]) -> (u64, u64) {
     let code = runner.code("inc").unwrap();
     lose_fences(&sim, lost);
     let spec = RunSpec::new(code, Input::Host(&[1]));
-    let mut r0 = Some(
-        runner
-            .prepare(runner.take_slot::<0>().unwrap(), spec)
-            .unwrap()
-            .launch()
-            .unwrap(),
-    );
-    let mut r1 = Some(
-        runner
-            .prepare(runner.take_slot::<1>().unwrap(), spec)
-            .unwrap()
-            .launch()
-            .unwrap(),
-    );
-    let mut r2 = Some(
-        runner
-            .prepare(runner.take_slot::<2>().unwrap(), spec)
-            .unwrap()
-            .launch()
-            .unwrap(),
+    let (mut r0, mut r1, mut r2) = (
+        Some(launched!(runner, spec, 0)),
+        Some(launched!(runner, spec, 1)),
+        Some(launched!(runner, spec, 2)),
     );
     let before = sim.stats().steps;
     for slot in order {
@@ -111,20 +106,8 @@ fn dropping_a_device_with_lost_fences_waits_one_total_bound() {
         let code = runner.code("inc").unwrap();
         lose_fences(&sim, &[1, 2, 3]);
         let spec = RunSpec::new(code, Input::Host(&[1]));
-        std::mem::forget(
-            runner
-                .prepare(runner.take_slot::<0>().unwrap(), spec)
-                .unwrap()
-                .launch()
-                .unwrap(),
-        );
-        std::mem::forget(
-            runner
-                .prepare(runner.take_slot::<1>().unwrap(), spec)
-                .unwrap()
-                .launch()
-                .unwrap(),
-        );
+        std::mem::forget(launched!(runner, spec, 0));
+        std::mem::forget(launched!(runner, spec, 1));
     }
     let before = sim.stats().steps;
     drop(dev);
