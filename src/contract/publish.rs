@@ -30,11 +30,11 @@ where
     ///   refuses otherwise. It never destroys a stream with queued work.
     ///
     /// # Errors
-    /// [`ErrorKind::DuplicateCallable`] when two callables share a name;
-    /// [`ErrorKind::Undrained`] when forgotten runs are still in flight;
-    /// [`ErrorKind::CodeDoesNotFit`] when the callables do not fit in device
+    /// [`ErrorKind::DuplicateCallable`](super::ErrorKind::DuplicateCallable) when two callables share a name;
+    /// [`ErrorKind::Undrained`](super::ErrorKind::Undrained) when forgotten runs are still in flight;
+    /// [`ErrorKind::CodeDoesNotFit`](super::ErrorKind::CodeDoesNotFit) when the callables do not fit in device
     /// code memory next to the code other live publications pin;
-    /// [`ErrorKind::Driver`] for a refused registration.
+    /// [`ErrorKind::Driver`](super::ErrorKind::Driver) for a refused registration.
     pub fn publish(&mut self, callables: &[Callable]) -> Result<Runner<'_, D, DEPTH>, Error> {
         let entries = self.register(callables)?;
         Ok(Runner::new(self, entries))
