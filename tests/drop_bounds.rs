@@ -34,6 +34,19 @@ fn steps(d: Duration) -> u64 {
     u64::try_from(d.as_micros()).unwrap()
 }
 
+/// A depth-3 device on the stepped simulator and its fence timeout in
+/// device steps.
+fn device() -> (SimDriver, Device<SimDriver, 3>, u64) {
+    let sim = sim();
+    let dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let t = steps(dev.fence_timeout());
+    (sim, dev, t)
+}
+
+fn inc() -> [Callable; 1] {
+    [Callable::program("inc", &Program::new().add(1))]
+}
+
 /// The fences of the runs at `lost` (1-based launch positions) never
 /// complete: each launch records its AICore event, then its fence.
 fn lose_fences(sim: &SimDriver, lost: &[u64]) {
@@ -46,12 +59,8 @@ fn lose_fences(sim: &SimDriver, lost: &[u64]) {
 /// dropped in `order` (slot indices). Returns (steps the drops took, the
 /// fence timeout in steps).
 fn drop_three(lost: &[u64], order: [usize; 3]) -> (u64, u64) {
-    let sim = sim();
-    let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    let t = steps(dev.fence_timeout());
-    let runner = dev
-        .publish(&[Callable::program("inc", &Program::new().add(1))])
-        .unwrap();
+    let (sim, mut dev, t) = device();
+    let runner = dev.publish(&inc()).unwrap();
     let code = runner.code("inc").unwrap();
     lose_fences(&sim, lost);
     let spec = RunSpec::new(code, Input::Host(&[1]));
@@ -96,13 +105,9 @@ fn dropping_runs_one_by_one_behind_lost_fences_stays_within_one_total_bound() {
 
 #[test]
 fn dropping_a_device_with_lost_fences_waits_one_total_bound() {
-    let sim = sim();
-    let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    let t = steps(dev.fence_timeout());
+    let (sim, mut dev, t) = device();
     {
-        let runner = dev
-            .publish(&[Callable::program("inc", &Program::new().add(1))])
-            .unwrap();
+        let runner = dev.publish(&inc()).unwrap();
         let code = runner.code("inc").unwrap();
         lose_fences(&sim, &[1, 2, 3]);
         let spec = RunSpec::new(code, Input::Host(&[1]));
