@@ -50,6 +50,28 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             })
     }
 
+    /// `e` is a fault an earlier run caused (its own events report it):
+    /// that run, and the [`ErrorKind::FaultAhead`] an operation that met it
+    /// reports. `e` comes back when no earlier run reports it. Poisons
+    /// nothing: the caller knows what else the failure cost.
+    pub(super) fn fault_ahead(
+        &self,
+        st: &State<DEPTH>,
+        e: DriverError,
+    ) -> Result<(Culprit, ErrorKind), DriverError> {
+        match self.culprit(st, &e, None) {
+            Some(c) => Ok((
+                c,
+                ErrorKind::FaultAhead {
+                    run: c.run,
+                    slot: c.slot,
+                    error: Box::new(e),
+                },
+            )),
+            None => Err(e),
+        }
+    }
+
     /// Classifies a driver error met while handling `run` in `slot`: a
     /// device fault poisons the runner, attributed to its culprit among the
     /// runs launched before `before` (`None`: any run in flight), else to

@@ -64,17 +64,13 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         if let Err(e) = d.launch_aicore(aicore, info.code, self.config.block_dim, &args) {
             // Nothing was submitted. A fault an earlier run's own events
             // report is that run's (the AICore stream stopped at it).
-            let kind = match self.culprit(st, &e, None) {
-                Some(c) => {
+            let kind = match self.fault_ahead(st, e) {
+                Ok((c, kind)) => {
                     st.queue
                         .poison_with(PoisonCause::DeviceFault, c.run, c.slot);
-                    ErrorKind::FaultAhead {
-                        run: c.run,
-                        slot: c.slot,
-                        error: Box::new(e),
-                    }
+                    kind
                 }
-                None => self.driver_error(st, e, info.run, slot, None),
+                Err(e) => self.driver_error(st, e, info.run, slot, None),
             };
             return Err(NotSubmitted(kind));
         }
@@ -96,28 +92,27 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             // in the set, unproven, until a drain proves the queue quiet.
             // A device fault an earlier run's own events report is that
             // run's: the poison names it, and this run met it.
-            let kind = if let Some(c) = self.culprit(st, &e, None) {
-                st.lost(info.run, slot, PoisonCause::DeviceFault, (c.run, c.slot));
-                ErrorKind::FaultAhead {
-                    run: c.run,
-                    slot: c.slot,
-                    error: Box::new(e),
+            let kind = match self.fault_ahead(st, e) {
+                Ok((c, kind)) => {
+                    st.lost(info.run, slot, PoisonCause::DeviceFault, (c.run, c.slot));
+                    kind
                 }
-            } else {
-                // No earlier run reports it. A device fault met after this
-                // run's AICPU kernel was queued (recording its fence) is
-                // this run's own kernel faulting: poisoned as the fault it
-                // is. Otherwise the launch failed on its own.
-                let cause = if cause == PoisonCause::FenceNotRecorded && e.is_device_fault() {
-                    PoisonCause::DeviceFault
-                } else {
-                    cause
-                };
-                st.lost(info.run, slot, cause, (info.run, slot));
-                if cause == PoisonCause::PartialLaunch {
-                    ErrorKind::PartialLaunch(Box::new(e))
-                } else {
-                    ErrorKind::FenceNotRecorded(Box::new(e))
+                Err(e) => {
+                    // No earlier run reports it. A device fault met after this
+                    // run's AICPU kernel was queued (recording its fence) is
+                    // this run's own kernel faulting: poisoned as the fault it
+                    // is. Otherwise the launch failed on its own.
+                    let cause = if cause == PoisonCause::FenceNotRecorded && e.is_device_fault() {
+                        PoisonCause::DeviceFault
+                    } else {
+                        cause
+                    };
+                    st.lost(info.run, slot, cause, (info.run, slot));
+                    if cause == PoisonCause::PartialLaunch {
+                        ErrorKind::PartialLaunch(Box::new(e))
+                    } else {
+                        ErrorKind::FenceNotRecorded(Box::new(e))
+                    }
                 }
             };
             return Err(Lost(kind));
@@ -134,8 +129,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 // run is on the device but untracked, so its slot may never
                 // be reused before a drain.
                 st.quarantine(slot);
-                st.queue
-                    .poison_with(PoisonCause::FenceNotRecorded, info.run, slot);
+                st.queue.poison_with(PoisonCause::Unproven, info.run, slot);
                 Err(Lost(kind))
             }
         }
