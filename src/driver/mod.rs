@@ -309,11 +309,14 @@ pub trait Driver: Send + Sync {
     }
 
     /// Queues the AICore kernel of a run: `block_dim` workers executing
-    /// `code` with the argument block `args` ([`abi::RunArgs`] bytes, copied
-    /// at launch).
+    /// `code` with the argument block `args` (copied at launch).
     ///
-    /// *Before*: `1 <= block_dim <= info().max_block_dim`; `args` is exactly
-    /// [`abi::RunArgs::SIZE`] bytes.
+    /// *Before*: `1 <= block_dim <= info().max_block_dim`; `args` is an
+    /// argument block of either version ([`abi::ArgBlock`]): exactly
+    /// [`abi::RunArgs::SIZE`] bytes of [`abi::RunArgs`], or a workload
+    /// block of any size up to [`abi::WorkArgs::MAX_SIZE`]. A driver checks
+    /// every device range the block names (each tensor's included) before
+    /// the kernel can touch it, and refuses the launch otherwise.
     fn launch_aicore(
         &self,
         stream: StreamId,
@@ -322,7 +325,8 @@ pub trait Driver: Send + Sync {
         args: &[u8],
     ) -> Result<(), DriverError>;
 
-    /// Queues the AICPU Run kernel of a run with the argument block `args`.
+    /// Queues the AICPU Run kernel of a run with the argument block `args`
+    /// (either version, checked as for [`launch_aicore`](Driver::launch_aicore)).
     /// It hand-shakes with the AICore workers of the same run (see
     /// [`abi`]) and writes the run's device-wall and status records.
     fn launch_aicpu(&self, stream: StreamId, args: &[u8]) -> Result<(), DriverError>;

@@ -30,11 +30,13 @@
 
 mod program;
 mod records;
+mod workload;
 
 use static_assertions::const_assert_eq;
 
 pub use program::{CodeError, Instr, Program};
 pub use records::{RunArgs, StatusRecord, WallRecord};
+pub use workload::{ArgBlock, Dir, TensorArg, WorkArgs};
 
 /// Device timestamp counter frequency of the a2a3 generation (50 MHz).
 pub const TICKS_PER_SEC: u64 = 50_000_000;

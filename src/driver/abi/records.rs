@@ -4,23 +4,23 @@
 
 use static_assertions::const_assert_eq;
 
-fn get_u32(b: &[u8], at: usize) -> u32 {
+pub(super) fn get_u32(b: &[u8], at: usize) -> u32 {
     let mut w = [0u8; 4];
     w.copy_from_slice(&b[at..at + 4]);
     u32::from_le_bytes(w)
 }
 
-fn get_u64(b: &[u8], at: usize) -> u64 {
+pub(super) fn get_u64(b: &[u8], at: usize) -> u64 {
     let mut w = [0u8; 8];
     w.copy_from_slice(&b[at..at + 8]);
     u64::from_le_bytes(w)
 }
 
-fn put_u32(b: &mut [u8], at: usize, v: u32) {
+pub(super) fn put_u32(b: &mut [u8], at: usize, v: u32) {
     b[at..at + 4].copy_from_slice(&v.to_le_bytes());
 }
 
-fn put_u64(b: &mut [u8], at: usize, v: u64) {
+pub(super) fn put_u64(b: &mut [u8], at: usize, v: u64) {
     b[at..at + 8].copy_from_slice(&v.to_le_bytes());
 }
 
@@ -93,7 +93,16 @@ impl RunArgs {
     /// the run id is 0.
     #[must_use]
     pub fn from_bytes(b: &[u8]) -> Option<Self> {
-        if b.len() != Self::SIZE || get_u32(b, 0) != Self::MAGIC || get_u32(b, 4) != 1 {
+        if b.len() != Self::SIZE || get_u32(b, 4) != 1 {
+            return None;
+        }
+        Self::decode_header(b)
+    }
+
+    /// Decodes the fixed header of a block of either version (`b` is
+    /// exactly [`RunArgs::SIZE`] bytes); the caller checks the version.
+    pub(super) fn decode_header(b: &[u8]) -> Option<Self> {
+        if b.len() != Self::SIZE || get_u32(b, 0) != Self::MAGIC {
             return None;
         }
         let args = RunArgs {

@@ -1,0 +1,500 @@
+//! The workload argument block: [`RunArgs`] version 2, a run's tensors
+//! and scalars after the fixed header, and [`ArgBlock`], which tells the two
+//! versions apart.
+//!
+//! | offset | bytes | field |
+//! |---|---|---|
+//! | 0 | 72 | the [`RunArgs`] header, version [`WorkArgs::VERSION`]; `len`, `input`, `output` are 0 |
+//! | 72 | 4 | tensor count `t` (at most [`WorkArgs::MAX_TENSORS`]) |
+//! | 76 | 4 | scalar count `s` (at most [`WorkArgs::MAX_SCALARS`]) |
+//! | 80 | 32·`t` | the [`TensorArg`]s, in argument order |
+//! | 80 + 32·`t` | 8·`s` | the `u64` scalars, in argument order |
+//!
+//! A block is exactly [`WorkArgs::size`]`(t, s)` bytes long, so every byte
+//! of it is named by a field: a kernel that reads a tensor or scalar index
+//! beyond the counts reads nothing.
+
+use static_assertions::const_assert_eq;
+
+use super::records::{RunArgs, get_u32, get_u64, put_u32, put_u64};
+
+/// What a kernel does with a tensor.
+///
+/// ```
+/// use runclaim::driver::abi::Dir;
+///
+/// assert!(Dir::In.reads() && !Dir::In.writes());
+/// assert!(Dir::InOut.reads() && Dir::InOut.writes());
+/// assert_eq!(Dir::from_code(Dir::Out.code()), Some(Dir::Out));
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Dir {
+    /// Read by the kernel: a host tensor is copied in at prepare.
+    In,
+    /// Written by the kernel: a host tensor is copied back at finalize.
+    Out,
+    /// Read and written: copied in at prepare and back at finalize.
+    InOut,
+}
+
+impl Dir {
+    /// `true` for [`Dir::In`] and [`Dir::InOut`].
+    #[must_use]
+    pub const fn reads(self) -> bool {
+        matches!(self, Dir::In | Dir::InOut)
+    }
+
+    /// `true` for [`Dir::Out`] and [`Dir::InOut`].
+    #[must_use]
+    pub const fn writes(self) -> bool {
+        matches!(self, Dir::Out | Dir::InOut)
+    }
+
+    /// The encoded value (1, 2, 3).
+    #[must_use]
+    pub const fn code(self) -> u32 {
+        match self {
+            Dir::In => 1,
+            Dir::Out => 2,
+            Dir::InOut => 3,
+        }
+    }
+
+    /// The direction an encoded value names, if any.
+    #[must_use]
+    pub const fn from_code(code: u32) -> Option<Dir> {
+        match code {
+            1 => Some(Dir::In),
+            2 => Some(Dir::Out),
+            3 => Some(Dir::InOut),
+            _ => None,
+        }
+    }
+}
+
+/// One tensor argument as a kernel receives it: where its bytes are on the
+/// device, how many, their element size and direction, and whether the
+/// host staged them (a host tensor) or the caller owns them (a device
+/// buffer, passed by address).
+///
+/// ```
+/// use runclaim::driver::abi::{Dir, TensorArg};
+///
+/// let t = TensorArg { addr: 0x1000, bytes: 16, elem_size: 4, dir: Dir::In, staged: true };
+/// assert_eq!(TensorArg::from_bytes(&t.to_bytes()), Some(t));
+/// assert_eq!(t.elements(), 4);
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct TensorArg {
+    /// Device address of the first byte.
+    pub addr: u64,
+    /// Length in bytes.
+    pub bytes: u64,
+    /// Bytes per element (`size_of::<T>()` of the host element type).
+    pub elem_size: u32,
+    /// What the kernel does with it.
+    pub dir: Dir,
+    /// `true`: a host tensor staged in the slot's staging region;
+    /// `false`: a device buffer (or a range of one).
+    pub staged: bool,
+}
+
+impl TensorArg {
+    /// Encoded size in bytes.
+    pub const SIZE: usize = 32;
+
+    /// Whole elements in the tensor (0 when `elem_size` is 0).
+    #[must_use]
+    pub const fn elements(&self) -> u64 {
+        match self.elem_size {
+            0 => 0,
+            e => self.bytes / e as u64,
+        }
+    }
+
+    /// Encodes the descriptor.
+    #[must_use]
+    pub fn to_bytes(&self) -> [u8; Self::SIZE] {
+        let mut b = [0u8; Self::SIZE];
+        self.write(&mut b);
+        b
+    }
+
+    fn write(&self, b: &mut [u8]) {
+        put_u64(b, 0, self.addr);
+        put_u64(b, 8, self.bytes);
+        put_u32(b, 16, self.elem_size);
+        put_u32(b, 20, self.dir.code());
+        put_u32(b, 24, u32::from(self.staged));
+        put_u32(b, 28, 0);
+    }
+
+    /// Decodes a descriptor; `None` when the size, direction, flags or the
+    /// reserved word are wrong.
+    #[must_use]
+    pub fn from_bytes(b: &[u8]) -> Option<Self> {
+        if b.len() != Self::SIZE || get_u32(b, 28) != 0 {
+            return None;
+        }
+        let staged = match get_u32(b, 24) {
+            0 => false,
+            1 => true,
+            _ => return None,
+        };
+        Some(TensorArg {
+            addr: get_u64(b, 0),
+            bytes: get_u64(b, 8),
+            elem_size: get_u32(b, 16),
+            dir: Dir::from_code(get_u32(b, 20))?,
+            staged,
+        })
+    }
+}
+
+/// A decoded workload block (version 2): the [`RunArgs`] header, then the
+/// run's tensors and scalars, read in place from the block's bytes.
+///
+/// ```
+/// use runclaim::driver::abi::{Dir, RunArgs, TensorArg, WorkArgs};
+///
+/// let header = RunArgs { run_id: 7, slot: 1, block_dim: 2, len: 0, input: 0, output: 0,
+///                        handshake: 0x300, wall: 0x400, status: 0x500 };
+/// let x = TensorArg { addr: 0x1000, bytes: 8, elem_size: 4, dir: Dir::In, staged: true };
+/// let mut block = vec![0; WorkArgs::size(1, 2)];
+/// let n = WorkArgs::encode(&mut block, &header, [x].into_iter(), &[3, 4]).unwrap();
+/// assert_eq!(n, block.len());
+/// let args = WorkArgs::parse(&block).unwrap();
+/// assert_eq!((args.header().run_id, args.tensor(0), args.scalar(1)), (7, Some(x), Some(4)));
+/// assert_eq!(args.scalar(2), None); // beyond the count: nothing
+/// assert!(WorkArgs::parse(&block[..block.len() - 1]).is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct WorkArgs<'b> {
+    header: RunArgs,
+    tensors: u32,
+    scalars: u32,
+    bytes: &'b [u8],
+}
+
+impl<'b> WorkArgs<'b> {
+    /// The header version of a workload block.
+    pub const VERSION: u32 = 2;
+    /// Bytes before the first tensor descriptor.
+    pub const HEADER: usize = RunArgs::SIZE + 8;
+    /// The most tensors a run may bind: the reference runtime's limit.
+    pub const MAX_TENSORS: usize = 256;
+    /// The most `u64` scalars a run may pass: the reference runtime's limit.
+    pub const MAX_SCALARS: usize = 128;
+    /// The largest block: [`MAX_TENSORS`](Self::MAX_TENSORS) tensors and
+    /// [`MAX_SCALARS`](Self::MAX_SCALARS) scalars.
+    pub const MAX_SIZE: usize = Self::size(Self::MAX_TENSORS, Self::MAX_SCALARS);
+
+    /// Bytes of a block with `tensors` tensors and `scalars` scalars
+    /// (saturating: never panics).
+    #[must_use]
+    pub const fn size(tensors: usize, scalars: usize) -> usize {
+        Self::HEADER
+            .saturating_add(TensorArg::SIZE.saturating_mul(tensors))
+            .saturating_add(8usize.saturating_mul(scalars))
+    }
+
+    /// Encodes a block into the front of `buf`; returns its length, or
+    /// `None` (writing nothing) when `buf` is too short or a count is above
+    /// its maximum. The header's version is set to [`WorkArgs::VERSION`].
+    pub fn encode(
+        buf: &mut [u8],
+        header: &RunArgs,
+        tensors: impl ExactSizeIterator<Item = TensorArg>,
+        scalars: &[u64],
+    ) -> Option<usize> {
+        let (t, s) = (tensors.len(), scalars.len());
+        let size = Self::size(t, s);
+        if t > Self::MAX_TENSORS || s > Self::MAX_SCALARS || buf.len() < size {
+            return None;
+        }
+        let block = &mut buf[..size];
+        block[..RunArgs::SIZE].copy_from_slice(&header.to_bytes());
+        put_u32(block, 4, Self::VERSION);
+        #[allow(clippy::cast_possible_truncation, reason = "both counts checked above")]
+        {
+            put_u32(block, RunArgs::SIZE, t as u32);
+            put_u32(block, RunArgs::SIZE + 4, s as u32);
+        }
+        let mut at = Self::HEADER;
+        for tensor in tensors.take(t) {
+            tensor.write(&mut block[at..at + TensorArg::SIZE]);
+            at += TensorArg::SIZE;
+        }
+        for &v in scalars {
+            put_u64(block, at, v);
+            at += 8;
+        }
+        Some(size)
+    }
+
+    /// Decodes a block; `None` when it is not exactly a version-2 block of
+    /// the size its counts give, a count is above its maximum, the run id
+    /// is 0, or a tensor descriptor does not decode.
+    #[must_use]
+    pub fn parse(b: &'b [u8]) -> Option<Self> {
+        if b.len() < Self::HEADER
+            || get_u32(b, 0) != RunArgs::MAGIC
+            || get_u32(b, 4) != Self::VERSION
+        {
+            return None;
+        }
+        let tensors = get_u32(b, RunArgs::SIZE);
+        let scalars = get_u32(b, RunArgs::SIZE + 4);
+        let (t, s) = (tensors as usize, scalars as usize);
+        if t > Self::MAX_TENSORS || s > Self::MAX_SCALARS || b.len() != Self::size(t, s) {
+            return None;
+        }
+        let header = RunArgs::decode_header(&b[..RunArgs::SIZE])?;
+        let args = WorkArgs {
+            header,
+            tensors,
+            scalars,
+            bytes: b,
+        };
+        for i in 0..t {
+            TensorArg::from_bytes(args.tensor_bytes(i))?;
+        }
+        Some(args)
+    }
+
+    fn tensor_bytes(&self, i: usize) -> &'b [u8] {
+        let at = Self::HEADER + i * TensorArg::SIZE;
+        &self.bytes[at..at + TensorArg::SIZE]
+    }
+
+    /// The fixed header (its `len`, `input` and `output` are 0).
+    #[must_use]
+    pub fn header(&self) -> &RunArgs {
+        &self.header
+    }
+
+    /// The encoded block.
+    #[must_use]
+    pub fn bytes(&self) -> &'b [u8] {
+        self.bytes
+    }
+
+    /// Number of tensors.
+    #[must_use]
+    pub fn tensor_count(&self) -> usize {
+        self.tensors as usize
+    }
+
+    /// Number of scalars.
+    #[must_use]
+    pub fn scalar_count(&self) -> usize {
+        self.scalars as usize
+    }
+
+    /// Tensor `i`, `None` beyond the count.
+    #[must_use]
+    pub fn tensor(&self, i: usize) -> Option<TensorArg> {
+        (i < self.tensor_count())
+            .then(|| TensorArg::from_bytes(self.tensor_bytes(i)))
+            .flatten()
+    }
+
+    /// The tensors, in argument order.
+    pub fn tensors(&self) -> impl ExactSizeIterator<Item = TensorArg> + '_ {
+        (0..self.tensor_count()).map(|i| {
+            // Every descriptor decoded in `parse`.
+            TensorArg::from_bytes(self.tensor_bytes(i)).unwrap_or(TensorArg {
+                addr: 0,
+                bytes: 0,
+                elem_size: 0,
+                dir: Dir::In,
+                staged: false,
+            })
+        })
+    }
+
+    /// Scalar `i`, `None` beyond the count.
+    #[must_use]
+    pub fn scalar(&self, i: usize) -> Option<u64> {
+        (i < self.scalar_count()).then(|| {
+            get_u64(
+                self.bytes,
+                Self::HEADER + self.tensor_count() * TensorArg::SIZE + i * 8,
+            )
+        })
+    }
+
+    /// The scalars, in argument order.
+    pub fn scalars(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
+        let base = Self::HEADER + self.tensor_count() * TensorArg::SIZE;
+        (0..self.scalar_count()).map(move |i| get_u64(self.bytes, base + i * 8))
+    }
+}
+
+/// An argument block of either version, as a driver receives it.
+///
+/// ```
+/// use runclaim::driver::abi::{ArgBlock, RunArgs};
+///
+/// let args = RunArgs { run_id: 1, slot: 0, block_dim: 1, len: 2, input: 0x100, output: 0x200,
+///                      handshake: 0x300, wall: 0x400, status: 0x500 };
+/// let bytes = args.to_bytes();
+/// assert!(matches!(ArgBlock::parse(&bytes), Some(ArgBlock::Run(a)) if a == args));
+/// assert!(ArgBlock::parse(&bytes[..71]).is_none());
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ArgBlock<'b> {
+    /// Version 1: one `u32` input and output ([`RunArgs`]).
+    Run(RunArgs),
+    /// Version 2: tensors and scalars ([`WorkArgs`]).
+    Work(WorkArgs<'b>),
+}
+
+impl<'b> ArgBlock<'b> {
+    /// Decodes a block of either version; `None` when it is neither.
+    #[must_use]
+    pub fn parse(b: &'b [u8]) -> Option<Self> {
+        if b.len() >= 8 && get_u32(b, 4) == WorkArgs::VERSION {
+            WorkArgs::parse(b).map(ArgBlock::Work)
+        } else {
+            RunArgs::from_bytes(b).map(ArgBlock::Run)
+        }
+    }
+
+    /// The fixed header both versions start with.
+    #[must_use]
+    pub fn header(&self) -> &RunArgs {
+        match self {
+            ArgBlock::Run(a) => a,
+            ArgBlock::Work(w) => w.header(),
+        }
+    }
+}
+
+const_assert_eq!(WorkArgs::HEADER, 80);
+const_assert_eq!(WorkArgs::MAX_SIZE, 9296);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> RunArgs {
+        RunArgs {
+            run_id: 9,
+            slot: 0,
+            block_dim: 1,
+            len: 0,
+            input: 0,
+            output: 0,
+            handshake: 0x300,
+            wall: 0x400,
+            status: 0x500,
+        }
+    }
+
+    fn tensor(i: u64) -> TensorArg {
+        TensorArg {
+            addr: 0x1000 + i * 0x100,
+            bytes: i,
+            elem_size: 2,
+            dir: Dir::InOut,
+            staged: i % 2 == 0,
+        }
+    }
+
+    #[test]
+    fn the_largest_block_round_trips_and_one_more_is_refused() {
+        let mut buf = vec![0u8; WorkArgs::MAX_SIZE + 64];
+        let scalars: Vec<u64> = (0..128).collect();
+        let n = WorkArgs::encode(
+            &mut buf,
+            &header(),
+            (0..256u32).map(|i| tensor(u64::from(i))),
+            &scalars,
+        )
+        .unwrap();
+        assert_eq!(n, WorkArgs::MAX_SIZE);
+        let w = WorkArgs::parse(&buf[..n]).unwrap();
+        assert!(w.tensors().eq((0..256u32).map(|i| tensor(u64::from(i)))));
+        assert!(w.scalars().eq(0..128));
+        assert_eq!(w.header().run_id, 9);
+        assert!(
+            WorkArgs::encode(
+                &mut buf,
+                &header(),
+                (0..257u32).map(|i| tensor(u64::from(i))),
+                &[]
+            )
+            .is_none()
+        );
+        let many: Vec<u64> = (0..129).collect();
+        assert!(
+            WorkArgs::encode(
+                &mut buf,
+                &header(),
+                (0..1u32).map(|i| tensor(u64::from(i))),
+                &many
+            )
+            .is_none()
+        );
+        // Too short a buffer: refused, nothing written.
+        let mut short = vec![0u8; WorkArgs::size(2, 0) - 1];
+        assert!(
+            WorkArgs::encode(
+                &mut short,
+                &header(),
+                (0..2u32).map(|i| tensor(u64::from(i))),
+                &[]
+            )
+            .is_none()
+        );
+        assert!(short.iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn malformed_blocks_are_refused() {
+        let mut buf = vec![0u8; WorkArgs::size(1, 1)];
+        WorkArgs::encode(&mut buf, &header(), [tensor(1)].into_iter(), &[5]).unwrap();
+        assert!(WorkArgs::parse(&buf).is_some());
+        // A count that disagrees with the length.
+        let mut bad = buf.clone();
+        put_u32(&mut bad, RunArgs::SIZE, 2);
+        assert!(WorkArgs::parse(&bad).is_none());
+        // A count above the maximum, with a length to match it.
+        let mut bad = vec![0u8; WorkArgs::size(257, 0)];
+        bad[..WorkArgs::HEADER].copy_from_slice(&buf[..WorkArgs::HEADER]);
+        put_u32(&mut bad, RunArgs::SIZE, 257);
+        put_u32(&mut bad, RunArgs::SIZE + 4, 0);
+        assert!(WorkArgs::parse(&bad).is_none());
+        // A bad direction, flag or reserved word.
+        for (at, v) in [(20, 0), (20, 4), (24, 2), (28, 1)] {
+            let mut bad = buf.clone();
+            put_u32(&mut bad, WorkArgs::HEADER + at, v);
+            assert!(WorkArgs::parse(&bad).is_none(), "offset {at} = {v}");
+        }
+        // Run id 0.
+        let mut bad = buf.clone();
+        put_u64(&mut bad, 8, 0);
+        assert!(WorkArgs::parse(&bad).is_none());
+        // A version-1 block is not a workload, and the reverse.
+        let v1 = header().to_bytes();
+        assert!(WorkArgs::parse(&v1).is_none());
+        assert!(RunArgs::from_bytes(&buf[..RunArgs::SIZE]).is_none());
+        assert!(matches!(ArgBlock::parse(&buf), Some(ArgBlock::Work(_))));
+        assert!(matches!(ArgBlock::parse(&v1), Some(ArgBlock::Run(_))));
+        assert!(ArgBlock::parse(&[]).is_none());
+    }
+
+    #[test]
+    fn indices_beyond_the_counts_read_nothing() {
+        let mut buf = vec![0u8; WorkArgs::size(0, 0)];
+        WorkArgs::encode(&mut buf, &header(), std::iter::empty(), &[]).unwrap();
+        let w = WorkArgs::parse(&buf).unwrap();
+        assert_eq!(
+            (w.tensor(0), w.scalar(0), w.tensors().len()),
+            (None, None, 0)
+        );
+        assert_eq!(w.tensor(usize::MAX), None);
+        assert_eq!(w.scalar(usize::MAX), None);
+    }
+}
