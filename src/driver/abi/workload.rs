@@ -300,6 +300,7 @@ impl<'b> WorkArgs<'b> {
     }
 
     /// The tensors, in argument order.
+    #[must_use]
     pub fn tensors(&self) -> impl ExactSizeIterator<Item = TensorArg> + '_ {
         (0..self.tensor_count()).map(|i| {
             // Every descriptor decoded in `parse`.
@@ -325,6 +326,7 @@ impl<'b> WorkArgs<'b> {
     }
 
     /// The scalars, in argument order.
+    #[must_use]
     pub fn scalars(&self) -> impl ExactSizeIterator<Item = u64> + '_ {
         let base = Self::HEADER + self.tensor_count() * TensorArg::SIZE;
         (0..self.scalar_count()).map(move |i| get_u64(self.bytes, base + i * 8))
