@@ -143,8 +143,8 @@ pub mod driver;
 pub mod measure;
 
 pub use contract::{
-    Callable, CodeRef, Completed, Device, DeviceConfig, Error, Fenced, Finalized, Input, Launched,
-    Outputs, Pipeline, Prepared, Run, RunSpec, Runner, SlotToken,
+    Callable, CodeRef, Completed, Device, DeviceBuffer, DeviceConfig, Error, Fenced, Finalized,
+    Input, Launched, Outputs, Pipeline, Prepared, Run, RunSpec, Runner, SlotToken, Workload,
 };
 pub use driver::sim;
 

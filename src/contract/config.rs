@@ -62,6 +62,12 @@ pub struct DeviceConfig {
     /// Elements each slot's arena holds for input and for output (default
     /// 4,096; at most [`DeviceConfig::MAX_ELEMENTS`]).
     pub max_elements: usize,
+    /// Bytes of each slot's staging region, where a
+    /// [`Workload`](crate::contract::Workload)'s host tensors are copied in
+    /// at prepare and back at finalize (default 64 KiB; 0: no host tensors;
+    /// at most [`DeviceConfig::MAX_STAGING`]). Each host tensor starts at a
+    /// multiple of [`DeviceConfig::STAGING_ALIGN`] bytes.
+    pub staging_bytes: usize,
 }
 
 impl Default for DeviceConfig {
@@ -71,6 +77,7 @@ impl Default for DeviceConfig {
             device_watchdog: None,
             block_dim: 4,
             max_elements: 4096,
+            staging_bytes: 64 << 10,
         }
     }
 }
@@ -84,6 +91,13 @@ impl DeviceConfig {
     /// The largest arena: 2³⁰ elements (4 GiB of input and 4 GiB of output
     /// per slot), so every size computed from it fits.
     pub const MAX_ELEMENTS: usize = 1 << 30;
+
+    /// The largest staging region: 4 GiB per slot.
+    pub const MAX_STAGING: usize = 1 << 32;
+
+    /// Where each staged host tensor starts: a multiple of 64 bytes from
+    /// the staging region's start (any `bytemuck::Pod` element is aligned).
+    pub const STAGING_ALIGN: usize = 64;
 
     /// Sets [`DeviceConfig::fence_timeout`].
     #[must_use]
@@ -110,6 +124,13 @@ impl DeviceConfig {
     #[must_use]
     pub fn max_elements(mut self, n: usize) -> Self {
         self.max_elements = n;
+        self
+    }
+
+    /// Sets [`DeviceConfig::staging_bytes`].
+    #[must_use]
+    pub fn staging_bytes(mut self, n: usize) -> Self {
+        self.staging_bytes = n;
         self
     }
 
@@ -178,6 +199,12 @@ impl DeviceConfig {
                 max: Self::MAX_ELEMENTS,
             });
         }
+        if self.staging_bytes > Self::MAX_STAGING {
+            return Err(ConfigError::StagingTooLarge {
+                bytes: self.staging_bytes,
+                max: Self::MAX_STAGING,
+            });
+        }
         let needed = depth.saturating_mul(TASKS_PER_RUN);
         if needed > info.stream_capacity {
             return Err(ConfigError::QueueTooShallow {
@@ -190,6 +217,7 @@ impl DeviceConfig {
             watchdog,
             block_dim: self.block_dim,
             max_elements: self.max_elements,
+            staging_bytes: self.staging_bytes,
         })
     }
 }
@@ -247,6 +275,14 @@ pub enum ConfigError {
         /// The ceiling.
         max: usize,
     },
+    /// The staging region is above [`DeviceConfig::MAX_STAGING`](super::DeviceConfig::MAX_STAGING).
+    #[error("staging_bytes {bytes} is above the largest staging region of {max} bytes")]
+    StagingTooLarge {
+        /// Requested.
+        bytes: usize,
+        /// The ceiling.
+        max: usize,
+    },
     /// A duration is above [`DeviceConfig::MAX_TIMEOUT`](super::DeviceConfig::MAX_TIMEOUT).
     #[error("{what} {value:?} is above the ceiling of {max:?}")]
     TooLong {
@@ -276,12 +312,25 @@ pub(crate) struct Resolved {
     pub watchdog: Duration,
     pub block_dim: u32,
     pub max_elements: usize,
+    pub staging_bytes: usize,
 }
 
 impl Resolved {
     /// Bytes of one arena half (input or output): fits, by validation.
     pub fn arena_half_bytes(&self) -> usize {
         self.max_elements * 4
+    }
+
+    /// Offset of the staging region in a slot's arena allocation: after
+    /// both halves, at a multiple of [`DeviceConfig::STAGING_ALIGN`]
+    /// (8 GiB at most: fits, by validation).
+    pub fn staging_offset(&self) -> usize {
+        (2 * self.arena_half_bytes()).next_multiple_of(DeviceConfig::STAGING_ALIGN)
+    }
+
+    /// Bytes of a slot's arena allocation: both halves, then staging.
+    pub fn arena_bytes(&self) -> usize {
+        self.staging_offset() + self.staging_bytes
     }
 
     /// The default wait for a run with `ahead` runs ahead of it:
@@ -430,6 +479,27 @@ mod tests {
             .resolve(&i, 2)
             .unwrap();
         assert_eq!(r.arena_half_bytes(), 4 << 30);
+        assert_eq!(
+            DeviceConfig::default()
+                .staging_bytes(usize::MAX)
+                .resolve(&i, 2),
+            Err(ConfigError::StagingTooLarge {
+                bytes: usize::MAX,
+                max: DeviceConfig::MAX_STAGING
+            })
+        );
+        let big = DeviceConfig::default()
+            .max_elements(DeviceConfig::MAX_ELEMENTS)
+            .staging_bytes(DeviceConfig::MAX_STAGING)
+            .resolve(&i, 2)
+            .unwrap();
+        assert_eq!(big.staging_offset(), 8 << 30);
+        assert_eq!(big.arena_bytes(), (8 << 30) + (4 << 30));
+        let odd = DeviceConfig::default()
+            .max_elements(3)
+            .resolve(&i, 2)
+            .unwrap();
+        assert_eq!(odd.staging_offset(), 64, "24 bytes of arena, staging at 64");
         let tiny = DriverInfo {
             stream_capacity: 0,
             ..info(Some(S))

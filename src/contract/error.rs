@@ -6,6 +6,7 @@ use std::fmt;
 use std::num::NonZeroU64;
 use std::time::Duration;
 
+use super::buffer::BufferId;
 use super::config::ConfigError;
 use crate::driver::DriverError;
 
@@ -105,6 +106,12 @@ pub enum Action {
     Drain,
     /// [`Device::close`](super::Device::close).
     Close,
+    /// [`Device::alloc_buffer`](super::Device::alloc_buffer).
+    Alloc,
+    /// [`Device::read_buffer`](super::Device::read_buffer).
+    Read,
+    /// [`Device::write_buffer`](super::Device::write_buffer).
+    Write,
 }
 
 impl fmt::Display for Action {
@@ -121,6 +128,9 @@ impl fmt::Display for Action {
             Action::Finalize => "finalize",
             Action::Drain => "drain",
             Action::Close => "close",
+            Action::Alloc => "alloc",
+            Action::Read => "read",
+            Action::Write => "write",
         })
     }
 }
@@ -457,6 +467,79 @@ pub enum ErrorKind {
     /// instead; please report it.
     #[error("internal invariant broken: {0}; this is a runclaim bug, please report it")]
     InvariantBroken(&'static str),
+    /// A workload binds more tensors than a run carries.
+    #[error("{count} tensors bound; a run carries at most {max}")]
+    TooManyTensors {
+        /// Tensors bound.
+        count: usize,
+        /// The limit ([`WorkArgs::MAX_TENSORS`](crate::driver::abi::WorkArgs::MAX_TENSORS)).
+        max: usize,
+    },
+    /// A workload passes more scalars than a run carries.
+    #[error("{count} scalars passed; a run carries at most {max}")]
+    TooManyScalars {
+        /// Scalars passed.
+        count: usize,
+        /// The limit ([`WorkArgs::MAX_SCALARS`](crate::driver::abi::WorkArgs::MAX_SCALARS)).
+        max: usize,
+    },
+    /// A host tensor does not fit in the slot's staging region.
+    #[error(
+        "host tensor {tensor} of {bytes} bytes does not fit in the {capacity}-byte staging region after the host tensors before it"
+    )]
+    StagingFull {
+        /// The tensor's index in the workload.
+        tensor: usize,
+        /// Its size.
+        bytes: usize,
+        /// The region's size ([`DeviceConfig::staging_bytes`](super::DeviceConfig::staging_bytes)).
+        capacity: usize,
+    },
+    /// A bound slice of a device buffer is not inside the buffer.
+    #[error("tensor {tensor}: its slice is not inside {buffer} of {len} elements")]
+    BufferRange {
+        /// The tensor's index in the workload.
+        tensor: usize,
+        /// The buffer.
+        buffer: BufferId,
+        /// The buffer's length.
+        len: usize,
+    },
+    /// A host read or write of a device buffer is not inside the buffer.
+    #[error("an access up to element {end} is not inside {buffer} of {len} elements")]
+    AccessRange {
+        /// The buffer.
+        buffer: BufferId,
+        /// One past the last element asked for (saturating).
+        end: usize,
+        /// The buffer's length.
+        len: usize,
+    },
+    /// The buffer belongs to another device.
+    #[error("{buffer} belongs to another device")]
+    ForeignBuffer {
+        /// The buffer.
+        buffer: BufferId,
+    },
+    /// A run that bound the buffer could not be proven complete: the host
+    /// may not read or write it (the device may still), and its memory
+    /// stays quarantined.
+    #[error("{buffer} is bound by run {run}, which could not be proven complete")]
+    BufferBusy {
+        /// The buffer.
+        buffer: BufferId,
+        /// The latest run that bound it.
+        run: RunId,
+    },
+    /// A buffer of this shape cannot be allocated: no elements, a
+    /// zero-sized element type, or a size that overflows.
+    #[error("a buffer of {len} elements of {elem_size} bytes cannot be allocated")]
+    InvalidBuffer {
+        /// Elements asked for.
+        len: usize,
+        /// `size_of` the element type.
+        elem_size: usize,
+    },
 }
 
 fn or_unknown(run: Option<RunId>) -> String {

@@ -8,10 +8,13 @@
 //! | [`SlotToken`] | the one capability to use slot `I` |
 //! | [`Run`] | a run in slot `I`, in state [`Prepared`], [`Launched`] or [`Fenced`] |
 //! | [`Finalized`] | a finished run's records and its token, handed back |
+//! | [`Workload`] | a run's tensors (host slices, device buffers) and scalars |
+//! | [`DeviceBuffer`] | typed device memory that outlives code generations |
 //! | [`Pipeline`] | all of a runner's slots kept busy: submit specs, complete results in order |
 //!
 //! See the [crate documentation](crate) for the rules and what enforces each.
 
+mod buffer;
 mod code;
 mod config;
 mod device;
@@ -26,7 +29,9 @@ mod runner;
 mod slot;
 mod spec;
 mod states;
+mod workload;
 
+pub use buffer::{BufferId, BufferSlice, DeviceBuffer};
 pub use code::{Callable, CodeRef};
 pub use config::{ConfigError, DeviceConfig};
 pub use device::{ContractStats, Device, DrainReport, Health};
@@ -36,5 +41,6 @@ pub use pipeline::{Completed, Pipeline, Rejected, Unfinished};
 pub use run::Run;
 pub use runner::Runner;
 pub use slot::{Depth, Slot, SlotOf, SlotSet, SlotToken, SupportedDepth};
-pub use spec::{Input, RunSpec};
+pub use spec::{Input, RunSpec, Spec};
 pub use states::{Fenced, Launched, Prepared, State};
+pub use workload::{Bindings, Bound, Simple, Workload};

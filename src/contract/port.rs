@@ -7,6 +7,8 @@ use std::time::Duration;
 use super::code::CodeRef;
 use super::error::{ErrorKind, RunId};
 use super::spec::Input;
+use super::workload::sealed::Sealed as Marks;
+use super::workload::{Bound, Workload};
 use crate::driver::CodeHandle;
 use crate::driver::abi::WallRecord;
 
@@ -61,7 +63,22 @@ pub(crate) trait Port: Sync {
         code: CodeRef<'_>,
         input: Input<'_>,
     ) -> Result<RunInfo, ErrorKind>;
-    fn launch(&self, slot: usize, lease: u64, info: &RunInfo) -> Result<Submitted, LaunchFail>;
+    /// A workload run prepared into the slot: its host tensors copied in,
+    /// its argument block built.
+    fn prepare_work(
+        &self,
+        slot: usize,
+        lease: u64,
+        work: &Workload<'_>,
+    ) -> Result<RunInfo, ErrorKind>;
+    /// `bound`: a workload run's bindings, whose buffers the launch marks.
+    fn launch(
+        &self,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+        bound: &dyn Marks,
+    ) -> Result<Submitted, LaunchFail>;
     fn wait(&self, slot: usize, lease: u64, info: &RunInfo, how: Wait) -> Result<(), ErrorKind>;
     fn finalize(
         &self,
@@ -69,5 +86,13 @@ pub(crate) trait Port: Sync {
         lease: u64,
         info: &RunInfo,
         out: &mut [u32],
+    ) -> Result<WallRecord, ErrorKind>;
+    /// Finalizes a workload run: records, then its host outputs.
+    fn finalize_bound(
+        &self,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+        bound: &mut Bound<'_, '_>,
     ) -> Result<WallRecord, ErrorKind>;
 }

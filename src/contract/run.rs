@@ -1,4 +1,8 @@
 //! [`Run`] and its states: `Prepared → Launched → Fenced → Finalized`.
+#![allow(
+    clippy::result_large_err,
+    reason = "a failed transition hands the run back by value inside the error: the rule of the crate; a workload's run adds one pointer"
+)]
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -9,6 +13,7 @@ use super::outputs::{ErasedOutputs, Finalized, Outputs};
 use super::port::{LaunchFail, RunInfo, Wait};
 use super::slot::{Claim, ErasedToken, SlotToken};
 use super::states::{Fenced, Launched, Prepared, State};
+use super::workload::{Bindings, Bound, Simple};
 use crate::driver::abi::WallRecord;
 
 /// A run in slot `I`, in state `S`.
@@ -150,25 +155,31 @@ use crate::driver::abi::WallRecord;
 /// [`std::mem::forget`] stays in the device's in-flight set and keeps its
 /// slot until a drain or publication proves it complete; a device fault or
 /// a fence that outlasts the watchdog poisons the runner.
-pub struct Run<'r, S: State, const I: usize>(RunOf<S, SlotToken<'r, I>>);
+///
+/// A run prepared from a [`Workload`](super::Workload) carries its
+/// bindings in its type, `Run<'r, S, I, Bound<'w, 'a>>`: the borrows of its
+/// host outputs and device buffers, held until it is finalized (see
+/// [`Run::<Fenced, I, Bound>::finalize`](Run#method.finalize-1)).
+pub struct Run<'r, S: State, const I: usize, B: Bindings = Simple>(RunOf<S, SlotToken<'r, I>, B>);
 
 /// A run whose slot index is a value: what [`Run<'r, S, I>`](Run) is with
 /// its `I` erased (the pipeline keeps `DEPTH` of them in one array). Made
 /// only from an [`ErasedToken`] (`Runner::prepare_claim`); it hands back
 /// only that erased token.
-pub(crate) type ErasedRun<'r, S> = RunOf<S, ErasedToken<'r>>;
+pub(crate) type ErasedRun<'r, S, B = Simple> = RunOf<S, ErasedToken<'r>, B>;
 
 /// A run in state `S` holding the claim `K` on its slot — a typed
 /// `SlotToken<'r, I>` (for [`Run`]) or an `ErasedToken` (for
 /// [`ErasedRun`]). Every transition is written once, here: a typed run is
 /// this with `K::slot()` the constant `I`.
-pub(crate) struct RunOf<S: State, K: Claim> {
+pub(crate) struct RunOf<S: State, K: Claim, B: Bindings = Simple> {
     token: K,
     info: RunInfo,
+    bindings: B,
     _state: PhantomData<S>,
 }
 
-impl<S: State, K: Claim> fmt::Debug for RunOf<S, K> {
+impl<S: State, K: Claim, B: Bindings> fmt::Debug for RunOf<S, K, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("Run")
             .field("state", &S::NAME)
@@ -176,22 +187,24 @@ impl<S: State, K: Claim> fmt::Debug for RunOf<S, K> {
             .field("slot", &self.token.slot())
             .field("seq", &self.info.seq)
             .field("len", &self.info.len)
+            .field("workload", &self.bindings.is_workload())
             .finish()
     }
 }
 
-impl<S: State, const I: usize> fmt::Debug for Run<'_, S, I> {
+impl<S: State, const I: usize, B: Bindings> fmt::Debug for Run<'_, S, I, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         self.0.fmt(f)
     }
 }
 
-impl<S: State, K: Claim> RunOf<S, K> {
+impl<S: State, K: Claim, B: Bindings> RunOf<S, K, B> {
     #[inline]
-    fn into_state<T: State>(self) -> RunOf<T, K> {
+    fn into_state<T: State>(self) -> RunOf<T, K, B> {
         RunOf {
             token: self.token,
             info: self.info,
+            bindings: self.bindings,
             _state: PhantomData,
         }
     }
@@ -212,22 +225,28 @@ impl<S: State, K: Claim> RunOf<S, K> {
     }
 }
 
-impl<K: Claim> RunOf<Prepared, K> {
-    /// A prepared run holding `token`, as the device prepared it.
+impl<K: Claim, B: Bindings> RunOf<Prepared, K, B> {
+    /// A prepared run holding `token` and keeping `bindings`, as the device
+    /// prepared it.
     #[inline]
-    pub(crate) fn new(token: K, info: RunInfo) -> Self {
+    pub(crate) fn new(token: K, info: RunInfo, bindings: B) -> Self {
         RunOf {
             token,
             info,
+            bindings,
             _state: PhantomData,
         }
     }
 
     /// See [`Run::launch`].
     #[inline]
-    pub(crate) fn launch(mut self) -> Result<RunOf<Launched, K>, Error<Option<Self>>> {
+    pub(crate) fn launch(mut self) -> Result<RunOf<Launched, K, B>, Error<Option<Self>>> {
         let (slot, lease) = (self.token.slot(), self.token.lease());
-        match self.token.port().launch(slot, lease, &self.info) {
+        match self
+            .token
+            .port()
+            .launch(slot, lease, &self.info, &self.bindings)
+        {
             Ok(l) => {
                 self.info.seq = l.seq;
                 self.info.len = l.len;
@@ -248,7 +267,7 @@ impl<K: Claim> RunOf<Prepared, K> {
     }
 }
 
-impl<K: Claim> RunOf<Launched, K> {
+impl<K: Claim, B: Bindings> RunOf<Launched, K, B> {
     #[inline]
     pub(crate) fn seq(&self) -> u64 {
         self.info.seq
@@ -256,7 +275,11 @@ impl<K: Claim> RunOf<Launched, K> {
 
     /// See [`Run::fence`], [`Run::fence_for`], [`Run::try_fence`].
     #[inline]
-    pub(crate) fn wait(self, how: Wait, action: Action) -> Result<RunOf<Fenced, K>, Error<Self>> {
+    pub(crate) fn wait(
+        self,
+        how: Wait,
+        action: Action,
+    ) -> Result<RunOf<Fenced, K, B>, Error<Self>> {
         let (slot, lease) = (self.token.slot(), self.token.lease());
         match self.token.port().wait(slot, lease, &self.info, how) {
             Ok(()) => Ok(self.into_state()),
@@ -269,8 +292,34 @@ impl<K: Claim> RunOf<Launched, K> {
 
     /// [`Run::fence`].
     #[inline]
-    pub(crate) fn fence(self) -> Result<RunOf<Fenced, K>, Error<Self>> {
+    pub(crate) fn fence(self) -> Result<RunOf<Fenced, K, B>, Error<Self>> {
         self.wait(Wait::Configured, Action::Fence)
+    }
+}
+
+impl<K: Claim, B: Bindings> RunOf<Fenced, K, B> {
+    /// See [`Run::<Fenced, I>::into_token`](Run::into_token).
+    #[inline]
+    pub(crate) fn into_token(self) -> K {
+        self.token
+    }
+}
+
+impl<K: Claim> RunOf<Fenced, K, Bound<'_, '_>> {
+    /// See [`Run::<Fenced, I, Bound>::finalize`](Run#method.finalize-1):
+    /// the records are validated, the host outputs written back (unless
+    /// the run failed), and the token comes back with the device wall.
+    #[inline]
+    pub(crate) fn finalize_bound(mut self) -> Result<(K, WallRecord), Error<Self>> {
+        let (slot, lease) = (self.token.slot(), self.token.lease());
+        match self
+            .token
+            .port()
+            .finalize_bound(slot, lease, &self.info, &mut self.bindings)
+        {
+            Ok(wall) => Ok((self.token, wall)),
+            Err(k) => Err(self.fail((), Action::Finalize, k).map_value(|()| self)),
+        }
     }
 }
 
@@ -303,15 +352,9 @@ impl<K: Claim> RunOf<Fenced, K> {
             }
         }
     }
-
-    /// See [`Run::<Fenced, I>::into_token`](Run::into_token).
-    #[inline]
-    pub(crate) fn into_token(self) -> K {
-        self.token
-    }
 }
 
-impl<S: State, const I: usize> Run<'_, S, I> {
+impl<S: State, const I: usize, B: Bindings> Run<'_, S, I, B> {
     /// The run's id (its tag in the device records).
     #[must_use]
     #[inline]
@@ -341,10 +384,10 @@ impl<S: State, const I: usize> Run<'_, S, I> {
     }
 }
 
-impl<'r, const I: usize> Run<'r, Prepared, I> {
+impl<'r, const I: usize, B: Bindings> Run<'r, Prepared, I, B> {
     /// The typed run around a prepared one holding slot `I`'s token.
     #[inline]
-    pub(crate) fn from_prepared(run: RunOf<Prepared, SlotToken<'r, I>>) -> Self {
+    pub(crate) fn from_prepared(run: RunOf<Prepared, SlotToken<'r, I>, B>) -> Self {
         Run(run)
     }
 
@@ -369,7 +412,7 @@ impl<'r, const I: usize> Run<'r, Prepared, I> {
         reason = "a thin wrapper: called out of line, it moves the whole result through memory (~80 instructions per run, measured)"
     )]
     #[inline(always)]
-    pub fn launch(self) -> Result<Run<'r, Launched, I>, Error<Option<Self>>> {
+    pub fn launch(self) -> Result<Run<'r, Launched, I, B>, Error<Option<Self>>> {
         self.0
             .launch()
             .map(Run)
@@ -384,7 +427,7 @@ impl<'r, const I: usize> Run<'r, Prepared, I> {
     }
 }
 
-impl<'r, const I: usize> Run<'r, Launched, I> {
+impl<'r, const I: usize, B: Bindings> Run<'r, Launched, I, B> {
     /// The launch sequence number (stream order).
     #[must_use]
     #[inline]
@@ -393,7 +436,7 @@ impl<'r, const I: usize> Run<'r, Launched, I> {
     }
 
     #[inline]
-    fn wait(self, how: Wait, action: Action) -> Result<Run<'r, Fenced, I>, Error<Self>> {
+    fn wait(self, how: Wait, action: Action) -> Result<Run<'r, Fenced, I, B>, Error<Self>> {
         self.0
             .wait(how, action)
             .map(Run)
@@ -448,7 +491,7 @@ impl<'r, const I: usize> Run<'r, Launched, I> {
     /// behind a run that is already unproven);
     /// [`ErrorKind::Fault`] for a device fault (poisons the runner).
     #[inline]
-    pub fn fence(self) -> Result<Run<'r, Fenced, I>, Error<Self>> {
+    pub fn fence(self) -> Result<Run<'r, Fenced, I, B>, Error<Self>> {
         self.wait(Wait::Configured, Action::Fence)
     }
 
@@ -460,7 +503,7 @@ impl<'r, const I: usize> Run<'r, Launched, I> {
     /// # Errors
     /// As [`fence`](Run::fence).
     #[inline]
-    pub fn fence_for(self, timeout: Duration) -> Result<Run<'r, Fenced, I>, Error<Self>> {
+    pub fn fence_for(self, timeout: Duration) -> Result<Run<'r, Fenced, I, B>, Error<Self>> {
         self.wait(Wait::For(timeout), Action::Fence)
     }
 
@@ -470,7 +513,7 @@ impl<'r, const I: usize> Run<'r, Launched, I> {
     /// [`ErrorKind::NotReady`] (with the run) when not complete; a fault as
     /// for [`fence`](Run::fence).
     #[inline]
-    pub fn try_fence(self) -> Result<Run<'r, Fenced, I>, Error<Self>> {
+    pub fn try_fence(self) -> Result<Run<'r, Fenced, I, B>, Error<Self>> {
         self.wait(Wait::Poll, Action::TryFence)
     }
 }
@@ -521,9 +564,13 @@ impl<'r, const I: usize> Run<'r, Fenced, I> {
             Err(e) => Err(e.map_value(Run)),
         }
     }
+}
 
+impl<'r, const I: usize, B: Bindings> Run<'r, Fenced, I, B> {
     /// Gives up on reading the run back and keeps its slot. The run is
-    /// complete (it was fenced), so the slot is free for the next run.
+    /// complete (it was fenced), so the slot is free for the next run (a
+    /// workload's host outputs are left as they were: nothing is copied
+    /// back).
     #[must_use]
     #[inline]
     pub fn into_token(self) -> SlotToken<'r, I> {
@@ -531,19 +578,64 @@ impl<'r, const I: usize> Run<'r, Fenced, I> {
     }
 }
 
+impl<'r, const I: usize> Run<'r, Fenced, I, Bound<'_, '_>> {
+    /// Reads the slot's status record and device wall back, validates that
+    /// both carry this run's id, and — only if the run succeeded — copies
+    /// each host output ([`Dir::Out`](crate::driver::abi::Dir::Out),
+    /// [`Dir::InOut`](crate::driver::abi::Dir::InOut)) back from the slot's
+    /// staging region into the slice the [`Workload`](super::Workload)
+    /// borrowed: exactly one device-to-host copy per such tensor. Then the
+    /// borrows end and the token comes back.
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+    /// # use runclaim::driver::abi::Program;
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// use runclaim::contract::ErrorKind;
+    /// let runner = device.publish(&[Callable::program("bad", &Program::new().add(1).fail(5))])?;
+    /// let mut y = [7u32; 2];
+    /// let mut work = Workload::new(runner.code("bad")?).input(&[1u32, 2]).output(&mut y);
+    /// let err = runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?.fence()?.finalize().unwrap_err();
+    /// assert_eq!(err.kind(), &ErrorKind::RunFailed { code: 5 });
+    /// drop(err);
+    /// assert_eq!(y, [7, 7]); // a failed run copies nothing back
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The fenced run comes back inside the error, its borrows still held:
+    /// [`ErrorKind::RunFailed`] (nothing copied back),
+    /// [`ErrorKind::RecordMismatch`] / [`ErrorKind::RecordMissing`], or a
+    /// driver error of a read-back.
+    #[inline]
+    pub fn finalize(self) -> Result<Finalized<'r, I>, Error<Self>> {
+        let (run, seq) = (self.0.info.run, self.0.info.seq);
+        match self.0.finalize_bound() {
+            Ok((token, wall)) => Ok(Finalized {
+                token,
+                run,
+                seq,
+                wall,
+            }),
+            Err(e) => Err(e.map_value(Run)),
+        }
+    }
+}
+
 /// `?` on a failed transition drops the handed-back value (a launched run's
 /// drop waits, bounded, for its fence) and keeps the error.
-impl<'r, S: State, const I: usize> From<Error<Run<'r, S, I>>> for Error {
+impl<'r, S: State, const I: usize, B: Bindings> From<Error<Run<'r, S, I, B>>> for Error {
     #[inline]
-    fn from(e: Error<Run<'r, S, I>>) -> Self {
+    fn from(e: Error<Run<'r, S, I, B>>) -> Self {
         e.without_value()
     }
 }
 
 /// `?` on a failed launch drops the prepared run, if it came back.
-impl<'r, S: State, const I: usize> From<Error<Option<Run<'r, S, I>>>> for Error {
+impl<'r, S: State, const I: usize, B: Bindings> From<Error<Option<Run<'r, S, I, B>>>> for Error {
     #[inline]
-    fn from(e: Error<Option<Run<'r, S, I>>>) -> Self {
+    fn from(e: Error<Option<Run<'r, S, I, B>>>) -> Self {
         e.without_value()
     }
 }

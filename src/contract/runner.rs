@@ -9,7 +9,7 @@ use super::error::{Action, Error, ErrorKind};
 use super::outputs::{Finalized, Outputs};
 use super::run::{Run, RunOf};
 use super::slot::{Claim, ErasedToken, Slot, SlotOf, SlotToken};
-use super::spec::RunSpec;
+use super::spec::{RunSpec, Spec};
 use super::states::Prepared;
 use crate::driver::Driver;
 
@@ -159,42 +159,44 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
         Outputs::new(self.device.max_elements())
     }
 
-    /// Prepares a run in slot `I`: uploads its input into the slot's arena
-    /// bank, clears the slot's handshake region, arms its device wall and
-    /// status record. Nothing goes on a stream.
+    /// Prepares a run in slot `I` from a [`RunSpec`] or a
+    /// [`Workload`](super::Workload): uploads its input (stages its host
+    /// tensors and builds its argument block) into the slot's own regions,
+    /// clears the slot's handshake region, arms its device wall and status
+    /// record. Nothing goes on a stream.
     ///
     /// # Errors
     /// The token comes back inside the error: [`ErrorKind::EmptyInput`],
     /// [`ErrorKind::InputTooLong`], [`ErrorKind::ForeignHandle`] (a token or
-    /// code of another device), [`ErrorKind::StaleToken`], or a driver error.
+    /// code of another device), [`ErrorKind::StaleToken`], or a driver
+    /// error; for a workload also [`ErrorKind::TooManyTensors`],
+    /// [`ErrorKind::TooManyScalars`], [`ErrorKind::StagingFull`],
+    /// [`ErrorKind::BufferRange`] and [`ErrorKind::ForeignBuffer`] (the
+    /// workload is dropped: its borrows end).
     #[inline]
-    pub fn prepare<'r, const I: usize>(
+    pub fn prepare<'r, const I: usize, W: Spec>(
         &'r self,
         token: SlotToken<'r, I>,
-        spec: RunSpec<'_>,
-    ) -> Result<Run<'r, Prepared, I>, Error<SlotToken<'r, I>>> {
+        spec: W,
+    ) -> Result<Run<'r, Prepared, I, W::Bindings>, Error<SlotToken<'r, I>>> {
         self.prepare_claim(token, spec).map(Run::from_prepared)
     }
 
     /// [`prepare`](Runner::prepare) for a typed or an erased token: the one
     /// implementation of both.
     #[inline]
-    pub(crate) fn prepare_claim<K: Claim>(
+    pub(crate) fn prepare_claim<K: Claim, W: Spec>(
         &self,
         token: K,
-        spec: RunSpec<'_>,
-    ) -> Result<RunOf<Prepared, K>, Error<K>> {
+        spec: W,
+    ) -> Result<RunOf<Prepared, K, W::Bindings>, Error<K>> {
         let slot = token.slot();
         let fail = |token, k| Error::new(token, Action::Prepare, None, Some(slot), k);
         if token.port().device_id() != self.device.id() {
             return Err(fail(token, ErrorKind::ForeignHandle));
         }
-        match self
-            .device
-            .port()
-            .prepare(slot, token.lease(), spec.code, spec.input)
-        {
-            Ok(info) => Ok(RunOf::new(token, info)),
+        match spec.prepare_on(self.device.port(), slot, token.lease()) {
+            Ok((info, bindings)) => Ok(RunOf::new(token, info, bindings)),
             Err(k) => Err(fail(token, k)),
         }
     }

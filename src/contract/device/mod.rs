@@ -8,12 +8,15 @@
 //! | `state/` | the bookkeeping behind the lock, one part per thing it owns (slots, queue, streams, pins) |
 //! | `report.rs` | what a device reports: stats, health, a drain's report |
 //! | `transitions.rs` | the per-slot transitions behind `Port`: prepare, launch, finalize, release |
+//! | `workload.rs` | the same for a workload: staging host tensors, the argument block, copy-back |
+//! | `buffers.rs` | typed device buffers: allocation, host access, freeing what no run can touch |
 //! | `streams.rs` | readying the stream pair for a launch; creating and retiring streams |
 //! | `fence.rs` | waiting for a run's fence; the queue-aware time rule and its verdict |
 //! | `faults.rs` | whom a device fault belongs to |
 //! | `recovery.rs` | drain, close, teardown |
 //! | `publication.rs` | `Device::publish`: pins, code generations |
 
+mod buffers;
 mod faults;
 mod fence;
 mod publication;
@@ -22,6 +25,7 @@ mod report;
 mod state;
 mod streams;
 mod transitions;
+mod workload;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -29,11 +33,12 @@ use std::time::Duration;
 
 pub use self::report::{ContractStats, DrainReport, Health};
 use self::state::State;
+use super::buffer::SharedLedger;
 use super::config::{DeviceConfig, Resolved};
 use super::error::{Action, Error, ErrorKind};
 use super::port::Port;
 use super::slot::{Depth, SupportedDepth};
-use crate::driver::abi::{self, StatusRecord, WallRecord};
+use crate::driver::abi::{self, StatusRecord, WallRecord, WorkArgs};
 use crate::driver::{DevPtr, Driver, DriverError, EventId, StreamId};
 
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
@@ -47,6 +52,9 @@ const MIN_SLICE: Duration = Duration::from_micros(1);
 struct SlotRegions {
     input: DevPtr,
     output: DevPtr,
+    /// Where a workload's host tensors are staged
+    /// ([`DeviceConfig::staging_bytes`] bytes, in the arena's allocation).
+    staging: DevPtr,
     handshake: DevPtr,
     wall: DevPtr,
     status: DevPtr,
@@ -87,6 +95,13 @@ pub struct Device<D: Driver, const DEPTH: usize = 2> {
     /// Host staging buffer of each slot (`max_elements * 4` bytes), used only
     /// by the holder of the slot's token, so never contended.
     staging: [Mutex<Vec<u8>>; DEPTH],
+    /// Host buffer of each slot for its workload argument block
+    /// ([`WorkArgs::MAX_SIZE`] bytes), built at prepare, sent at launch;
+    /// used only by the holder of the slot's token.
+    blocks: [Mutex<Vec<u8>>; DEPTH],
+    /// The device's typed buffers (shared with each buffer, whose drop
+    /// hands its memory back here).
+    buffers: SharedLedger,
     state: Mutex<State<DEPTH>>,
     /// Set once resources are released (or deliberately leaked).
     closed: bool,
@@ -191,6 +206,7 @@ type Parts<const DEPTH: usize> = (
     u64,
     [SlotRegions; DEPTH],
     [Mutex<Vec<u8>>; DEPTH],
+    [Mutex<Vec<u8>>; DEPTH],
 );
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH>
@@ -212,10 +228,11 @@ where
             let elems = config.arena_half_bytes();
             let mut regions = Vec::with_capacity(DEPTH);
             for _ in 0..DEPTH {
-                let arena = b.alloc(2 * elems)?;
+                let arena = b.alloc(config.arena_bytes())?;
                 regions.push(SlotRegions {
                     input: arena,
                     output: arena.offset(elems),
+                    staging: arena.offset(config.staging_offset()),
                     handshake: b.alloc(abi::handshake_bytes(config.block_dim))?,
                     wall: b.alloc(WallRecord::SIZE)?,
                     status: b.alloc(StatusRecord::SIZE)?,
@@ -232,37 +249,44 @@ where
                 return Err(ErrorKind::from_driver(e));
             }
         };
-        // Host staging: a failed host allocation is an error, never an abort.
-        let mut staging = Vec::with_capacity(DEPTH);
-        for _ in 0..DEPTH {
-            let mut buf = Vec::new();
-            if buf.try_reserve_exact(config.arena_half_bytes()).is_err() {
-                b.undo();
-                return Err(ErrorKind::HostOutOfMemory {
-                    bytes: config.arena_half_bytes(),
-                });
+        // Host buffers: a failed host allocation is an error, never an abort.
+        let host = |bytes: usize| -> Result<[Mutex<Vec<u8>>; DEPTH], ErrorKind> {
+            let mut all = Vec::with_capacity(DEPTH);
+            for _ in 0..DEPTH {
+                let mut buf = Vec::new();
+                if buf.try_reserve_exact(bytes).is_err() {
+                    return Err(ErrorKind::HostOutOfMemory { bytes });
+                }
+                buf.resize(bytes, 0);
+                all.push(Mutex::new(buf));
             }
-            buf.resize(config.arena_half_bytes(), 0);
-            staging.push(Mutex::new(buf));
-        }
-        let (Ok(regions), Ok(staging)) = (
-            <[SlotRegions; DEPTH]>::try_from(regions),
-            <[Mutex<Vec<u8>>; DEPTH]>::try_from(staging),
-        ) else {
+            <[Mutex<Vec<u8>>; DEPTH]>::try_from(all)
+                .map_err(|_| ErrorKind::broken("DEPTH host buffers built, not DEPTH"))
+        };
+        let (staging, blocks) = match (host(config.arena_half_bytes()), host(WorkArgs::MAX_SIZE)) {
+            (Ok(s), Ok(b)) => (s, b),
+            (Err(e), _) | (_, Err(e)) => {
+                b.undo();
+                return Err(e);
+            }
+        };
+        let Ok(regions) = <[SlotRegions; DEPTH]>::try_from(regions) else {
             b.undo();
             return Err(ErrorKind::broken("DEPTH regions built, not DEPTH"));
         };
         drop(b);
-        Ok((aicpu, aicore, aicore_epoch, regions, staging))
+        Ok((aicpu, aicore, aicore_epoch, regions, staging, blocks))
     }
 
     fn assemble(driver: D, config: Resolved, parts: Parts<DEPTH>) -> Self {
-        let (aicpu, aicore, aicore_epoch, regions, staging) = parts;
+        let (aicpu, aicore, aicore_epoch, regions, staging, blocks) = parts;
         Device {
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
             config,
             regions,
             staging,
+            blocks,
+            buffers: SharedLedger::default(),
             state: Mutex::new(State::new(aicore, aicpu, aicore_epoch)),
             driver,
             closed: false,
@@ -348,6 +372,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         self.config.max_elements
     }
 
+    /// Bytes of each slot's staging region for host tensors.
+    #[must_use]
+    pub fn staging_bytes(&self) -> usize {
+        self.config.staging_bytes
+    }
+
     /// AICore workers per run.
     #[must_use]
     pub fn block_dim(&self) -> u32 {
@@ -357,6 +387,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// The run-time state: poison, in-flight runs, quarantined slots.
     #[must_use]
     pub fn health(&self) -> Health {
+        let quarantined_buffers = self.quarantined_buffers();
         let st = self.lock();
         let (quarantined, launched) = st.slots.sets();
         Health {
@@ -364,6 +395,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             in_flight: st.queue.runs().len(),
             quarantined,
             launched,
+            quarantined_buffers,
         }
     }
 
@@ -388,6 +420,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
 
     fn staging(&self, slot: usize) -> MutexGuard<'_, Vec<u8>> {
         self.staging[slot]
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn block(&self, slot: usize) -> MutexGuard<'_, Vec<u8>> {
+        self.blocks[slot]
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }

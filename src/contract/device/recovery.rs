@@ -82,6 +82,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         self.retire_parked(&mut st);
         (report.retired, report.cleared) = st.queue.quiet();
         report.released = st.slots.reset_all();
+        drop(st);
+        // Every run is done: dropped buffers go.
+        self.reclaim_buffers();
         Ok(report)
     }
 
@@ -130,6 +133,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         for code in pinned {
             note(self.driver.release_code(code));
+        }
+        for p in self.free_all_buffers() {
+            note(self.driver.free(p));
         }
         for r in &self.regions {
             note(self.driver.destroy_event(r.ev_aicore));

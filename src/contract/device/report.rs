@@ -70,6 +70,10 @@ pub struct Health {
     pub quarantined: SlotSet,
     /// Slots in flight.
     pub launched: SlotSet,
+    /// Device buffers dropped but not yet freed: a run that bound them
+    /// could not be proven complete yet (a forgotten or unproven run). A
+    /// drain that proves the queue quiet frees them.
+    pub quarantined_buffers: usize,
 }
 
 /// What a drain found and did.

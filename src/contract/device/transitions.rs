@@ -6,21 +6,29 @@ use super::state::{Release, State};
 
 use super::Device;
 use crate::contract::code::CodeRef;
+use crate::contract::error::RunId;
 use crate::contract::error::{ErrorKind, PoisonCause, Record};
 use crate::contract::inflight::Proof;
 use crate::contract::port::{LaunchFail, Port, RunInfo, Submitted, Wait};
 use crate::contract::spec::Input;
-use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord};
+use crate::contract::workload::sealed::Sealed as Marks;
+use crate::contract::workload::{Bound, Workload};
+use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord, WorkArgs};
 use crate::driver::{CodeHandle, Driver, DriverError};
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// The launch itself, under the state lock (see `Port::launch`).
+    #[allow(
+        clippy::too_many_lines,
+        reason = "one submission under one lock: what reached the device, and how each failure is graded, reads top to bottom"
+    )]
     pub(super) fn launch_locked(
         &self,
         st: &mut State<DEPTH>,
         slot: usize,
         lease: u64,
         info: &RunInfo,
+        bound: &dyn Marks,
     ) -> Result<Submitted, LaunchFail> {
         use LaunchFail::{Lost, NotSubmitted};
         st.slots.check_held(slot, lease).map_err(NotSubmitted)?;
@@ -47,21 +55,31 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         };
         #[allow(clippy::cast_possible_truncation, reason = "slot < DEPTH <= 16")]
         let slot_u32 = slot as u32;
-        let args = RunArgs {
-            run_id: info.run.get(),
-            slot: slot_u32,
-            block_dim: self.config.block_dim,
-            len: len as u64,
-            input: input.raw(),
-            output: r.output.raw(),
-            handshake: r.handshake.raw(),
-            wall: r.wall.raw(),
-            status: r.status.raw(),
-        }
-        .to_bytes();
+        // A workload's block was built at prepare (the slot is held: its
+        // block buffer is this run's); a RunSpec's is built here.
+        let simple;
+        let block;
+        let args: &[u8] = if bound.is_workload() {
+            block = self.block(slot);
+            workload_block(&block)
+        } else {
+            simple = RunArgs {
+                run_id: info.run.get(),
+                slot: slot_u32,
+                block_dim: self.config.block_dim,
+                len: len as u64,
+                input: input.raw(),
+                output: r.output.raw(),
+                handshake: r.handshake.raw(),
+                wall: r.wall.raw(),
+                status: r.status.raw(),
+            }
+            .to_bytes();
+            &simple
+        };
         let (aicore, aicpu) = (st.streams.aicore(), st.streams.aicpu());
         let d = &self.driver;
-        if let Err(e) = d.launch_aicore(aicore, info.code, self.config.block_dim, &args) {
+        if let Err(e) = d.launch_aicore(aicore, info.code, self.config.block_dim, args) {
             // Nothing was submitted. A fault an earlier run's own events
             // report is that run's (the AICore stream stopped at it).
             let kind = match self.fault_ahead(st, e) {
@@ -75,8 +93,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             return Err(NotSubmitted(kind));
         }
         // The AICore kernel is on the stream: from here on the run is on
-        // the device whatever happens.
-        let failed = if let Err(e) = d.launch_aicpu(aicpu, &args) {
+        // the device whatever happens, and the buffers it binds are marked
+        // with the sequence number it joins the queue with (lost or not).
+        bound.mark(info.run, st.queue.next_seq());
+        let failed = if let Err(e) = d.launch_aicpu(aicpu, args) {
             Some((PoisonCause::PartialLaunch, e))
         } else if let Err(e) = d
             .record_event(r.ev_aicore, aicore)
@@ -121,7 +141,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         match st.queue.admit(info.run, slot, Proof::Pending) {
             Ok(seq) => {
                 st.slots.launched(slot, lease);
-                st.queue.chain_on(slot, len);
+                if bound.is_workload() {
+                    // A workload leaves no `u32` output to chain on.
+                    st.queue.break_chain();
+                } else {
+                    st.queue.chain_on(slot, len);
+                }
                 Ok(Submitted { seq, len })
             }
             Err(kind) => {
@@ -134,6 +159,19 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             }
         }
     }
+}
+
+/// The workload block prepare built at the front of a slot's block
+/// buffer, by the counts in its header (the launch validates nothing here:
+/// the driver checks every block it is given).
+fn workload_block(buf: &[u8]) -> &[u8] {
+    let count = |at: usize| {
+        buf.get(at..at + 4)
+            .and_then(|b| <[u8; 4]>::try_from(b).ok())
+            .map_or(0, |b| u32::from_le_bytes(b) as usize)
+    };
+    let size = WorkArgs::size(count(RunArgs::SIZE), count(RunArgs::SIZE + 4));
+    &buf[..size.min(buf.len())]
 }
 
 impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
@@ -223,15 +261,7 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
             }
             d.copy_to_device(r.input, bytes).map_err(e)?;
         }
-        d.memset(r.handshake, 0, abi::handshake_bytes(self.config.block_dim))
-            .map_err(e)?;
-        d.memset(r.wall, 0, WallRecord::SIZE).map_err(e)?;
-        let armed = StatusRecord {
-            run_id: run.get(),
-            state: StatusRecord::ARMED,
-            code: 0,
-        };
-        d.copy_to_device(r.status, &armed.to_bytes()).map_err(e)?;
+        self.arm_records(slot, run).map_err(e)?;
         Ok(RunInfo {
             run,
             seq: 0,
@@ -241,12 +271,27 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         })
     }
 
-    fn launch(&self, slot: usize, lease: u64, info: &RunInfo) -> Result<Submitted, LaunchFail> {
+    fn prepare_work(
+        &self,
+        slot: usize,
+        lease: u64,
+        work: &Workload<'_>,
+    ) -> Result<RunInfo, ErrorKind> {
+        self.prepare_workload(slot, lease, work)
+    }
+
+    fn launch(
+        &self,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+        bound: &dyn Marks,
+    ) -> Result<Submitted, LaunchFail> {
         // The lock is held across submission: sequence order is stream order
         // even when several threads launch.
         let mut st = self.lock();
         st.launching(Some((info.run, slot)));
-        let r = self.launch_locked(&mut st, slot, lease, info);
+        let r = self.launch_locked(&mut st, slot, lease, info, bound);
         st.launching(None);
         r
     }
@@ -257,6 +302,16 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
             Wait::For(t) => self.wait_queued(slot, lease, info, Some(t)),
             Wait::Configured => self.wait_queued(slot, lease, info, None),
         }
+    }
+
+    fn finalize_bound(
+        &self,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+        bound: &mut Bound<'_, '_>,
+    ) -> Result<WallRecord, ErrorKind> {
+        self.finalize_workload(slot, lease, info, bound)
     }
 
     fn finalize(
@@ -273,6 +328,46 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
                 capacity: out.len(),
             });
         }
+        let wall = self.check_records(slot, info)?;
+        let r = &self.regions[slot];
+        let e = |err: DriverError| {
+            self.driver_error(&mut self.lock(), err, info.run, slot, Some(info.seq))
+        };
+        let mut staging = self.staging(slot);
+        let bytes = &mut staging[..info.len * 4];
+        self.driver.copy_from_device(bytes, r.output).map_err(e)?;
+        for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
+            *o = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+        }
+        drop(staging);
+        self.lock().stats.finalized += 1;
+        Ok(wall)
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    /// Clears the slot's handshake region and device wall and arms its
+    /// status record for `run` (the slot is held: nothing in flight on it).
+    pub(super) fn arm_records(&self, slot: usize, run: RunId) -> Result<(), DriverError> {
+        let r = &self.regions[slot];
+        let d = &self.driver;
+        d.memset(r.handshake, 0, abi::handshake_bytes(self.config.block_dim))?;
+        d.memset(r.wall, 0, WallRecord::SIZE)?;
+        let armed = StatusRecord {
+            run_id: run.get(),
+            state: StatusRecord::ARMED,
+            code: 0,
+        };
+        d.copy_to_device(r.status, &armed.to_bytes())
+    }
+
+    /// Reads the slot's status record and device wall back and checks that
+    /// both are this run's and the run succeeded; returns the wall.
+    pub(super) fn check_records(
+        &self,
+        slot: usize,
+        info: &RunInfo,
+    ) -> Result<WallRecord, ErrorKind> {
         let r = &self.regions[slot];
         let e = |err: DriverError| {
             self.driver_error(&mut self.lock(), err, info.run, slot, Some(info.seq))
@@ -308,14 +403,6 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
             self.lock().stats.run_failures += 1;
             return Err(ErrorKind::RunFailed { code: status.code });
         }
-        let mut staging = self.staging(slot);
-        let bytes = &mut staging[..info.len * 4];
-        self.driver.copy_from_device(bytes, r.output).map_err(e)?;
-        for (o, c) in out.iter_mut().zip(bytes.chunks_exact(4)) {
-            *o = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-        }
-        drop(staging);
-        self.lock().stats.finalized += 1;
         Ok(wall)
     }
 }

@@ -199,15 +199,37 @@ impl<'b> WorkArgs<'b> {
     }
 
     /// Encodes a block into the front of `buf`; returns its length, or
-    /// `None` (writing nothing) when `buf` is too short or a count is above
-    /// its maximum. The header's version is set to [`WorkArgs::VERSION`].
+    /// `None` when `buf` is too short or a count is above its maximum
+    /// (then nothing is written). The header's version is set to
+    /// [`WorkArgs::VERSION`].
     pub fn encode(
         buf: &mut [u8],
         header: &RunArgs,
         tensors: impl ExactSizeIterator<Item = TensorArg>,
         scalars: &[u64],
     ) -> Option<usize> {
-        let (t, s) = (tensors.len(), scalars.len());
+        let t = tensors.len();
+        Self::encode_parts(
+            buf,
+            header,
+            t,
+            tensors,
+            scalars.len(),
+            scalars.iter().copied(),
+        )
+    }
+
+    /// [`encode`](Self::encode) with the counts given: `tensors` and
+    /// `scalars` must yield exactly `t` and `s` items, else `None` (and the
+    /// block is not valid).
+    pub(crate) fn encode_parts(
+        buf: &mut [u8],
+        header: &RunArgs,
+        t: usize,
+        tensors: impl Iterator<Item = TensorArg>,
+        s: usize,
+        scalars: impl Iterator<Item = u64>,
+    ) -> Option<usize> {
         let size = Self::size(t, s);
         if t > Self::MAX_TENSORS || s > Self::MAX_SCALARS || buf.len() < size {
             return None;
@@ -221,15 +243,19 @@ impl<'b> WorkArgs<'b> {
             put_u32(block, RunArgs::SIZE + 4, s as u32);
         }
         let mut at = Self::HEADER;
+        let mut n = 0;
         for tensor in tensors.take(t) {
             tensor.write(&mut block[at..at + TensorArg::SIZE]);
             at += TensorArg::SIZE;
+            n += 1;
         }
-        for &v in scalars {
+        let mut m = 0;
+        for v in scalars.take(s) {
             put_u64(block, at, v);
             at += 8;
+            m += 1;
         }
-        Some(size)
+        (n == t && m == s).then_some(size)
     }
 
     /// Decodes a block; `None` when it is not exactly a version-2 block of
@@ -400,7 +426,7 @@ mod tests {
             bytes: i,
             elem_size: 2,
             dir: Dir::InOut,
-            staged: i % 2 == 0,
+            staged: i.is_multiple_of(2),
         }
     }
 

@@ -84,6 +84,11 @@ impl<const DEPTH: usize> Queue<DEPTH> {
         }
     }
 
+    /// The sequence number the next admitted run gets.
+    pub(in crate::contract::device) fn next_seq(&self) -> u64 {
+        self.next_seq
+    }
+
     /// The run in `slot` launched with `len` elements is what
     /// [`Input::Previous`](crate::Input::Previous) reads next.
     pub(in crate::contract::device) fn chain_on(&mut self, slot: usize, len: usize) {

@@ -1,0 +1,216 @@
+//! The device's typed buffers: allocation, host reads and writes (which
+//! wait, bounded, for a forgotten run that bound the buffer), and freeing
+//! dropped buffers once no run that bound them can still touch them.
+
+use bytemuck::Pod;
+
+use super::Device;
+use super::state::SlotState;
+use crate::contract::buffer::{self, BufferCore, DeviceBuffer, Released};
+use crate::contract::error::{Action, Error, ErrorKind};
+use crate::contract::inflight::Proof;
+use crate::contract::port::RunInfo;
+use crate::driver::{CodeHandle, Driver};
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    /// Allocates a device buffer of `len` elements of `T` (contents
+    /// unspecified until written). It belongs to this device's allocation
+    /// table and survives publications; the device frees it when it is
+    /// dropped and no run that bound it can still touch it.
+    ///
+    /// ```
+    /// # use runclaim::{Device, DeviceConfig};
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// use half::f16;
+    /// let mut h = device.alloc_buffer::<f16>(2)?;
+    /// device.write_buffer(&mut h, 0, &[f16::from_f32(1.5), f16::from_f32(-2.0)])?;
+    /// let mut back = [f16::ZERO; 1];
+    /// device.read_buffer(&mut h, 1, &mut back)?; // a sub-range: element 1
+    /// assert_eq!(back[0].to_f32(), -2.0);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ErrorKind::InvalidBuffer`] for 0 elements, a zero-sized `T` or a
+    /// size that overflows; a driver error when the device refuses the
+    /// allocation (out of memory) or is not aligned for `T`.
+    pub fn alloc_buffer<T: Pod>(&self, len: usize) -> Result<DeviceBuffer<T>, Error> {
+        let fail = |k| Error::plain(Action::Alloc, k);
+        let elem_size = size_of::<T>();
+        let bytes = len
+            .checked_mul(elem_size)
+            .filter(|&b| b > 0)
+            .ok_or(fail(ErrorKind::InvalidBuffer { len, elem_size }))?;
+        self.reclaim_buffers();
+        let ptr = self
+            .driver
+            .alloc(bytes)
+            .map_err(|e| fail(ErrorKind::from_driver(e)))?;
+        if ptr.raw() % align_of::<T>() as u64 != 0 {
+            let _ = self.driver.free(ptr);
+            return Err(fail(ErrorKind::broken(
+                "the driver returned an allocation not aligned for the element type",
+            )));
+        }
+        Ok(DeviceBuffer::new(self.id, ptr, len, &self.buffers))
+    }
+
+    /// Copies `src` into `buffer` from element `at` on, synchronously.
+    ///
+    /// Takes the buffer by `&mut`: no live run can bind it meanwhile (see
+    /// [`Workload`](crate::Workload)). If a run that bound it was forgotten
+    /// ([`std::mem::forget`]), this first waits for that run to be proven
+    /// complete — bounded as [`Runner::drain`](crate::Runner::drain) is —
+    /// and otherwise fails with [`ErrorKind::BufferBusy`] naming the buffer
+    /// and the run, having touched nothing.
+    ///
+    /// # Errors
+    /// [`ErrorKind::ForeignBuffer`], [`ErrorKind::AccessRange`],
+    /// [`ErrorKind::BufferBusy`], or a driver error.
+    pub fn write_buffer<T: Pod>(
+        &self,
+        buffer: &mut DeviceBuffer<T>,
+        at: usize,
+        src: &[T],
+    ) -> Result<(), Error> {
+        let fail = |k| Error::plain(Action::Write, k);
+        let (offset, _) = self.host_range(buffer, at, src.len()).map_err(fail)?;
+        self.quiet(buffer.core()).map_err(fail)?;
+        let dst = buffer.core().ptr.offset(offset);
+        self.driver
+            .copy_to_device(dst, bytemuck::cast_slice(src))
+            .map_err(|e| fail(ErrorKind::from_driver(e)))
+    }
+
+    /// Copies elements `at..at + dst.len()` of `buffer` into `dst`,
+    /// synchronously: the host never reads a value the device is writing
+    /// (as for [`write_buffer`](Device::write_buffer)).
+    ///
+    /// # Errors
+    /// As [`write_buffer`](Device::write_buffer).
+    pub fn read_buffer<T: Pod>(
+        &self,
+        buffer: &mut DeviceBuffer<T>,
+        at: usize,
+        dst: &mut [T],
+    ) -> Result<(), Error> {
+        let fail = |k| Error::plain(Action::Read, k);
+        let (offset, _) = self.host_range(buffer, at, dst.len()).map_err(fail)?;
+        self.quiet(buffer.core()).map_err(fail)?;
+        let src = buffer.core().ptr.offset(offset);
+        self.driver
+            .copy_from_device(bytemuck::cast_slice_mut(dst), src)
+            .map_err(|e| fail(ErrorKind::from_driver(e)))
+    }
+
+    /// The byte offset and length of elements `at..at + n` of `buffer`.
+    fn host_range<T: Pod>(
+        &self,
+        buffer: &DeviceBuffer<T>,
+        at: usize,
+        n: usize,
+    ) -> Result<(usize, usize), ErrorKind> {
+        let core = buffer.core();
+        if core.device != self.id {
+            return Err(ErrorKind::ForeignBuffer { buffer: core.id });
+        }
+        match at.checked_add(n) {
+            Some(end) if end <= buffer.len() => Ok((at * size_of::<T>(), n * size_of::<T>())),
+            end => Err(ErrorKind::AccessRange {
+                buffer: core.id,
+                end: end.unwrap_or(usize::MAX),
+                len: buffer.len(),
+            }),
+        }
+    }
+
+    /// Whether the run launched with sequence `seq` may still touch device
+    /// memory: it is in the in-flight set.
+    fn in_flight(&self, seq: u64) -> bool {
+        seq != 0 && self.lock().queue.runs().iter().any(|e| e.seq == seq)
+    }
+
+    /// Proves that no run that bound `core` can still touch it: the latest
+    /// one (launch order is stream order, so the ones before it completed
+    /// first) is not in flight, or is waited for — at most the queue
+    /// budget, as a drain waits — until it is.
+    fn quiet(&self, core: &BufferCore) -> Result<(), ErrorKind> {
+        let Some((run, seq)) = core.last_binder() else {
+            return Ok(());
+        };
+        let busy = ErrorKind::BufferBusy {
+            buffer: core.id,
+            run,
+        };
+        let waiting = {
+            let st = self.lock();
+            let Some(e) = st.queue.runs().iter().find(|e| e.seq == seq).copied() else {
+                return Ok(());
+            };
+            match st.slots.state(e.slot) {
+                SlotState::InFlight { lease } if e.proof == Proof::Pending => (e, lease),
+                _ => return Err(busy),
+            }
+        };
+        let (e, lease) = waiting;
+        // Only a forgotten run can be here (a live one borrows the buffer):
+        // its fence is waited for as a drain would, bounded by the queue
+        // budget; what completes goes back to the forgotten token's slot,
+        // reclaimed by the next drain.
+        let info = RunInfo {
+            run: e.run,
+            seq: e.seq,
+            len: 0,
+            code: CodeHandle::from_raw(0, 0),
+            chained: false,
+        };
+        let limit = {
+            let n = self.lock().queue.runs().len();
+            self.config.queue_budget(n)
+        };
+        match self.wait_queued(e.slot, lease, &info, Some(limit)) {
+            Ok(()) => Ok(()),
+            Err(_) if !self.in_flight(seq) => Ok(()),
+            Err(_) => Err(busy),
+        }
+    }
+
+    /// Frees every dropped buffer no run in flight may still touch.
+    pub(super) fn reclaim_buffers(&self) {
+        let ready: Vec<Released> = {
+            let mut ledger = buffer::lock(&self.buffers);
+            if ledger.released.is_empty() {
+                return;
+            }
+            let st = self.lock();
+            let busy = |seq: u64| seq != 0 && st.queue.runs().iter().any(|e| e.seq == seq);
+            let (keep, ready) = ledger.released.drain(..).partition(|r| busy(r.seq));
+            ledger.released = keep;
+            ready
+        };
+        for r in ready {
+            // A free the driver refuses leaves nothing to retry.
+            let _ = self.driver.free(r.ptr);
+        }
+    }
+
+    /// Buffers dropped but not yet freed: a run that bound them may still
+    /// touch them.
+    pub(super) fn quarantined_buffers(&self) -> usize {
+        buffer::lock(&self.buffers).released.len()
+    }
+
+    /// At teardown, with the queue proven quiet: frees every buffer, live
+    /// or dropped, and closes the ledger (a buffer dropped later frees
+    /// nothing).
+    pub(super) fn free_all_buffers(&self) -> Vec<crate::driver::DevPtr> {
+        let mut ledger = buffer::lock(&self.buffers);
+        ledger.closed = true;
+        let live = std::mem::take(&mut ledger.live);
+        let released = std::mem::take(&mut ledger.released);
+        live.into_values()
+            .chain(released.into_iter().map(|r| r.ptr))
+            .collect()
+    }
+}

@@ -1,0 +1,158 @@
+//! A workload's transitions behind `Port`: prepare stages its host tensors
+//! into the slot's staging region and builds its argument block (both the
+//! slot's alone: its token is held); finalize validates the records and
+//! copies the host outputs back — only for a run that succeeded.
+
+use super::Device;
+use crate::contract::config::DeviceConfig;
+use crate::contract::error::ErrorKind;
+use crate::contract::port::RunInfo;
+use crate::contract::workload::{Bound, Data, Packer, Workload};
+use crate::driver::abi::{RunArgs, TensorArg, WorkArgs};
+use crate::driver::{Driver, DriverError};
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    fn packer(&self) -> Packer {
+        Packer::new(self.config.staging_bytes, DeviceConfig::STAGING_ALIGN)
+    }
+
+    /// See `Port::prepare_work`.
+    pub(super) fn prepare_workload(
+        &self,
+        slot: usize,
+        lease: u64,
+        work: &Workload<'_>,
+    ) -> Result<RunInfo, ErrorKind> {
+        if work.code.device != self.id {
+            return Err(ErrorKind::ForeignHandle);
+        }
+        work.check()?;
+        // Everything that can be refused is refused before a byte moves.
+        let mut packer = self.packer();
+        for (i, t) in work.tensors.iter().enumerate() {
+            match t.data {
+                Data::Device { core, .. } if core.device != self.id => {
+                    return Err(ErrorKind::ForeignBuffer { buffer: core.id });
+                }
+                Data::Device { .. } => {}
+                Data::HostIn(_) | Data::HostOut(_) => {
+                    packer.place(i, t.bytes())?;
+                }
+            }
+        }
+        let run = {
+            let mut st = self.lock();
+            st.slots.check_held(slot, lease)?;
+            st.new_run()
+        };
+        let e = |err: DriverError| self.unlaunched_error(&mut self.lock(), err);
+        let r = &self.regions[slot];
+        // The slot is ours alone (held lease, nothing in flight on it): its
+        // staging region and block buffer may be written. One H2D copy per
+        // host tensor the kernel reads; none for outputs or buffers.
+        let mut packer = self.packer();
+        for (i, t) in work.tensors.iter().enumerate() {
+            let bytes: &[u8] = match &t.data {
+                Data::HostIn(b) => b,
+                Data::HostOut(b) => b,
+                Data::Device { .. } => continue,
+            };
+            let at = packer.place(i, bytes.len())?;
+            if t.dir.reads() && !bytes.is_empty() {
+                self.driver
+                    .copy_to_device(r.staging.offset(at), bytes)
+                    .map_err(e)?;
+            }
+        }
+        self.arm_records(slot, run).map_err(e)?;
+        #[allow(clippy::cast_possible_truncation, reason = "slot < DEPTH <= 16")]
+        let header = RunArgs {
+            run_id: run.get(),
+            slot: slot as u32,
+            block_dim: self.config.block_dim,
+            len: 0,
+            input: 0,
+            output: 0,
+            handshake: r.handshake.raw(),
+            wall: r.wall.raw(),
+            status: r.status.raw(),
+        };
+        let mut packer = self.packer();
+        let mut placed = work.tensors.iter().enumerate().map(|(i, t)| {
+            let (addr, staged) = match t.data {
+                Data::Device { core, offset, .. } => (core.ptr.offset(offset).raw(), false),
+                // Placed above: the same packer gives the same offsets.
+                _ => (
+                    packer
+                        .place(i, t.bytes())
+                        .map_or(0, |at| r.staging.offset(at).raw()),
+                    true,
+                ),
+            };
+            TensorArg {
+                addr,
+                bytes: t.bytes() as u64,
+                elem_size: t.elem_size,
+                dir: t.dir,
+                staged,
+            }
+        });
+        let mut block = self.block(slot);
+        WorkArgs::encode_parts(
+            &mut block,
+            &header,
+            work.tensors.len(),
+            &mut placed,
+            work.scalars.len(),
+            work.scalars.iter().copied(),
+        )
+        .ok_or_else(|| ErrorKind::broken("a checked workload did not fit its block buffer"))?;
+        // The block's size is in its header: launch reads it back.
+        Ok(RunInfo {
+            run,
+            seq: 0,
+            len: 0,
+            code: work.code.handle,
+            chained: false,
+        })
+    }
+
+    /// See `Port::finalize_bound`.
+    pub(super) fn finalize_workload(
+        &self,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+        bound: &mut Bound<'_, '_>,
+    ) -> Result<super::WallRecord, ErrorKind> {
+        self.lock().slots.check_held(slot, lease)?;
+        let wall = self.check_records(slot, info)?;
+        let r = &self.regions[slot];
+        let e = |err: DriverError| {
+            self.driver_error(&mut self.lock(), err, info.run, slot, Some(info.seq))
+        };
+        // The run succeeded: one D2H copy per host tensor it wrote, from
+        // the offsets prepare used.
+        let mut packer = self.packer();
+        for (i, t) in bound.work.tensors.iter_mut().enumerate() {
+            let dir = t.dir;
+            let bytes = t.bytes();
+            match &mut t.data {
+                Data::Device { .. } => {}
+                Data::HostIn(_) => {
+                    packer.place(i, bytes)?;
+                }
+                Data::HostOut(out) => {
+                    let at = packer.place(i, bytes)?;
+                    if dir.writes() && !out.is_empty() {
+                        self.driver
+                            .copy_from_device(out, r.staging.offset(at))
+                            .map_err(e)?;
+                    }
+                }
+            }
+        }
+        self.lock().stats.finalized += 1;
+        Ok(wall)
+    }
+}

@@ -1,0 +1,502 @@
+//! What a real run carries: a [`Workload`] — a published callable, its
+//! tensor arguments in order (host tensors staged through the slot, device
+//! buffers by address), then its `u64` scalars — and [`Bound`], what a
+//! prepared run keeps of it until finalize.
+
+use std::fmt;
+
+use bytemuck::Pod;
+
+use super::buffer::{BufferCore, BufferId, BufferSlice, DeviceBuffer};
+use super::code::CodeRef;
+use super::error::ErrorKind;
+use crate::driver::abi::{Dir, WorkArgs};
+
+/// Tensors and scalars kept inline, without a heap allocation, per run.
+pub(crate) const INLINE_TENSORS: usize = 16;
+pub(crate) const INLINE_SCALARS: usize = 16;
+
+/// A list that keeps its first `N` items inline and spills the rest to the
+/// heap: no allocation per run for the common sizes.
+pub(crate) struct ArgList<T, const N: usize> {
+    len: usize,
+    inline: [Option<T>; N],
+    spill: Vec<T>,
+}
+
+impl<T, const N: usize> ArgList<T, N> {
+    fn new() -> Self {
+        ArgList {
+            len: 0,
+            inline: [const { None }; N],
+            spill: Vec::new(),
+        }
+    }
+
+    fn push(&mut self, v: T) {
+        if self.len < N {
+            self.inline[self.len] = Some(v);
+        } else {
+            self.spill.push(v);
+        }
+        self.len += 1;
+    }
+
+    pub(crate) fn len(&self) -> usize {
+        self.len
+    }
+
+    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
+        self.inline.iter().flatten().chain(self.spill.iter())
+    }
+
+    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
+        self.inline
+            .iter_mut()
+            .flatten()
+            .chain(self.spill.iter_mut())
+    }
+}
+
+/// Where a tensor's bytes are.
+pub(crate) enum Data<'a> {
+    /// A host tensor the kernel only reads: copied in at prepare.
+    HostIn(&'a [u8]),
+    /// A host tensor the kernel writes ([`Dir::Out`] or [`Dir::InOut`]):
+    /// borrowed by the run until finalize, copied back then.
+    HostOut(&'a mut [u8]),
+    /// A range of a device buffer, passed by address.
+    Device {
+        core: &'a BufferCore,
+        offset: usize,
+        bytes: usize,
+    },
+}
+
+/// One tensor argument.
+pub(crate) struct Tensor<'a> {
+    pub data: Data<'a>,
+    pub dir: Dir,
+    pub elem_size: u32,
+}
+
+impl Tensor<'_> {
+    /// Bytes the tensor spans.
+    pub fn bytes(&self) -> usize {
+        match &self.data {
+            Data::HostIn(b) => b.len(),
+            Data::HostOut(b) => b.len(),
+            Data::Device { bytes, .. } => *bytes,
+        }
+    }
+}
+
+/// Something wrong with a workload, found while it was built and reported
+/// when a run is prepared from it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Flaw {
+    BufferRange {
+        tensor: usize,
+        buffer: BufferId,
+        len: usize,
+    },
+}
+
+/// What to run with real arguments: a published callable, its tensors in
+/// order — each [`Dir::In`], [`Dir::Out`] or [`Dir::InOut`], each a host
+/// slice or a device buffer — then its `u64` scalars. Prepare a run from it
+/// with [`Runner::prepare`](super::Runner::prepare)`(token, &mut work)`: the
+/// run borrows the workload (and through it every tensor) until it is
+/// finalized, so a run moves through its states as cheaply as a
+/// [`RunSpec`](super::RunSpec)'s, whatever it binds.
+///
+/// - A **host tensor** is staged through the slot's staging region
+///   ([`DeviceConfig::staging_bytes`](super::DeviceConfig::staging_bytes)):
+///   copied in at prepare (in, in-out), copied back at finalize (out,
+///   in-out) — never when the run failed. A host tensor the run writes is
+///   **borrowed by the run until finalize**: touching it before does not
+///   compile.
+/// - A **device buffer** ([`DeviceBuffer`], or a [`BufferSlice`] of one) is
+///   passed by address, never copied. Runs bind it by shared reference, so
+///   runs queued back to back may bind the same buffer — run N writes it,
+///   run N+1 reads it, in stream order — and host access, which takes it
+///   by `&mut`, does not compile while such a run is alive.
+///
+/// At most [`WorkArgs::MAX_TENSORS`] tensors and
+/// [`WorkArgs::MAX_SCALARS`] scalars (the reference runtime's limits); the
+/// first 16 of each are kept without a heap allocation.
+///
+/// ```
+/// use runclaim::{Callable, Device, DeviceConfig, Workload};
+/// use runclaim::driver::abi::{Dir, Program};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+/// let x = [1u32, 2, 3];
+/// let mut y = [0u32; 3];
+/// // A Program reads the first tensor it may read and writes the first it may write.
+/// let mut work = Workload::new(runner.code("inc")?).input(&x).output(&mut y);
+/// let run = runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?;
+/// let done = run.fence()?.finalize()?; // copies `y` back
+/// assert_eq!(y, [2, 3, 4]);
+/// # drop(done);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+///
+/// A host output borrowed by a run cannot be read before finalize:
+///
+/// ```compile_fail,E0502
+/// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
+/// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))]).unwrap();
+/// let mut y = [0u32; 3];
+/// let mut work = Workload::new(runner.code("inc").unwrap()).input(&[1u32, 2, 3]).output(&mut y);
+/// let run = runner.prepare(runner.take_slot::<0>().unwrap(), &mut work).unwrap().launch().unwrap();
+/// println!("{}", y[0]); // the launched run still borrows `y`
+/// let done = run.fence().unwrap().finalize().unwrap();
+/// ```
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
+/// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))]).unwrap();
+/// let mut y = [0u32; 3];
+/// let mut work = Workload::new(runner.code("inc").unwrap()).input(&[1u32, 2, 3]).output(&mut y);
+/// let run = runner.prepare(runner.take_slot::<0>().unwrap(), &mut work).unwrap().launch().unwrap();
+/// let done = run.fence().unwrap().finalize().unwrap();
+/// println!("{}", y[0]); // finalized: the borrow ended
+/// ```
+///
+/// A device buffer a live run binds cannot be read (or written) by the
+/// host:
+///
+/// ```compile_fail,E0502
+/// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+/// # use runclaim::driver::abi::{Dir, Program};
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
+/// let mut buf = device.alloc_buffer::<u32>(3).unwrap();
+/// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))]).unwrap();
+/// let mut work = Workload::new(runner.code("inc").unwrap()).input(&[1u32, 2, 3]).buffer(&buf, Dir::Out);
+/// let run = runner.prepare(runner.take_slot::<0>().unwrap(), &mut work).unwrap().launch().unwrap();
+/// runner.device().read_buffer(&mut buf, 0, &mut [0u32; 3]).unwrap(); // the device may be writing it
+/// let done = run.fence().unwrap().finalize().unwrap();
+/// ```
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+/// # use runclaim::driver::abi::{Dir, Program};
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
+/// let mut buf = device.alloc_buffer::<u32>(3).unwrap();
+/// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))]).unwrap();
+/// let mut work = Workload::new(runner.code("inc").unwrap()).input(&[1u32, 2, 3]).buffer(&buf, Dir::Out);
+/// let run = runner.prepare(runner.take_slot::<0>().unwrap(), &mut work).unwrap().launch().unwrap();
+/// let done = run.fence().unwrap().finalize().unwrap();
+/// let mut back = [0u32; 3];
+/// runner.device().read_buffer(&mut buf, 0, &mut back).unwrap(); // finalized: the host may read it
+/// assert_eq!(back, [2, 3, 4]);
+/// ```
+///
+/// Two runs queued back to back may bind the same buffer: run 0 writes it,
+/// run 1 reads it, in stream order, with no host step between:
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+/// # use runclaim::driver::abi::{Dir, Program};
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// let mut h = device.alloc_buffer::<u32>(2)?;
+/// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+/// let inc = runner.code("inc")?;
+/// let mut y = [0u32; 2];
+/// let mut w0 = Workload::new(inc).input(&[10u32, 20]).buffer(&h, Dir::Out);
+/// let mut w1 = Workload::new(inc).buffer(&h, Dir::In).output(&mut y);
+/// let first = runner.prepare(runner.take_slot::<0>()?, &mut w0)?.launch()?;
+/// let second = runner.prepare(runner.take_slot::<1>()?, &mut w1)?.launch()?; // run 0 may still run
+/// let (a, b) = (first.fence()?.finalize()?, second.fence()?.finalize()?);
+/// drop((a, b)); // the borrows of `y` ended with the runs
+/// assert_eq!(y, [12, 22]);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+pub struct Workload<'a> {
+    pub(crate) code: CodeRef<'a>,
+    pub(crate) tensors: ArgList<Tensor<'a>, INLINE_TENSORS>,
+    pub(crate) scalars: ArgList<u64, INLINE_SCALARS>,
+    flaw: Option<Flaw>,
+}
+
+impl fmt::Debug for Workload<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Workload")
+            .field("code", &self.code)
+            .field("tensors", &self.tensors.len())
+            .field("scalars", &self.scalars.len())
+            .finish_non_exhaustive()
+    }
+}
+
+#[allow(
+    clippy::cast_possible_truncation,
+    reason = "element sizes: `size_of` of a Pod type that fits in memory, checked below"
+)]
+fn elem_size<T: Pod>() -> u32 {
+    u32::try_from(size_of::<T>()).unwrap_or(u32::MAX)
+}
+
+impl<'a> Workload<'a> {
+    /// A run of `code` with no arguments yet.
+    #[must_use]
+    pub fn new(code: CodeRef<'a>) -> Self {
+        Workload {
+            code,
+            tensors: ArgList::new(),
+            scalars: ArgList::new(),
+            flaw: None,
+        }
+    }
+
+    fn tensor(mut self, data: Data<'a>, dir: Dir, elem_size: u32) -> Self {
+        self.tensors.push(Tensor {
+            data,
+            dir,
+            elem_size,
+        });
+        self
+    }
+
+    /// Appends a host tensor the kernel reads ([`Dir::In`]): copied into
+    /// the slot's staging region at prepare.
+    #[must_use]
+    pub fn input<T: Pod>(self, data: &'a [T]) -> Self {
+        let bytes = bytemuck::cast_slice(data);
+        self.tensor(Data::HostIn(bytes), Dir::In, elem_size::<T>())
+    }
+
+    /// Appends a host tensor the kernel writes ([`Dir::Out`]): borrowed by
+    /// the run until finalize, which copies the device's result into it
+    /// (unless the run failed).
+    #[must_use]
+    pub fn output<T: Pod>(self, data: &'a mut [T]) -> Self {
+        let bytes = bytemuck::cast_slice_mut(data);
+        self.tensor(Data::HostOut(bytes), Dir::Out, elem_size::<T>())
+    }
+
+    /// Appends a host tensor the kernel reads and writes ([`Dir::InOut`]):
+    /// copied in at prepare, back at finalize.
+    #[must_use]
+    pub fn inout<T: Pod>(self, data: &'a mut [T]) -> Self {
+        let bytes = bytemuck::cast_slice_mut(data);
+        self.tensor(Data::HostOut(bytes), Dir::InOut, elem_size::<T>())
+    }
+
+    /// Appends a device buffer — the whole of one (`&buffer`) or a
+    /// [`BufferSlice`] — passed by address with direction `dir`, never
+    /// copied. A slice outside its buffer is refused at prepare
+    /// ([`ErrorKind::BufferRange`]).
+    #[must_use]
+    pub fn buffer<T: Pod>(mut self, slice: impl Into<BufferSlice<'a, T>>, dir: Dir) -> Self {
+        let slice = slice.into();
+        let core = slice.buffer().core();
+        let Some((offset, bytes)) = slice.byte_range() else {
+            self.flaw.get_or_insert(Flaw::BufferRange {
+                tensor: self.tensors.len(),
+                buffer: core.id,
+                len: slice.buffer().len(),
+            });
+            return self.tensor(
+                Data::Device {
+                    core,
+                    offset: 0,
+                    bytes: 0,
+                },
+                dir,
+                elem_size::<T>(),
+            );
+        };
+        self.tensor(
+            Data::Device {
+                core,
+                offset,
+                bytes,
+            },
+            dir,
+            elem_size::<T>(),
+        )
+    }
+
+    /// Appends a `u64` scalar (pass an `f32` as `f32::to_bits(x).into()`).
+    #[must_use]
+    pub fn scalar(mut self, value: u64) -> Self {
+        self.scalars.push(value);
+        self
+    }
+
+    /// Tensors so far.
+    #[must_use]
+    pub fn tensor_count(&self) -> usize {
+        self.tensors.len()
+    }
+
+    /// Scalars so far.
+    #[must_use]
+    pub fn scalar_count(&self) -> usize {
+        self.scalars.len()
+    }
+
+    /// What is wrong with the workload as a whole, if anything: the first
+    /// flaw found while building it, then the limits.
+    pub(crate) fn check(&self) -> Result<(), ErrorKind> {
+        if let Some(Flaw::BufferRange {
+            tensor,
+            buffer,
+            len,
+        }) = self.flaw
+        {
+            return Err(ErrorKind::BufferRange {
+                tensor,
+                buffer,
+                len,
+            });
+        }
+        if self.tensors.len() > WorkArgs::MAX_TENSORS {
+            return Err(ErrorKind::TooManyTensors {
+                count: self.tensors.len(),
+                max: WorkArgs::MAX_TENSORS,
+            });
+        }
+        if self.scalars.len() > WorkArgs::MAX_SCALARS {
+            return Err(ErrorKind::TooManyScalars {
+                count: self.scalars.len(),
+                max: WorkArgs::MAX_SCALARS,
+            });
+        }
+        Ok(())
+    }
+}
+
+impl<'a, T: Pod> From<&'a DeviceBuffer<T>> for BufferSlice<'a, T> {
+    fn from(buffer: &'a DeviceBuffer<T>) -> Self {
+        buffer.all()
+    }
+}
+
+/// What a run prepared from a [`Workload`] keeps until it is finalized:
+/// the workload itself, borrowed (`&'w mut`), and through it the borrows of
+/// its host outputs (written back at finalize) and of its device buffers.
+/// It is the fourth parameter of such a run's type,
+/// `Run<'r, S, I, Bound<'w, 'a>>`; a [`RunSpec`](super::RunSpec)'s run has
+/// [`Simple`] there. One pointer: a run moves through its states as
+/// cheaply whatever its workload holds.
+pub struct Bound<'w, 'a> {
+    pub(crate) work: &'w mut Workload<'a>,
+}
+
+impl Bound<'_, '_> {
+    /// The run `run` that binds these tensors joins the queue with
+    /// sequence number `seq`: every device buffer it binds remembers it.
+    pub(crate) fn mark(&self, run: super::error::RunId, seq: u64) {
+        for t in self.work.tensors.iter() {
+            if let Data::Device { core, .. } = t.data {
+                core.bound_by(run, seq);
+            }
+        }
+    }
+}
+
+impl fmt::Debug for Bound<'_, '_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Bound").field("work", &self.work).finish()
+    }
+}
+
+/// What a run prepared from a [`RunSpec`](super::RunSpec) keeps: nothing
+/// (its output goes into an [`Outputs`](super::Outputs) at finalize). The
+/// default fourth parameter of [`Run`](super::Run).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Simple;
+
+pub(crate) mod sealed {
+    use super::Bound;
+    use crate::contract::error::RunId;
+
+    /// What a launch needs of a run's bindings (object safe: the launch
+    /// takes it as `&dyn Sealed`).
+    pub trait Sealed {
+        /// A workload's run: its block was built at prepare, and it leaves
+        /// no `u32` output to chain on.
+        fn is_workload(&self) -> bool;
+        /// The run `run` joins the queue with sequence number `seq`: every
+        /// device buffer it binds remembers it.
+        fn mark(&self, run: RunId, seq: u64);
+    }
+
+    impl Sealed for super::Simple {
+        #[inline]
+        fn is_workload(&self) -> bool {
+            false
+        }
+        #[inline]
+        fn mark(&self, _: RunId, _: u64) {}
+    }
+
+    impl Sealed for Bound<'_, '_> {
+        #[inline]
+        fn is_workload(&self) -> bool {
+            true
+        }
+        #[inline]
+        fn mark(&self, run: RunId, seq: u64) {
+            Bound::mark(self, run, seq);
+        }
+    }
+}
+
+/// What a run keeps of its spec: [`Simple`] or [`Bound`]. Sealed.
+pub trait Bindings: sealed::Sealed + Send + Sync {}
+impl Bindings for Simple {}
+impl Bindings for Bound<'_, '_> {}
+
+/// Where each host tensor of a workload goes in the slot's staging region:
+/// packed in argument order, each at a multiple of the staging alignment.
+/// Prepare and finalize walk the tensors with the same packer, so both
+/// agree on every offset without storing them.
+pub(crate) struct Packer {
+    used: usize,
+    capacity: usize,
+    align: usize,
+}
+
+impl Packer {
+    pub fn new(capacity: usize, align: usize) -> Self {
+        Packer {
+            used: 0,
+            capacity,
+            align,
+        }
+    }
+
+    /// The offset of the next host tensor of `bytes` bytes (tensor `index`
+    /// of the workload), or why it does not fit.
+    pub fn place(&mut self, index: usize, bytes: usize) -> Result<usize, ErrorKind> {
+        let fits = self
+            .used
+            .checked_next_multiple_of(self.align)
+            .and_then(|at| Some((at, at.checked_add(bytes)?)))
+            .filter(|&(_, end)| end <= self.capacity);
+        let Some((at, end)) = fits else {
+            return Err(ErrorKind::StagingFull {
+                tensor: index,
+                bytes,
+                capacity: self.capacity,
+            });
+        };
+        self.used = end;
+        Ok(at)
+    }
+}
