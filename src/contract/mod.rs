@@ -37,7 +37,7 @@ pub use config::{ConfigError, DeviceConfig};
 pub use device::{ContractStats, Device, DrainReport, Health};
 pub use error::{Action, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
 pub use outputs::{Finalized, Outputs};
-pub use pipeline::{Completed, Pipeline, Rejected, Unfinished};
+pub use pipeline::{Completed, CompletedWork, Pipeline, Rejected, Returned, Unfinished};
 pub use run::Run;
 pub use runner::Runner;
 pub use slot::{Depth, Slot, SlotOf, SlotSet, SlotToken, SupportedDepth};

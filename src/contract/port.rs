@@ -7,8 +7,8 @@ use std::time::Duration;
 use super::code::CodeRef;
 use super::error::{ErrorKind, RunId};
 use super::spec::Input;
+use super::workload::Workload;
 use super::workload::sealed::Sealed as Marks;
-use super::workload::{Bound, Workload};
 use crate::driver::CodeHandle;
 use crate::driver::abi::WallRecord;
 
@@ -88,11 +88,11 @@ pub(crate) trait Port: Sync {
         out: &mut [u32],
     ) -> Result<WallRecord, ErrorKind>;
     /// Finalizes a workload run: records, then its host outputs.
-    fn finalize_bound(
+    fn finalize_work(
         &self,
         slot: usize,
         lease: u64,
         info: &RunInfo,
-        bound: &mut Bound<'_, '_>,
+        work: &mut Workload<'_>,
     ) -> Result<WallRecord, ErrorKind>;
 }

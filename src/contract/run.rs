@@ -13,7 +13,8 @@ use super::outputs::{ErasedOutputs, Finalized, Outputs};
 use super::port::{LaunchFail, RunInfo, Wait};
 use super::slot::{Claim, ErasedToken, SlotToken};
 use super::states::{Fenced, Launched, Prepared, State};
-use super::workload::{Bindings, Bound, Simple};
+use super::workload::sealed::Sealed as Marks;
+use super::workload::{Bindings, Bound, Simple, Workload};
 use crate::driver::abi::WallRecord;
 
 /// A run in slot `I`, in state `S`.
@@ -240,13 +241,24 @@ impl<K: Claim, B: Bindings> RunOf<Prepared, K, B> {
 
     /// See [`Run::launch`].
     #[inline]
-    pub(crate) fn launch(mut self) -> Result<RunOf<Launched, K, B>, Error<Option<Self>>> {
+    pub(crate) fn launch(self) -> Result<RunOf<Launched, K, B>, Error<Option<Self>>> {
+        self.launch_with(None)
+    }
+
+    /// [`launch`](Self::launch), marking the buffers of `lent` — a
+    /// pipeline's workload, held by its lane — instead of the run's own
+    /// bindings'.
+    #[inline]
+    pub(crate) fn launch_with(
+        mut self,
+        lent: Option<&Workload<'_>>,
+    ) -> Result<RunOf<Launched, K, B>, Error<Option<Self>>> {
         let (slot, lease) = (self.token.slot(), self.token.lease());
-        match self
-            .token
-            .port()
-            .launch(slot, lease, &self.info, &self.bindings)
-        {
+        let marks: &dyn Marks = match lent {
+            Some(work) => work,
+            None => &self.bindings,
+        };
+        match self.token.port().launch(slot, lease, &self.info, marks) {
             Ok(l) => {
                 self.info.seq = l.seq;
                 self.info.len = l.len;
@@ -305,17 +317,37 @@ impl<K: Claim, B: Bindings> RunOf<Fenced, K, B> {
     }
 }
 
+impl<K: Claim> RunOf<Fenced, K> {
+    /// The pipeline's form of [`finalize_bound`](Self::finalize_bound):
+    /// the workload is held by the lane, not borrowed by the run.
+    #[inline]
+    pub(crate) fn finalize_lent(
+        self,
+        work: &mut Workload<'_>,
+    ) -> Result<(K, WallRecord), Error<Self>> {
+        let (slot, lease) = (self.token.slot(), self.token.lease());
+        match self
+            .token
+            .port()
+            .finalize_work(slot, lease, &self.info, work)
+        {
+            Ok(wall) => Ok((self.token, wall)),
+            Err(k) => Err(self.fail((), Action::Finalize, k).map_value(|()| self)),
+        }
+    }
+}
+
 impl<K: Claim> RunOf<Fenced, K, Bound<'_, '_>> {
     /// See [`Run::<Fenced, I, Bound>::finalize`](Run#method.finalize-1):
     /// the records are validated, the host outputs written back (unless
     /// the run failed), and the token comes back with the device wall.
     #[inline]
-    pub(crate) fn finalize_bound(mut self) -> Result<(K, WallRecord), Error<Self>> {
+    pub(crate) fn finalize_bound(self) -> Result<(K, WallRecord), Error<Self>> {
         let (slot, lease) = (self.token.slot(), self.token.lease());
         match self
             .token
             .port()
-            .finalize_bound(slot, lease, &self.info, &mut self.bindings)
+            .finalize_work(slot, lease, &self.info, self.bindings.work)
         {
             Ok(wall) => Ok((self.token, wall)),
             Err(k) => Err(self.fail((), Action::Finalize, k).map_value(|()| self)),

@@ -11,6 +11,7 @@ use super::run::{Run, RunOf};
 use super::slot::{Claim, ErasedToken, Slot, SlotOf, SlotToken};
 use super::spec::{RunSpec, Spec};
 use super::states::Prepared;
+use super::workload::{Simple, Workload};
 use crate::driver::Driver;
 
 /// The runs of one code generation.
@@ -197,6 +198,25 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
         }
         match spec.prepare_on(self.device.port(), slot, token.lease()) {
             Ok((info, bindings)) => Ok(RunOf::new(token, info, bindings)),
+            Err(k) => Err(fail(token, k)),
+        }
+    }
+
+    /// Prepares a workload a pipeline lane holds (`work`): the run keeps no
+    /// borrow of it (the lane hands it to launch and finalize).
+    #[inline]
+    pub(crate) fn prepare_lent<K: Claim>(
+        &self,
+        token: K,
+        work: &Workload<'_>,
+    ) -> Result<RunOf<Prepared, K>, Error<K>> {
+        let slot = token.slot();
+        let fail = |token, k| Error::new(token, Action::Prepare, None, Some(slot), k);
+        if token.port().device_id() != self.device.id() {
+            return Err(fail(token, ErrorKind::ForeignHandle));
+        }
+        match self.device.port().prepare_work(slot, token.lease(), work) {
+            Ok(info) => Ok(RunOf::new(token, info, Simple)),
             Err(k) => Err(fail(token, k)),
         }
     }

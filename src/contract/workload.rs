@@ -3,6 +3,7 @@
 //! buffers by address), then its `u64` scalars — and [`Bound`], what a
 //! prepared run keeps of it until finalize.
 
+use std::any::Any;
 use std::fmt;
 
 use bytemuck::Pod;
@@ -65,6 +66,9 @@ pub(crate) enum Data<'a> {
     /// A host tensor the kernel writes ([`Dir::Out`] or [`Dir::InOut`]):
     /// borrowed by the run until finalize, copied back then.
     HostOut(&'a mut [u8]),
+    /// A host tensor the workload owns (a pipeline's: it moves in with
+    /// the workload and comes back with it), staged like the borrowed ones.
+    Owned(Box<dyn OwnedHost>),
     /// A range of a device buffer, passed by address.
     Device {
         core: &'a BufferCore,
@@ -80,12 +84,37 @@ pub(crate) struct Tensor<'a> {
     pub elem_size: u32,
 }
 
+/// An owned host tensor, its element type erased: a `Vec<T>` of a
+/// `bytemuck::Pod` element.
+pub(crate) trait OwnedHost: Any + Send + Sync {
+    fn bytes(&self) -> &[u8];
+    fn bytes_mut(&mut self) -> &mut [u8];
+    fn as_any(&self) -> &dyn Any;
+    fn as_any_mut(&mut self) -> &mut dyn Any;
+}
+
+impl<T: Pod + Send + Sync> OwnedHost for Vec<T> {
+    fn bytes(&self) -> &[u8] {
+        bytemuck::cast_slice(self)
+    }
+    fn bytes_mut(&mut self) -> &mut [u8] {
+        bytemuck::cast_slice_mut(self)
+    }
+    fn as_any(&self) -> &dyn Any {
+        self
+    }
+    fn as_any_mut(&mut self) -> &mut dyn Any {
+        self
+    }
+}
+
 impl Tensor<'_> {
     /// Bytes the tensor spans.
     pub fn bytes(&self) -> usize {
         match &self.data {
             Data::HostIn(b) => b.len(),
             Data::HostOut(b) => b.len(),
+            Data::Owned(o) => o.bytes().len(),
             Data::Device { bytes, .. } => *bytes,
         }
     }
@@ -330,11 +359,80 @@ impl<'a> Workload<'a> {
         )
     }
 
+    /// Appends a host tensor the workload owns, with direction `dir`:
+    /// staged like a borrowed one, and handed back with the workload —
+    /// what a [`Pipeline`](super::Pipeline) needs, whose results come back
+    /// one [`complete_work`](super::Pipeline::complete_work) at a time. Read
+    /// it back with [`owned`](Workload::owned), refill it with
+    /// [`owned_mut`](Workload::owned_mut), take it with
+    /// [`take_owned`](Workload::take_owned). (One allocation, here, for
+    /// the box around it; resubmitting the workload allocates nothing.)
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+    /// # use runclaim::driver::abi::{Dir, Program};
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// let mut work = Workload::new(runner.code("inc")?).owned(vec![1u32, 2], Dir::InOut);
+    /// runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?.fence()?.finalize()?;
+    /// assert_eq!(work.owned_at::<u32>(0), Some(&[2, 3][..]));
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    #[must_use]
+    pub fn owned<T: Pod + Send + Sync>(self, data: Vec<T>, dir: Dir) -> Self {
+        let size = elem_size::<T>();
+        self.tensor(Data::Owned(Box::new(data)), dir, size)
+    }
+
     /// Appends a `u64` scalar (pass an `f32` as `f32::to_bits(x).into()`).
     #[must_use]
     pub fn scalar(mut self, value: u64) -> Self {
         self.scalars.push(value);
         self
+    }
+
+    fn owned_host(&self, index: usize) -> Option<&dyn OwnedHost> {
+        match &self.tensors.iter().nth(index)?.data {
+            Data::Owned(o) => Some(o.as_ref()),
+            _ => None,
+        }
+    }
+
+    fn owned_host_mut(&mut self, index: usize) -> Option<&mut Box<dyn OwnedHost>> {
+        match &mut self.tensors.iter_mut().nth(index)?.data {
+            Data::Owned(o) => Some(o),
+            _ => None,
+        }
+    }
+
+    /// The owned host tensor at argument `index`, if it is one, of
+    /// element type `T`.
+    #[must_use]
+    pub fn owned_at<T: Pod + Send + Sync>(&self, index: usize) -> Option<&[T]> {
+        self.owned_host(index)?
+            .as_any()
+            .downcast_ref::<Vec<T>>()
+            .map(Vec::as_slice)
+    }
+
+    /// The owned host tensor at argument `index`, to refill before the
+    /// workload is submitted again (its length is fixed).
+    #[must_use]
+    pub fn owned_mut<T: Pod + Send + Sync>(&mut self, index: usize) -> Option<&mut [T]> {
+        self.owned_host_mut(index)?
+            .as_any_mut()
+            .downcast_mut::<Vec<T>>()
+            .map(Vec::as_mut_slice)
+    }
+
+    /// Takes the owned host tensor at argument `index` out, leaving an
+    /// empty one in its place.
+    pub fn take_owned<T: Pod + Send + Sync>(&mut self, index: usize) -> Option<Vec<T>> {
+        self.owned_host_mut(index)?
+            .as_any_mut()
+            .downcast_mut::<Vec<T>>()
+            .map(std::mem::take)
     }
 
     /// Tensors so far.
@@ -398,10 +496,17 @@ pub struct Bound<'w, 'a> {
 }
 
 impl Bound<'_, '_> {
+    /// See [`Workload::mark`].
+    pub(crate) fn mark(&self, run: super::error::RunId, seq: u64) {
+        self.work.mark(run, seq);
+    }
+}
+
+impl Workload<'_> {
     /// The run `run` that binds these tensors joins the queue with
     /// sequence number `seq`: every device buffer it binds remembers it.
     pub(crate) fn mark(&self, run: super::error::RunId, seq: u64) {
-        for t in self.work.tensors.iter() {
+        for t in self.tensors.iter() {
             if let Data::Device { core, .. } = t.data {
                 core.bound_by(run, seq);
             }
@@ -443,6 +548,17 @@ pub(crate) mod sealed {
         }
         #[inline]
         fn mark(&self, _: RunId, _: u64) {}
+    }
+
+    impl Sealed for super::Workload<'_> {
+        #[inline]
+        fn is_workload(&self) -> bool {
+            true
+        }
+        #[inline]
+        fn mark(&self, run: RunId, seq: u64) {
+            self.mark(run, seq);
+        }
     }
 
     impl Sealed for Bound<'_, '_> {

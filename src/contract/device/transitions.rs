@@ -11,8 +11,8 @@ use crate::contract::error::{ErrorKind, PoisonCause, Record};
 use crate::contract::inflight::Proof;
 use crate::contract::port::{LaunchFail, Port, RunInfo, Submitted, Wait};
 use crate::contract::spec::Input;
+use crate::contract::workload::Workload;
 use crate::contract::workload::sealed::Sealed as Marks;
-use crate::contract::workload::{Bound, Workload};
 use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord, WorkArgs};
 use crate::driver::{CodeHandle, Driver, DriverError};
 
@@ -304,14 +304,14 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         }
     }
 
-    fn finalize_bound(
+    fn finalize_work(
         &self,
         slot: usize,
         lease: u64,
         info: &RunInfo,
-        bound: &mut Bound<'_, '_>,
+        work: &mut Workload<'_>,
     ) -> Result<WallRecord, ErrorKind> {
-        self.finalize_workload(slot, lease, info, bound)
+        self.finalize_workload(slot, lease, info, work)
     }
 
     fn finalize(

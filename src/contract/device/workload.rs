@@ -7,7 +7,7 @@ use super::Device;
 use crate::contract::config::DeviceConfig;
 use crate::contract::error::ErrorKind;
 use crate::contract::port::RunInfo;
-use crate::contract::workload::{Bound, Data, Packer, Workload};
+use crate::contract::workload::{Data, Packer, Workload};
 use crate::driver::abi::{RunArgs, TensorArg, WorkArgs};
 use crate::driver::{Driver, DriverError};
 
@@ -35,7 +35,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     return Err(ErrorKind::ForeignBuffer { buffer: core.id });
                 }
                 Data::Device { .. } => {}
-                Data::HostIn(_) | Data::HostOut(_) => {
+                Data::HostIn(_) | Data::HostOut(_) | Data::Owned(_) => {
                     packer.place(i, t.bytes())?;
                 }
             }
@@ -55,6 +55,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             let bytes: &[u8] = match &t.data {
                 Data::HostIn(b) => b,
                 Data::HostOut(b) => b,
+                Data::Owned(o) => o.bytes(),
                 Data::Device { .. } => continue,
             };
             let at = packer.place(i, bytes.len())?;
@@ -123,7 +124,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         slot: usize,
         lease: u64,
         info: &RunInfo,
-        bound: &mut Bound<'_, '_>,
+        work: &mut Workload<'_>,
     ) -> Result<super::WallRecord, ErrorKind> {
         self.lock().slots.check_held(slot, lease)?;
         let wall = self.check_records(slot, info)?;
@@ -134,22 +135,23 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         // The run succeeded: one D2H copy per host tensor it wrote, from
         // the offsets prepare used.
         let mut packer = self.packer();
-        for (i, t) in bound.work.tensors.iter_mut().enumerate() {
+        for (i, t) in work.tensors.iter_mut().enumerate() {
             let dir = t.dir;
             let bytes = t.bytes();
-            match &mut t.data {
-                Data::Device { .. } => {}
+            let out: &mut [u8] = match &mut t.data {
+                Data::Device { .. } => continue,
                 Data::HostIn(_) => {
                     packer.place(i, bytes)?;
+                    continue;
                 }
-                Data::HostOut(out) => {
-                    let at = packer.place(i, bytes)?;
-                    if dir.writes() && !out.is_empty() {
-                        self.driver
-                            .copy_from_device(out, r.staging.offset(at))
-                            .map_err(e)?;
-                    }
-                }
+                Data::HostOut(out) => out,
+                Data::Owned(o) => o.bytes_mut(),
+            };
+            let at = packer.place(i, bytes)?;
+            if dir.writes() && !out.is_empty() {
+                self.driver
+                    .copy_from_device(out, r.staging.offset(at))
+                    .map_err(e)?;
             }
         }
         self.lock().stats.finalized += 1;

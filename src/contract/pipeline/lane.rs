@@ -1,28 +1,39 @@
 //! One slot of a [`Pipeline`](super::Pipeline): the slot's erased handles
 //! and outputs buffer, and what the lane owes the caller — one enum,
 //! [`LaneState`], whose variants are the lane's states.
+#![allow(
+    clippy::result_large_err,
+    reason = "a refusal hands the workload back by value (the rule: never lost); it moves once per submit"
+)]
 
 use std::mem;
 use std::time::Duration;
 
-use super::Completed;
 use crate::contract::error::{Action, Error, ErrorKind, RunId};
 use crate::contract::outputs::ErasedOutputs;
 use crate::contract::port::Wait;
 use crate::contract::run::ErasedRun;
+use crate::contract::run::RunOf;
 use crate::contract::runner::Runner;
 use crate::contract::slot::ErasedToken;
 use crate::contract::spec::RunSpec;
-use crate::contract::states::{Fenced, Launched};
+use crate::contract::states::{Fenced, Launched, Prepared};
+use crate::contract::workload::Workload;
 use crate::driver::Driver;
 use crate::driver::abi::WallRecord;
 
-/// A submitted run's bookkeeping, kept until `complete` hands it back.
-pub(super) struct Ticket<T> {
-    tag: T,
-    run: RunId,
-    seq: u64,
+/// A submitted run's bookkeeping, kept until `complete` hands it back:
+/// its tag, and a workload run's workload (which the lane holds while the
+/// run is in flight, and hands back with its result or its error).
+pub(super) struct Ticket<'r, T> {
+    pub tag: T,
+    pub run: RunId,
+    pub seq: u64,
+    pub work: Option<Workload<'r>>,
 }
+
+/// What a lane hands back: the ticket, and the outcome.
+pub(super) type Owed<'r, T> = (Ticket<'r, T>, Result<WallRecord, Error>);
 
 /// Who holds a lane's slot while the lane owes the caller nothing (or
 /// once it has paid what it owes).
@@ -48,14 +59,14 @@ pub(super) enum LaneState<'r, T> {
     /// A submitted run, launched and not yet handed back; it holds the
     /// slot. `complete` fences and finalizes it.
     Pending {
-        ticket: Ticket<T>,
+        ticket: Ticket<'r, T>,
         run: ErasedRun<'r, Launched>,
     },
     /// A submitted run that a drain fenced and finalized early: its
     /// outcome (its values in the lane's buffer) waits for `complete`, and
     /// `then` holds the slot — what the lane is once the outcome is paid.
     Settled {
-        ticket: Ticket<T>,
+        ticket: Ticket<'r, T>,
         outcome: Result<WallRecord, Error>,
         then: Idle<'r>,
     },
@@ -107,7 +118,7 @@ impl<'r, T> Lane<'r, T> {
         r
     }
 
-    /// Prepares and launches a run in this slot.
+    /// Prepares and launches a run of `spec` in this slot.
     #[inline]
     pub(super) fn submit<D: Driver, const DEPTH: usize>(
         &mut self,
@@ -115,36 +126,82 @@ impl<'r, T> Lane<'r, T> {
         spec: RunSpec<'_>,
         tag: T,
     ) -> Result<RunId, (Error, T)> {
+        self.submit_with(runner, tag, None, |token, _| {
+            runner.prepare_claim(token, spec)
+        })
+        .map_err(|(e, tag, _)| (e, tag))
+    }
+
+    /// Prepares and launches a run of `work` in this slot; the lane holds
+    /// the workload until the run is handed back.
+    #[inline]
+    pub(super) fn submit_work<D: Driver, const DEPTH: usize>(
+        &mut self,
+        runner: &'r Runner<'r, D, DEPTH>,
+        work: Workload<'r>,
+        tag: T,
+    ) -> Result<RunId, (Error, T, Option<Workload<'r>>)> {
+        self.submit_with(runner, tag, Some(work), |token, work| {
+            if let Some(work) = work {
+                runner.prepare_lent(token, work)
+            } else {
+                let kind = ErrorKind::broken("a workload submit without its workload");
+                Err(Error::new(token, Action::Prepare, None, None, kind))
+            }
+        })
+    }
+
+    /// The one submission path: `prepare` makes the prepared run from the
+    /// slot's token (and the workload the lane will hold, if any).
+    #[allow(
+        clippy::type_complexity,
+        reason = "a private signature: the error, the tag and the workload of a refusal"
+    )]
+    #[inline]
+    fn submit_with<D: Driver, const DEPTH: usize>(
+        &mut self,
+        runner: &'r Runner<'r, D, DEPTH>,
+        tag: T,
+        work: Option<Workload<'r>>,
+        prepare: impl FnOnce(
+            ErasedToken<'r>,
+            Option<&Workload<'r>>,
+        )
+            -> Result<RunOf<Prepared, ErasedToken<'r>>, Error<ErasedToken<'r>>>,
+    ) -> Result<RunId, (Error, T, Option<Workload<'r>>)> {
         let slot = self.slot();
         self.transition(|state, _| {
             let token = match state {
                 LaneState::Idle(Idle::Free(token)) => token,
                 LaneState::Idle(idle) => match reclaim(idle, runner, slot) {
                     Reclaimed::Token(token) => token,
-                    Reclaimed::Refused(idle, e) => return (LaneState::Idle(idle), Err((e, tag))),
+                    Reclaimed::Refused(idle, e) => {
+                        return (LaneState::Idle(idle), Err((e, tag, work)));
+                    }
                 },
                 owed @ (LaneState::Pending { .. } | LaneState::Settled { .. }) => {
                     // Unreachable through the pipeline, which submits only
                     // into a lane whose run was handed back.
                     let kind = ErrorKind::broken("a submit into a lane that owes a result");
                     let e = Error::new((), Action::Launch, None, Some(slot), kind);
-                    return (owed, Err((e, tag)));
+                    return (owed, Err((e, tag, work)));
                 }
             };
-            let prepared = match runner.prepare_claim(token, spec) {
+            let prepared = match prepare(token, work.as_ref()) {
                 Ok(prepared) => prepared,
                 Err(e) => {
                     let (token, e) = e.into_parts();
-                    return (LaneState::Idle(Idle::Free(token)), Err((e, tag)));
+                    return (LaneState::Idle(Idle::Free(token)), Err((e, tag, work)));
                 }
             };
-            match prepared.launch() {
+            match prepared.launch_with(work.as_ref()) {
                 Ok(run) => {
                     let id = run.id();
                     let ticket = Ticket {
                         tag,
                         run: id,
                         seq: run.seq(),
+                        work,
                     };
                     (LaneState::Pending { ticket, run }, Ok(id))
                 }
@@ -154,23 +211,20 @@ impl<'r, T> Lane<'r, T> {
                         Some(prepared) => Idle::Free(prepared.into_token()),
                         None => Idle::Lost(ErrorKind::SlotQuarantined { run: e.run() }),
                     };
-                    (LaneState::Idle(idle), Err((e, tag)))
+                    (LaneState::Idle(idle), Err((e, tag, work)))
                 }
             }
         })
     }
 
-    /// Hands the owed run back: `None` when the lane owes nothing.
-    #[allow(
-        clippy::type_complexity,
-        reason = "a private signature: the outcome and the tag of a failure"
-    )]
+    /// Hands the owed run back — its ticket (tag, workload) and outcome,
+    /// with the lane's outputs buffer — `None` when the lane owes nothing.
     #[inline]
-    pub(super) fn complete(&mut self) -> Option<Result<Completed<'_, T>, (Error, T)>> {
+    pub(super) fn complete(&mut self) -> Option<(Owed<'r, T>, &[u32])> {
         let owed = self.transition(|state, out| match state {
             // The steady state: retire it now.
-            LaneState::Pending { ticket, run } => {
-                let (outcome, then) = retire(run, out);
+            LaneState::Pending { mut ticket, run } => {
+                let (outcome, then) = retire(run, out, ticket.work.as_mut());
                 (LaneState::Idle(then), Some((ticket, outcome)))
             }
             LaneState::Settled {
@@ -180,17 +234,7 @@ impl<'r, T> Lane<'r, T> {
             } => (LaneState::Idle(then), Some((ticket, outcome))),
             idle @ LaneState::Idle(_) => (idle, None),
         });
-        let (ticket, outcome) = owed?;
-        Some(match outcome {
-            Ok(wall) => Ok(Completed {
-                tag: ticket.tag,
-                run: ticket.run,
-                seq: ticket.seq,
-                wall,
-                values: self.out.values(),
-            }),
-            Err(e) => Err((e, ticket.tag)),
-        })
+        Some((owed?, self.out.values()))
     }
 
     /// Retires the pending run, if any, keeping its outcome for
@@ -198,8 +242,8 @@ impl<'r, T> Lane<'r, T> {
     /// `budget` (once it is spent, only looked at).
     pub(super) fn settle(&mut self, left: Duration, budget: Duration) {
         self.transition(|state, out| match state {
-            LaneState::Pending { ticket, run } => {
-                let (outcome, then) = retire_within(run, out, left, budget);
+            LaneState::Pending { mut ticket, run } => {
+                let (outcome, then) = retire_within(run, out, ticket.work.as_mut(), left, budget);
                 let settled = LaneState::Settled {
                     ticket,
                     outcome,
@@ -297,8 +341,9 @@ fn reclaim<'r, D: Driver, const DEPTH: usize>(
 fn retire<'r>(
     run: ErasedRun<'r, Launched>,
     out: &mut ErasedOutputs,
+    work: Option<&mut Workload<'_>>,
 ) -> (Result<WallRecord, Error>, Idle<'r>) {
-    finish(run.fence(), out)
+    finish(run.fence(), out, work)
 }
 
 /// [`retire`] within a drain's budget: the fence waits at most `left` (a
@@ -309,11 +354,12 @@ fn retire<'r>(
 fn retire_within<'r>(
     run: ErasedRun<'r, Launched>,
     out: &mut ErasedOutputs,
+    work: Option<&mut Workload<'_>>,
     left: Duration,
     budget: Duration,
 ) -> (Result<WallRecord, Error>, Idle<'r>) {
     if !left.is_zero() {
-        return finish(run.wait(Wait::For(left), Action::Fence), out);
+        return finish(run.wait(Wait::For(left), Action::Fence), out, work);
     }
     let polled = run.wait(Wait::Poll, Action::Fence).map_err(|e| {
         if e.kind() != &ErrorKind::NotReady {
@@ -326,17 +372,23 @@ fn retire_within<'r>(
         };
         Error::new(run, Action::Fence, e.run(), e.slot(), kind)
     });
-    finish(polled, out)
+    finish(polled, out, work)
 }
 
-/// Finalizes a fenced run into `out`, or keeps the run whose fence failed.
+/// Finalizes a fenced run — into `out`, or into `work`'s host tensors for
+/// a workload run — or keeps the run whose fence failed.
 #[inline]
 fn finish<'r>(
     fenced: Result<ErasedRun<'r, Fenced>, Error<ErasedRun<'r, Launched>>>,
     out: &mut ErasedOutputs,
+    work: Option<&mut Workload<'_>>,
 ) -> (Result<WallRecord, Error>, Idle<'r>) {
+    let finalized = |fenced: ErasedRun<'r, Fenced>| match work {
+        Some(work) => fenced.finalize_lent(work),
+        None => fenced.finalize(out),
+    };
     match fenced {
-        Ok(fenced) => match fenced.finalize(out) {
+        Ok(fenced) => match finalized(fenced) {
             Ok((token, wall)) => (Ok(wall), Idle::Free(token)),
             Err(e) => {
                 let (fenced, e) = e.into_parts();

@@ -39,6 +39,11 @@
 //! from an erased one. The slot state, the lease and the token's `Drop`
 //! are the runner's own, for both forms.
 
+#![allow(
+    clippy::result_large_err,
+    reason = "a refused or failed workload comes back by value inside the error: never lost"
+)]
+
 mod lane;
 
 use std::fmt;
@@ -49,6 +54,7 @@ use crate::contract::error::{Action, Error, ErrorKind, RunId};
 use crate::contract::runner::Runner;
 use crate::contract::slot::{Depth, SupportedDepth};
 use crate::contract::spec::RunSpec;
+use crate::contract::workload::Workload;
 use crate::driver::Driver;
 use crate::driver::abi::WallRecord;
 
@@ -276,6 +282,45 @@ pub struct Completed<'a, T> {
     pub values: &'a [u32],
 }
 
+/// A workload's run handed back by
+/// [`Pipeline::complete_work`]: its tag, its records, and its workload,
+/// whose owned host tensors hold what the device wrote.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct CompletedWork<'r, T> {
+    /// The tag the run was submitted with.
+    pub tag: T,
+    /// The run.
+    pub run: RunId,
+    /// Its launch sequence number (stream order).
+    pub seq: u64,
+    /// Its device-wall record (validated to be this run's).
+    pub wall: WallRecord,
+    /// Its workload, to read, refill and submit again (`None` for a
+    /// [`RunSpec`]'s run).
+    pub work: Option<Workload<'r>>,
+}
+
+/// What a refused [`Pipeline::submit_work`] or a failed
+/// [`Pipeline::complete_work`] hands back: the tag and the workload,
+/// never lost.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Returned<'r, T> {
+    /// The tag, as submitted.
+    pub tag: T,
+    /// The workload (`None` only for a [`RunSpec`]'s run).
+    pub work: Option<Workload<'r>>,
+}
+
+/// `?` on a refused workload submit or a failed workload completion drops
+/// the tag and the workload and keeps the error.
+impl<T> From<Error<Returned<'_, T>>> for Error {
+    fn from(e: Error<Returned<'_, T>>) -> Self {
+        e.without_value()
+    }
+}
+
 /// `?` on a refused submit drops the spec and the tag and keeps the error.
 impl<T> From<Error<Rejected<'_, T>>> for Error {
     fn from(e: Error<Rejected<'_, T>>) -> Self {
@@ -403,6 +448,44 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
         }
     }
 
+    /// [`submit`](Pipeline::submit) for a [`Workload`](crate::Workload),
+    /// which moves into the pipeline and comes back with the run's result
+    /// ([`complete_work`](Pipeline::complete_work)) or its error — never
+    /// lost. Its host outputs must be owned
+    /// ([`Workload::owned`](crate::Workload::owned)): a borrowed
+    /// `&mut [T]` would have to stay borrowed for the pipeline's whole life.
+    /// Its device buffers are borrowed for the pipeline's life: while the
+    /// pipeline lives, the host cannot read or write them (it may read them
+    /// after, or bind them in every run, in stream order).
+    ///
+    /// # Errors
+    /// As [`submit`](Pipeline::submit); the workload and the tag come back
+    /// ([`Returned`]).
+    #[inline]
+    pub fn submit_work(
+        &mut self,
+        work: Workload<'r>,
+        tag: T,
+    ) -> Result<RunId, Error<Returned<'r, T>>> {
+        if self.len >= DEPTH {
+            let kind = ErrorKind::DepthExhausted { depth: DEPTH };
+            let back = Returned {
+                tag,
+                work: Some(work),
+            };
+            return Err(Error::new(back, Action::Launch, None, None, kind));
+        }
+        let index = (self.head + self.len) % DEPTH;
+        let runner = self.runner;
+        match self.lanes[index].submit_work(runner, work, tag) {
+            Ok(run) => {
+                self.len += 1;
+                Ok(run)
+            }
+            Err((e, tag, work)) => Err(e.map_value(|()| Returned { tag, work })),
+        }
+    }
+
     /// Fences and finalizes the oldest pending run — waiting for its own
     /// fence, as long as [`Run::fence`](crate::Run::fence) would: at most
     /// `(runs ahead + 1) × fence_timeout + fence_timeout / 8` — and hands it back with its
@@ -431,26 +514,105 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// an error code: it failed alone, the pipeline goes on), or any error
     /// of [`Run::fence`](crate::Run::fence) or [`Run::finalize`](crate::Run::finalize) — a device fault or a fence
     /// timeout poisons the runner (then [`drain`](Pipeline::drain)).
+    ///
+    /// A workload's run ([`submit_work`](Pipeline::submit_work)) is
+    /// completed here too, with no `values`; its workload — with its owned
+    /// host tensors — is **dropped**: complete such runs with
+    /// [`complete_work`](Pipeline::complete_work), which hands it back.
     #[inline]
     pub fn complete(&mut self) -> Result<Option<Completed<'_, T>>, Error<Unfinished<T>>> {
-        if self.len == 0 {
-            return Ok(None);
-        }
-        let index = self.head;
-        // The lanes `head, head + 1, …` owe a result each, so the lane
-        // always answers.
-        let Some(outcome) = self.lanes[index].complete() else {
-            debug_assert!(
-                false,
-                "runclaim invariant broken: a pending lane owed nothing"
-            );
+        let Some(((ticket, outcome), values)) = self.owed() else {
             return Ok(None);
         };
+        match outcome {
+            Ok(wall) => Ok(Some(Completed {
+                tag: ticket.tag,
+                run: ticket.run,
+                seq: ticket.seq,
+                wall,
+                values: if ticket.work.is_some() { &[] } else { values },
+            })),
+            Err(e) => Err(e.map_value(|()| Unfinished { tag: ticket.tag })),
+        }
+    }
+
+    /// [`complete`](Pipeline::complete) for a workload's run: fences and
+    /// finalizes the oldest pending run and hands back its
+    /// [`Workload`](crate::Workload) — its owned host tensors now hold what
+    /// the device wrote (copied back at finalize; not when the run
+    /// failed) — with its tag and records; `Ok(None)` when nothing is
+    /// pending. The workload can be refilled
+    /// ([`Workload::owned_mut`](crate::Workload::owned_mut)) and submitted
+    /// again: ownership passes in and out, nothing is allocated. (A
+    /// [`RunSpec`]'s run is completed too, with `work: None`; its values
+    /// are in [`complete`](Pipeline::complete)'s answer only.)
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Pipeline, Workload};
+    /// # use runclaim::driver::abi::{Dir, Program};
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// let inc = runner.code("inc")?;
+    /// let mut pipe = Pipeline::new(&runner)?;
+    /// let work = |x: u32| Workload::new(inc).owned(vec![x; 4], Dir::In).owned(vec![0u32; 4], Dir::Out);
+    /// pipe.submit_work(work(1), "a")?;
+    /// pipe.submit_work(work(5), "b")?; // both in flight
+    /// let a = pipe.complete_work()?.expect("pending");
+    /// assert_eq!((a.tag, a.work.as_ref().and_then(|w| w.owned_at::<u32>(1))), ("a", Some(&[2; 4][..])));
+    /// let mut again = a.work.expect("a workload's run");
+    /// again.owned_mut::<u32>(0).expect("tensor 0").fill(9); // refill, resubmit
+    /// pipe.submit_work(again, "c")?;
+    /// let b = pipe.complete_work()?.expect("pending");
+    /// let c = pipe.complete_work()?.expect("pending");
+    /// assert_eq!(b.work.and_then(|w| w.take_owned::<u32>(1)), Some(vec![6; 4]));
+    /// assert_eq!(c.work.and_then(|w| w.take_owned::<u32>(1)), Some(vec![10; 4]));
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`complete`](Pipeline::complete); the tag and the workload come
+    /// back inside the error ([`Returned`]).
+    #[inline]
+    pub fn complete_work(
+        &mut self,
+    ) -> Result<Option<CompletedWork<'r, T>>, Error<Returned<'r, T>>> {
+        let Some(((ticket, outcome), _)) = self.owed() else {
+            return Ok(None);
+        };
+        match outcome {
+            Ok(wall) => Ok(Some(CompletedWork {
+                tag: ticket.tag,
+                run: ticket.run,
+                seq: ticket.seq,
+                wall,
+                work: ticket.work,
+            })),
+            Err(e) => Err(e.map_value(|()| Returned {
+                tag: ticket.tag,
+                work: ticket.work,
+            })),
+        }
+    }
+
+    /// The oldest pending run, retired: what its lane owes, and the lane's
+    /// outputs buffer.
+    #[inline]
+    fn owed(&mut self) -> Option<(lane::Owed<'r, T>, &[u32])> {
+        if self.len == 0 {
+            return None;
+        }
+        let index = self.head;
         self.head = (index + 1) % DEPTH;
         self.len -= 1;
-        outcome
-            .map(Some)
-            .map_err(|(e, tag)| e.map_value(|()| Unfinished { tag }))
+        // The lanes `head, head + 1, …` owe a result each, so the lane
+        // always answers.
+        let owed = self.lanes[index].complete();
+        debug_assert!(
+            owed.is_some(),
+            "runclaim invariant broken: a pending lane owed nothing"
+        );
+        owed
     }
 
     /// Recovers from a poisoned runner, and takes every slot back into
