@@ -311,3 +311,131 @@ impl<'b, T: Pod> BufferSlice<'b, T> {
         Some((self.start * size, self.len() * size))
     }
 }
+
+/// Device scratch shared by every slot — declared shared, so it
+/// **serializes** the runs that bind it: a run binds it by `&mut`
+/// ([`Workload::scratch`](super::Workload::scratch)) from prepare, which
+/// (re)initializes it from the host, to finalize. A second typed run
+/// cannot bind it meanwhile (E0499, see
+/// [`Workload::scratch`](super::Workload::scratch)); a
+/// [`Pipeline`](super::Pipeline)'s workload holds it until the run comes
+/// back ([`complete_work`](super::Pipeline::complete_work)), so its next
+/// run is prepared only after the previous one completed. Made by
+/// [`Device::alloc_scratch`](super::Device::alloc_scratch).
+#[derive(Debug)]
+pub struct Scratch<T: Pod> {
+    pub(crate) buffer: DeviceBuffer<T>,
+}
+
+impl<T: Pod> Scratch<T> {
+    /// The scratch's buffer, for host reads and writes between runs.
+    pub fn buffer_mut(&mut self) -> &mut DeviceBuffer<T> {
+        &mut self.buffer
+    }
+
+    /// Elements.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// `true` for a scratch of no elements (never: allocation refuses 0).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.buffer.is_empty()
+    }
+}
+
+/// One buffer per slot, each reachable only through its own slot: a run
+/// binds "its slot's" buffer ([`Workload::per_slot`](super::Workload::per_slot),
+/// resolved by the slot the run is prepared in), and the host reaches slot
+/// `I`'s buffer only with slot `I`'s token ([`PerSlot::of`]). Made by
+/// [`Device::alloc_per_slot`](super::Device::alloc_per_slot).
+#[derive(Debug)]
+pub struct PerSlot<T: Pod> {
+    pub(crate) buffers: Vec<DeviceBuffer<T>>,
+}
+
+/// Slot `I`'s buffer of a [`PerSlot`], lent for host access by the holder
+/// of slot `I`'s token: a view of another slot's buffer is another type.
+///
+/// ```compile_fail,E0308
+/// # use runclaim::{Device, DeviceConfig};
+/// # use runclaim::contract::SlotBuffer;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
+/// let mut state = device.alloc_per_slot::<u32>(4).unwrap();
+/// let runner = device.publish(&[]).unwrap();
+/// let token1 = runner.take_slot::<1>().unwrap();
+/// let view: Option<SlotBuffer<'_, u32, 0>> = state.of(&token1); // slot 1's buffer as slot 0's
+/// ```
+///
+/// ```
+/// # use runclaim::{Device, DeviceConfig};
+/// # use runclaim::contract::SlotBuffer;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
+/// let mut state = device.alloc_per_slot::<u32>(4).unwrap();
+/// let runner = device.publish(&[]).unwrap();
+/// let token1 = runner.take_slot::<1>().unwrap();
+/// let view: Option<SlotBuffer<'_, u32, 1>> = state.of(&token1);
+/// runner.device().write_buffer(view.unwrap().buffer, 0, &[1, 2, 3, 4]).unwrap();
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct SlotBuffer<'p, T: Pod, const I: usize> {
+    /// Slot `I`'s buffer.
+    pub buffer: &'p mut DeviceBuffer<T>,
+}
+
+impl<T: Pod> PerSlot<T> {
+    /// Slot `I`'s buffer, for the holder of slot `I`'s token (which no
+    /// launched run holds; a run of slot `I` forgotten after binding it is
+    /// still waited for by the host access itself). `None` for a token of
+    /// another device.
+    pub fn of<const I: usize>(
+        &mut self,
+        token: &super::SlotToken<'_, I>,
+    ) -> Option<SlotBuffer<'_, T, I>> {
+        use super::slot::Claim;
+        let device = self.buffers.first()?.core().device;
+        if token.port().device_id() != device {
+            return None;
+        }
+        Some(SlotBuffer {
+            buffer: self.buffers.get_mut(I)?,
+        })
+    }
+
+    /// Buffers (the device's depth).
+    #[must_use]
+    pub fn slots(&self) -> usize {
+        self.buffers.len()
+    }
+}
+
+/// A [`PerSlot`] with its element type erased: what a workload binds.
+pub(crate) trait SlotCores: Sync {
+    /// Slot `slot`'s buffer.
+    fn core(&self, slot: usize) -> Option<&BufferCore>;
+    /// Bytes of each slot's buffer.
+    fn bytes(&self) -> usize;
+    /// Slot 0's buffer's id, naming the set.
+    fn id(&self) -> BufferId;
+}
+
+impl<T: Pod> SlotCores for PerSlot<T> {
+    fn core(&self, slot: usize) -> Option<&BufferCore> {
+        self.buffers.get(slot).map(DeviceBuffer::core)
+    }
+
+    fn bytes(&self) -> usize {
+        self.buffers.first().map_or(0, DeviceBuffer::bytes)
+    }
+
+    fn id(&self) -> BufferId {
+        self.buffers
+            .first()
+            .map_or(BufferId(NonZeroU64::MIN), DeviceBuffer::id)
+    }
+}

@@ -31,7 +31,7 @@ mod spec;
 mod states;
 mod workload;
 
-pub use buffer::{BufferId, BufferSlice, DeviceBuffer};
+pub use buffer::{BufferId, BufferSlice, DeviceBuffer, PerSlot, Scratch, SlotBuffer};
 pub use code::{Callable, CodeRef};
 pub use config::{ConfigError, DeviceConfig};
 pub use device::{ContractStats, Device, DrainReport, Health};

@@ -8,7 +8,7 @@ use std::fmt;
 
 use bytemuck::Pod;
 
-use super::buffer::{BufferCore, BufferId, BufferSlice, DeviceBuffer};
+use super::buffer::{BufferCore, BufferId, BufferSlice, DeviceBuffer, PerSlot, Scratch, SlotCores};
 use super::code::CodeRef;
 use super::error::ErrorKind;
 use crate::driver::abi::{Dir, WorkArgs};
@@ -69,6 +69,14 @@ pub(crate) enum Data<'a> {
     /// A host tensor the workload owns (a pipeline's: it moves in with
     /// the workload and comes back with it), staged like the borrowed ones.
     Owned(Box<dyn OwnedHost>),
+    /// The device scratch, held exclusively by the run (`&mut`): `init`
+    /// is written into it from the host at prepare.
+    Scratch {
+        core: &'a BufferCore,
+        init: &'a [u8],
+    },
+    /// The run's own slot's buffer of a per-slot set, resolved at prepare.
+    PerSlot(&'a dyn SlotCores),
     /// A range of a device buffer, passed by address.
     Device {
         core: &'a BufferCore,
@@ -115,6 +123,8 @@ impl Tensor<'_> {
             Data::HostIn(b) => b.len(),
             Data::HostOut(b) => b.len(),
             Data::Owned(o) => o.bytes().len(),
+            Data::Scratch { core, .. } => core.bytes,
+            Data::PerSlot(set) => set.bytes(),
             Data::Device { bytes, .. } => *bytes,
         }
     }
@@ -385,6 +395,85 @@ impl<'a> Workload<'a> {
         self.tensor(Data::Owned(Box::new(data)), dir, size)
     }
 
+    /// Appends the device scratch `scratch` ([`Dir::InOut`]), reset from
+    /// the host at prepare with `init` (its first `init.len()` elements;
+    /// more than the scratch holds is refused at prepare,
+    /// [`ErrorKind::BufferRange`]). The run holds the scratch by `&mut`
+    /// until it is finalized, so runs that share it are serialized: a
+    /// second run binding it does not compile while the first is alive.
+    ///
+    /// ```compile_fail,E0499
+    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+    /// # use runclaim::driver::abi::{Dir, Program};
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
+    /// let mut scratch = device.alloc_scratch::<u32>(1).unwrap();
+    /// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))]).unwrap();
+    /// # let f = runner.code("f").unwrap();
+    /// let (mut y0, mut y1) = ([0u32], [0u32]);
+    /// let mut w0 = Workload::new(f).output(&mut y0).scratch(&mut scratch, &[10]);
+    /// let mut w1 = Workload::new(f).output(&mut y1).scratch(&mut scratch, &[20]); // w0 still holds it
+    /// let a = runner.prepare(runner.take_slot::<0>().unwrap(), &mut w0).unwrap().launch().unwrap();
+    /// let b = runner.prepare(runner.take_slot::<1>().unwrap(), &mut w1).unwrap().launch().unwrap();
+    /// ```
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+    /// # use runclaim::driver::abi::{Dir, Program};
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
+    /// let mut scratch = device.alloc_scratch::<u32>(1).unwrap();
+    /// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))]).unwrap();
+    /// # let f = runner.code("f").unwrap();
+    /// let (mut y0, mut y1) = ([0u32], [0u32]);
+    /// let mut w0 = Workload::new(f).output(&mut y0).scratch(&mut scratch, &[10]);
+    /// let a = runner.prepare(runner.take_slot::<0>().unwrap(), &mut w0).unwrap().launch().unwrap();
+    /// a.fence().unwrap().finalize().unwrap(); // the first run is done with it
+    /// let mut w1 = Workload::new(f).output(&mut y1).scratch(&mut scratch, &[20]);
+    /// let b = runner.prepare(runner.take_slot::<1>().unwrap(), &mut w1).unwrap().launch().unwrap();
+    /// b.fence().unwrap().finalize().unwrap();
+    /// assert_eq!((y0, y1), ([11], [21])); // each run read its own reset
+    /// ```
+    #[must_use]
+    pub fn scratch<T: Pod>(mut self, scratch: &'a mut Scratch<T>, init: &'a [T]) -> Self {
+        let core = scratch.buffer.core();
+        if init.len() > scratch.len() {
+            self.flaw.get_or_insert(Flaw::BufferRange {
+                tensor: self.tensors.len(),
+                buffer: core.id,
+                len: scratch.len(),
+            });
+        }
+        let init = bytemuck::cast_slice(init);
+        self.tensor(Data::Scratch { core, init }, Dir::InOut, elem_size::<T>())
+    }
+
+    /// Appends the run's own slot's buffer of `set` with direction `dir`:
+    /// resolved when the run is prepared, by the slot it is prepared in, so
+    /// a run can only ever reach its own slot's copy (per slot by
+    /// construction).
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+    /// # use runclaim::driver::abi::{Dir, Program};
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// let mut state = device.alloc_per_slot::<u32>(2)?;
+    /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// # let inc = runner.code("inc")?;
+    /// let mut w = Workload::new(inc).input(&[4u32, 5]).per_slot(&state, Dir::Out);
+    /// let done = runner.prepare(runner.take_slot::<1>()?, &mut w)?.launch()?.fence()?.finalize()?;
+    /// let token = done.into_token(); // slot 1's token reaches slot 1's buffer
+    /// let mut back = [0u32; 2];
+    /// runner.device().read_buffer(state.of(&token).expect("this device's").buffer, 0, &mut back)?;
+    /// assert_eq!(back, [5, 6]);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    #[must_use]
+    pub fn per_slot<T: Pod>(self, set: &'a PerSlot<T>, dir: Dir) -> Self {
+        self.tensor(Data::PerSlot(set), dir, elem_size::<T>())
+    }
+
     /// Appends a `u64` scalar (pass an `f32` as `f32::to_bits(x).into()`).
     #[must_use]
     pub fn scalar(mut self, value: u64) -> Self {
@@ -497,17 +586,23 @@ pub struct Bound<'w, 'a> {
 
 impl Bound<'_, '_> {
     /// See [`Workload::mark`].
-    pub(crate) fn mark(&self, run: super::error::RunId, seq: u64) {
-        self.work.mark(run, seq);
+    pub(crate) fn mark(&self, run: super::error::RunId, slot: usize, seq: u64) {
+        self.work.mark(run, slot, seq);
     }
 }
 
 impl Workload<'_> {
-    /// The run `run` that binds these tensors joins the queue with
-    /// sequence number `seq`: every device buffer it binds remembers it.
-    pub(crate) fn mark(&self, run: super::error::RunId, seq: u64) {
+    /// The run `run` in `slot` that binds these tensors joins the queue
+    /// with sequence number `seq`: every device buffer it binds remembers
+    /// it.
+    pub(crate) fn mark(&self, run: super::error::RunId, slot: usize, seq: u64) {
         for t in self.tensors.iter() {
-            if let Data::Device { core, .. } = t.data {
+            let core = match t.data {
+                Data::Device { core, .. } | Data::Scratch { core, .. } => Some(core),
+                Data::PerSlot(set) => set.core(slot),
+                Data::HostIn(_) | Data::HostOut(_) | Data::Owned(_) => None,
+            };
+            if let Some(core) = core {
                 core.bound_by(run, seq);
             }
         }
@@ -538,7 +633,7 @@ pub(crate) mod sealed {
         fn is_workload(&self) -> bool;
         /// The run `run` joins the queue with sequence number `seq`: every
         /// device buffer it binds remembers it.
-        fn mark(&self, run: RunId, seq: u64);
+        fn mark(&self, run: RunId, slot: usize, seq: u64);
     }
 
     impl Sealed for super::Simple {
@@ -547,7 +642,7 @@ pub(crate) mod sealed {
             false
         }
         #[inline]
-        fn mark(&self, _: RunId, _: u64) {}
+        fn mark(&self, _: RunId, _: usize, _: u64) {}
     }
 
     impl Sealed for super::Workload<'_> {
@@ -556,8 +651,8 @@ pub(crate) mod sealed {
             true
         }
         #[inline]
-        fn mark(&self, run: RunId, seq: u64) {
-            self.mark(run, seq);
+        fn mark(&self, run: RunId, slot: usize, seq: u64) {
+            self.mark(run, slot, seq);
         }
     }
 
@@ -567,8 +662,8 @@ pub(crate) mod sealed {
             true
         }
         #[inline]
-        fn mark(&self, run: RunId, seq: u64) {
-            Bound::mark(self, run, seq);
+        fn mark(&self, run: RunId, slot: usize, seq: u64) {
+            Bound::mark(self, run, slot, seq);
         }
     }
 }

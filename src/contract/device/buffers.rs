@@ -6,7 +6,7 @@ use bytemuck::Pod;
 
 use super::Device;
 use super::state::SlotState;
-use crate::contract::buffer::{self, BufferCore, DeviceBuffer, Released};
+use crate::contract::buffer::{self, BufferCore, DeviceBuffer, PerSlot, Released, Scratch};
 use crate::contract::error::{Action, Error, ErrorKind};
 use crate::contract::inflight::Proof;
 use crate::contract::port::RunInfo;
@@ -54,6 +54,31 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             )));
         }
         Ok(DeviceBuffer::new(self.id, ptr, len, &self.buffers))
+    }
+
+    /// Allocates device scratch of `len` elements of `T`, shared by every
+    /// slot and therefore serialized (see [`Scratch`]).
+    ///
+    /// # Errors
+    /// As [`alloc_buffer`](Device::alloc_buffer).
+    pub fn alloc_scratch<T: Pod>(&self, len: usize) -> Result<Scratch<T>, Error> {
+        Ok(Scratch {
+            buffer: self.alloc_buffer(len)?,
+        })
+    }
+
+    /// Allocates one buffer of `len` elements of `T` per slot (see
+    /// [`PerSlot`]).
+    ///
+    /// # Errors
+    /// As [`alloc_buffer`](Device::alloc_buffer) (what was allocated is
+    /// handed back to the device).
+    pub fn alloc_per_slot<T: Pod>(&self, len: usize) -> Result<PerSlot<T>, Error> {
+        let mut buffers = Vec::with_capacity(DEPTH);
+        for _ in 0..DEPTH {
+            buffers.push(self.alloc_buffer(len)?);
+        }
+        Ok(PerSlot { buffers })
     }
 
     /// Copies `src` into `buffer` from element `at` on, synchronously.
@@ -135,7 +160,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// one (launch order is stream order, so the ones before it completed
     /// first) is not in flight, or is waited for — at most the queue
     /// budget, as a drain waits — until it is.
-    fn quiet(&self, core: &BufferCore) -> Result<(), ErrorKind> {
+    pub(super) fn quiet(&self, core: &BufferCore) -> Result<(), ErrorKind> {
         let Some((run, seq)) = core.last_binder() else {
             return Ok(());
         };

@@ -95,7 +95,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         // The AICore kernel is on the stream: from here on the run is on
         // the device whatever happens, and the buffers it binds are marked
         // with the sequence number it joins the queue with (lost or not).
-        bound.mark(info.run, st.queue.next_seq());
+        bound.mark(info.run, slot, st.queue.next_seq());
         let failed = if let Err(e) = d.launch_aicpu(aicpu, args) {
             Some((PoisonCause::PartialLaunch, e))
         } else if let Err(e) = d

@@ -16,6 +16,40 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         Packer::new(self.config.staging_bytes, DeviceConfig::STAGING_ALIGN)
     }
 
+    /// Everything about `work` that can be refused, refused before a byte
+    /// moves.
+    fn check_workload(&self, slot: usize, work: &Workload<'_>) -> Result<(), ErrorKind> {
+        work.check()?;
+        let mut packer = self.packer();
+        for (i, t) in work.tensors.iter().enumerate() {
+            match t.data {
+                Data::Device { core, .. } if core.device != self.id => {
+                    return Err(ErrorKind::ForeignBuffer { buffer: core.id });
+                }
+                Data::Device { .. } => {}
+                Data::Scratch { core, .. } => {
+                    if core.device != self.id {
+                        return Err(ErrorKind::ForeignBuffer { buffer: core.id });
+                    }
+                    // Prepare writes it: no run that bound it before (a
+                    // forgotten one — a live one cannot exist, it would
+                    // hold the `&mut`) may still touch it.
+                    self.quiet(core)?;
+                }
+                Data::PerSlot(set) => match set.core(slot) {
+                    Some(core) if core.device == self.id => {}
+                    Some(core) => return Err(ErrorKind::ForeignBuffer { buffer: core.id }),
+                    // Fewer slots than this device: another device's set.
+                    None => return Err(ErrorKind::ForeignBuffer { buffer: set.id() }),
+                },
+                Data::HostIn(_) | Data::HostOut(_) | Data::Owned(_) => {
+                    packer.place(i, t.bytes())?;
+                }
+            }
+        }
+        Ok(())
+    }
+
     /// See `Port::prepare_work`.
     pub(super) fn prepare_workload(
         &self,
@@ -26,20 +60,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         if work.code.device != self.id {
             return Err(ErrorKind::ForeignHandle);
         }
-        work.check()?;
-        // Everything that can be refused is refused before a byte moves.
-        let mut packer = self.packer();
-        for (i, t) in work.tensors.iter().enumerate() {
-            match t.data {
-                Data::Device { core, .. } if core.device != self.id => {
-                    return Err(ErrorKind::ForeignBuffer { buffer: core.id });
-                }
-                Data::Device { .. } => {}
-                Data::HostIn(_) | Data::HostOut(_) | Data::Owned(_) => {
-                    packer.place(i, t.bytes())?;
-                }
-            }
-        }
+        self.check_workload(slot, work)?;
         let run = {
             let mut st = self.lock();
             st.slots.check_held(slot, lease)?;
@@ -56,7 +77,13 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 Data::HostIn(b) => b,
                 Data::HostOut(b) => b,
                 Data::Owned(o) => o.bytes(),
-                Data::Device { .. } => continue,
+                Data::Scratch { core, init } => {
+                    if !init.is_empty() {
+                        self.driver.copy_to_device(core.ptr, init).map_err(e)?;
+                    }
+                    continue;
+                }
+                Data::Device { .. } | Data::PerSlot(_) => continue,
             };
             let at = packer.place(i, bytes.len())?;
             if t.dir.reads() && !bytes.is_empty() {
@@ -82,6 +109,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let mut placed = work.tensors.iter().enumerate().map(|(i, t)| {
             let (addr, staged) = match t.data {
                 Data::Device { core, offset, .. } => (core.ptr.offset(offset).raw(), false),
+                Data::Scratch { core, .. } => (core.ptr.raw(), false),
+                // Checked above: this device's, this slot's.
+                Data::PerSlot(set) => (set.core(slot).map_or(0, |c| c.ptr.raw()), false),
                 // Placed above: the same packer gives the same offsets.
                 _ => (
                     packer
@@ -139,7 +169,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             let dir = t.dir;
             let bytes = t.bytes();
             let out: &mut [u8] = match &mut t.data {
-                Data::Device { .. } => continue,
+                Data::Device { .. } | Data::Scratch { .. } | Data::PerSlot(_) => continue,
                 Data::HostIn(_) => {
                     packer.place(i, bytes)?;
                     continue;
