@@ -1,0 +1,479 @@
+//! Workloads through the contract on the simulator: host tensors staged
+//! and copied back exactly once, device buffers by address, what the
+//! compiler cannot see (forgotten runs) checked at run time, quarantine of
+//! memory a forgotten run may touch, the copy-back regression of the
+//! reference runtime, the resource classes, and the limits.
+
+use std::time::Duration;
+
+use runclaim::contract::{ErrorKind, PoisonCause};
+use runclaim::driver::abi::{Dir, Program, WorkArgs};
+use runclaim::driver::{Driver, Op};
+use runclaim::sim::{Fault, SimConfig, SimDriver};
+use runclaim::{Callable, Device, DeviceConfig, Pipeline, Workload};
+
+fn device<const DEPTH: usize>(sim: &SimDriver) -> Device<SimDriver, DEPTH>
+where
+    runclaim::contract::Depth<DEPTH>: runclaim::contract::SupportedDepth,
+{
+    Device::open(sim.clone(), DeviceConfig::default()).expect("open")
+}
+
+fn calls(sim: &SimDriver, op: Op) -> u64 {
+    sim.stats().calls.get(&op).copied().unwrap_or(0)
+}
+
+fn inc() -> Callable {
+    Callable::program("inc", &Program::new().add(1))
+}
+
+/// Beyond the fixed record copies (the status record armed at prepare,
+/// the status and wall read back at finalize), exactly one H2D copy per
+/// host tensor the kernel reads and one D2H copy per host tensor it
+/// writes; none for device buffers.
+#[test]
+fn host_tensors_cost_exactly_one_copy_each_way_device_buffers_none() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = device::<2>(&sim);
+    let mut a = dev.alloc_buffer::<u32>(4).unwrap();
+    let b = dev.alloc_buffer::<u32>(4).unwrap();
+    dev.write_buffer(&mut a, 0, &[1, 2, 3, 4]).unwrap();
+    let runner = dev.publish(&[inc()]).unwrap();
+    let f = runner.code("inc").unwrap();
+    let mut copies = |work: &mut Workload<'_>| {
+        let (h2d, d2h) = (calls(&sim, Op::CopyToDevice), calls(&sim, Op::CopyFromDevice));
+        let token = runner.take_slot::<0>().unwrap();
+        let done = runner.prepare(token, work).unwrap().launch().unwrap();
+        drop(done.fence().unwrap().finalize().unwrap());
+        (
+            calls(&sim, Op::CopyToDevice) - h2d,
+            calls(&sim, Op::CopyFromDevice) - d2h,
+        )
+    };
+    // Device buffers only: the fixed record copies.
+    let fixed = copies(&mut Workload::new(f).buffer(&a, Dir::In).buffer(&b, Dir::Out));
+    assert_eq!(fixed, (1, 2), "arm the status; read status and wall");
+    // Two host inputs, one host output, one in-out, a device buffer.
+    let (x0, x1) = ([5u32; 4], [6u32; 4]);
+    let (mut y, mut z) = ([0u32; 4], [7u32; 4]);
+    let mut work = Workload::new(f)
+        .input(&x0)
+        .input(&x1)
+        .output(&mut y)
+        .inout(&mut z)
+        .buffer(&b, Dir::InOut)
+        .scalar(3);
+    let (h2d, d2h) = copies(&mut work);
+    drop(work);
+    assert_eq!((h2d - fixed.0, d2h - fixed.1), (3, 2), "in, in, in-out / out, in-out");
+    assert_eq!(y, [6; 4], "the program read the first readable tensor");
+}
+
+#[test]
+fn a_failed_run_copies_nothing_back_and_device_buffers_keep_what_it_wrote() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = device::<2>(&sim);
+    let runner = dev
+        .publish(&[Callable::program("bad", &Program::new().add(1).fail(4))])
+        .unwrap();
+    let mut y = [9u32; 3];
+    let mut z = [8u32; 3];
+    let mut work = Workload::new(runner.code("bad").unwrap())
+        .input(&[1u32, 2, 3])
+        .output(&mut y)
+        .inout(&mut z);
+    let d2h = calls(&sim, Op::CopyFromDevice);
+    let err = runner
+        .prepare(runner.take_slot::<0>().unwrap(), &mut work)
+        .unwrap()
+        .launch()
+        .unwrap()
+        .fence()
+        .unwrap()
+        .finalize()
+        .unwrap_err();
+    assert_eq!(err.kind(), &ErrorKind::RunFailed { code: 4 });
+    assert_eq!(calls(&sim, Op::CopyFromDevice) - d2h, 2, "the records only");
+    // The run comes back: still finalizable into the same borrows? No —
+    // it failed; give its slot back.
+    drop(err.into_value().into_token());
+    drop(work);
+    assert_eq!((y, z), ([9; 3], [8; 3]));
+}
+
+#[test]
+fn staging_and_argument_limits_are_refused_naming_what_does_not_fit() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let cfg = DeviceConfig::default().staging_bytes(128);
+    let mut dev = Device::<_, 2>::open(sim, cfg).unwrap();
+    let bufs: Vec<_> = (0..257).map(|_| dev.alloc_buffer::<u8>(1).unwrap()).collect();
+    let runner = dev.publish(&[inc()]).unwrap();
+    let f = runner.code("inc").unwrap();
+    let prep = |work: &mut Workload<'_>| {
+        runner
+            .prepare(runner.take_slot::<0>().unwrap(), work)
+            .map(drop)
+            .map_err(|e| e.kind().clone())
+    };
+    // 64 + 64 bytes fit exactly (each tensor at a multiple of 64)...
+    let (a, b) = ([0u8; 64], [0u8; 64]);
+    assert_eq!(prep(&mut Workload::new(f).input(&a).input(&b)), Ok(()));
+    // ... one byte more does not: the second tensor is named.
+    let c = [0u8; 65];
+    assert_eq!(
+        prep(&mut Workload::new(f).input(&c).input(&b)),
+        Err(ErrorKind::StagingFull {
+            tensor: 1,
+            bytes: 64,
+            capacity: 128
+        })
+    );
+    // 256 tensors and 128 scalars: the reference runtime's limits hold...
+    let max = |n: usize, s: usize| {
+        let mut w = Workload::new(f);
+        for buf in bufs.iter().take(n) {
+            w = w.buffer(buf, Dir::In);
+        }
+        (0..s).fold(w, |w, i| w.scalar(i as u64))
+    };
+    assert_eq!(prep(&mut max(WorkArgs::MAX_TENSORS, WorkArgs::MAX_SCALARS)), Ok(()));
+    // ... one more of either is refused.
+    assert_eq!(
+        prep(&mut max(257, 0)),
+        Err(ErrorKind::TooManyTensors { count: 257, max: 256 })
+    );
+    assert_eq!(
+        prep(&mut max(0, 129)),
+        Err(ErrorKind::TooManyScalars { count: 129, max: 128 })
+    );
+}
+
+#[test]
+fn buffers_refuse_bad_shapes_ranges_and_other_devices() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut a = device::<2>(&sim);
+    let b = device::<2>(&sim);
+    for (len, elem) in [(0usize, 4usize), (usize::MAX, 4)] {
+        let e = a.alloc_buffer::<u32>(len).unwrap_err();
+        assert_eq!(e.kind(), &ErrorKind::InvalidBuffer { len, elem_size: elem });
+    }
+    let mut buf = a.alloc_buffer::<u32>(4).unwrap();
+    let id = buf.id();
+    let e = a.write_buffer(&mut buf, 3, &[1, 2]).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::AccessRange { buffer: id, end: 5, len: 4 });
+    let e = a.read_buffer(&mut buf, usize::MAX, &mut [0]).unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &ErrorKind::AccessRange { buffer: id, end: usize::MAX, len: 4 }
+    );
+    // A buffer of device `a` through device `b`: refused, both ways.
+    let e = b.read_buffer(&mut buf, 0, &mut [0]).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::ForeignBuffer { buffer: id });
+    let runner = a.publish(&[inc()]).unwrap();
+    let f = runner.code("inc").unwrap();
+    // A slice beyond the buffer is refused at prepare, naming the tensor.
+    let mut w = Workload::new(f).input(&[1u32]).buffer(buf.slice(2..6), Dir::Out);
+    let e = runner
+        .prepare(runner.take_slot::<0>().unwrap(), &mut w)
+        .unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::BufferRange { tensor: 1, buffer: id, len: 4 });
+    drop(runner);
+    let mut b = b;
+    let other = b.publish(&[inc()]).unwrap();
+    let mut w = Workload::new(other.code("inc").unwrap()).buffer(&buf, Dir::In);
+    let e = other
+        .prepare(other.take_slot::<0>().unwrap(), &mut w)
+        .unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::ForeignBuffer { buffer: id });
+}
+
+/// A sub-range binds only its part: the rest of the buffer is untouched.
+#[test]
+fn a_bound_slice_is_written_and_nothing_else() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = device::<2>(&sim);
+    let mut buf = dev.alloc_buffer::<u32>(6).unwrap();
+    dev.write_buffer(&mut buf, 0, &[0; 6]).unwrap();
+    {
+        let runner = dev.publish(&[inc()]).unwrap();
+        let mut w = Workload::new(runner.code("inc").unwrap())
+            .input(&[10u32, 20])
+            .buffer(buf.slice(2..4), Dir::Out);
+        let run = runner.prepare(runner.take_slot::<1>().unwrap(), &mut w).unwrap();
+        drop(run.launch().unwrap().fence().unwrap().finalize().unwrap());
+    }
+    let mut back = [9u32; 6];
+    dev.read_buffer(&mut buf, 0, &mut back).unwrap();
+    assert_eq!(back, [0, 0, 11, 21, 0, 0]);
+}
+
+/// `mem::forget` of a run ends its borrow of a device buffer: host access
+/// then waits until the forgotten run is proven complete, and reads the
+/// value it wrote — never a value the device is still writing.
+#[test]
+fn host_access_waits_for_a_forgotten_run_then_reads_its_value() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = device::<2>(&sim);
+    let mut buf = dev.alloc_buffer::<u32>(2).unwrap();
+    dev.write_buffer(&mut buf, 0, &[0, 0]).unwrap();
+    let runner = dev.publish(&[inc()]).unwrap();
+    let mut w = Workload::new(runner.code("inc").unwrap())
+        .input(&[41u32, 1])
+        .buffer(&buf, Dir::Out);
+    let run = runner
+        .prepare(runner.take_slot::<0>().unwrap(), &mut w)
+        .unwrap()
+        .launch()
+        .unwrap();
+    std::mem::forget(run);
+    drop(w);
+    // The stepped device has not run it yet: the read must wait for it.
+    assert_eq!(sim.stats().aicore_kernels, 0);
+    let mut back = [0u32; 2];
+    runner.device().read_buffer(&mut buf, 0, &mut back).unwrap();
+    assert_eq!(back, [42, 2]);
+}
+
+/// A forgotten run that cannot be proven complete: host access fails after
+/// the queue budget, naming the buffer and the run; the buffer's memory is
+/// quarantined after its drop (never freed) until a drain proves the
+/// queue quiet.
+#[test]
+fn an_unproven_forgotten_run_keeps_its_buffer_busy_and_quarantined() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = device::<2>(&sim);
+    let mut buf = dev.alloc_buffer::<u32>(2).unwrap();
+    let id = buf.id();
+    let mut runner = dev.publish(&[inc()]).unwrap();
+    // The run's fence (the second record of its launch) never completes.
+    sim.inject(Fault::EventNeverCompletes { nth: 2 });
+    let mut w = Workload::new(runner.code("inc").unwrap())
+        .input(&[1u32, 2])
+        .buffer(&buf, Dir::Out);
+    let run = runner
+        .prepare(runner.take_slot::<0>().unwrap(), &mut w)
+        .unwrap()
+        .launch()
+        .unwrap();
+    let forgotten = run.id();
+    std::mem::forget(run);
+    drop(w);
+    let before = runner.device().driver().clock();
+    let e = runner
+        .device()
+        .read_buffer(&mut buf, 0, &mut [0, 0])
+        .unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &ErrorKind::BufferBusy {
+            buffer: id,
+            run: forgotten
+        }
+    );
+    // Bounded as a drain: (in flight + 1) × fence_timeout, on the clock.
+    let waited = runner.device().driver().clock() - before;
+    assert!(waited <= 2 * runner.device().fence_timeout() + Duration::from_millis(50));
+    // The overrun poisoned the runner, naming the forgotten run.
+    let poison = runner.health().poisoned.expect("poisoned");
+    assert_eq!((poison.cause, poison.run), (PoisonCause::Overrun, Some(forgotten)));
+    // Dropped, the buffer is quarantined, not freed.
+    let live = sim.stats().live_allocations();
+    drop(buf);
+    assert_eq!(sim.stats().live_allocations(), live);
+    assert_eq!(runner.health().quarantined_buffers, 1);
+    // A drain proves the queue quiet (the stepped device ran everything
+    // else; the never-completing record is the simulator's, not a run's).
+    let _ = runner.drain_for(Duration::MAX);
+    assert_eq!(runner.health().quarantined_buffers, 0);
+    assert_eq!(sim.stats().live_allocations(), live - 1);
+}
+
+/// The reference runtime's bug: a run whose finalize never ran left its
+/// copy-back records behind, and the next run's finalize wrote another
+/// tensor's bytes into the earlier run's host buffer. Here a run's
+/// copy-back list lives in the run (its borrowed workload): a forgotten
+/// run's copy-back is never performed, later or by another run.
+#[test]
+fn a_forgotten_runs_copy_back_is_never_performed_by_a_later_finalize() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = device::<2>(&sim);
+    let mut runner = dev.publish(&[inc()]).unwrap();
+    let f = runner.code("inc").unwrap();
+    let mut earlier = [0xEEu32; 4];
+    {
+        let mut w = Workload::new(f).input(&[1u32; 4]).output(&mut earlier);
+        let run = runner
+            .prepare(runner.take_slot::<0>().unwrap(), &mut w)
+            .unwrap()
+            .launch()
+            .unwrap();
+        std::mem::forget(run); // its finalize never runs
+    }
+    // The user moves on: the earlier host buffer is theirs again.
+    earlier.copy_from_slice(&[7, 7, 7, 7]);
+    runner.drain().unwrap(); // reclaims slot 0
+    let mut later = [0u32; 4];
+    let mut w = Workload::new(f).input(&[100u32; 4]).output(&mut later);
+    let run = runner.prepare(runner.take_slot::<0>().unwrap(), &mut w).unwrap();
+    drop(run.launch().unwrap().fence().unwrap().finalize().unwrap());
+    drop(w);
+    assert_eq!(later, [101; 4]);
+    assert_eq!(earlier, [7; 4], "no stale copy-back into the earlier buffer");
+}
+
+/// Negative control for the regression check above: the reference
+/// runtime's design — copy-back records kept runner-wide and flushed by
+/// the next finalize — fails the same check.
+#[test]
+fn the_regression_check_catches_runner_wide_copy_back_records() {
+    /// A runner-wide list of "(host buffer, staged bytes)" records, as the
+    /// reference runtime kept them.
+    struct LeakyRunner<'b> {
+        records: Vec<(&'b std::cell::RefCell<[u32; 4]>, [u32; 4])>,
+    }
+    impl<'b> LeakyRunner<'b> {
+        fn run(&mut self, out: &'b std::cell::RefCell<[u32; 4]>, result: [u32; 4], finalize: bool) {
+            self.records.push((out, result));
+            if finalize {
+                for (buf, bytes) in self.records.drain(..) {
+                    *buf.borrow_mut() = bytes;
+                }
+            }
+        }
+    }
+    let earlier = std::cell::RefCell::new([0xEE; 4]);
+    let later = std::cell::RefCell::new([0; 4]);
+    let mut r = LeakyRunner { records: Vec::new() };
+    r.run(&earlier, [2; 4], false); // its finalize never runs
+    *earlier.borrow_mut() = [7; 4]; // the user moved on
+    r.run(&later, [101; 4], true);
+    assert_ne!(*earlier.borrow(), [7; 4], "the leaky design overwrote it");
+}
+
+/// Stream order is a legal way to share: two queued runs bind the same
+/// buffer (run 0 writes it, run 1 reads it) on the real-time simulator,
+/// with run 1 launched before run 0 is fenced.
+#[test]
+fn queued_runs_share_a_buffer_in_stream_order_in_real_time() {
+    let sim = SimDriver::real_time(SimConfig::default());
+    let mut dev = device::<3>(&sim);
+    let h = dev.alloc_buffer::<u32>(64).unwrap();
+    let runner = dev
+        .publish(&[Callable::program("f", &Program::new().mul(3).add(1))])
+        .unwrap();
+    let f = runner.code("f").unwrap();
+    let x: Vec<u32> = (0..64).collect();
+    let mut y = vec![0u32; 64];
+    let mut w0 = Workload::new(f).input(&x).buffer(&h, Dir::Out);
+    let mut w1 = Workload::new(f).buffer(&h, Dir::In).output(&mut y);
+    let r0 = runner.prepare(runner.take_slot::<0>().unwrap(), &mut w0).unwrap();
+    let r1 = runner.prepare(runner.take_slot::<1>().unwrap(), &mut w1).unwrap();
+    let (r0, r1) = (r0.launch().unwrap(), r1.launch().unwrap());
+    let done1 = r1.fence().unwrap().finalize().unwrap();
+    let done0 = r0.fence().unwrap().finalize().unwrap();
+    assert!(done0.seq < done1.seq);
+    drop(w1);
+    let want: Vec<u32> = x.iter().map(|v| (v * 3 + 1) * 3 + 1).collect();
+    assert_eq!(y, want);
+}
+
+/// A dropped buffer no run can touch is freed at the next allocation; one
+/// a pending run bound waits for that run.
+#[test]
+fn dropped_buffers_are_freed_once_no_run_can_touch_them() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = device::<2>(&sim);
+    let base = sim.stats().live_allocations();
+    let a = dev.alloc_buffer::<f32>(8).unwrap();
+    assert_eq!(sim.stats().live_allocations(), base + 1);
+    drop(a);
+    assert_eq!(dev.health().quarantined_buffers, 1, "freed lazily");
+    let b = dev.alloc_buffer::<f32>(8).unwrap(); // frees `a` first
+    assert_eq!(sim.stats().live_allocations(), base + 1);
+    assert_eq!(dev.health().quarantined_buffers, 0);
+    drop(b);
+    drop(dev); // the device frees what is left
+    assert_eq!(sim.stats().live_allocations(), 0);
+}
+
+/// Buffers of every `Pod` element type the issue names round-trip.
+#[test]
+fn buffers_of_every_element_type_round_trip() {
+    use half::{bf16, f16};
+    let sim = SimDriver::stepped(SimConfig::default());
+    let dev = device::<2>(&sim);
+    macro_rules! round_trip {
+        ($($t:ty: $v:expr),*) => {$({
+            let mut b = dev.alloc_buffer::<$t>(3).unwrap();
+            let vals: [$t; 3] = $v;
+            dev.write_buffer(&mut b, 0, &vals).unwrap();
+            let mut back = [<$t as bytemuck::Zeroable>::zeroed(); 3];
+            dev.read_buffer(&mut b, 0, &mut back).unwrap();
+            assert_eq!(back, vals);
+            assert_eq!(b.bytes(), 3 * size_of::<$t>());
+        })*};
+    }
+    round_trip!(
+        f32: [1.5, -2.0, 0.25],
+        i8: [-1, 0, 127],
+        u32: [1, 2, u32::MAX],
+        f16: [f16::from_f32(1.0), f16::from_f32(-0.5), f16::MAX],
+        bf16: [bf16::from_f32(3.0), bf16::ZERO, bf16::MIN]
+    );
+}
+
+/// Through a pipeline, host tensors are owned: they move in with the
+/// workload and come back with its result — 200 runs at depth 4, values
+/// checked, one shared device buffer read by all of them.
+#[test]
+fn a_pipeline_passes_owned_tensors_in_and_out() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = device::<4>(&sim);
+    let mut bias = dev.alloc_buffer::<u32>(8).unwrap();
+    dev.write_buffer(&mut bias, 0, &[1000; 8]).unwrap();
+    let runner = dev.publish(&[inc()]).unwrap();
+    let f = runner.code("inc").unwrap();
+    let mut pipe = Pipeline::<_, 4, u32>::new(&runner).unwrap();
+    let mut spare: Vec<Workload<'_>> = Vec::new();
+    let mut next = 0u32;
+    let mut seen = 0u32;
+    while seen < 200 {
+        while next < 200 && !pipe.is_full() {
+            let work = match spare.pop() {
+                Some(mut w) => {
+                    w.owned_mut::<u32>(0).unwrap().fill(next);
+                    w
+                }
+                None => Workload::new(f)
+                    .owned(vec![next; 8], Dir::In)
+                    .owned(vec![0u32; 8], Dir::Out)
+                    .buffer(&bias, Dir::In),
+            };
+            pipe.submit_work(work, next).unwrap();
+            next += 1;
+        }
+        let done = pipe.complete_work().unwrap().expect("pending");
+        assert_eq!(done.tag, seen);
+        let work = done.work.expect("a workload");
+        assert_eq!(work.owned_at::<u32>(1), Some(&[seen + 1; 8][..]));
+        spare.push(work);
+        seen += 1;
+    }
+    assert!(spare.len() <= 4, "at most DEPTH workloads ever existed");
+}
+
+/// A refused workload submit hands the workload and the tag back.
+#[test]
+fn a_refused_workload_submit_hands_everything_back() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = Device::<_, 2>::open(sim, DeviceConfig::default().staging_bytes(16)).unwrap();
+    let runner = dev.publish(&[inc()]).unwrap();
+    let f = runner.code("inc").unwrap();
+    let mut pipe = Pipeline::new(&runner).unwrap();
+    let too_big = Workload::new(f).owned(vec![0u8; 17], Dir::In);
+    let e = pipe.submit_work(too_big, "t").unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::StagingFull { tensor: 0, .. }));
+    let back = e.into_value();
+    assert_eq!(back.tag, "t");
+    assert_eq!(back.work.and_then(|mut w| w.take_owned::<u8>(0)).map(|v| v.len()), Some(17));
+}
