@@ -226,3 +226,68 @@ fn no_allocation_per_run_in_steady_state() {
     let n = allocations_in(|| drop(std::hint::black_box(vec![1u8; 16])));
     assert!(n >= 1, "the counting allocator must count");
 }
+
+/// The instant driver runs version-2 (workload) blocks without allocating:
+/// 1,000 launches of a block with four tensors and two scalars, at the
+/// driver level (blocks parsed in place, every range checked, the program
+/// computed from the first readable into the first writable tensor).
+#[test]
+fn no_allocation_per_workload_launch_on_the_instant_driver() {
+    use runclaim::driver::Driver;
+    use runclaim::driver::abi::{
+        self, Dir, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs,
+    };
+
+    let d = InstantDriver::new();
+    let (aicore, aicpu) = (d.create_stream().unwrap(), d.create_stream().unwrap());
+    let code = d
+        .register_code(&Program::new().add(1).encode())
+        .unwrap()
+        .handle;
+    let hs = d.alloc(abi::handshake_bytes(4)).unwrap();
+    let wall = d.alloc(WallRecord::SIZE).unwrap();
+    let status = d.alloc(StatusRecord::SIZE).unwrap();
+    let x = d.alloc(64).unwrap();
+    let y = d.alloc(64).unwrap();
+    let tensor = |addr: u64, dir| TensorArg {
+        addr,
+        bytes: 64,
+        elem_size: 4,
+        dir,
+        staged: true,
+    };
+    let tensors = [
+        tensor(y.raw(), Dir::Out),
+        tensor(x.raw(), Dir::In),
+        tensor(x.raw(), Dir::In),
+        tensor(y.raw(), Dir::InOut),
+    ];
+    let mut block = vec![0u8; WorkArgs::MAX_SIZE];
+    let mut out = [0u8; 64];
+    let n = allocations_in(|| {
+        for run_id in 1..=1000u64 {
+            let header = RunArgs {
+                run_id,
+                slot: 0,
+                block_dim: 4,
+                len: 0,
+                input: 0,
+                output: 0,
+                handshake: hs.raw(),
+                wall: wall.raw(),
+                status: status.raw(),
+            };
+            let len = WorkArgs::encode(&mut block, &header, tensors.into_iter(), &[1, 2]).unwrap();
+            d.copy_to_device(x, &[u8::try_from(run_id % 200).unwrap(); 64])
+                .unwrap();
+            d.launch_aicore(aicore, code, 4, &block[..len]).unwrap();
+            d.launch_aicpu(aicpu, &block[..len]).unwrap();
+            d.sync_stream(aicpu, std::time::Duration::from_secs(1))
+                .unwrap();
+            d.copy_from_device(&mut out, y).unwrap();
+            let v = u8::try_from(run_id % 200).unwrap();
+            assert_eq!(out[..4], (u32::from_le_bytes([v; 4]) + 1).to_le_bytes());
+        }
+    });
+    assert_eq!(n, 0, "{n} allocations in 1,000 workload launches");
+}

@@ -10,6 +10,13 @@
 //!
 //! After set-up (allocations, code registration) no driver call allocates.
 //!
+//! It takes argument blocks of both versions ([`abi::ArgBlock`]), parsed in
+//! place, checks every device range a block names (each tensor's included)
+//! at both launches, and runs a built-in [`Program`] as the simulator does
+//! (for a version-2 block: from the first readable to the first writable
+//! tensor). Simulator Rust kernels ([`sim::SimKernel`](super::sim::SimKernel))
+//! do not run here: their `RCR1` images are refused as invalid code.
+//!
 //! ```
 //! use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
 //! use runclaim::driver::abi::Program;
@@ -28,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::abi::{self, Program, RunArgs, StatusRecord, WallRecord};
+use super::abi::{self, ArgBlock, Program, StatusRecord, WallRecord};
 use super::{
     Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
     EventId, HandleKind, Op, Registration, StreamId,
@@ -112,24 +119,60 @@ impl Inner {
         Ok(())
     }
 
+    /// Checks every device range `block` names: a version-1 block's input
+    /// and output, a version-2 block's tensors, and the handshake, wall and
+    /// status records. Allocation-free.
+    fn check_block(&self, op: Op, block: &ArgBlock<'_>) -> Result<(), DriverError> {
+        let size = |op, addr, bytes: u64| {
+            usize::try_from(bytes)
+                .map_err(|_| DriverError::new(op, DriverErrorKind::BadAddress { addr, len: bytes }))
+        };
+        match block {
+            ArgBlock::Run(a) => {
+                let bytes = size(op, a.input, a.len.saturating_mul(4))?;
+                self.range(op, a.input, bytes)?;
+                self.range(op, a.output, bytes)?;
+            }
+            ArgBlock::Work(w) => {
+                for t in w.tensors() {
+                    self.range(op, t.addr, size(op, t.addr, t.bytes)?)?;
+                }
+            }
+        }
+        let a = block.header();
+        self.range(op, a.handshake, abi::handshake_bytes(a.block_dim))?;
+        self.range(op, a.wall, WallRecord::SIZE)?;
+        self.range(op, a.status, StatusRecord::SIZE)?;
+        Ok(())
+    }
+
     /// Executes a whole run: outputs, handshake words, device wall, status.
+    /// The program computes what [`Program`] documents for either block
+    /// version; the status carries its fail code even when it computed
+    /// nothing.
     #[allow(
         clippy::many_single_char_names,
         reason = "x → y per element, over short-lived ranges"
     )]
-    fn execute(&mut self, a: &RunArgs, code: usize) -> Result<(), DriverError> {
+    fn execute(&mut self, block: &ArgBlock<'_>, code: usize) -> Result<(), DriverError> {
         let op = Op::LaunchAicpu;
-        let len = usize::try_from(a.len).unwrap_or(usize::MAX);
-        let input = self.range(op, a.input, len.saturating_mul(4))?;
-        let output = self.range(op, a.output, len.saturating_mul(4))?;
+        let operands = match block {
+            ArgBlock::Run(a) => Some((a.input, a.output, a.len)),
+            ArgBlock::Work(w) => abi::work_operands(w.tensors()),
+        };
+        let a = *block.header();
+        // No readable or no writable tensor: nothing to compute.
+        let (input, output, len) = operands.unwrap_or((a.handshake, a.handshake, 0));
+        let len = usize::try_from(len).unwrap_or(usize::MAX);
+        let input = self.range(op, input, len.saturating_mul(4))?;
+        let output = self.range(op, output, len.saturating_mul(4))?;
         let program = &self.code[code].1;
-        let mut status = 0;
+        let status = program.fail_code();
         for i in 0..len {
             let at = input.start + 4 * i;
             let m = &self.memory;
             let x = u32::from_le_bytes([m[at], m[at + 1], m[at + 2], m[at + 3]]);
             let y = program.apply_lossy(x);
-            status = program.fail_code();
             let o = output.start + 4 * i;
             self.memory[o..o + 4].copy_from_slice(&y.to_le_bytes());
         }
@@ -207,13 +250,23 @@ impl InstantDriver {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn args(op: Op, args: &[u8]) -> Result<RunArgs, DriverError> {
-        RunArgs::from_bytes(args).ok_or(DriverError::new(
-            op,
-            DriverErrorKind::InvalidArgument {
-                what: "argument block is not a valid RunArgs",
-            },
-        ))
+    /// Parses an argument block of either version (in place: no
+    /// allocation) and checks every range it names.
+    fn args<'b>(g: &Inner, op: Op, args: &'b [u8]) -> Result<ArgBlock<'b>, DriverError> {
+        let invalid = |what| DriverError::new(op, DriverErrorKind::InvalidArgument { what });
+        let block = ArgBlock::parse(args).ok_or(invalid(
+            "argument block is neither a valid RunArgs nor a valid workload block",
+        ))?;
+        if let ArgBlock::Work(w) = &block {
+            let h = w.header();
+            if h.len != 0 || h.input != 0 || h.output != 0 {
+                return Err(invalid(
+                    "workload argument block has a non-zero len, input or output",
+                ));
+            }
+        }
+        g.check_block(op, &block)?;
+        Ok(block)
     }
 }
 
@@ -432,7 +485,17 @@ impl Driver for InstantDriver {
         Ok(g.clock)
     }
 
+    /// A built-in [`Program`] only: a simulator Rust kernel's image
+    /// ([`KernelCode`](super::sim::KernelCode)) is refused as invalid code.
     fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
+        if code.starts_with(&super::sim::KernelCode::MAGIC) {
+            return Err(DriverError::new(
+                Op::RegisterCode,
+                DriverErrorKind::InvalidCode {
+                    what: "a simulator Rust kernel (RCR1) runs only on the SimDriver that registered it",
+                },
+            ));
+        }
         let program = Program::decode(code).map_err(|e| {
             DriverError::new(
                 Op::RegisterCode,
@@ -489,9 +552,9 @@ impl Driver for InstantDriver {
         block_dim: u32,
         args: &[u8],
     ) -> Result<(), DriverError> {
-        let a = Self::args(Op::LaunchAicore, args)?;
         let mut g = self.lock();
         Inner::check(&g.streams, Op::LaunchAicore, HandleKind::Stream, s.raw())?;
+        let a = *Self::args(&g, Op::LaunchAicore, args)?.header();
         let index = usize::try_from(code.raw())
             .ok()
             .filter(|_| code.raw() == code.upload())
@@ -523,15 +586,16 @@ impl Driver for InstantDriver {
     }
 
     fn launch_aicpu(&self, s: StreamId, args: &[u8]) -> Result<(), DriverError> {
-        let a = Self::args(Op::LaunchAicpu, args)?;
         let mut g = self.lock();
         Inner::check(&g.streams, Op::LaunchAicpu, HandleKind::Stream, s.raw())?;
+        let block = Self::args(&g, Op::LaunchAicpu, args)?;
+        let a = *block.header();
         // Without its AICore kernel the run cannot complete; nothing happens
         // (its status stays armed), as a hung run would leave it.
         let Some(at) = g.pending.iter().position(|&(run, _)| run == a.run_id) else {
             return Ok(());
         };
         let (_, code) = g.pending.swap_remove(at);
-        g.execute(&a, code)
+        g.execute(&block, code)
     }
 }

@@ -34,6 +34,7 @@ mod workload;
 
 use static_assertions::const_assert_eq;
 
+pub(crate) use program::work_operands;
 pub use program::{CodeError, Instr, Program};
 pub use records::{RunArgs, StatusRecord, WallRecord};
 pub use workload::{ArgBlock, Dir, TensorArg, WorkArgs};

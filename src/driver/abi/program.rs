@@ -2,6 +2,8 @@
 //! encoded into a code image and decoded back ([`CodeError`]), and what it
 //! computes.
 
+use super::TensorArg;
+
 /// One instruction of an AICore program; each worker applies the program to
 /// every element of its share, in order, with wrapping `u32` arithmetic.
 ///
@@ -63,6 +65,25 @@ impl CodeError {
 
 /// An AICore program: the "code" a callable carries. Encoded as the magic
 /// `"RCK1"` followed by 5-byte instructions (opcode, little-endian `u32`).
+///
+/// # What a launch computes
+///
+/// Every worker applies the program to each `u32` (little-endian) element
+/// of its [`worker_share`](super::worker_share) of the run's elements,
+/// writes the results, and reports the program's [`fail_code`](Self::fail_code)
+/// (0: success) as its task's error code. Which elements depends on the
+/// argument block's version ([`ArgBlock`](super::ArgBlock)):
+///
+/// - **Version 1** ([`RunArgs`](super::RunArgs)): `len` elements from
+///   `input` to `output`.
+/// - **Version 2** ([`WorkArgs`](super::WorkArgs)): from the *first* tensor
+///   whose direction reads ([`Dir::In`](super::Dir::In) or
+///   [`InOut`](super::Dir::InOut)) to the *first* tensor whose direction
+///   writes ([`Out`](super::Dir::Out) or `InOut`) — the same tensor when it
+///   is one `InOut` — over `min(bytes_in / 4, bytes_out / 4)` elements,
+///   whatever the tensors' `elem_size`. A block with no readable or no
+///   writable tensor computes nothing; the run still completes and reports
+///   the fail code. Further tensors and the scalars are ignored.
 ///
 /// ```
 /// use runclaim::driver::abi::Program;
@@ -211,6 +232,26 @@ impl Program {
     }
 }
 
+/// The elements a [`Program`] computes on a version-2 block's `tensors`
+/// (see [`Program`]): `(input address, output address, u32 elements)`;
+/// `None` when no tensor reads or none writes. Allocation-free.
+pub(crate) fn work_operands(tensors: impl Iterator<Item = TensorArg>) -> Option<(u64, u64, u64)> {
+    let (mut input, mut output) = (None, None);
+    for t in tensors {
+        if input.is_none() && t.dir.reads() {
+            input = Some(t);
+        }
+        if output.is_none() && t.dir.writes() {
+            output = Some(t);
+        }
+        if input.is_some() && output.is_some() {
+            break;
+        }
+    }
+    let (i, o) = (input?, output?);
+    Some((i.addr, o.addr, (i.bytes / 4).min(o.bytes / 4)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -227,6 +268,32 @@ mod tests {
             Program::decode(&Program::new().fail(0).encode()),
             Err(CodeError::ZeroFailCode)
         );
+    }
+
+    #[test]
+    fn work_operands_are_the_first_reader_and_the_first_writer() {
+        use super::super::Dir;
+        let t = |addr, bytes, dir| TensorArg {
+            addr,
+            bytes,
+            elem_size: 4,
+            dir,
+            staged: false,
+        };
+        let ops = |ts: &[TensorArg]| work_operands(ts.iter().copied());
+        assert_eq!(
+            ops(&[t(1, 40, Dir::In), t(2, 48, Dir::Out)]),
+            Some((1, 2, 10))
+        );
+        assert_eq!(
+            ops(&[t(1, 9, Dir::Out), t(2, 40, Dir::In), t(3, 8, Dir::InOut)]),
+            Some((2, 1, 2)),
+            "the first of each, in argument order; bytes / 4 whole elements"
+        );
+        assert_eq!(ops(&[t(5, 8, Dir::InOut)]), Some((5, 5, 2)), "in place");
+        assert_eq!(ops(&[t(1, 8, Dir::In), t(2, 8, Dir::In)]), None);
+        assert_eq!(ops(&[t(1, 8, Dir::Out)]), None);
+        assert_eq!(ops(&[]), None);
     }
 
     #[test]

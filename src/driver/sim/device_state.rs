@@ -3,7 +3,7 @@
 //! they queue and the trace; code memory, enqueueing and the stepping
 //! engine are its submodules.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -14,11 +14,12 @@ mod stepping;
 pub(super) use self::stepping::StepResult;
 
 use super::faults::{FaultPlan, RecordFate};
-use super::kernels::{AicoreKernel, AicpuKernel};
+use super::kernels::{AicoreKernel, AicpuKernel, Code};
 use super::memory::Memory;
+use super::rust_kernel::SimKernel;
 use super::trace::{TaskTag, TraceEvent, TraceKind};
 use super::{SimConfig, SimStats};
-use crate::driver::abi::{self, Program};
+use crate::driver::abi;
 use crate::driver::{DriverErrorKind, EventId, FaultKind, HandleKind, Op, StreamId};
 
 #[cfg(doc)]
@@ -62,7 +63,7 @@ impl TaskKind {
 
     fn run(&self) -> u64 {
         match self {
-            TaskKind::Aicore(k) => k.args.run_id,
+            TaskKind::Aicore(k) => k.args().run_id,
             TaskKind::Aicpu(k) => k.args.run_id,
             _ => 0,
         }
@@ -82,11 +83,12 @@ pub(crate) struct Task {
     run: u64,
 }
 
-/// What a code address holds: the bytes and decoded program of one upload.
+/// What a code address holds: the bytes and decoded code (a program or a
+/// Rust kernel) of one upload.
 #[derive(Clone)]
 pub(crate) struct Image {
     bytes: Arc<[u8]>,
-    program: Arc<Program>,
+    code: Code,
     /// The upload's stamp ([`CodeHandle::upload`]).
     upload: u64,
 }
@@ -152,6 +154,8 @@ pub(crate) struct DeviceState {
     code_pins: Vec<u64>,
     /// Stamp of the latest upload (0 before any).
     uploads: u64,
+    /// The Rust kernels registered on this simulator, by id.
+    kernels: HashMap<u64, SimKernel>,
     pub faults: FaultPlan,
     pub stats: SimStats,
     pub trace: VecDeque<TraceEvent>,
@@ -178,6 +182,7 @@ impl DeviceState {
             code_lru: vec![0; slots],
             code_pins: vec![0; slots],
             uploads: 0,
+            kernels: HashMap::new(),
             faults: FaultPlan::default(),
             stats: SimStats::default(),
             trace_dropped: 0,

@@ -10,8 +10,16 @@ use std::sync::Arc;
 
 use super::faults::FaultPlan;
 use super::memory::Memory;
+use super::rust_kernel::{KernelRun, SimKernel};
 use crate::driver::FaultKind;
 use crate::driver::abi::{self, Program, RunArgs, StatusRecord, WallRecord, worker_word as ww};
+
+/// What a code address holds, decoded: a built-in program or a Rust kernel.
+#[derive(Clone)]
+pub(crate) enum Code {
+    Program(Arc<Program>),
+    Rust(SimKernel),
+}
 
 /// Outcome of one kernel step.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -37,8 +45,13 @@ pub(crate) struct AicoreKernel {
     /// Code address index, resolved through the stream's instruction cache
     /// when the kernel starts.
     pub code_index: usize,
-    pub args: RunArgs,
-    pub program: Option<Arc<Program>>,
+    /// The parsed argument block: its header, tensors and scalars.
+    pub run: KernelRun,
+    /// The code it executes, set when it starts.
+    pub code: Option<Code>,
+    /// Real time: the compute ticks of a timed Rust kernel, set when it
+    /// starts (else the latency model's).
+    pub kernel_ticks: Option<u64>,
     workers: Vec<Worker>,
     /// Round-robin cursor: the next worker to try.
     rr: u32,
@@ -49,26 +62,68 @@ fn word(handshake: u64, w: u32, off: usize) -> u64 {
 }
 
 impl AicoreKernel {
-    pub fn new(code_index: usize, args: RunArgs) -> Self {
+    pub fn new(code_index: usize, run: KernelRun) -> Self {
         AicoreKernel {
             code_index,
-            args,
-            program: None,
-            workers: vec![Worker::Start; args.block_dim as usize],
+            workers: vec![Worker::Start; run.block_dim() as usize],
+            run,
+            code: None,
+            kernel_ticks: None,
             rr: 0,
         }
     }
 
+    pub fn args(&self) -> &RunArgs {
+        self.run.header()
+    }
+
     /// Kernel start: stamps `core_start` in the handshake header.
     pub fn start(&mut self, mem: &mut Memory, now: u64) -> Result<(), FaultKind> {
-        mem.write_u64(self.args.handshake, now)
+        mem.write_u64(self.args().handshake, now)
             .map_err(|_| FaultKind::AicoreException)
+    }
+
+    /// The elements a built-in program computes: `(input, output, len)` of
+    /// a version-1 block, or derived from a version-2 block's tensors
+    /// ([`Program`]'s rule).
+    fn program_operands(&self) -> Option<(u64, u64, u64)> {
+        if self.run.is_workload() {
+            abi::work_operands(self.run.tensors().iter().copied())
+        } else {
+            let a = self.args();
+            Some((a.input, a.output, a.len))
+        }
+    }
+
+    /// Worker `w` computes its share with `program`; returns its error code.
+    fn compute_program(
+        &self,
+        program: &Program,
+        w: u32,
+        mem: &mut Memory,
+    ) -> Result<u32, FaultKind> {
+        let e = |_| FaultKind::AicoreException;
+        // No readable or no writable tensor: nothing to compute.
+        let Some((input, output, len)) = self.program_operands() else {
+            return Ok(program.fail_code());
+        };
+        let (s, end) = abi::worker_share(len, self.args().block_dim, w);
+        let bytes = usize::try_from((end - s) * 4).map_err(|_| FaultKind::AicoreException)?;
+        let mut buf = vec![0u8; bytes];
+        mem.read(input + s * 4, &mut buf).map_err(e)?;
+        for c in buf.chunks_exact_mut(4) {
+            let x = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
+            c.copy_from_slice(&program.apply_lossy(x).to_le_bytes());
+        }
+        mem.write(output + s * 4, &buf).map_err(e)?;
+        Ok(program.fail_code())
     }
 
     /// Moves one worker one phase on (round robin), or reports the earliest
     /// compute end when all are waiting.
     pub fn step(&mut self, mem: &mut Memory, now: u64, kernel_ticks: u64) -> KernelStep {
-        let n = self.args.block_dim.max(1);
+        let n = self.args().block_dim.max(1);
+        let kernel_ticks = self.kernel_ticks.unwrap_or(kernel_ticks);
         let mut gate: Option<u64> = None;
         for k in 0..n {
             let w = (self.rr + k) % n;
@@ -92,10 +147,6 @@ impl AicoreKernel {
         KernelStep::Blocked(gate)
     }
 
-    #[allow(
-        clippy::many_single_char_names,
-        reason = "a, w, s, e: the argument block, the worker, its share, the error map"
-    )]
     fn advance(
         &mut self,
         w: u32,
@@ -103,7 +154,7 @@ impl AicoreKernel {
         now: u64,
         kernel_ticks: u64,
     ) -> Result<bool, FaultKind> {
-        let a = self.args;
+        let a = *self.args();
         let tag = a.run_id;
         let e = |_| FaultKind::AicoreException;
         let Some(&state) = self.workers.get(w as usize) else {
@@ -121,22 +172,14 @@ impl AicoreKernel {
                 }
             }
             Worker::Computing { until } if now >= until => {
-                let program = self.program.as_ref().ok_or(FaultKind::AicoreException)?;
-                let (s, end) = abi::worker_share(a.len, a.block_dim, w);
-                let bytes =
-                    usize::try_from((end - s) * 4).map_err(|_| FaultKind::AicoreException)?;
-                let mut buf = vec![0u8; bytes];
-                mem.read(a.input + s * 4, &mut buf).map_err(e)?;
-                for c in buf.chunks_exact_mut(4) {
-                    let x = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-                    c.copy_from_slice(&program.apply_lossy(x).to_le_bytes());
-                }
-                mem.write(a.output + s * 4, &buf).map_err(e)?;
-                mem.write_u64(
-                    word(a.handshake, w, ww::ERROR),
-                    u64::from(program.fail_code()),
-                )
-                .map_err(e)?;
+                let code = match self.code.as_ref().ok_or(FaultKind::AicoreException)? {
+                    Code::Program(program) => self.compute_program(program, w, mem)?,
+                    Code::Rust(kernel) => kernel
+                        .call(&self.run, w, mem)
+                        .map_err(|()| FaultKind::AicoreException)?,
+                };
+                mem.write_u64(word(a.handshake, w, ww::ERROR), u64::from(code))
+                    .map_err(e)?;
                 mem.write_u64(word(a.handshake, w, ww::TASK_DONE), tag)
                     .map_err(e)?;
                 Worker::Done

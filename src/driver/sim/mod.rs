@@ -25,6 +25,20 @@
 //!   wait for release; the AICPU kernel waits for every report, dispatches,
 //!   waits, writes the device-wall and status records, releases. Zeroing a
 //!   live region leaves the AICPU kernel waiting until the watchdog faults it.
+//! - **Argument blocks of both versions** ([`abi::ArgBlock`]): a launch
+//!   checks every device range the block names against live allocations
+//!   (a version-1 block's input and output, a version-2 block's tensors,
+//!   and both versions' handshake, wall and status records) and refuses it
+//!   with [`DriverErrorKind::BadAddress`] before anything is queued; a
+//!   malformed block is [`DriverErrorKind::InvalidArgument`]. The AICPU
+//!   kernel's protocol is the same for both. On a version-2 block a
+//!   built-in [`Program`](abi::Program) computes from the first readable to
+//!   the first writable tensor (its documentation says exactly what); a
+//!   **Rust kernel** ([`SimKernel`], registered with
+//!   [`SimDriver::register_kernel`]) sees the tensors and scalars and
+//!   computes what it likes, through bounds-checked access to device
+//!   memory. Its code image follows the code-memory rules above, stale
+//!   instruction caches included.
 //! - **Faults** ([`Fault`]): fail the k-th call of an operation, fault a
 //!   kernel (the stream enters a sticky error state), report a run error,
 //!   an event that never completes or completes late, a lost device.
@@ -77,11 +91,13 @@ mod faults;
 mod kernels;
 mod memory;
 mod realtime;
+mod rust_kernel;
 mod stats;
 pub mod trace;
 
 pub use self::config::{LatencyModel, SimConfig};
 pub use self::faults::{Fault, Kernel};
+pub use self::rust_kernel::{KernelCode, KernelCtx, KernelError, KernelRun, SimKernel};
 pub use self::stats::SimStats;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -344,6 +360,29 @@ impl SimDriver {
     #[must_use]
     pub fn code_pins(&self, code: CodeHandle) -> u64 {
         self.lock().code_pins(code)
+    }
+
+    /// Registers a Rust AICore kernel with this simulator (and every clone
+    /// of it) and returns its code image, to register with
+    /// [`Driver::register_code`] like any code (see [`SimKernel`]). The
+    /// kernel stays known for the simulator's life; another simulator, or
+    /// any other driver, refuses the image as invalid code.
+    ///
+    /// ```
+    /// use runclaim::driver::Driver;
+    /// use runclaim::sim::{SimDriver, SimKernel};
+    ///
+    /// let sim = SimDriver::stepped(Default::default());
+    /// let code = sim.register_kernel(SimKernel::new(|_| Ok(())));
+    /// let first = sim.register_code(code.as_bytes())?;
+    /// let again = sim.clone().register_code(code.as_bytes())?; // a clone knows it too
+    /// assert!(first.published && !again.published); // dedup, as for any code
+    /// assert_eq!(first.handle, again.handle);
+    /// # Ok::<(), runclaim::driver::DriverError>(())
+    /// ```
+    #[must_use = "the image is the only way to launch the kernel"]
+    pub fn register_kernel(&self, kernel: SimKernel) -> KernelCode {
+        self.lock().add_kernel(kernel)
     }
 
     /// The current device tick.

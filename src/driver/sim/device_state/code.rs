@@ -1,11 +1,15 @@
 //! Code memory: registration (dedup of resident bytes, else an upload into a
 //! free or the least recently registered unpinned address), pins, and the
-//! upload stamps that make a replaced image's handle refused.
+//! upload stamps that make a replaced image's handle refused. An image is a
+//! [`Program`] or a registered Rust kernel's [`KernelCode`]; both follow
+//! the same rules.
 
 use std::sync::Arc;
 
 use super::{DeviceState, Image};
 use crate::driver::abi::Program;
+use crate::driver::sim::kernels::Code;
+use crate::driver::sim::rust_kernel::{KernelCode, SimKernel};
 use crate::driver::sim::trace::TraceKind;
 use crate::driver::{CodeHandle, DriverErrorKind, HandleKind, Registration};
 
@@ -43,12 +47,38 @@ impl DeviceState {
         self.uploads
     }
 
+    /// Decodes a code image: a [`Program`], or the image of a Rust kernel
+    /// registered on this simulator.
+    fn decode_code(&self, code: &[u8]) -> Result<Code, DriverErrorKind> {
+        if code.starts_with(&KernelCode::MAGIC) {
+            let image = KernelCode::from_bytes(code).ok_or(DriverErrorKind::InvalidCode {
+                what: "a Rust kernel image is RCR1 and an 8-byte id",
+            })?;
+            return self
+                .kernels
+                .get(&image.id())
+                .map(|k| Code::Rust(k.clone()))
+                .ok_or(DriverErrorKind::InvalidCode {
+                    what: "Rust kernel image not registered on this simulator",
+                });
+        }
+        Program::decode(code)
+            .map(|p| Code::Program(Arc::new(p)))
+            .map_err(|e| DriverErrorKind::InvalidCode { what: e.as_str() })
+    }
+
+    /// Gives `kernel` a fresh id; its image is registrable from now on.
+    pub fn add_kernel(&mut self, kernel: SimKernel) -> KernelCode {
+        let image = KernelCode::fresh();
+        self.kernels.insert(image.id(), kernel);
+        image
+    }
+
     /// Registers and pins `code`: a dedup hit on resident bytes, or an
     /// upload into a free address or the least recently registered
     /// *unpinned* one. Pinned code is never replaced.
     pub fn register_code(&mut self, code: &[u8]) -> Result<Registration, DriverErrorKind> {
-        let program =
-            Program::decode(code).map_err(|e| DriverErrorKind::InvalidCode { what: e.as_str() })?;
+        let decoded = self.decode_code(code)?;
         let stamp = self.stats.registrations + 1;
         if let Some(i) = self
             .code
@@ -78,7 +108,7 @@ impl DeviceState {
         self.uploads += 1;
         self.code[i] = Some(Image {
             bytes: Arc::from(code),
-            program: Arc::new(program),
+            code: decoded,
             upload: self.uploads,
         });
         self.code_lru[i] = stamp;

@@ -1,9 +1,11 @@
-//! The host side of queuing work on a stream: argument and address checks,
-//! event generations with their injected fates, kernel launches.
+//! The host side of queuing work on a stream: argument and address checks
+//! (argument blocks of both versions, every range they name), event
+//! generations with their injected fates, kernel launches.
 
 use super::{DeviceState, Task, TaskKind, bad};
-use crate::driver::abi::{self, RunArgs};
+use crate::driver::abi::{self, ArgBlock, RunArgs, WorkArgs};
 use crate::driver::sim::kernels::{AicoreKernel, AicpuKernel};
+use crate::driver::sim::rust_kernel::KernelRun;
 use crate::driver::sim::trace::TraceKind;
 use crate::driver::{CodeHandle, DriverErrorKind, HandleKind};
 
@@ -86,15 +88,39 @@ impl DeviceState {
         self.enqueue(stream, TaskKind::Wait { event, generation })
     }
 
-    fn decode_args(&self, block_dim: Option<u32>, args: &[u8]) -> Result<RunArgs, DriverErrorKind> {
-        if args.len() != RunArgs::SIZE {
-            return Err(DriverErrorKind::InvalidArgument {
-                what: "argument block is not RunArgs::SIZE bytes",
-            });
-        }
-        let a = RunArgs::from_bytes(args).ok_or(DriverErrorKind::InvalidArgument {
-            what: "argument block has a bad magic, version or run id",
-        })?;
+    /// Parses an argument block of either version and checks every device
+    /// range it names against live memory: a version-1 block's input and
+    /// output, a version-2 block's tensors, and both versions' handshake,
+    /// wall and status records.
+    fn decode_args<'b>(
+        &self,
+        block_dim: Option<u32>,
+        args: &'b [u8],
+    ) -> Result<ArgBlock<'b>, DriverErrorKind> {
+        let block = if args.len() >= 8 && args[4..8] == WorkArgs::VERSION.to_le_bytes() {
+            let w = WorkArgs::parse(args).ok_or(DriverErrorKind::InvalidArgument {
+                what: "workload argument block is malformed (size, counts, run id or a tensor)",
+            })?;
+            let h = w.header();
+            if h.len != 0 || h.input != 0 || h.output != 0 {
+                return Err(DriverErrorKind::InvalidArgument {
+                    what: "workload argument block has a non-zero len, input or output",
+                });
+            }
+            ArgBlock::Work(w)
+        } else {
+            if args.len() != RunArgs::SIZE {
+                return Err(DriverErrorKind::InvalidArgument {
+                    what: "argument block is not RunArgs::SIZE bytes",
+                });
+            }
+            ArgBlock::Run(
+                RunArgs::from_bytes(args).ok_or(DriverErrorKind::InvalidArgument {
+                    what: "argument block has a bad magic, version or run id",
+                })?,
+            )
+        };
+        let a = *block.header();
         if a.block_dim == 0 || a.block_dim > self.cfg.max_block_dim {
             return Err(DriverErrorKind::InvalidArgument {
                 what: "block_dim is 0 or above the device maximum",
@@ -105,21 +131,30 @@ impl DeviceState {
                 what: "block_dim differs from the argument block's",
             });
         }
-        let bytes = a
-            .len
-            .checked_mul(4)
-            .ok_or(DriverErrorKind::InvalidArgument {
-                what: "element count overflows",
-            })?;
         let m = &self.mem;
-        m.check(a.input, bytes).map_err(bad)?;
-        m.check(a.output, bytes).map_err(bad)?;
+        match &block {
+            ArgBlock::Run(a) => {
+                let bytes = a
+                    .len
+                    .checked_mul(4)
+                    .ok_or(DriverErrorKind::InvalidArgument {
+                        what: "element count overflows",
+                    })?;
+                m.check(a.input, bytes).map_err(bad)?;
+                m.check(a.output, bytes).map_err(bad)?;
+            }
+            ArgBlock::Work(w) => {
+                for t in w.tensors() {
+                    m.check(t.addr, t.bytes).map_err(bad)?;
+                }
+            }
+        }
         m.check(a.handshake, abi::handshake_bytes(a.block_dim) as u64)
             .map_err(bad)?;
         m.check(a.wall, abi::WallRecord::SIZE as u64).map_err(bad)?;
         m.check(a.status, abi::StatusRecord::SIZE as u64)
             .map_err(bad)?;
-        Ok(a)
+        Ok(block)
     }
 
     pub fn enqueue_aicore(
@@ -135,15 +170,15 @@ impl DeviceState {
             });
         }
         let index = self.code_index(code)?;
-        let args = self.decode_args(Some(block_dim), args)?;
+        let run = KernelRun::new(&self.decode_args(Some(block_dim), args)?);
         self.enqueue(
             stream,
-            TaskKind::Aicore(Box::new(AicoreKernel::new(index, args))),
+            TaskKind::Aicore(Box::new(AicoreKernel::new(index, run))),
         )
     }
 
     pub fn enqueue_aicpu(&mut self, stream: u64, args: &[u8]) -> Result<(), DriverErrorKind> {
-        let args = self.decode_args(None, args)?;
+        let args = *self.decode_args(None, args)?.header();
         self.enqueue(stream, TaskKind::Aicpu(Box::new(AicpuKernel::new(args))))
     }
 }

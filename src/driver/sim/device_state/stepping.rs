@@ -6,11 +6,9 @@
 //! mode takes one step per call; real-time mode takes every step whose time
 //! has come.
 
-use std::sync::Arc;
-
 use super::{DeviceState, Stream, Task, TaskKind};
 use crate::driver::abi;
-use crate::driver::sim::kernels::KernelStep;
+use crate::driver::sim::kernels::{Code, KernelStep};
 use crate::driver::sim::trace::TraceKind;
 use crate::driver::sim::{Kernel, StepOutcome};
 use crate::driver::{FaultKind, StreamId};
@@ -247,7 +245,18 @@ impl DeviceState {
                         stale = self.code[k.code_index]
                             .as_ref()
                             .is_none_or(|now| now.bytes != img.bytes);
-                        k.program = Some(Arc::clone(&img.program));
+                        // A Rust kernel's time function sets its compute
+                        // time (real time only: stepped mode ignores
+                        // latencies); a panicking one faults the kernel.
+                        if let Code::Rust(kernel) = &img.code
+                            && self.base.is_some()
+                        {
+                            match kernel.ticks(&k.run) {
+                                Ok(t) => k.kernel_ticks = t,
+                                Err(()) => fault = Some(FaultKind::AicoreException),
+                            }
+                        }
+                        k.code = Some(img.code.clone());
                     }
                     None => fault = Some(FaultKind::AicoreException),
                 }
