@@ -40,7 +40,7 @@ fn host_tensors_cost_exactly_one_copy_each_way_device_buffers_none() {
     dev.write_buffer(&mut a, 0, &[1, 2, 3, 4]).unwrap();
     let runner = dev.publish(&[inc()]).unwrap();
     let f = runner.code("inc").unwrap();
-    let mut copies = |work: &mut Workload<'_>| {
+    let copies = |work: &mut Workload<'_>| {
         let (h2d, d2h) = (calls(&sim, Op::CopyToDevice), calls(&sim, Op::CopyFromDevice));
         let token = runner.take_slot::<0>().unwrap();
         let done = runner.prepare(token, work).unwrap().launch().unwrap();
@@ -169,15 +169,16 @@ fn buffers_refuse_bad_shapes_ranges_and_other_devices() {
     // A buffer of device `a` through device `b`: refused, both ways.
     let e = b.read_buffer(&mut buf, 0, &mut [0]).unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::ForeignBuffer { buffer: id });
-    let runner = a.publish(&[inc()]).unwrap();
-    let f = runner.code("inc").unwrap();
-    // A slice beyond the buffer is refused at prepare, naming the tensor.
-    let mut w = Workload::new(f).input(&[1u32]).buffer(buf.slice(2..6), Dir::Out);
-    let e = runner
-        .prepare(runner.take_slot::<0>().unwrap(), &mut w)
-        .unwrap_err();
-    assert_eq!(e.kind(), &ErrorKind::BufferRange { tensor: 1, buffer: id, len: 4 });
-    drop(runner);
+    {
+        let runner = a.publish(&[inc()]).unwrap();
+        let f = runner.code("inc").unwrap();
+        // A slice beyond the buffer is refused at prepare, naming the tensor.
+        let mut w = Workload::new(f).input(&[1u32]).buffer(buf.slice(2..6), Dir::Out);
+        let e = runner
+            .prepare(runner.take_slot::<0>().unwrap(), &mut w)
+            .unwrap_err();
+        assert_eq!(e.kind(), &ErrorKind::BufferRange { tensor: 1, buffer: id, len: 4 });
+    }
     let mut b = b;
     let other = b.publish(&[inc()]).unwrap();
     let mut w = Workload::new(other.code("inc").unwrap()).buffer(&buf, Dir::In);
@@ -312,6 +313,7 @@ fn a_forgotten_runs_copy_back_is_never_performed_by_a_later_finalize() {
     // The user moves on: the earlier host buffer is theirs again.
     earlier.copy_from_slice(&[7, 7, 7, 7]);
     runner.drain().unwrap(); // reclaims slot 0
+    let f = runner.code("inc").unwrap();
     let mut later = [0u32; 4];
     let mut w = Workload::new(f).input(&[100u32; 4]).output(&mut later);
     let run = runner.prepare(runner.take_slot::<0>().unwrap(), &mut w).unwrap();
@@ -382,7 +384,7 @@ fn queued_runs_share_a_buffer_in_stream_order_in_real_time() {
 #[test]
 fn dropped_buffers_are_freed_once_no_run_can_touch_them() {
     let sim = SimDriver::stepped(SimConfig::default());
-    let mut dev = device::<2>(&sim);
+    let dev = device::<2>(&sim);
     let base = sim.stats().live_allocations();
     let a = dev.alloc_buffer::<f32>(8).unwrap();
     assert_eq!(sim.stats().live_allocations(), base + 1);
