@@ -41,7 +41,10 @@ fn host_tensors_cost_exactly_one_copy_each_way_device_buffers_none() {
     let runner = dev.publish(&[inc()]).unwrap();
     let f = runner.code("inc").unwrap();
     let copies = |work: &mut Workload<'_>| {
-        let (h2d, d2h) = (calls(&sim, Op::CopyToDevice), calls(&sim, Op::CopyFromDevice));
+        let (h2d, d2h) = (
+            calls(&sim, Op::CopyToDevice),
+            calls(&sim, Op::CopyFromDevice),
+        );
         let token = runner.take_slot::<0>().unwrap();
         let done = runner.prepare(token, work).unwrap().launch().unwrap();
         drop(done.fence().unwrap().finalize().unwrap());
@@ -65,7 +68,11 @@ fn host_tensors_cost_exactly_one_copy_each_way_device_buffers_none() {
         .scalar(3);
     let (h2d, d2h) = copies(&mut work);
     drop(work);
-    assert_eq!((h2d - fixed.0, d2h - fixed.1), (3, 2), "in, in, in-out / out, in-out");
+    assert_eq!(
+        (h2d - fixed.0, d2h - fixed.1),
+        (3, 2),
+        "in, in, in-out / out, in-out"
+    );
     assert_eq!(y, [6; 4], "the program read the first readable tensor");
 }
 
@@ -106,7 +113,9 @@ fn staging_and_argument_limits_are_refused_naming_what_does_not_fit() {
     let sim = SimDriver::stepped(SimConfig::default());
     let cfg = DeviceConfig::default().staging_bytes(128);
     let mut dev = Device::<_, 2>::open(sim, cfg).unwrap();
-    let bufs: Vec<_> = (0..257).map(|_| dev.alloc_buffer::<u8>(1).unwrap()).collect();
+    let bufs: Vec<_> = (0..257)
+        .map(|_| dev.alloc_buffer::<u8>(1).unwrap())
+        .collect();
     let runner = dev.publish(&[inc()]).unwrap();
     let f = runner.code("inc").unwrap();
     let prep = |work: &mut Workload<'_>| {
@@ -136,15 +145,24 @@ fn staging_and_argument_limits_are_refused_naming_what_does_not_fit() {
         }
         (0..s).fold(w, |w, i| w.scalar(i as u64))
     };
-    assert_eq!(prep(&mut max(WorkArgs::MAX_TENSORS, WorkArgs::MAX_SCALARS)), Ok(()));
+    assert_eq!(
+        prep(&mut max(WorkArgs::MAX_TENSORS, WorkArgs::MAX_SCALARS)),
+        Ok(())
+    );
     // ... one more of either is refused.
     assert_eq!(
         prep(&mut max(257, 0)),
-        Err(ErrorKind::TooManyTensors { count: 257, max: 256 })
+        Err(ErrorKind::TooManyTensors {
+            count: 257,
+            max: 256
+        })
     );
     assert_eq!(
         prep(&mut max(0, 129)),
-        Err(ErrorKind::TooManyScalars { count: 129, max: 128 })
+        Err(ErrorKind::TooManyScalars {
+            count: 129,
+            max: 128
+        })
     );
 }
 
@@ -155,16 +173,33 @@ fn buffers_refuse_bad_shapes_ranges_and_other_devices() {
     let b = device::<2>(&sim);
     for (len, elem) in [(0usize, 4usize), (usize::MAX, 4)] {
         let e = a.alloc_buffer::<u32>(len).unwrap_err();
-        assert_eq!(e.kind(), &ErrorKind::InvalidBuffer { len, elem_size: elem });
+        assert_eq!(
+            e.kind(),
+            &ErrorKind::InvalidBuffer {
+                len,
+                elem_size: elem
+            }
+        );
     }
     let mut buf = a.alloc_buffer::<u32>(4).unwrap();
     let id = buf.id();
     let e = a.write_buffer(&mut buf, 3, &[1, 2]).unwrap_err();
-    assert_eq!(e.kind(), &ErrorKind::AccessRange { buffer: id, end: 5, len: 4 });
+    assert_eq!(
+        e.kind(),
+        &ErrorKind::AccessRange {
+            buffer: id,
+            end: 5,
+            len: 4
+        }
+    );
     let e = a.read_buffer(&mut buf, usize::MAX, &mut [0]).unwrap_err();
     assert_eq!(
         e.kind(),
-        &ErrorKind::AccessRange { buffer: id, end: usize::MAX, len: 4 }
+        &ErrorKind::AccessRange {
+            buffer: id,
+            end: usize::MAX,
+            len: 4
+        }
     );
     // A buffer of device `a` through device `b`: refused, both ways.
     let e = b.read_buffer(&mut buf, 0, &mut [0]).unwrap_err();
@@ -173,11 +208,20 @@ fn buffers_refuse_bad_shapes_ranges_and_other_devices() {
         let runner = a.publish(&[inc()]).unwrap();
         let f = runner.code("inc").unwrap();
         // A slice beyond the buffer is refused at prepare, naming the tensor.
-        let mut w = Workload::new(f).input(&[1u32]).buffer(buf.slice(2..6), Dir::Out);
+        let mut w = Workload::new(f)
+            .input(&[1u32])
+            .buffer(buf.slice(2..6), Dir::Out);
         let e = runner
             .prepare(runner.take_slot::<0>().unwrap(), &mut w)
             .unwrap_err();
-        assert_eq!(e.kind(), &ErrorKind::BufferRange { tensor: 1, buffer: id, len: 4 });
+        assert_eq!(
+            e.kind(),
+            &ErrorKind::BufferRange {
+                tensor: 1,
+                buffer: id,
+                len: 4
+            }
+        );
     }
     let mut b = b;
     let other = b.publish(&[inc()]).unwrap();
@@ -200,7 +244,9 @@ fn a_bound_slice_is_written_and_nothing_else() {
         let mut w = Workload::new(runner.code("inc").unwrap())
             .input(&[10u32, 20])
             .buffer(buf.slice(2..4), Dir::Out);
-        let run = runner.prepare(runner.take_slot::<1>().unwrap(), &mut w).unwrap();
+        let run = runner
+            .prepare(runner.take_slot::<1>().unwrap(), &mut w)
+            .unwrap();
         drop(run.launch().unwrap().fence().unwrap().finalize().unwrap());
     }
     let mut back = [9u32; 6];
@@ -276,7 +322,10 @@ fn an_unproven_forgotten_run_keeps_its_buffer_busy_and_quarantined() {
     assert!(waited <= 2 * runner.device().fence_timeout() + Duration::from_millis(50));
     // The overrun poisoned the runner, naming the forgotten run.
     let poison = runner.health().poisoned.expect("poisoned");
-    assert_eq!((poison.cause, poison.run), (PoisonCause::Overrun, Some(forgotten)));
+    assert_eq!(
+        (poison.cause, poison.run),
+        (PoisonCause::Overrun, Some(forgotten))
+    );
     // Dropped, the buffer is quarantined, not freed.
     let live = sim.stats().live_allocations();
     drop(buf);
@@ -316,11 +365,16 @@ fn a_forgotten_runs_copy_back_is_never_performed_by_a_later_finalize() {
     let f = runner.code("inc").unwrap();
     let mut later = [0u32; 4];
     let mut w = Workload::new(f).input(&[100u32; 4]).output(&mut later);
-    let run = runner.prepare(runner.take_slot::<0>().unwrap(), &mut w).unwrap();
+    let run = runner
+        .prepare(runner.take_slot::<0>().unwrap(), &mut w)
+        .unwrap();
     drop(run.launch().unwrap().fence().unwrap().finalize().unwrap());
     drop(w);
     assert_eq!(later, [101; 4]);
-    assert_eq!(earlier, [7; 4], "no stale copy-back into the earlier buffer");
+    assert_eq!(
+        earlier, [7; 4],
+        "no stale copy-back into the earlier buffer"
+    );
 }
 
 /// Negative control for the regression check above: the reference
@@ -345,7 +399,9 @@ fn the_regression_check_catches_runner_wide_copy_back_records() {
     }
     let earlier = std::cell::RefCell::new([0xEE; 4]);
     let later = std::cell::RefCell::new([0; 4]);
-    let mut r = LeakyRunner { records: Vec::new() };
+    let mut r = LeakyRunner {
+        records: Vec::new(),
+    };
     r.run(&earlier, [2; 4], false); // its finalize never runs
     *earlier.borrow_mut() = [7; 4]; // the user moved on
     r.run(&later, [101; 4], true);
@@ -368,8 +424,12 @@ fn queued_runs_share_a_buffer_in_stream_order_in_real_time() {
     let mut y = vec![0u32; 64];
     let mut w0 = Workload::new(f).input(&x).buffer(&h, Dir::Out);
     let mut w1 = Workload::new(f).buffer(&h, Dir::In).output(&mut y);
-    let r0 = runner.prepare(runner.take_slot::<0>().unwrap(), &mut w0).unwrap();
-    let r1 = runner.prepare(runner.take_slot::<1>().unwrap(), &mut w1).unwrap();
+    let r0 = runner
+        .prepare(runner.take_slot::<0>().unwrap(), &mut w0)
+        .unwrap();
+    let r1 = runner
+        .prepare(runner.take_slot::<1>().unwrap(), &mut w1)
+        .unwrap();
     let (r0, r1) = (r0.launch().unwrap(), r1.launch().unwrap());
     let done1 = r1.fence().unwrap().finalize().unwrap();
     let done0 = r0.fence().unwrap().finalize().unwrap();
@@ -477,5 +537,10 @@ fn a_refused_workload_submit_hands_everything_back() {
     assert!(matches!(e.kind(), ErrorKind::StagingFull { tensor: 0, .. }));
     let back = e.into_value();
     assert_eq!(back.tag, "t");
-    assert_eq!(back.work.and_then(|mut w| w.take_owned::<u8>(0)).map(|v| v.len()), Some(17));
+    assert_eq!(
+        back.work
+            .and_then(|mut w| w.take_owned::<u8>(0))
+            .map(|v| v.len()),
+        Some(17)
+    );
 }

@@ -463,7 +463,7 @@ impl<'a> Workload<'a> {
     /// # let inc = runner.code("inc")?;
     /// let mut w = Workload::new(inc).input(&[4u32, 5]).per_slot(&state, Dir::Out);
     /// let done = runner.prepare(runner.take_slot::<1>()?, &mut w)?.launch()?.fence()?.finalize()?;
-    /// let token = done.into_token(); // slot 1's token reaches slot 1's buffer
+    /// let token = done.token; // slot 1's token reaches slot 1's buffer
     /// let mut back = [0u32; 2];
     /// runner.device().read_buffer(state.of(&token).expect("this device's").buffer, 0, &mut back)?;
     /// assert_eq!(back, [5, 6]);
@@ -709,5 +709,84 @@ impl Packer {
         };
         self.used = end;
         Ok(at)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::contract::{Callable, Device, DeviceConfig};
+    use crate::driver::abi::Program;
+    use crate::sim::{SimConfig, SimDriver};
+
+    /// Negative control for "shared by declaration serializes": without
+    /// the rule — the scratch bound by shared reference in two live runs,
+    /// each reset from the host at its prepare, as the reference runtime
+    /// resets its shared region — the second run's reset lands while the
+    /// first run is queued, and the first run computes from the second's
+    /// reset: a value check catches it. (With the rule that code does not
+    /// compile: the `compile_fail` doctest on [`Workload::scratch`]; its
+    /// passing twin gets `[11]` and `[21]`.)
+    #[test]
+    fn without_the_scratch_rule_queued_runs_corrupt_the_scratch() {
+        use crate::driver::Driver;
+        let sim = SimDriver::stepped(SimConfig::default());
+        let mut dev = Device::<_, 2>::open(sim, DeviceConfig::default()).unwrap();
+        let scratch = dev.alloc_scratch::<u32>(1).unwrap();
+        let runner = dev
+            .publish(&[Callable::program("f", &Program::new().add(1))])
+            .unwrap();
+        let f = runner.code("f").unwrap();
+        let reset = |init: u32| {
+            let ptr = scratch.buffer.core().ptr;
+            runner
+                .device()
+                .driver()
+                .copy_to_device(ptr, &init.to_le_bytes())
+                .unwrap();
+        };
+        let (mut y0, mut y1) = ([0u32], [0u32]);
+        let mut w0 = Workload::new(f)
+            .output(&mut y0)
+            .buffer(&scratch.buffer, Dir::InOut);
+        let mut w1 = Workload::new(f)
+            .output(&mut y1)
+            .buffer(&scratch.buffer, Dir::InOut);
+        let a = runner
+            .prepare(runner.take_slot::<0>().unwrap(), &mut w0)
+            .unwrap();
+        reset(10);
+        let a = a.launch().unwrap();
+        let b = runner
+            .prepare(runner.take_slot::<1>().unwrap(), &mut w1)
+            .unwrap();
+        reset(20); // run 0 is queued, not run: its reset is gone
+        let b = b.launch().unwrap();
+        drop(a.fence().unwrap().finalize().unwrap());
+        drop(b.fence().unwrap().finalize().unwrap());
+        drop((w0, w1));
+        assert_eq!(y1, [21]);
+        assert_eq!(y0, [21], "run 0 read run 1's reset: the value check fails");
+        assert_ne!(y0, [11]);
+    }
+
+    #[test]
+    fn the_packer_aligns_and_refuses_overflow() {
+        let mut p = Packer::new(200, 64);
+        assert_eq!(p.place(0, 1), Ok(0));
+        assert_eq!(p.place(1, 64), Ok(64));
+        assert_eq!(p.place(2, 0), Ok(128));
+        assert_eq!(
+            p.place(3, 73),
+            Err(ErrorKind::StagingFull {
+                tensor: 3,
+                bytes: 73,
+                capacity: 200
+            })
+        );
+        assert_eq!(p.place(4, 72), Ok(128));
+        let mut p = Packer::new(usize::MAX, 64);
+        assert_eq!(p.place(0, usize::MAX - 10), Ok(0));
+        assert!(p.place(1, 1).is_err(), "no overflow past usize::MAX");
     }
 }

@@ -565,8 +565,8 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// pipe.submit_work(again, "c")?;
     /// let b = pipe.complete_work()?.expect("pending");
     /// let c = pipe.complete_work()?.expect("pending");
-    /// assert_eq!(b.work.and_then(|w| w.take_owned::<u32>(1)), Some(vec![6; 4]));
-    /// assert_eq!(c.work.and_then(|w| w.take_owned::<u32>(1)), Some(vec![10; 4]));
+    /// assert_eq!(b.work.and_then(|mut w| w.take_owned::<u32>(1)), Some(vec![6; 4]));
+    /// assert_eq!(c.work.and_then(|mut w| w.take_owned::<u32>(1)), Some(vec![10; 4]));
     /// # Ok::<(), runclaim::Error>(())
     /// ```
     ///
