@@ -400,7 +400,7 @@ mod tests {
             bytes: i,
             elem_size: 2,
             dir: Dir::InOut,
-            staged: i % 2 == 0,
+            staged: i.is_multiple_of(2),
         }
     }
 
