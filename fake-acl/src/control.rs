@@ -316,6 +316,13 @@ pub struct FakeRuntime {
     /// Calls of ACL / rt entry points that reached the device (a thread
     /// bound to it), failed ones included.
     pub calls: u64,
+    /// `rtKernelLaunchWithHandleV2` calls whose host arguments the fake
+    /// read (before the simulator accepts or refuses them).
+    pub aicore_launches: u64,
+    /// `rtsLaunchCpuKernel` calls whose host arguments the fake read.
+    pub aicpu_launches: u64,
+    /// The `argsSize` of the last launch of either kind.
+    pub last_args_size: u64,
 }
 
 /// Encodes a simulator fault as `(kind, a, nth, arg)` for `runclaim_fake_inject`.

@@ -5,6 +5,13 @@
 //! own mirrors of `rtArgsEx_t` and `rtCpuKernelArgs_t`, written from the CANN
 //! headers independently of the driver's, so a layout mistake on either side
 //! shows as a launch that fails or computes the wrong thing.
+//!
+//! Each launch reads exactly `argsSize` bytes of host arguments from the
+//! struct's `args` pointer — a `RunArgs` block or a workload block of any
+//! size — and hands them to the simulator unchanged; the simulator judges
+//! them. The launch's kind and `argsSize` are recorded first
+//! (`FakeRuntime::aicore_launches`, `aicpu_launches`, `last_args_size`), so
+//! a test can tell a launch the driver refused from one the runtime saw.
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 
@@ -56,6 +63,27 @@ pub struct CpuKernelArgs {
 const _: () = assert!(std::mem::size_of::<ArgsEx>() == 40);
 const _: () = assert!(std::mem::size_of::<CpuKernelArgs>() == 72);
 
+/// Which launch reached the runtime with host arguments.
+#[derive(Clone, Copy)]
+enum Launch {
+    Aicore,
+    Aicpu,
+}
+
+/// Records a launch whose `argsSize` bytes of host arguments were read
+/// (whatever the simulator then makes of them).
+fn note_launch(kind: Launch, args_size: u32) {
+    if let Some(id) = current() {
+        note(id, |rt| {
+            match kind {
+                Launch::Aicore => rt.aicore_launches += 1,
+                Launch::Aicpu => rt.aicpu_launches += 1,
+            }
+            rt.last_args_size = u64::from(args_size);
+        });
+    }
+}
+
 /// Counts a launch struct whose reserved or padding bytes are not zero.
 fn check_reserved(clean: bool) {
     if !clean && let Some(id) = current() {
@@ -91,6 +119,7 @@ pub unsafe extern "C" fn rtKernelLaunchWithHandleV2(
         set_message("NULL args");
         return PARAM_INVALID;
     };
+    note_launch(Launch::Aicore, a.args_size);
     let Some((device, code)) = program(hdl.addr() as u64) else {
         set_message(&format!(
             "unknown or unregistered program handle {:#x}",
@@ -188,6 +217,7 @@ pub unsafe extern "C" fn rtsLaunchCpuKernel(
         set_message("NULL args");
         return PARAM_INVALID;
     };
+    note_launch(Launch::Aicpu, a.args_size);
     call(Waited::Stream, |id, s| {
         s.launch_aicpu(stream_of(id, Op::LaunchAicpu, stm)?, blob)
     })

@@ -109,9 +109,17 @@
 //! handle `rtRegisterAllKernel` returned for the callable's code (an AICore
 //! ELF), the AICPU Run kernel with `rtsLaunchCpuKernel` on a function found by
 //! name in the op-info binary of [`AclConfig::aicpu_binary`]. Both receive the
-//! [`RunArgs`] block as host arguments, which the runtime copies at launch:
-//! a deployment's kernels implement the [`abi`](crate::driver::abi). The
-//! launch structs are zero-filled (no undefined padding bytes).
+//! run's argument block as host arguments, which the runtime copies at
+//! launch: a [`RunArgs`] block (72 bytes) or a workload block ([`WorkArgs`]:
+//! tensors and scalars, up to [`WorkArgs::MAX_SIZE`] = 9296 bytes; the
+//! launch structs' `argsSize` is a `uint32_t`, and the public headers
+//! document no smaller limit). A deployment's kernels implement the
+//! [`abi`](crate::driver::abi). Before C, the driver checks every device
+//! range the block names — each tensor's `[addr, addr + bytes)` included —
+//! against this driver's live allocations ([`DriverErrorKind::BadAddress`]
+//! otherwise; a malformed block is an invalid argument). The runtime gets a
+//! private copy of the block on the stack, of exactly its length. The launch
+//! structs are zero-filled (no undefined padding bytes).
 //!
 //! Each registration holds its image until it is unregistered: code is
 //! unregistered (`rtDevBinaryUnRegister`) when no pin is left and this
@@ -135,6 +143,8 @@
 //! [`DriverErrorKind::BadAddress`]: super::DriverErrorKind::BadAddress
 //! [`Native`]: super::Native
 //! [`RunArgs`]: super::abi::RunArgs
+//! [`WorkArgs`]: super::abi::WorkArgs
+//! [`WorkArgs::MAX_SIZE`]: super::abi::WorkArgs::MAX_SIZE
 
 mod call;
 pub mod codes;

@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use self::tokens::Mark;
 pub(super) use self::tokens::{Args, Event, EventWait, Span, Stream, StreamWait};
 use super::result::{Program, RtPtr};
-use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord};
+use crate::driver::abi::{self, ArgBlock, RunArgs, StatusRecord, WallRecord, WorkArgs};
 use crate::driver::{DriverError, DriverErrorKind, HandleKind, Op};
 
 /// A live allocation of this driver: `[base, base + len)`. Owned (out of the
@@ -241,18 +241,46 @@ impl Table {
     }
 
     /// Checks every device range a run's argument block names: the kernels
-    /// read and write exactly these.
-    pub fn run_args(
-        &self,
+    /// read and write exactly these. The block is either version
+    /// ([`ArgBlock`]):
+    ///
+    /// - a [`RunArgs`] block (exactly [`RunArgs::SIZE`] bytes): its input,
+    ///   output, handshake, wall and status ranges. The ranges of the last
+    ///   few blocks this thread validated are remembered per allocation
+    ///   version, so the AICPU launch of a run (and the next run in the
+    ///   same slot) skips the lookups.
+    /// - a workload block ([`WorkArgs`], at most [`WorkArgs::MAX_SIZE`]
+    ///   bytes): the header's handshake, wall and status ranges (its `len`,
+    ///   `input` and `output` must be 0) and every tensor's
+    ///   `[addr, addr + bytes)`, each inside one live allocation of this
+    ///   table. A zero-byte tensor is checked as every zero-length range
+    ///   is: its address must lie inside a live allocation or at its end.
+    ///   Workload blocks are never remembered: their tensors are checked
+    ///   at every launch (up to [`WorkArgs::MAX_TENSORS`] binary searches).
+    ///
+    /// A malformed block is refused as an invalid argument, a range outside
+    /// every live allocation as a bad address, before any C call.
+    pub fn run_args<'a>(
+        &'a self,
         op: Op,
-        args: &[u8],
+        args: &'a [u8],
         block_dim: Option<u32>,
-    ) -> Result<Args<'_>, DriverError> {
+    ) -> Result<Args<'a>, DriverError> {
         let invalid = |what| DriverError::new(op, DriverErrorKind::InvalidArgument { what });
-        let blob = <[u8; RunArgs::SIZE]>::try_from(args)
-            .map_err(|_| invalid("argument block is not RunArgs::SIZE bytes"))?;
-        let a = RunArgs::from_bytes(&blob)
-            .ok_or_else(|| invalid("argument block has a bad magic, version or run id"))?;
+        let a = match ArgBlock::parse(args) {
+            Some(ArgBlock::Run(a)) => a,
+            Some(ArgBlock::Work(w)) => return self.work_args(op, w, block_dim),
+            None if args.len() >= 8 && args[4..8] == WorkArgs::VERSION.to_le_bytes() => {
+                return Err(invalid(
+                    "workload block is malformed: its size disagrees with its counts, a count \
+                     is above its maximum, a tensor descriptor is bad or the run id is 0",
+                ));
+            }
+            None if args.len() != RunArgs::SIZE => {
+                return Err(invalid("argument block is not RunArgs::SIZE bytes"));
+            }
+            None => return Err(invalid("argument block has a bad magic, version or run id")),
+        };
         if block_dim.is_some_and(|b| b != a.block_dim) {
             return Err(invalid("block_dim differs from the argument block's"));
         }
@@ -280,7 +308,7 @@ impl Table {
             .try_with(|v| v.try_borrow().is_ok_and(|v| v.0.contains(&key)))
             .unwrap_or(false);
         let checked = Args {
-            blob,
+            blob: args,
             _table: PhantomData,
         };
         if known && self.id != 0 {
@@ -299,6 +327,38 @@ impl Table {
             }
         });
         Ok(checked)
+    }
+
+    /// [`Table::run_args`] of a workload block: every range checked, none
+    /// remembered.
+    fn work_args<'a>(
+        &'a self,
+        op: Op,
+        w: WorkArgs<'a>,
+        block_dim: Option<u32>,
+    ) -> Result<Args<'a>, DriverError> {
+        let invalid = |what| DriverError::new(op, DriverErrorKind::InvalidArgument { what });
+        let a = w.header();
+        if block_dim.is_some_and(|b| b != a.block_dim) {
+            return Err(invalid("block_dim differs from the argument block's"));
+        }
+        if (a.len, a.input, a.output) != (0, 0, 0) {
+            return Err(invalid("workload block's len, input and output are not 0"));
+        }
+        let handshake = abi::handshake_bytes_checked(a.block_dim)
+            .ok_or_else(|| invalid("block_dim overflows the handshake size"))?;
+        self.range(op, a.handshake, handshake)?;
+        self.range(op, a.wall, WallRecord::SIZE)?;
+        self.range(op, a.status, StatusRecord::SIZE)?;
+        for t in w.tensors() {
+            // A length no host slice can have lies in no allocation either.
+            let len = usize::try_from(t.bytes).map_err(|_| bad_range(op, t.addr, t.bytes))?;
+            self.range(op, t.addr, len)?;
+        }
+        Ok(Args {
+            blob: w.bytes(),
+            _table: PhantomData,
+        })
     }
 
     // ----- streams ----------------------------------------------------------
@@ -453,6 +513,180 @@ mod tests {
                 }
             );
             assert!(e.native().is_none());
+        }
+    }
+
+    /// A table with a run's header regions at 0x1000.. (see `table`) and
+    /// two tensor buffers: 0x4000 (64 bytes), 0x5000 (16 bytes).
+    fn work_table(id: u64) -> Table {
+        let mut t = Table::new(id);
+        t.insert_alloc(RtPtr::from_raw(0x1000), 0x100); // handshake
+        t.insert_alloc(RtPtr::from_raw(0x2000), WallRecord::SIZE);
+        t.insert_alloc(RtPtr::from_raw(0x3000), StatusRecord::SIZE);
+        t.insert_alloc(RtPtr::from_raw(0x4000), 64);
+        t.insert_alloc(RtPtr::from_raw(0x5000), 16);
+        t
+    }
+
+    fn header(len: u64, input: u64, output: u64) -> RunArgs {
+        RunArgs {
+            run_id: 3,
+            slot: 0,
+            block_dim: 2,
+            len,
+            input,
+            output,
+            handshake: 0x1000,
+            wall: 0x2000,
+            status: 0x3000,
+        }
+    }
+
+    fn tensor(addr: u64, bytes: u64) -> abi::TensorArg {
+        abi::TensorArg {
+            addr,
+            bytes,
+            elem_size: 4,
+            dir: abi::Dir::InOut,
+            staged: false,
+        }
+    }
+
+    fn work(h: &RunArgs, tensors: &[abi::TensorArg], scalars: &[u64]) -> Vec<u8> {
+        let mut b = vec![0; WorkArgs::size(tensors.len(), scalars.len())];
+        WorkArgs::encode(&mut b, h, tensors.iter().copied(), scalars).unwrap();
+        b
+    }
+
+    fn refused(t: &Table, block: &[u8]) -> DriverErrorKind {
+        let e = t.run_args(Op::LaunchAicore, block, Some(2)).unwrap_err();
+        assert!(e.native().is_none(), "refused by the driver itself");
+        e.kind().clone()
+    }
+
+    #[test]
+    fn workload_blocks_have_every_tensor_range_checked() {
+        let t = work_table(0);
+        let h = header(0, 0, 0);
+        let ok = work(&h, &[tensor(0x4000, 64), tensor(0x5004, 12)], &[7]);
+        let args = t.run_args(Op::LaunchAicore, &ok, Some(2)).unwrap();
+        assert_eq!(args.bytes(), &ok[..], "the caller's bytes, unchanged");
+        assert!(t.run_args(Op::LaunchAicpu, &ok, None).is_ok());
+        // Zero-byte tensors: inside an allocation or at its end.
+        for addr in [0x4000, 0x4020, 0x4040, 0x5010] {
+            let b = work(&h, &[tensor(addr, 0)], &[]);
+            assert!(
+                t.run_args(Op::LaunchAicore, &b, Some(2)).is_ok(),
+                "{addr:#x}"
+            );
+        }
+        for (addr, bytes) in [
+            (0x4000, 65),         // one byte past the end
+            (0x4040, 1),          // starts at the end
+            (0x3fff, 2),          // starts before the allocation
+            (0x4800, 0),          // empty, in no allocation
+            (0x4020, 0x1000),     // runs into the gap (and the next one)
+            (0x4000, 0x1010),     // spans two allocations
+            (0x4001, u64::MAX),   // addr + bytes overflows
+            (u64::MAX, u64::MAX), // so does this
+            (u64::MAX, 1),
+            (0, 0),
+        ] {
+            // The bad tensor after a good one, so the first does not hide it.
+            let b = work(&h, &[tensor(0x5000, 16), tensor(addr, bytes)], &[]);
+            assert_eq!(
+                refused(&t, &b),
+                DriverErrorKind::BadAddress { addr, len: bytes },
+                "{addr:#x} + {bytes:#x}"
+            );
+        }
+        // The header's own ranges, as for a RunArgs block.
+        let mut bad = h;
+        bad.wall = 0x2004;
+        let b = work(&bad, &[tensor(0x4000, 4)], &[]);
+        assert!(matches!(
+            refused(&t, &b),
+            DriverErrorKind::BadAddress { addr: 0x2004, .. }
+        ));
+        // A workload block's len, input and output are 0.
+        for h in [header(1, 0, 0), header(0, 0x4000, 0), header(0, 0, 0x4000)] {
+            let b = work(&h, &[tensor(0x4000, 4)], &[]);
+            assert!(matches!(
+                refused(&t, &b),
+                DriverErrorKind::InvalidArgument { .. }
+            ));
+        }
+        // block_dim must agree with the launch's.
+        let e = t.run_args(Op::LaunchAicore, &ok, Some(3)).unwrap_err();
+        assert!(matches!(e.kind(), DriverErrorKind::InvalidArgument { .. }));
+    }
+
+    #[test]
+    fn malformed_workload_blocks_are_invalid_arguments() {
+        let t = work_table(0);
+        let ok = work(&header(0, 0, 0), &[tensor(0x4000, 4)], &[1, 2]);
+        let mut long = ok.clone();
+        long.push(0);
+        let mut short = ok.clone();
+        short.pop();
+        let mut count = ok.clone();
+        count[RunArgs::SIZE] = 2; // two tensors claimed, one present
+        let mut scalars = ok.clone();
+        scalars[RunArgs::SIZE + 4] = 1; // one scalar claimed, two present
+        let mut dir = ok.clone();
+        dir[WorkArgs::HEADER + 20] = 9;
+        for b in [
+            long,
+            short,
+            count,
+            scalars,
+            dir,
+            ok[..WorkArgs::HEADER - 1].to_vec(),
+        ] {
+            assert!(matches!(
+                refused(&t, &b),
+                DriverErrorKind::InvalidArgument { .. }
+            ));
+        }
+        // The largest block is accepted, one byte more is not.
+        let many: Vec<_> = (0..WorkArgs::MAX_TENSORS)
+            .map(|_| tensor(0x4000, 64))
+            .collect();
+        let scalars: Vec<u64> = (0..WorkArgs::MAX_SCALARS as u64).collect();
+        let mut max = work(&header(0, 0, 0), &many, &scalars);
+        assert_eq!(max.len(), WorkArgs::MAX_SIZE);
+        let args = t.run_args(Op::LaunchAicore, &max, Some(2)).unwrap();
+        assert_eq!(args.bytes().len(), WorkArgs::MAX_SIZE);
+        max.push(0);
+        assert!(matches!(
+            refused(&t, &max),
+            DriverErrorKind::InvalidArgument { .. }
+        ));
+    }
+
+    #[test]
+    fn remembered_ranges_never_let_a_workload_block_skip_its_tensors() {
+        // A driver's table (id != 0): RunArgs ranges are remembered.
+        let t = work_table(0x7ab1e);
+        let h = header(1, 0x4000, 0x4010);
+        let v1 = h.to_bytes();
+        assert!(t.run_args(Op::LaunchAicore, &v1, Some(2)).is_ok());
+        assert!(t.run_args(Op::LaunchAicpu, &v1, None).is_ok());
+        // Same header regions, same allocation version: a good workload
+        // block, then one whose tensor lies outside every allocation.
+        let h = header(0, 0, 0);
+        let good = work(&h, &[tensor(0x4000, 64)], &[]);
+        assert!(t.run_args(Op::LaunchAicore, &good, Some(2)).is_ok());
+        assert!(t.run_args(Op::LaunchAicpu, &good, None).is_ok());
+        let bad = work(&h, &[tensor(0x4000, 65)], &[]);
+        for _ in 0..2 {
+            assert_eq!(
+                refused(&t, &bad),
+                DriverErrorKind::BadAddress {
+                    addr: 0x4000,
+                    len: 65
+                }
+            );
         }
     }
 

@@ -2,12 +2,26 @@
 //! registering and unregistering AICore code, loading the AICPU op-info
 //! binary and finding its function, and the two launches with their
 //! zero-filled launch structs.
+//!
+//! # Host argument sizes
+//!
+//! Both launches take the run's argument block as *host* arguments, which
+//! the runtime copies to the device at launch (`isNoNeedH2DCopy` = 0):
+//! `rtArgsEx_t` / `rtAicpuArgsEx_t` carry their size as a `uint32_t
+//! argsSize` (`runtime/rt_external_kernel.h`), and the public headers
+//! document no smaller maximum for `rtKernelLaunchWithHandleV2` or
+//! `rtsLaunchCpuKernel`. The largest block the driver passes is
+//! [`WorkArgs::MAX_SIZE`] (9296 bytes): 256 tensors and 128 scalars, the
+//! limits of the reference runtime's own task arguments.
 
-use std::ffi::CStr;
+use std::ffi::{CStr, c_void};
+use std::mem::MaybeUninit;
 use std::ptr::null_mut;
 
+use static_assertions::const_assert;
+
 use super::{AclResult, Failed, RtPtr, check};
-use crate::driver::abi::RunArgs;
+use crate::driver::abi::{RunArgs, WorkArgs};
 use crate::driver::acl::ffi::{
     RT_DEV_BINARY_MAGIC_ELF, RT_LOAD_BINARY_OPT_CPU_KERNEL_MODE, RT_SCHEM_MODE_BATCH, RtArgsEx,
     RtCpuKernelArgs, RtDevBinary, RtKernelLaunchCfg, RtLaunchKernelAttr, RtLoadBinaryConfig,
@@ -164,6 +178,46 @@ pub(in crate::driver::acl) fn func_get_by_name(
     }
 }
 
+/// The runtime's own copy of a validated argument block, on the stack (no
+/// allocation per launch). The launch structs' `args` is a `void*` (the
+/// headers do not promise the runtime only reads through it), so the
+/// runtime is handed this private, writable copy, never the caller's
+/// shared bytes. Only its first `size` bytes are initialised; the runtime
+/// reads exactly `argsSize` = `size` of them.
+struct HostArgs {
+    buf: [MaybeUninit<u8>; WorkArgs::MAX_SIZE],
+    size: u32,
+}
+
+// Every block fits the copy, and its length the launch structs' `u32`.
+const_assert!(RunArgs::SIZE <= WorkArgs::MAX_SIZE);
+const_assert!(WorkArgs::MAX_SIZE <= u32::MAX as usize);
+
+impl HostArgs {
+    /// Copies `args` (at most [`WorkArgs::MAX_SIZE`] bytes: [`Args`] is made
+    /// only from a block that parsed as either version).
+    fn new(args: Args<'_>) -> Self {
+        let src = args.bytes();
+        let n = src.len().min(WorkArgs::MAX_SIZE);
+        debug_assert_eq!(n, src.len());
+        let mut buf = [MaybeUninit::uninit(); WorkArgs::MAX_SIZE];
+        for (d, &b) in buf[..n].iter_mut().zip(&src[..n]) {
+            d.write(b);
+        }
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "n <= WorkArgs::MAX_SIZE <= u32::MAX (asserted above)"
+        )]
+        let size = n as u32;
+        HostArgs { buf, size }
+    }
+
+    /// Where the runtime reads the block (valid while `self` lives).
+    fn ptr(&mut self) -> *mut c_void {
+        self.buf.as_mut_ptr().cast()
+    }
+}
+
 /// `rtKernelLaunchWithHandleV2`: `code` on `block_dim` AICore blocks on
 /// stream `s`, with `args` as host arguments (the runtime copies them),
 /// tiling key 0, no shared-memory descriptor, batch scheduling.
@@ -174,19 +228,21 @@ pub(in crate::driver::acl) fn kernel_launch_with_handle_v2(
     args: Args<'_>,
     s: Stream<'_>,
 ) -> AclResult<()> {
-    let mut blob = args.bytes();
+    let mut blob = HostArgs::new(args);
     let mut ex = RtArgsEx::zeroed();
-    ex.args = blob.as_mut_ptr().cast();
-    ex.args_size = RunArgs::SIZE_U32;
+    ex.args = blob.ptr();
+    ex.args_size = blob.size;
     let cfg = RtTaskCfgInfo {
         schem_mode: RT_SCHEM_MODE_BATCH,
         ..RtTaskCfgInfo::default()
     };
     // SAFETY: `ex` is fully initialised (no padding: see ffi) and points at
-    // `blob` (RunArgs::SIZE bytes, alive for the call; the runtime copies it
-    // to the device because isNoNeedH2DCopy = 0, and every device range in
-    // it lies in a live allocation of this driver: `Args` is made only by
-    // the table's check and borrows the table); `cfg` is alive for the call;
+    // `blob`, a local copy whose first `args_size` bytes are the validated
+    // block (initialised, alive for the call, writable should the runtime
+    // patch its input; the runtime copies it to the device because
+    // isNoNeedH2DCopy = 0, and every device range in it — each tensor's
+    // included — lies in a live allocation of this driver: `Args` is made
+    // only by the table's check and borrows the table); `cfg` is alive for the call;
     // smDesc may be NULL; `code` is a registration the table holds and `s`
     // a live stream of this driver, both kept live by their borrows.
     let rc = unsafe {
@@ -212,10 +268,10 @@ pub(in crate::driver::acl) fn launch_cpu_kernel(
     args: Args<'_>,
     s: Stream<'_>,
 ) -> AclResult<()> {
-    let mut blob = args.bytes();
+    let mut blob = HostArgs::new(args);
     let mut cpu = RtCpuKernelArgs::zeroed();
-    cpu.base_args.args = blob.as_mut_ptr().cast();
-    cpu.base_args.args_size = RunArgs::SIZE_U32;
+    cpu.base_args.args = blob.ptr();
+    cpu.base_args.args_size = blob.size;
     // The runtime wants attribute storage even for zero attributes.
     let mut attr = RtLaunchKernelAttr::default();
     let cfg = RtKernelLaunchCfg {
@@ -223,8 +279,10 @@ pub(in crate::driver::acl) fn launch_cpu_kernel(
         num_attrs: 0,
     };
     // SAFETY: `cpu` is fully initialised (no padding: see ffi) and its
-    // `args` points at `blob` (alive for the call; copied by the runtime;
-    // its device ranges checked by the table, which `Args` borrows); `cfg`
+    // `args` points at `blob`, a local copy whose first `args_size` bytes
+    // are the validated block (initialised, alive for the call, writable;
+    // copied by the runtime; its device ranges, each tensor's included,
+    // checked by the table, which `Args` borrows); `cfg`
     // and `attr` are alive for the call; the function is one of a binary
     // this driver holds loaded (`kernel` is consumed by its unload); `s` is
     // a live stream of this driver.

@@ -4,6 +4,10 @@
 //! the C calls they guard.
 //!
 //! `cargo test --release --lib -- --ignored validation_cost --nocapture`
+//!
+//! `validation_cost_of_workload_blocks` measures the two launch checks
+//! alone for a `RunArgs` block (remembered after the first) and for
+//! workload blocks, which are checked in full at every launch.
 
 use std::hint::black_box;
 use std::sync::atomic::Ordering;
@@ -12,7 +16,7 @@ use std::time::Instant;
 
 use super::{Resident, Table};
 use crate::driver::Op;
-use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord};
+use crate::driver::abi::{self, Dir, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs};
 use crate::driver::acl::result::{Program, RtPtr};
 
 const RUNS: u32 = 200_000;
@@ -189,4 +193,70 @@ fn validation_cost_per_run() {
          13 SeqCst fences alone: {fences:.1} ns",
         full - locks
     );
+}
+
+/// A workload block over slot 0's regions: `tensors` tensors cycling over
+/// the arena's 4-byte words, `scalars` scalars.
+fn work_block(s: &Slot, tensors: usize, scalars: usize) -> Vec<u8> {
+    let header = RunArgs {
+        run_id: 1,
+        slot: 0,
+        block_dim: 24,
+        len: 0,
+        input: 0,
+        output: 0,
+        handshake: s.handshake,
+        wall: s.wall,
+        status: s.status,
+    };
+    let t = (0..tensors).map(|i| TensorArg {
+        addr: s.arena + (i as u64 % 1024) * 4,
+        bytes: 4096,
+        elem_size: 4,
+        dir: if i.is_multiple_of(2) {
+            Dir::In
+        } else {
+            Dir::Out
+        },
+        staged: true,
+    });
+    let scalars: Vec<u64> = (0..scalars as u64).collect();
+    let mut b = vec![0; WorkArgs::size(tensors, scalars.len())];
+    WorkArgs::encode(&mut b, &header, t, &scalars).unwrap();
+    b
+}
+
+#[test]
+#[ignore = "a measurement: cargo test --release --lib -- --ignored validation_cost --nocapture"]
+fn validation_cost_of_workload_blocks() {
+    let (table, slots, args, _) = device();
+    let read = || table.read().unwrap_or_else(PoisonError::into_inner);
+    // Both launches of a run check the block, each under its own lock.
+    let launches = |block: &[u8]| {
+        time(|| {
+            black_box(
+                read()
+                    .run_args(Op::LaunchAicore, black_box(block), Some(24))
+                    .unwrap(),
+            );
+            black_box(
+                read()
+                    .run_args(Op::LaunchAicpu, black_box(block), None)
+                    .unwrap(),
+            );
+        })
+    };
+    let v1 = launches(&args);
+    println!(
+        "acl launch checks, 2 per run: RunArgs ({} B) {v1:.1} ns/run",
+        args.len()
+    );
+    for (t, s) in [(0, 0), (2, 1), (8, 4), (64, 16), (256, 128)] {
+        let block = work_block(&slots[0], t, s);
+        let ns = launches(&block);
+        println!(
+            "acl launch checks, 2 per run: workload, {t} tensors + {s} scalars ({} B) {ns:.1} ns/run",
+            block.len()
+        );
+    }
 }

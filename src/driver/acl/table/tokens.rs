@@ -9,7 +9,6 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
 use super::Table;
-use crate::driver::abi::RunArgs;
 use crate::driver::acl::result::RtPtr;
 
 /// A byte range inside one live allocation of this driver, checked by
@@ -69,17 +68,22 @@ impl Event<'_> {
     }
 }
 
-/// A run's argument block whose device ranges were checked against the
-/// table ([`Table::run_args`]), for as long as `'t` borrows the table.
+/// A run's argument block (either version) whose device ranges were
+/// checked against the table ([`Table::run_args`]): the caller's own bytes,
+/// borrowed — no copy, no allocation — for as long as `'a` borrows both the
+/// table and the block. At most
+/// [`WorkArgs::MAX_SIZE`](crate::driver::abi::WorkArgs::MAX_SIZE) bytes: a
+/// [`RunArgs`](crate::driver::abi::RunArgs) block or a workload block that
+/// parsed.
 #[derive(Debug, Clone, Copy)]
-pub(in crate::driver::acl) struct Args<'t> {
-    pub(super) blob: [u8; RunArgs::SIZE],
-    pub(super) _table: PhantomData<&'t Table>,
+pub(in crate::driver::acl) struct Args<'a> {
+    pub(super) blob: &'a [u8],
+    pub(super) _table: PhantomData<&'a Table>,
 }
 
-impl Args<'_> {
-    /// The block's bytes.
-    pub(in crate::driver::acl) fn bytes(self) -> [u8; RunArgs::SIZE] {
+impl<'a> Args<'a> {
+    /// The block's bytes, exactly as validated.
+    pub(in crate::driver::acl) fn bytes(self) -> &'a [u8] {
         self.blob
     }
 }
