@@ -427,10 +427,10 @@ fn a_workload_program_runs_end_to_end_through_the_fake() {
 #[test]
 fn workloads_run_through_the_contract_over_the_fake() {
     use runclaim::{Callable, Device, DeviceConfig, Pipeline, Workload};
-    let d = open(&SimConfig::default(), false);
-    let id = d.device_id();
-    let mut dev = Device::<_, 2>::open(d, DeviceConfig::default()).unwrap();
-    let mut h = dev.alloc_buffer::<u32>(8).unwrap();
+    let driver = open(&SimConfig::default(), false);
+    let id = driver.device_id();
+    let mut dev = Device::<_, 2>::open(driver, DeviceConfig::default()).unwrap();
+    let mut shared = dev.alloc_buffer::<u32>(8).unwrap();
     {
         let runner = dev
             .publish(&[Callable::program("f", &Program::new().mul(2).add(1))])
@@ -438,8 +438,8 @@ fn workloads_run_through_the_contract_over_the_fake() {
         let f = runner.code("f").unwrap();
         let x: Vec<u32> = (0..8).collect();
         let mut y = [0u32; 8];
-        let mut w0 = Workload::new(f).input(&x).buffer(&h, Dir::Out);
-        let mut w1 = Workload::new(f).buffer(&h, Dir::In).output(&mut y);
+        let mut w0 = Workload::new(f).input(&x).buffer(&shared, Dir::Out);
+        let mut w1 = Workload::new(f).buffer(&shared, Dir::In).output(&mut y);
         let before = control().runtime(id).calls;
         let r0 = runner
             .prepare(runner.take_slot::<0>().unwrap(), &mut w0)
@@ -473,13 +473,13 @@ fn workloads_run_through_the_contract_over_the_fake() {
         }
     }
     let mut back = [0u32; 8];
-    dev.read_buffer(&mut h, 0, &mut back).unwrap();
+    dev.read_buffer(&mut shared, 0, &mut back).unwrap();
     assert_eq!(back, [1, 3, 5, 7, 9, 11, 13, 15]);
     // A device range the acl table does not know never reaches C: a
     // buffer of another device is refused by the contract first.
     let other = open(&SimConfig::default(), false);
     let other = Device::<_, 2>::open(other, DeviceConfig::default()).unwrap();
-    let e = other.read_buffer(&mut h, 0, &mut back).unwrap_err();
+    let e = other.read_buffer(&mut shared, 0, &mut back).unwrap_err();
     assert!(matches!(
         e.kind(),
         runclaim::contract::ErrorKind::ForeignBuffer { .. }
