@@ -175,3 +175,152 @@ fn every_kernel_can_fault_and_the_pipeline_still_completes() {
     }
     println!("fault sweep: {swept} kernel faults, each recovered by a drain");
 }
+
+/// The workload scenario: a device buffer written by the host, two queued
+/// workload runs sharing it in stream order (host input → buffer; buffer
+/// → host output and a host in-out), the buffer read back, a second
+/// buffer allocated and dropped. Recovers from any failure by draining and
+/// redoing the pair; returns how many operations failed and were recovered.
+fn workload_scenario(sim: &SimDriver) -> Result<usize, String> {
+    use runclaim::Workload;
+    use runclaim::driver::abi::Dir;
+    let mut recovered = 0;
+    let mut open = None;
+    for _ in 0..3 {
+        match Device::<_, 2>::open(sim.clone(), DeviceConfig::default()) {
+            Ok(d) => {
+                open = Some(d);
+                break;
+            }
+            Err(_) => recovered += 1,
+        }
+    }
+    let mut dev = open.ok_or("open failed three times")?;
+    let mut shared = None;
+    for _ in 0..3 {
+        match dev.alloc_buffer::<u32>(6) {
+            Ok(b) => {
+                shared = Some(b);
+                break;
+            }
+            Err(_) => recovered += 1,
+        }
+    }
+    let mut shared = shared.ok_or("alloc failed three times")?;
+    let callables = [Callable::program("A", &A())];
+    let mut attempts = 0;
+    let mut runner = loop {
+        match dev.publish(&callables) {
+            Ok(r) => break r,
+            Err(_) if attempts < 3 => {
+                attempts += 1;
+                recovered += 1;
+            }
+            Err(e) => return Err(format!("publish failed three times: {e}")),
+        }
+    };
+    let x = input(1);
+    let (mut y, mut z) = (vec![0u32; 6], input(2));
+    let mut done = false;
+    for _ in 0..4 {
+        let attempt = (|| -> Result<(), Error> {
+            let code = runner.code("A")?;
+            z.copy_from_slice(&input(2));
+            let mut w0 = Workload::new(code).input(&x).buffer(&shared, Dir::Out);
+            let mut w1 = Workload::new(code)
+                .buffer(&shared, Dir::In)
+                .output(&mut y)
+                .inout(&mut z);
+            let r0 = runner.prepare(runner.take_slot::<0>()?, &mut w0)?;
+            let r1 = runner.prepare(runner.take_slot::<1>()?, &mut w1)?;
+            let (r0, r1) = (r0.launch()?, r1.launch()?);
+            let (f0, f1) = (r0.fence()?, r1.fence()?);
+            drop((f1.finalize()?, f0.finalize()?));
+            Ok(())
+        })();
+        if attempt.is_ok() {
+            done = true;
+            break;
+        }
+        recovered += 1;
+        if runner.drain().is_err() {
+            runner
+                .drain()
+                .map_err(|e| format!("drain after a failure: {e}"))?;
+        }
+    }
+    if !done {
+        return Err("the workload pair never completed".into());
+    }
+    drop(runner);
+    let a = A();
+    let want: Vec<u32> = x.iter().map(|&v| a.apply_lossy(a.apply_lossy(v))).collect();
+    checks::outputs(1, &want, &y)?;
+    let mut back = vec![0u32; 6];
+    let mut read = false;
+    for _ in 0..3 {
+        if dev.read_buffer(&mut shared, 0, &mut back).is_ok() {
+            read = true;
+            break;
+        }
+        recovered += 1;
+    }
+    if !read {
+        return Err("the buffer could not be read three times".into());
+    }
+    let mid: Vec<u32> = x.iter().map(|&v| a.apply_lossy(v)).collect();
+    checks::outputs(0, &mid, &back)?;
+    drop(shared);
+    if let Ok(b) = dev.alloc_buffer::<f32>(4) {
+        drop(b);
+    } else {
+        recovered += 1;
+    }
+    let closed = dev.close();
+    let stats = sim.stats();
+    checks::no_busy_destroy(&stats)?;
+    if closed.is_ok() {
+        checks::no_leaks(&stats)?;
+    } else {
+        let leaked = stats.live_streams() + stats.live_events() + stats.live_allocations();
+        if leaked > 1 {
+            return Err(format!("close failed and leaked {leaked} resources"));
+        }
+    }
+    Ok(recovered)
+}
+
+#[test]
+fn every_driver_call_of_a_workload_can_fail_and_it_still_completes() {
+    let clean = SimDriver::stepped(cfg());
+    assert_eq!(
+        workload_scenario(&clean),
+        Ok(0),
+        "the scenario itself is clean"
+    );
+    let calls = clean.stats().total_calls();
+    let mut recovered_sites = 0;
+    for k in 1..=calls {
+        let sim = SimDriver::stepped(cfg());
+        sim.inject(Fault::FailAnyCall { nth: k });
+        match workload_scenario(&sim) {
+            Ok(n) => recovered_sites += usize::from(n > 0),
+            Err(e) => panic!("failing driver call #{k} of {calls}: {e}"),
+        }
+    }
+    println!("workload fault sweep: {calls} driver call sites, {recovered_sites} recovered");
+    assert!(recovered_sites > usize::try_from(calls).unwrap() / 2);
+}
+
+#[test]
+fn every_kernel_of_a_workload_can_fault_and_it_still_completes() {
+    for kernel in [Kernel::Aicore, Kernel::Aicpu] {
+        for nth in 1..=2 {
+            let sim = SimDriver::stepped(cfg());
+            sim.inject(Fault::KernelFault { kernel, nth });
+            let n = workload_scenario(&sim)
+                .unwrap_or_else(|e| panic!("{kernel:?} kernel #{nth} faulting: {e}"));
+            assert!(n > 0, "{kernel:?} kernel #{nth}: the fault was noticed");
+        }
+    }
+}

@@ -214,9 +214,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             ledger.released = keep;
             ready
         };
-        for r in ready {
-            // A free the driver refuses leaves nothing to retry.
-            let _ = self.driver.free(r.ptr);
+        // A free the driver refuses is kept, to retry at the next reclaim
+        // or at teardown (which reports it): never forgotten, never leaked
+        // silently.
+        let failed: Vec<Released> = ready
+            .into_iter()
+            .filter(|r| self.driver.free(r.ptr).is_err())
+            .collect();
+        if !failed.is_empty() {
+            buffer::lock(&self.buffers).released.extend(failed);
         }
     }
 
