@@ -176,6 +176,17 @@ fn every_kernel_can_fault_and_the_pipeline_still_completes() {
     println!("fault sweep: {swept} kernel faults, each recovered by a drain");
 }
 
+/// A device on `sim`, opened in at most three tries (each failure counted).
+fn open_retrying(sim: &SimDriver, recovered: &mut usize) -> Result<Device<SimDriver, 2>, String> {
+    for _ in 0..3 {
+        match Device::<_, 2>::open(sim.clone(), DeviceConfig::default()) {
+            Ok(d) => return Ok(d),
+            Err(_) => *recovered += 1,
+        }
+    }
+    Err("open failed three times".into())
+}
+
 /// The workload scenario: a device buffer written by the host, two queued
 /// workload runs sharing it in stream order (host input → buffer; buffer
 /// → host output and a host in-out), the buffer read back, a second
@@ -185,17 +196,7 @@ fn workload_scenario(sim: &SimDriver) -> Result<usize, String> {
     use runclaim::Workload;
     use runclaim::driver::abi::Dir;
     let mut recovered = 0;
-    let mut open = None;
-    for _ in 0..3 {
-        match Device::<_, 2>::open(sim.clone(), DeviceConfig::default()) {
-            Ok(d) => {
-                open = Some(d);
-                break;
-            }
-            Err(_) => recovered += 1,
-        }
-    }
-    let mut dev = open.ok_or("open failed three times")?;
+    let mut dev = open_retrying(sim, &mut recovered)?;
     let mut shared = None;
     for _ in 0..3 {
         match dev.alloc_buffer::<u32>(6) {
