@@ -550,3 +550,130 @@ fn a_refused_workload_submit_hands_everything_back() {
         Some(17)
     );
 }
+
+/// Edge cases a caller can reach from safe code: empty host tensors and
+/// slices, a staging region of zero bytes, a per-slot set asked with
+/// another device's token, a buffer outliving its device.
+#[test]
+fn empty_tensors_zero_staging_foreign_tokens_and_orphaned_buffers_are_safe() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev =
+        Device::<_, 2>::open(sim.clone(), DeviceConfig::default().staging_bytes(0)).unwrap();
+    let buf = dev.alloc_buffer::<u32>(2).unwrap();
+    let mut state = dev.alloc_per_slot::<u32>(1).unwrap();
+    {
+        let runner = dev.publish(&[inc()]).unwrap();
+        let f = runner.code("inc").unwrap();
+        // Empty host tensors fit in a zero-byte staging region; an empty
+        // slice of a buffer is a valid binding. The program computes nothing.
+        let mut y: [u32; 0] = [];
+        let mut w = Workload::new(f)
+            .input::<u32>(&[])
+            .output(&mut y)
+            .buffer(buf.slice(1..1), Dir::InOut);
+        let run = runner
+            .prepare(runner.take_slot::<0>().unwrap(), &mut w)
+            .unwrap();
+        drop(run.launch().unwrap().fence().unwrap().finalize().unwrap());
+        // One byte does not fit.
+        let mut w = Workload::new(f).input(&[1u8]);
+        let e = runner
+            .prepare(runner.take_slot::<0>().unwrap(), &mut w)
+            .unwrap_err();
+        assert_eq!(
+            e.kind(),
+            &ErrorKind::StagingFull {
+                tensor: 0,
+                bytes: 1,
+                capacity: 0
+            }
+        );
+    }
+    // Another device's token reaches nothing of this device's set.
+    let before_other = sim.stats().live_allocations();
+    let mut other = device::<4>(&sim);
+    let other_regions = sim.stats().live_allocations() - before_other;
+    {
+        let other_runner = other.publish(&[]).unwrap();
+        let token = other_runner.take_slot::<3>().unwrap();
+        assert!(state.of(&token).is_none());
+    }
+    // The device goes first: it frees every buffer; the handles left
+    // behind drop quietly and free nothing twice.
+    drop(dev);
+    assert_eq!(sim.stats().live_allocations(), other_regions);
+    let frees = sim.stats().frees;
+    drop((buf, state));
+    assert_eq!(sim.stats().frees, frees);
+    drop(other);
+    assert_eq!(sim.stats().live_allocations(), 0);
+}
+
+/// A kernel written in Rust, through the contract: `y = a·x + y` over f32
+/// with `y` a device buffer, `x` a host input, `a` a scalar; an armed fault
+/// faults it like any kernel, and a drain recovers.
+#[test]
+fn a_rust_kernel_runs_a_workload_through_the_contract() {
+    use runclaim::sim::{Kernel, SimKernel};
+    let sim = SimDriver::stepped(SimConfig::default());
+    let axpy = sim.register_kernel(SimKernel::new(|k| {
+        let a = f32::from_bits(u32::try_from(k.scalar(0).unwrap_or(0)).unwrap_or(0));
+        let n = k.tensor(0).map_or(0, |t| t.elements());
+        let share = k.share(n);
+        let len = usize::try_from(share.end - share.start).unwrap_or(0);
+        let (mut x, mut y) = (vec![0f32; len], vec![0f32; len]);
+        k.read_tensor(0, share.start, &mut x)?;
+        k.read_tensor(1, share.start, &mut y)?;
+        for (y, x) in y.iter_mut().zip(&x) {
+            *y += a * x;
+        }
+        k.write_tensor(1, share.start, &y)
+    }));
+    let mut dev = device::<2>(&sim);
+    let mut y = dev.alloc_buffer::<f32>(10).unwrap();
+    dev.write_buffer(&mut y, 0, &[1.0; 10]).unwrap();
+    {
+        let mut runner = dev.publish(&[Callable::new("axpy", axpy)]).unwrap();
+        let f = runner.code("axpy").unwrap();
+        let x: Vec<f32> = (0..10).map(|i| i as f32).collect();
+        for _ in 0..2 {
+            let mut w = Workload::new(f)
+                .input(&x)
+                .buffer(&y, Dir::InOut)
+                .scalar(u64::from(0.5f32.to_bits()));
+            let run = runner
+                .prepare(runner.take_slot::<0>().unwrap(), &mut w)
+                .unwrap();
+            drop(run.launch().unwrap().fence().unwrap().finalize().unwrap());
+        }
+        sim.inject(Fault::KernelFault {
+            kernel: Kernel::Aicore,
+            nth: 1, // the next one to start
+        });
+        let mut w = Workload::new(f).input(&x).buffer(&y, Dir::InOut).scalar(0);
+        let run = runner
+            .prepare(runner.take_slot::<0>().unwrap(), &mut w)
+            .unwrap();
+        let e = run.launch().unwrap().fence().unwrap_err();
+        assert!(matches!(e.kind(), ErrorKind::Fault(_)));
+        drop(e);
+        drop(w);
+        runner.drain().unwrap();
+    }
+    let mut back = [0f32; 10];
+    dev.read_buffer(&mut y, 0, &mut back).unwrap();
+    let want: Vec<f32> = (0..10)
+        .map(|i| 1.0 + 0.5 * i as f32 + 0.5 * i as f32)
+        .collect();
+    assert_eq!(
+        bytemuck::cast_slice::<f32, u8>(&back),
+        bytemuck::cast_slice::<f32, u8>(&want)
+    );
+}
+
+static_assertions::assert_impl_all!(runclaim::DeviceBuffer<f32>: Send, Sync);
+static_assertions::assert_impl_all!(runclaim::Workload<'static>: Send, Sync);
+static_assertions::assert_impl_all!(runclaim::contract::Scratch<u8>: Send, Sync);
+static_assertions::assert_impl_all!(runclaim::contract::PerSlot<u8>: Send, Sync);
+static_assertions::assert_not_impl_any!(runclaim::DeviceBuffer<f32>: Clone, Copy);
+static_assertions::assert_not_impl_any!(runclaim::Workload<'static>: Clone, Copy);
