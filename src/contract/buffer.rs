@@ -14,51 +14,14 @@
 use std::collections::BTreeMap;
 use std::fmt;
 use std::marker::PhantomData;
-use std::num::NonZeroU64;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use bytemuck::Pod;
 
-use super::error::RunId;
+use super::error::{BufferId, RunId};
 use crate::driver::DevPtr;
-
-static NEXT_BUFFER_ID: AtomicU64 = AtomicU64::new(1);
-
-/// A device buffer's identity: unique in the process, named by the errors
-/// of host access and binding.
-///
-/// ```
-/// # use runclaim::{Device, DeviceConfig};
-/// # use runclaim::sim::{SimConfig, SimDriver};
-/// # let device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
-/// let a = device.alloc_buffer::<f32>(4)?;
-/// let b = device.alloc_buffer::<f32>(4)?;
-/// assert_ne!(a.id(), b.id());
-/// # Ok::<(), runclaim::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub struct BufferId(NonZeroU64);
-
-impl BufferId {
-    fn fresh() -> Self {
-        let n = NEXT_BUFFER_ID.fetch_add(1, Ordering::Relaxed);
-        BufferId(NonZeroU64::new(n).unwrap_or(NonZeroU64::MIN))
-    }
-
-    /// The id as a number (never 0).
-    #[must_use]
-    pub fn get(self) -> u64 {
-        self.0.get()
-    }
-}
-
-impl fmt::Display for BufferId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "buffer {}", self.0)
-    }
-}
 
 /// A buffer the device may still touch when its handle went: freed once
 /// its last binder is proven complete.
@@ -389,24 +352,6 @@ pub struct SlotBuffer<'p, T: Pod, const I: usize> {
 }
 
 impl<T: Pod> PerSlot<T> {
-    /// Slot `I`'s buffer, for the holder of slot `I`'s token (which no
-    /// launched run holds; a run of slot `I` forgotten after binding it is
-    /// still waited for by the host access itself). `None` for a token of
-    /// another device.
-    pub fn of<const I: usize>(
-        &mut self,
-        token: &super::SlotToken<'_, I>,
-    ) -> Option<SlotBuffer<'_, T, I>> {
-        use super::slot::Claim;
-        let device = self.buffers.first()?.core().device;
-        if token.port().device_id() != device {
-            return None;
-        }
-        Some(SlotBuffer {
-            buffer: self.buffers.get_mut(I)?,
-        })
-    }
-
     /// Buffers (the device's depth).
     #[must_use]
     pub fn slots(&self) -> usize {
@@ -434,8 +379,6 @@ impl<T: Pod> SlotCores for PerSlot<T> {
     }
 
     fn id(&self) -> BufferId {
-        self.buffers
-            .first()
-            .map_or(BufferId(NonZeroU64::MIN), DeviceBuffer::id)
+        self.buffers.first().map_or(BufferId::MIN, DeviceBuffer::id)
     }
 }

@@ -6,7 +6,6 @@ use std::fmt;
 use std::num::NonZeroU64;
 use std::time::Duration;
 
-use super::buffer::BufferId;
 use super::config::ConfigError;
 use crate::driver::DriverError;
 
@@ -582,6 +581,48 @@ impl ErrorKind {
         }
     }
 }
+
+static NEXT_BUFFER_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+
+/// A device buffer's identity: unique in the process, named by the errors
+/// of host access and binding.
+///
+/// ```
+/// # use runclaim::{Device, DeviceConfig};
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// let a = device.alloc_buffer::<f32>(4)?;
+/// let b = device.alloc_buffer::<f32>(4)?;
+/// assert_ne!(a.id(), b.id());
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct BufferId(NonZeroU64);
+
+impl BufferId {
+    /// The smallest id (no buffer has it unless ids wrapped).
+    pub(crate) const MIN: BufferId = BufferId(NonZeroU64::MIN);
+
+    pub(crate) fn fresh() -> Self {
+        let n = NEXT_BUFFER_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        BufferId(NonZeroU64::new(n).unwrap_or(NonZeroU64::MIN))
+    }
+
+    /// The id as a number (never 0).
+    #[must_use]
+    pub fn get(self) -> u64 {
+        self.0.get()
+    }
+}
+
+impl fmt::Display for BufferId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "buffer {}", self.0)
+    }
+}
+
+// Errors carry runs back by value: the kind stays four words.
+static_assertions::const_assert!(size_of::<ErrorKind>() <= 32);
 
 impl From<ConfigError> for ErrorKind {
     fn from(e: ConfigError) -> Self {

@@ -4,6 +4,9 @@
 use std::fmt;
 use std::mem::ManuallyDrop;
 
+use bytemuck::Pod;
+
+use super::buffer::{PerSlot, SlotBuffer};
 use super::port::Port;
 
 mod sealed {
@@ -311,5 +314,23 @@ impl SlotSet {
 impl fmt::Debug for SlotSet {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_set().entries(self.iter()).finish()
+    }
+}
+
+/// Per-slot buffers are reached through slot tokens: here, after the
+/// tokens, so that `buffer.rs` needs nothing of slots.
+impl<T: Pod> PerSlot<T> {
+    /// Slot `I`'s buffer, for the holder of slot `I`'s token (which no
+    /// launched run holds; a run of slot `I` forgotten after binding it is
+    /// still waited for by the host access itself). `None` for a token of
+    /// another device.
+    pub fn of<const I: usize>(&mut self, token: &SlotToken<'_, I>) -> Option<SlotBuffer<'_, T, I>> {
+        let device = self.buffers.first()?.core().device;
+        if token.port().device_id() != device {
+            return None;
+        }
+        Some(SlotBuffer {
+            buffer: self.buffers.get_mut(I)?,
+        })
     }
 }

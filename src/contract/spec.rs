@@ -2,9 +2,6 @@
 //! [`Input`].
 
 use super::code::CodeRef;
-use super::error::ErrorKind;
-use super::port::{Port, RunInfo};
-use super::workload::{Bindings, Bound, Simple, Workload};
 
 /// Where a run's input comes from.
 ///
@@ -62,68 +59,5 @@ impl<'a> RunSpec<'a> {
     #[must_use]
     pub fn new(code: CodeRef<'a>, input: Input<'a>) -> Self {
         RunSpec { code, input }
-    }
-}
-
-/// What a run can be prepared from ([`Runner::prepare`](super::Runner::prepare)):
-/// a [`RunSpec`] (one `u32` input, outputs into an
-/// [`Outputs`](super::Outputs)) or a [`Workload`] (tensors and scalars).
-/// Its [`Bindings`] are what the run keeps until finalize. Sealed.
-pub trait Spec: sealed::Sealed {
-    /// What the prepared run keeps: [`Simple`] or [`Bound`].
-    type Bindings: Bindings;
-}
-
-impl Spec for RunSpec<'_> {
-    type Bindings = Simple;
-}
-
-impl<'w, 'a> Spec for &'w mut Workload<'a> {
-    type Bindings = Bound<'w, 'a>;
-}
-
-#[allow(
-    private_interfaces,
-    reason = "sealed: the trait is unnameable outside the crate, so its method (and the crate-private types it names) cannot be called or implemented there"
-)]
-pub(crate) mod sealed {
-    use super::{ErrorKind, Port, RunInfo, Spec};
-
-    pub trait Sealed {
-        /// Prepares the run in `slot` (held with `lease`) on `port`.
-        fn prepare_on(
-            self,
-            port: &dyn Port,
-            slot: usize,
-            lease: u64,
-        ) -> Result<(RunInfo, <Self as Spec>::Bindings), ErrorKind>
-        where
-            Self: Spec;
-    }
-
-    impl Sealed for super::RunSpec<'_> {
-        #[inline]
-        fn prepare_on(
-            self,
-            port: &dyn Port,
-            slot: usize,
-            lease: u64,
-        ) -> Result<(RunInfo, <Self as Spec>::Bindings), ErrorKind> {
-            let info = port.prepare(slot, lease, self.code, self.input)?;
-            Ok((info, super::Simple))
-        }
-    }
-
-    impl Sealed for &mut super::Workload<'_> {
-        #[inline]
-        fn prepare_on(
-            self,
-            port: &dyn Port,
-            slot: usize,
-            lease: u64,
-        ) -> Result<(RunInfo, <Self as Spec>::Bindings), ErrorKind> {
-            let info = port.prepare_work(slot, lease, self)?;
-            Ok((info, super::Bound { work: self }))
-        }
     }
 }

@@ -8,9 +8,9 @@ use std::fmt;
 
 use bytemuck::Pod;
 
-use super::buffer::{BufferCore, BufferId, BufferSlice, DeviceBuffer, PerSlot, Scratch, SlotCores};
+use super::buffer::{BufferCore, BufferSlice, DeviceBuffer, PerSlot, Scratch, SlotCores};
 use super::code::CodeRef;
-use super::error::ErrorKind;
+use super::error::{BufferId, ErrorKind};
 use crate::driver::abi::{Dir, WorkArgs};
 
 /// Tensors and scalars kept inline, without a heap allocation, per run.
