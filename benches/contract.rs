@@ -8,17 +8,34 @@
 //! and through `Pipeline` (complete + submit), at depth 2 and 3. The
 //! difference is what the pipeline adds per run.
 //!
+//! Then a typed workload run's serial cycle (prepare → launch → fence →
+//! finalize with `&mut work`, the workload built for each run) with 0, 4
+//! and 16 bound arguments, against the `RunSpec` cycle: what each bound
+//! argument costs the contract.
+//!
 //! Run: `cargo bench --bench contract` (a plain `harness = false` bench:
 //! median of 7 batches, no extra dependency).
+//!
+//! For an instruction count, the bench binary runs one workload case alone
+//! a fixed number of times, printing nothing, when `RUNCLAIM_BENCH_WORKLOAD`
+//! names it (`spec`, `0`, `4` or `16`; `RUNCLAIM_BENCH_ITERS` runs, default
+//! 10,000) — run it under callgrind twice with different counts and divide
+//! the difference:
+//!
+//! ```sh
+//! cargo bench --bench contract --no-run   # prints the binary's path
+//! RUNCLAIM_BENCH_WORKLOAD=4 RUNCLAIM_BENCH_ITERS=10000 \
+//!     valgrind --tool=callgrind --callgrind-out-file=/dev/null target/release/deps/contract-…
+//! ```
 
 use std::hint::black_box;
 use std::time::{Duration, Instant};
 
-use runclaim::contract::{Depth, Slot, SlotOf, SupportedDepth};
+use runclaim::contract::{CodeRef, Depth, Slot, SlotOf, SupportedDepth};
 use runclaim::driver::Driver;
-use runclaim::driver::abi::{self, Program, RunArgs, StatusRecord, WallRecord};
+use runclaim::driver::abi::{self, Dir, Program, RunArgs, StatusRecord, WallRecord};
 use runclaim::driver::instant::InstantDriver;
-use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+use runclaim::{Callable, Device, DeviceBuffer, DeviceConfig, Input, Outputs, RunSpec, Workload};
 use runclaim::{Launched, Pipeline, Run, Runner, SlotToken};
 
 const ELEMS: usize = 16;
@@ -277,7 +294,224 @@ macro_rules! steady {
 steady!(steady2, 2, a = 0, b = 1);
 steady!(steady3, 3, a = 0, b = 1, c = 2);
 
+/// The bound arguments of a workload case: host tensors are `ELEMS` u32
+/// each (staged: copied in at prepare, out at finalize), device buffers
+/// `ELEMS` u32 each (bound by address), scalars `u64`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Case {
+    /// `RunSpec::new(code, Input::Host(&x))`, finalized into `Outputs`.
+    Spec,
+    /// No tensor, no scalar.
+    Args0,
+    /// 1 host input, 1 host output, 2 device buffers (`In`, `InOut`).
+    Args4,
+    /// 4 host inputs, 2 host outputs, 6 device buffers (3 `In`, 2 `InOut`,
+    /// 1 `Out`), 4 scalars.
+    Args16,
+}
+
+impl Case {
+    fn args(self) -> usize {
+        match self {
+            Case::Spec | Case::Args0 => 0,
+            Case::Args4 => 4,
+            Case::Args16 => 16,
+        }
+    }
+
+    fn mix(self) -> &'static str {
+        match self {
+            Case::Spec => "RunSpec, Input::Host",
+            Case::Args0 => "no tensor, no scalar",
+            Case::Args4 => "1 host in + 1 host out + 2 device buffers",
+            Case::Args16 => "4 host in + 2 host out + 6 device buffers + 4 scalars",
+        }
+    }
+
+    fn parse(s: &str) -> Option<Self> {
+        match s {
+            "spec" => Some(Case::Spec),
+            "0" => Some(Case::Args0),
+            "4" => Some(Case::Args4),
+            "16" => Some(Case::Args16),
+            _ => None,
+        }
+    }
+}
+
+/// A serial-cycle bench on one slot of a depth-2 instant device: the host
+/// tensors, the device buffers, the slot's token.
+struct WorkBench<'r, const I: usize> {
+    runner: &'r Runner<'r, InstantDriver, 2>,
+    code: CodeRef<'r>,
+    bufs: &'r [DeviceBuffer<u32>],
+    ins: [[u32; ELEMS]; 4],
+    outs: [[u32; ELEMS]; 2],
+    spec_out: Outputs<I>,
+    token: Option<SlotToken<'r, I>>,
+}
+
+impl<'r, const I: usize> WorkBench<'r, I>
+where
+    Slot<I>: SlotOf<2>,
+{
+    fn new(runner: &'r Runner<'r, InstantDriver, 2>, bufs: &'r [DeviceBuffer<u32>]) -> Self {
+        WorkBench {
+            runner,
+            code: runner.code("f").unwrap(),
+            bufs,
+            ins: std::array::from_fn(|k| [u32::try_from(k).unwrap() + 7; ELEMS]),
+            outs: [[0; ELEMS]; 2],
+            spec_out: Outputs::new(ELEMS),
+            token: Some(runner.take_slot::<I>().unwrap()),
+        }
+    }
+
+    /// One serial cycle of `case`; the workload is built for the run (its
+    /// host outputs are borrowed until finalize).
+    #[inline(never)]
+    fn cycle(&mut self, case: Case) {
+        let token = self.token.take().unwrap();
+        let (runner, code, b) = (self.runner, self.code, self.bufs);
+        if case == Case::Spec {
+            let spec = RunSpec::new(code, Input::Host(&self.ins[0]));
+            let run = runner.prepare(token, spec).unwrap();
+            let done = run.launch().unwrap().fence().unwrap();
+            let done = done.finalize(&mut self.spec_out).unwrap();
+            self.token = Some(black_box(done).token);
+            return;
+        }
+        let ins = &self.ins;
+        let [o0, o1] = &mut self.outs;
+        let mut work = match case {
+            Case::Spec | Case::Args0 => Workload::new(code),
+            Case::Args4 => Workload::new(code)
+                .input(&ins[0])
+                .output(o0)
+                .buffer(&b[0], Dir::In)
+                .buffer(&b[1], Dir::InOut),
+            Case::Args16 => Workload::new(code)
+                .input(&ins[0])
+                .output(o0)
+                .input(&ins[1])
+                .input(&ins[2])
+                .input(&ins[3])
+                .output(o1)
+                .buffer(&b[0], Dir::In)
+                .buffer(&b[1], Dir::In)
+                .buffer(&b[2], Dir::In)
+                .buffer(&b[3], Dir::InOut)
+                .buffer(&b[4], Dir::InOut)
+                .buffer(&b[5], Dir::Out)
+                .scalar(1)
+                .scalar(2)
+                .scalar(u64::from(0.5f32.to_bits()))
+                .scalar(u64::MAX),
+        };
+        let run = runner.prepare(token, &mut work).unwrap();
+        let done = run.launch().unwrap().fence().unwrap().finalize().unwrap();
+        self.token = Some(black_box(done).token);
+    }
+
+    /// The cycles computed: the program's `+1` from the first readable into
+    /// the first writable tensor.
+    fn check(&self, case: Case) {
+        match case {
+            Case::Spec => assert_eq!(self.spec_out.values(), &[8; ELEMS][..]),
+            Case::Args0 => {}
+            Case::Args4 | Case::Args16 => assert_eq!(self.outs[0], [8; ELEMS]),
+        }
+    }
+}
+
+/// A depth-2 instant device with `f` (`+1`) and six device buffers.
+fn work_device() -> (Device<InstantDriver, 2>, Vec<DeviceBuffer<u32>>) {
+    let dev = instant_device::<2>();
+    let bufs = (0..6)
+        .map(|_| dev.alloc_buffer::<u32>(ELEMS).unwrap())
+        .collect();
+    (dev, bufs)
+}
+
+const CASES: [Case; 4] = [Case::Spec, Case::Args0, Case::Args4, Case::Args16];
+
+/// ns per run of each workload case and of the `RunSpec` cycle, timed in
+/// rounds of one batch per case (the order rotating each round, so that
+/// drift on a busy machine hits all alike): per case, the median of its
+/// batches and the medians of its per-round differences over the
+/// 0-argument workload and over the `RunSpec` cycle.
+fn workloads() -> Vec<(Case, f64, f64, f64)> {
+    let (mut dev, bufs) = work_device();
+    let runner = dev
+        .publish(&[Callable::program("f", &Program::new().add(1))])
+        .unwrap();
+    let mut w = WorkBench::<0>::new(&runner, &bufs);
+    for case in CASES {
+        for _ in 0..BATCH / 10 {
+            w.cycle(case);
+        }
+    }
+    let rounds = 2 * BATCHES + 1;
+    let mut times = vec![[0.0; CASES.len()]; rounds];
+    for (r, round) in times.iter_mut().enumerate() {
+        for k in 0..CASES.len() {
+            let c = (r + k) % CASES.len();
+            let t = Instant::now();
+            for _ in 0..BATCH {
+                w.cycle(CASES[c]);
+            }
+            round[c] = t.elapsed().as_nanos() as f64 / f64::from(BATCH);
+        }
+    }
+    for case in CASES {
+        w.check(case);
+    }
+    let median = |f: &dyn Fn(&[f64; 4]) -> f64| {
+        let mut v: Vec<f64> = times.iter().map(f).collect();
+        v.sort_by(f64::total_cmp);
+        v[v.len() / 2]
+    };
+    CASES
+        .iter()
+        .enumerate()
+        .map(|(c, &case)| {
+            (
+                case,
+                median(&|t| t[c]),
+                median(&|t| t[c] - t[1]),
+                median(&|t| t[c] - t[0]),
+            )
+        })
+        .collect()
+}
+
+/// `RUNCLAIM_BENCH_WORKLOAD=<case>`: that case alone, `RUNCLAIM_BENCH_ITERS`
+/// times after 100 warm-up runs, for an instruction counter.
+fn workload_only(case: &str) {
+    let case = Case::parse(case)
+        .unwrap_or_else(|| panic!("RUNCLAIM_BENCH_WORKLOAD: spec, 0, 4 or 16, not {case:?}"));
+    let iters: u64 = std::env::var("RUNCLAIM_BENCH_ITERS")
+        .map_or(Ok(10_000), |s| s.parse())
+        .expect("RUNCLAIM_BENCH_ITERS: a whole number");
+    let (mut dev, bufs) = work_device();
+    let runner = dev
+        .publish(&[Callable::program("f", &Program::new().add(1))])
+        .unwrap();
+    let mut w = WorkBench::<0>::new(&runner, &bufs);
+    for _ in 0..100 {
+        w.cycle(case);
+    }
+    for _ in 0..iters {
+        w.cycle(case);
+    }
+    w.check(case);
+}
+
 fn main() {
+    if let Ok(case) = std::env::var("RUNCLAIM_BENCH_WORKLOAD") {
+        workload_only(&case);
+        return;
+    }
     // `cargo test --benches` runs this binary with `--bench` absent; keep it quick then.
     let quick = !std::env::args().any(|a| a == "--bench");
     if quick {
@@ -308,5 +542,34 @@ fn main() {
             "  depth {depth}: typed lanes by hand {hand:>5.0} ns, pipeline {pipe:>5.0} ns   \
              the pipeline adds: {added:>4.0} ns"
         );
+    }
+    println!(
+        "typed workload run, serial cycle (prepare → launch → fence → finalize, \
+         the workload built per run; host tensors {ELEMS} u32 staged, device buffers by address)"
+    );
+    for (case, ns, over_zero, over_spec) in workloads() {
+        let args = case.args();
+        let label = if case == Case::Spec {
+            "RunSpec cycle".to_owned()
+        } else {
+            format!("{args:>2} args")
+        };
+        let per = |d: f64| {
+            if args == 0 {
+                format!("{d:>+6.0} ns")
+            } else {
+                format!("{:>+6.1} ns/arg", d / args as f64)
+            }
+        };
+        let cmp = match case {
+            Case::Spec => String::new(),
+            Case::Args0 => format!("   over RunSpec: {}", per(over_spec)),
+            Case::Args4 | Case::Args16 => format!(
+                "   over 0 args: {}, over RunSpec: {}",
+                per(over_zero),
+                per(over_spec)
+            ),
+        };
+        println!("  {label:<13} {ns:>7.0} ns  ({}){cmp}", case.mix());
     }
 }

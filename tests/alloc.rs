@@ -1,16 +1,22 @@
 //! Zero heap allocations per run in steady state: a counting global
 //! allocator watches 1,000 full prepare → launch → fence → finalize cycles
-//! at depth 2 and 3, and 1,000 pipeline runs (complete the oldest, submit
-//! the next) at depth 2, 3, 8 and 16, on a driver that completes
-//! everything at once (so any allocation seen is the contract's own).
+//! at depth 2 and 3, 1,000 pipeline runs (complete the oldest, submit
+//! the next) at depth 2, 3, 8 and 16, and 1,000 typed workload runs with 4,
+//! 16 and 32 bound arguments (the workload built for each run), on a
+//! driver that completes everything at once (so any allocation seen is the
+//! contract's own).
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use runclaim::contract::{Depth, Slot, SlotOf, SupportedDepth};
+use runclaim::driver::abi::Dir;
 use runclaim::driver::abi::Program;
 use runclaim::driver::instant::InstantDriver;
-use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, Pipeline, RunSpec, Runner};
+use runclaim::{
+    Callable, Device, DeviceBuffer, DeviceConfig, Input, Outputs, Pipeline, RunSpec, Runner,
+    Workload,
+};
 
 struct Counting;
 
@@ -290,4 +296,123 @@ fn no_allocation_per_workload_launch_on_the_instant_driver() {
         }
     });
     assert_eq!(n, 0, "{n} allocations in 1,000 workload launches");
+}
+
+/// What a typed workload run binds, by count: host inputs, host outputs,
+/// device buffers, scalars.
+#[derive(Clone, Copy, Debug)]
+struct Mix {
+    host_in: usize,
+    host_out: usize,
+    device: usize,
+    scalars: usize,
+}
+
+/// Allocations in 1,000 serial typed workload runs of `mix` (the workload
+/// built for each run, from borrowed host slices), after a warm-up; every
+/// run's first output is checked (`3x + 1` from the first host input).
+fn workload_runs(mix: Mix) -> usize {
+    let mut dev = Device::<_, 2>::open(InstantDriver::new(), DeviceConfig::default()).unwrap();
+    let bufs: Vec<DeviceBuffer<u32>> = (0..mix.device)
+        .map(|_| dev.alloc_buffer::<u32>(64).unwrap())
+        .collect();
+    let runner = dev
+        .publish(&[Callable::program("f", &Program::new().mul(3).add(1))])
+        .unwrap();
+    let code = runner.code("f").unwrap();
+    let mut ins: Vec<Vec<u32>> = (0..mix.host_in).map(|_| vec![0u32; 64]).collect();
+    let mut outs: Vec<Vec<u32>> = (0..mix.host_out).map(|_| vec![0u32; 64]).collect();
+    let mut token = Some(runner.take_slot::<0>().unwrap());
+    let mut run = |i: u32| {
+        ins[0].fill(i);
+        let mut work = Workload::new(code);
+        // The first host input and output first: the program reads the
+        // first readable tensor and writes the first writable one.
+        let (first_out, more_outs) = outs.split_first_mut().unwrap();
+        work = work.input(&ins[0]).output(first_out);
+        for x in &ins[1..] {
+            work = work.input(x);
+        }
+        for y in more_outs {
+            work = work.output(y);
+        }
+        for (k, b) in bufs.iter().enumerate() {
+            let dir = [Dir::In, Dir::InOut, Dir::Out][k % 3];
+            work = work.buffer(b, dir);
+        }
+        for k in 0..mix.scalars {
+            work = work.scalar(k as u64);
+        }
+        assert_eq!(
+            work.tensor_count() + work.scalar_count(),
+            mix.host_in + mix.host_out + mix.device + mix.scalars
+        );
+        let t = token.take().unwrap();
+        let done = runner
+            .prepare(t, &mut work)
+            .unwrap()
+            .launch()
+            .unwrap()
+            .fence()
+            .unwrap()
+            .finalize()
+            .unwrap();
+        token = Some(done.token);
+        drop(work);
+        assert_eq!(outs[0], [3 * i + 1; 64], "run {i}, {mix:?}");
+    };
+    for i in 0..10 {
+        run(i);
+    }
+    allocations_in(|| {
+        for i in 0..1000 {
+            run(i);
+        }
+    })
+}
+
+#[test]
+fn no_allocation_per_typed_workload_run_with_4_16_and_32_arguments() {
+    for mix in [
+        // 4: 1 host in + 1 host out + 2 device buffers.
+        Mix {
+            host_in: 1,
+            host_out: 1,
+            device: 2,
+            scalars: 0,
+        },
+        // 16: 4 host in + 2 host out + 6 device buffers + 4 scalars.
+        Mix {
+            host_in: 4,
+            host_out: 2,
+            device: 6,
+            scalars: 4,
+        },
+        // 32, at both inline limits: 16 tensors (6 host in + 4 host out + 6
+        // device buffers) and 16 scalars.
+        Mix {
+            host_in: 6,
+            host_out: 4,
+            device: 6,
+            scalars: 16,
+        },
+    ] {
+        let n = workload_runs(mix);
+        assert_eq!(
+            n, 0,
+            "{mix:?}: {n} allocations in 1,000 typed workload runs"
+        );
+    }
+    // Control: one tensor past the inline 16 spills to the heap, and the
+    // counter sees it (so the zeros above are the workload path's own).
+    let spilled = workload_runs(Mix {
+        host_in: 7,
+        host_out: 4,
+        device: 6,
+        scalars: 0,
+    });
+    assert!(
+        spilled >= 1000,
+        "17 tensors: {spilled} allocations in 1,000 runs"
+    );
 }

@@ -1,0 +1,220 @@
+//! A real workload through a pipeline: `y = a·x + y` over f32, a Rust
+//! kernel on the real-time simulator, every output checked bit for bit.
+//!
+//! - `y` is **device-resident**: one `DeviceBuffer<f32>` that every queued
+//!   run binds ([`Dir::InOut`]) — run k reads run k−1's `y` and writes the
+//!   new one in place, in stream order, with no host step between runs.
+//! - `a` is an f32 scalar (its bits).
+//! - `x_k` is a per-run host input and `out_k` a per-run host output (both
+//!   owned by the workload): the kernel copies the new `y` into `out_k`, so
+//!   the host sees every intermediate `y` without touching the buffer.
+//! - Workloads are reused: each one comes back from `complete_work` with
+//!   its tensors, is refilled (`owned_mut`) and submitted again — at most
+//!   DEPTH workloads ever exist.
+//!
+//! The host reference computes `y_k = a * x_k + y_{k-1}` elementwise in
+//! f32 with the same expression as the kernel (`y += a * x`: one multiply,
+//! one add, each rounded; Rust never fuses them into an FMA), so the device's values must match
+//! it **bit for bit**. Any difference is an error (exit status 1).
+//!
+//! It runs at depth 2, 3 and 4 and prints, per depth, the device's idle gap
+//! between runs and the throughput against the device-bound limit
+//! ([`runclaim::measure::Report`]). The numbers are the simulator's: a
+//! loaded host shows up as device idle time.
+//!
+//! Run: `cargo run --example 06_axpy_workload` (`-- --runs N` for another
+//! count; the default, 300 runs per depth, takes well under a second).
+
+use std::error::Error;
+use std::time::{Duration, Instant};
+
+use runclaim::contract::{Depth, SupportedDepth};
+use runclaim::driver::abi::{Dir, WallRecord};
+use runclaim::measure::Report;
+use runclaim::sim::{KernelCode, SimConfig, SimDriver, SimKernel};
+use runclaim::{Callable, Device, DeviceConfig, Pipeline, Workload};
+
+/// Elements of `x`, `y` and `out`.
+const N: usize = 256;
+/// The scalar.
+const A: f32 = 0.75;
+/// The kernel's compute time on the simulated device.
+const KERNEL: Duration = Duration::from_micros(200);
+
+/// Argument order of the kernel: tensors `y`, `x`, `out`, then scalar `a`.
+const Y: usize = 0;
+const X: usize = 1;
+const OUT: usize = 2;
+
+/// `y = a·x + y`, then `out = y`, over this worker's share of the elements.
+fn axpy() -> SimKernel {
+    SimKernel::new(|k| {
+        let bits = k.scalar(0).and_then(|s| u32::try_from(s).ok()).unwrap_or(0);
+        let a = f32::from_bits(bits);
+        let n = k.tensor(Y).map_or(0, |t| t.elements());
+        let share = k.share(n);
+        let len = usize::try_from(share.end - share.start).unwrap_or(0);
+        let (mut x, mut y) = (vec![0f32; len], vec![0f32; len]);
+        k.read_tensor(X, share.start, &mut x)?;
+        k.read_tensor(Y, share.start, &mut y)?;
+        for (y, x) in y.iter_mut().zip(&x) {
+            *y += a * x;
+        }
+        k.write_tensor(Y, share.start, &y)?;
+        k.write_tensor(OUT, share.start, &y)
+    })
+    .time(|_| KERNEL)
+}
+
+/// Run k's input: varied, deterministic, exactly representable.
+fn fill_x(k: usize, x: &mut [f32]) {
+    for (i, v) in x.iter_mut().enumerate() {
+        let r = (k * 31 + i * 7) % 97;
+        *v = r as f32 / 64.0 - 0.75;
+    }
+}
+
+/// The starting `y`.
+fn y0() -> Vec<f32> {
+    (0..N).map(|i| i as f32 * 0.125 - 3.0).collect()
+}
+
+/// `y = a * x + y`, as the kernel computes it.
+fn reference_step(y: &mut [f32], x: &[f32]) {
+    for (y, x) in y.iter_mut().zip(x) {
+        *y += A * x; // the kernel's expression, the same two roundings
+    }
+}
+
+fn same_bits(a: &[f32], b: &[f32]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).all(|(p, q)| p.to_bits() == q.to_bits())
+}
+
+struct Outcome {
+    walls: Vec<WallRecord>,
+    workloads: usize,
+    wall: Duration,
+}
+
+fn run<const DEPTH: usize>(runs: usize) -> Result<Outcome, Box<dyn Error>>
+where
+    Depth<DEPTH>: SupportedDepth,
+{
+    let sim = SimDriver::real_time(SimConfig::default());
+    let kernel: KernelCode = sim.register_kernel(axpy());
+    let mut dev = Device::<_, DEPTH>::open(sim, DeviceConfig::default())?;
+    let mut y = dev.alloc_buffer::<f32>(N)?;
+    dev.write_buffer(&mut y, 0, &y0())?;
+
+    // The host's copy of the chain of `y`s.
+    let mut want = y0();
+    let mut walls = Vec::with_capacity(runs);
+    let mut workloads = 0;
+    let t0 = Instant::now();
+    {
+        let runner = dev.publish(&[Callable::new("axpy", kernel)])?;
+        let code = runner.code("axpy")?;
+        let mut pipe = Pipeline::<_, DEPTH, usize>::new(&runner)?;
+        let mut spare: Vec<Workload<'_>> = Vec::with_capacity(DEPTH);
+        let (mut next, mut seen) = (0, 0);
+        while seen < runs {
+            while next < runs && !pipe.is_full() {
+                let work = if let Some(mut w) = spare.pop() {
+                    // A workload back from `complete_work`: refill x, resubmit.
+                    fill_x(next, w.owned_mut::<f32>(X).ok_or("tensor x")?);
+                    w
+                } else {
+                    workloads += 1;
+                    let mut x = vec![0f32; N];
+                    fill_x(next, &mut x);
+                    Workload::new(code)
+                        .buffer(&y, Dir::InOut)
+                        .owned(x, Dir::In)
+                        .owned(vec![0f32; N], Dir::Out)
+                        .scalar(u64::from(A.to_bits()))
+                };
+                pipe.submit_work(work, next)
+                    .map_err(runclaim::Error::without_value)?;
+                next += 1;
+            }
+            let done = pipe
+                .complete_work()
+                .map_err(runclaim::Error::without_value)?
+                .ok_or("a run is pending")?;
+            if done.tag != seen {
+                return Err(format!("run {} came back as run {seen}", done.tag).into());
+            }
+            let work = done.work.ok_or("a workload's run")?;
+            let xs = work.owned_at::<f32>(X).ok_or("tensor x")?;
+            reference_step(&mut want, xs);
+            let got = work.owned_at::<f32>(OUT).ok_or("tensor out")?;
+            if !same_bits(got, &want) {
+                let i = (0..N).find(|&i| got[i].to_bits() != want[i].to_bits());
+                let i = i.unwrap_or(0);
+                return Err(format!(
+                    "depth {DEPTH}, run {seen}: out[{i}] = {} but the host computed {}",
+                    got[i], want[i]
+                )
+                .into());
+            }
+            walls.push(done.wall);
+            spare.push(work);
+            seen += 1;
+        }
+        // The pipeline (and every workload, and their borrow of `y`) ends
+        // here: the host may read the buffer again.
+    }
+    let wall = t0.elapsed();
+    let mut last = vec![0f32; N];
+    dev.read_buffer(&mut y, 0, &mut last)?;
+    if !same_bits(&last, &want) {
+        return Err(format!("depth {DEPTH}: the device's final y differs from the host's").into());
+    }
+    Ok(Outcome {
+        walls,
+        workloads,
+        wall,
+    })
+}
+
+fn runs_flag() -> Result<usize, String> {
+    let mut args = std::env::args().skip(1);
+    let mut runs = 300;
+    while let Some(flag) = args.next() {
+        match (flag.as_str(), args.next()) {
+            ("--runs", Some(v)) => {
+                runs = v
+                    .parse()
+                    .ok()
+                    .filter(|&n| n >= 2)
+                    .ok_or(format!("--runs: expected a whole number ≥ 2, got {v:?}"))?;
+            }
+            _ => return Err(format!("usage: 06_axpy_workload [--runs N] (got {flag:?})")),
+        }
+    }
+    Ok(runs)
+}
+
+fn main() -> Result<(), Box<dyn Error>> {
+    let runs = runs_flag()?;
+    println!(
+        "y = a·x + y over {N} f32, a = {A}, y device-resident; x, out host tensors; \
+         kernel {KERNEL:?}, real-time simulator"
+    );
+    for (depth, outcome) in [
+        (2, run::<2>(runs)?),
+        (3, run::<3>(runs)?),
+        (4, run::<4>(runs)?),
+    ] {
+        let report = Report::from_walls(&outcome.walls)?;
+        println!(
+            "depth {depth}: {} runs, every out_k and the final y bit-identical to the host's \
+             ({} workloads reused, {:.0} ms)",
+            outcome.walls.len(),
+            outcome.workloads,
+            outcome.wall.as_secs_f64() * 1e3
+        );
+        println!("  device: {report}");
+    }
+    Ok(())
+}
