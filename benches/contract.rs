@@ -32,9 +32,11 @@ use std::hint::black_box;
 use std::time::{Duration, Instant};
 
 use runclaim::contract::{CodeRef, Depth, Slot, SlotOf, SupportedDepth};
-use runclaim::driver::Driver;
-use runclaim::driver::abi::{self, Dir, Program, RunArgs, StatusRecord, WallRecord};
+use runclaim::driver::abi::{
+    self, Dir, Program, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs,
+};
 use runclaim::driver::instant::InstantDriver;
+use runclaim::driver::{DevPtr, Driver};
 use runclaim::{Callable, Device, DeviceBuffer, DeviceConfig, Input, Outputs, RunSpec, Workload};
 use runclaim::{Launched, Pipeline, Run, Runner, SlotToken};
 
@@ -383,14 +385,15 @@ where
         }
         let ins = &self.ins;
         let [o0, o1] = &mut self.outs;
-        let mut work = match case {
-            Case::Spec | Case::Args0 => Workload::new(code),
-            Case::Args4 => Workload::new(code)
+        let mut work = Workload::new(code);
+        match case {
+            Case::Spec | Case::Args0 => &mut work,
+            Case::Args4 => work
                 .input(&ins[0])
                 .output(o0)
                 .buffer(&b[0], Dir::In)
                 .buffer(&b[1], Dir::InOut),
-            Case::Args16 => Workload::new(code)
+            Case::Args16 => work
                 .input(&ins[0])
                 .output(o0)
                 .input(&ins[1])
@@ -485,9 +488,164 @@ fn workloads() -> Vec<(Case, f64, f64, f64)> {
         .collect()
 }
 
+/// The driver calls one workload run of `case` makes through the contract,
+/// made by hand (no contract): the host inputs copied in, the records
+/// armed, the block encoded, both kernels and the fence queued and waited
+/// for, the records and the host outputs read back. What the contract adds
+/// is the difference.
+struct ByHand {
+    d: InstantDriver,
+    staging: DevPtr,
+    hs: DevPtr,
+    wall: DevPtr,
+    status: DevPtr,
+    bufs: [DevPtr; 6],
+    streams: (runclaim::driver::StreamId, runclaim::driver::StreamId),
+    events: (runclaim::driver::EventId, runclaim::driver::EventId),
+    kernel: runclaim::driver::CodeHandle,
+    block: Vec<u8>,
+    ins: [[u8; ELEMS * 4]; 4],
+    outs: [[u8; ELEMS * 4]; 2],
+    run_id: u64,
+}
+
+const BLOCK_DIM: u32 = 4;
+
+impl ByHand {
+    fn new() -> Self {
+        let d = InstantDriver::new();
+        ByHand {
+            staging: d.alloc(64 << 10).unwrap(),
+            hs: d.alloc(abi::handshake_bytes(BLOCK_DIM)).unwrap(),
+            wall: d.alloc(WallRecord::SIZE).unwrap(),
+            status: d.alloc(StatusRecord::SIZE).unwrap(),
+            bufs: std::array::from_fn(|_| d.alloc(ELEMS * 4).unwrap()),
+            streams: (d.create_stream().unwrap(), d.create_stream().unwrap()),
+            events: (d.create_event().unwrap(), d.create_event().unwrap()),
+            kernel: d
+                .register_code(&Program::new().add(1).encode())
+                .unwrap()
+                .handle,
+            block: vec![0; WorkArgs::MAX_SIZE],
+            ins: [[7; ELEMS * 4]; 4],
+            outs: [[0; ELEMS * 4]; 2],
+            run_id: 0,
+            d,
+        }
+    }
+
+    #[inline(never)]
+    fn cycle(&mut self, case: Case) {
+        let d = &self.d;
+        self.run_id += 1;
+        let (host_in, host_out, bufs, scalars): (usize, usize, &[Dir], usize) = match case {
+            Case::Spec | Case::Args0 => (0, 0, &[], 0),
+            Case::Args4 => (1, 1, &[Dir::In, Dir::InOut], 0),
+            Case::Args16 => (
+                4,
+                2,
+                &[Dir::In, Dir::In, Dir::In, Dir::InOut, Dir::InOut, Dir::Out],
+                4,
+            ),
+        };
+        let at = |k: usize| self.staging.offset(k * 64);
+        for k in 0..host_in {
+            d.copy_to_device(at(k), &self.ins[k]).unwrap();
+        }
+        d.memset(self.hs, 0, abi::handshake_bytes(BLOCK_DIM))
+            .unwrap();
+        d.memset(self.wall, 0, WallRecord::SIZE).unwrap();
+        let armed = StatusRecord {
+            run_id: self.run_id,
+            state: StatusRecord::ARMED,
+            code: 0,
+        };
+        d.copy_to_device(self.status, &armed.to_bytes()).unwrap();
+        let header = RunArgs {
+            run_id: self.run_id,
+            slot: 0,
+            block_dim: BLOCK_DIM,
+            len: 0,
+            input: 0,
+            output: 0,
+            handshake: self.hs.raw(),
+            wall: self.wall.raw(),
+            status: self.status.raw(),
+        };
+        let bytes = (ELEMS * 4) as u64;
+        let host = (0..host_in + host_out).map(|k| TensorArg {
+            addr: at(k).raw(),
+            bytes,
+            elem_size: 4,
+            dir: if k < host_in { Dir::In } else { Dir::Out },
+            staged: true,
+        });
+        let device = bufs.iter().zip(&self.bufs).map(|(&dir, p)| TensorArg {
+            addr: p.raw(),
+            bytes,
+            elem_size: 4,
+            dir,
+            staged: false,
+        });
+        let tensors: [TensorArg; 12] = {
+            let mut all = [TensorArg {
+                addr: 0,
+                bytes: 0,
+                elem_size: 0,
+                dir: Dir::In,
+                staged: false,
+            }; 12];
+            for (slot, t) in all.iter_mut().zip(host.chain(device)) {
+                *slot = t;
+            }
+            all
+        };
+        let n = host_in + host_out + bufs.len();
+        let scalar_values = [1, 2, u64::from(0.5f32.to_bits()), u64::MAX];
+        let size = WorkArgs::encode(
+            &mut self.block,
+            &header,
+            tensors[..n].iter().copied(),
+            &scalar_values[..scalars],
+        )
+        .unwrap();
+        let args = &self.block[..size];
+        let (core, cpu) = self.streams;
+        let (ev_core, ev_fence) = self.events;
+        d.launch_aicore(core, self.kernel, BLOCK_DIM, args).unwrap();
+        d.launch_aicpu(cpu, args).unwrap();
+        d.record_event(ev_core, core).unwrap();
+        d.stream_wait_event(cpu, ev_core).unwrap();
+        d.record_event(ev_fence, cpu).unwrap();
+        d.sync_event(ev_fence, Duration::from_secs(1)).unwrap();
+        let mut st = [0u8; StatusRecord::SIZE];
+        let mut rec = [0u8; WallRecord::SIZE];
+        d.copy_from_device(&mut st, self.status).unwrap();
+        d.copy_from_device(&mut rec, self.wall).unwrap();
+        for k in 0..host_out {
+            d.copy_from_device(&mut self.outs[k], at(host_in + k))
+                .unwrap();
+        }
+        black_box((&st, &rec, &self.outs));
+    }
+}
+
 /// `RUNCLAIM_BENCH_WORKLOAD=<case>`: that case alone, `RUNCLAIM_BENCH_ITERS`
 /// times after 100 warm-up runs, for an instruction counter.
 fn workload_only(case: &str) {
+    if let Some(hand) = case.strip_prefix("hand") {
+        let case = Case::parse(hand).unwrap_or_else(|| {
+            panic!("RUNCLAIM_BENCH_WORKLOAD: hand0, hand4 or hand16, not {case:?}")
+        });
+        let iters: u64 = std::env::var("RUNCLAIM_BENCH_ITERS")
+            .map_or(Ok(10_000), |s| s.parse())
+            .expect("RUNCLAIM_BENCH_ITERS: a whole number");
+        let mut h = ByHand::new();
+        for _ in 0..100 + iters {
+            h.cycle(case);
+        }
+        return;
+    }
     let case = Case::parse(case)
         .unwrap_or_else(|| panic!("RUNCLAIM_BENCH_WORKLOAD: spec, 0, 4 or 16, not {case:?}"));
     let iters: u64 = std::env::var("RUNCLAIM_BENCH_ITERS")

@@ -127,11 +127,12 @@ where
                     workloads += 1;
                     let mut x = vec![0f32; N];
                     fill_x(next, &mut x);
-                    Workload::new(code)
-                        .buffer(&y, Dir::InOut)
+                    let mut w = Workload::new(code);
+                    w.buffer(&y, Dir::InOut)
                         .owned(x, Dir::In)
                         .owned(vec![0f32; N], Dir::Out)
-                        .scalar(u64::from(A.to_bits()))
+                        .scalar(u64::from(A.to_bits()));
+                    w
                 };
                 pipe.submit_work(work, next)
                     .map_err(runclaim::Error::without_value)?;

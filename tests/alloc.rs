@@ -329,19 +329,19 @@ fn workload_runs(mix: Mix) -> usize {
         // The first host input and output first: the program reads the
         // first readable tensor and writes the first writable one.
         let (first_out, more_outs) = outs.split_first_mut().unwrap();
-        work = work.input(&ins[0]).output(first_out);
+        work.input(&ins[0]).output(first_out);
         for x in &ins[1..] {
-            work = work.input(x);
+            work.input(x);
         }
         for y in more_outs {
-            work = work.output(y);
+            work.output(y);
         }
         for (k, b) in bufs.iter().enumerate() {
             let dir = [Dir::In, Dir::InOut, Dir::Out][k % 3];
-            work = work.buffer(b, dir);
+            work.buffer(b, dir);
         }
         for k in 0..mix.scalars {
-            work = work.scalar(k as u64);
+            work.scalar(k as u64);
         }
         assert_eq!(
             work.tensor_count() + work.scalar_count(),

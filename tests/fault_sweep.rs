@@ -227,11 +227,10 @@ fn workload_scenario(sim: &SimDriver) -> Result<usize, String> {
         let attempt = (|| -> Result<(), Error> {
             let code = runner.code("A")?;
             z.copy_from_slice(&input(2));
-            let mut w0 = Workload::new(code).input(&x).buffer(&shared, Dir::Out);
-            let mut w1 = Workload::new(code)
-                .buffer(&shared, Dir::In)
-                .output(&mut y)
-                .inout(&mut z);
+            let mut w0 = Workload::new(code);
+            w0.input(&x).buffer(&shared, Dir::Out);
+            let mut w1 = Workload::new(code);
+            w1.buffer(&shared, Dir::In).output(&mut y).inout(&mut z);
             let r0 = runner.prepare(runner.take_slot::<0>()?, &mut w0)?;
             let r1 = runner.prepare(runner.take_slot::<1>()?, &mut w1)?;
             let (r0, r1) = (r0.launch()?, r1.launch()?);

@@ -726,3 +726,26 @@ fn an_image_from_another_simulator_or_a_malformed_one_is_refused() {
         "{e}"
     );
 }
+
+/// A kernel that calls the simulator it runs in would wait for ever on the
+/// lock its caller holds; it faults instead, and the run's fence reports it
+/// (found by review from a downstream crate: the fence hung).
+#[test]
+fn a_kernel_calling_its_simulator_faults_instead_of_deadlocking() {
+    use runclaim::contract::ErrorKind;
+    use runclaim::{Callable, Device, DeviceConfig, Workload};
+    let sim = SimDriver::stepped(SimConfig::default());
+    let inner = sim.clone();
+    let code = sim.register_kernel(SimKernel::new(move |_| {
+        let _ = inner.clock(); // the simulator's lock is held by the caller
+        Ok(())
+    }));
+    let mut dev = Device::<_, 2>::open(sim, DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&[Callable::new("k", code)]).unwrap();
+    let mut w = Workload::new(runner.code("k").unwrap());
+    let run = runner
+        .prepare(runner.take_slot::<0>().unwrap(), &mut w)
+        .unwrap();
+    let e = run.launch().unwrap().fence().unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Fault(_)), "{e}");
+}

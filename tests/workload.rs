@@ -59,13 +59,13 @@ fn host_tensors_cost_exactly_one_copy_each_way_device_buffers_none() {
         )
     };
     // Device buffers only: the fixed record copies.
-    let fixed = copies(&mut Workload::new(f).buffer(&a, Dir::In).buffer(&b, Dir::Out));
+    let fixed = copies(Workload::new(f).buffer(&a, Dir::In).buffer(&b, Dir::Out));
     assert_eq!(fixed, (1, 2), "arm the status; read status and wall");
     // Two host inputs, one host output, one in-out, a device buffer.
     let (x0, x1) = ([5u32; 4], [6u32; 4]);
     let (mut y, mut z) = ([0u32; 4], [7u32; 4]);
-    let mut work = Workload::new(f)
-        .input(&x0)
+    let mut work = Workload::new(f);
+    work.input(&x0)
         .input(&x1)
         .output(&mut y)
         .inout(&mut z)
@@ -90,10 +90,8 @@ fn a_failed_run_copies_nothing_back_and_device_buffers_keep_what_it_wrote() {
         .unwrap();
     let mut y = [9u32; 3];
     let mut z = [8u32; 3];
-    let mut work = Workload::new(runner.code("bad").unwrap())
-        .input(&[1u32, 2, 3])
-        .output(&mut y)
-        .inout(&mut z);
+    let mut work = Workload::new(runner.code("bad").unwrap());
+    work.input(&[1u32, 2, 3]).output(&mut y).inout(&mut z);
     let d2h = calls(&sim, Op::CopyFromDevice);
     let err = runner
         .prepare(runner.take_slot::<0>().unwrap(), &mut work)
@@ -131,11 +129,11 @@ fn staging_and_argument_limits_are_refused_naming_what_does_not_fit() {
     };
     // 64 + 64 bytes fit exactly (each tensor at a multiple of 64)...
     let (a, b) = ([0u8; 64], [0u8; 64]);
-    assert_eq!(prep(&mut Workload::new(f).input(&a).input(&b)), Ok(()));
+    assert_eq!(prep(Workload::new(f).input(&a).input(&b)), Ok(()));
     // ... one byte more does not: the second tensor is named.
     let c = [0u8; 65];
     assert_eq!(
-        prep(&mut Workload::new(f).input(&c).input(&b)),
+        prep(Workload::new(f).input(&c).input(&b)),
         Err(ErrorKind::StagingFull {
             tensor: 1,
             bytes: 64,
@@ -146,9 +144,12 @@ fn staging_and_argument_limits_are_refused_naming_what_does_not_fit() {
     let max = |n: usize, s: usize| {
         let mut w = Workload::new(f);
         for buf in bufs.iter().take(n) {
-            w = w.buffer(buf, Dir::In);
+            w.buffer(buf, Dir::In);
         }
-        (0..s).fold(w, |w, i| w.scalar(i as u64))
+        for i in 0..s {
+            w.scalar(i as u64);
+        }
+        w
     };
     assert_eq!(
         prep(&mut max(WorkArgs::MAX_TENSORS, WorkArgs::MAX_SCALARS)),
@@ -213,9 +214,8 @@ fn buffers_refuse_bad_shapes_ranges_and_other_devices() {
         let runner = a.publish(&[inc()]).unwrap();
         let f = runner.code("inc").unwrap();
         // A slice beyond the buffer is refused at prepare, naming the tensor.
-        let mut w = Workload::new(f)
-            .input(&[1u32])
-            .buffer(buf.slice(2..6), Dir::Out);
+        let mut w = Workload::new(f);
+        w.input(&[1u32]).buffer(buf.slice(2..6), Dir::Out);
         let e = runner
             .prepare(runner.take_slot::<0>().unwrap(), &mut w)
             .unwrap_err();
@@ -230,7 +230,8 @@ fn buffers_refuse_bad_shapes_ranges_and_other_devices() {
     }
     let mut b = b;
     let other = b.publish(&[inc()]).unwrap();
-    let mut w = Workload::new(other.code("inc").unwrap()).buffer(&buf, Dir::In);
+    let mut w = Workload::new(other.code("inc").unwrap());
+    w.buffer(&buf, Dir::In);
     let e = other
         .prepare(other.take_slot::<0>().unwrap(), &mut w)
         .unwrap_err();
@@ -246,9 +247,8 @@ fn a_bound_slice_is_written_and_nothing_else() {
     dev.write_buffer(&mut buf, 0, &[0; 6]).unwrap();
     {
         let runner = dev.publish(&[inc()]).unwrap();
-        let mut w = Workload::new(runner.code("inc").unwrap())
-            .input(&[10u32, 20])
-            .buffer(buf.slice(2..4), Dir::Out);
+        let mut w = Workload::new(runner.code("inc").unwrap());
+        w.input(&[10u32, 20]).buffer(buf.slice(2..4), Dir::Out);
         let run = runner
             .prepare(runner.take_slot::<1>().unwrap(), &mut w)
             .unwrap();
@@ -269,9 +269,8 @@ fn host_access_waits_for_a_forgotten_run_then_reads_its_value() {
     let mut buf = dev.alloc_buffer::<u32>(2).unwrap();
     dev.write_buffer(&mut buf, 0, &[0, 0]).unwrap();
     let runner = dev.publish(&[inc()]).unwrap();
-    let mut w = Workload::new(runner.code("inc").unwrap())
-        .input(&[41u32, 1])
-        .buffer(&buf, Dir::Out);
+    let mut w = Workload::new(runner.code("inc").unwrap());
+    w.input(&[41u32, 1]).buffer(&buf, Dir::Out);
     let run = runner
         .prepare(runner.take_slot::<0>().unwrap(), &mut w)
         .unwrap()
@@ -299,9 +298,8 @@ fn an_unproven_forgotten_run_keeps_its_buffer_busy_and_quarantined() {
     let mut runner = dev.publish(&[inc()]).unwrap();
     // The run's fence (the second record of its launch) never completes.
     sim.inject(Fault::EventNeverCompletes { nth: 2 });
-    let mut w = Workload::new(runner.code("inc").unwrap())
-        .input(&[1u32, 2])
-        .buffer(&buf, Dir::Out);
+    let mut w = Workload::new(runner.code("inc").unwrap());
+    w.input(&[1u32, 2]).buffer(&buf, Dir::Out);
     let run = runner
         .prepare(runner.take_slot::<0>().unwrap(), &mut w)
         .unwrap()
@@ -356,7 +354,8 @@ fn a_forgotten_runs_copy_back_is_never_performed_by_a_later_finalize() {
     let f = runner.code("inc").unwrap();
     let mut earlier = [0xEEu32; 4];
     {
-        let mut w = Workload::new(f).input(&[1u32; 4]).output(&mut earlier);
+        let mut w = Workload::new(f);
+        w.input(&[1u32; 4]).output(&mut earlier);
         let run = runner
             .prepare(runner.take_slot::<0>().unwrap(), &mut w)
             .unwrap()
@@ -369,7 +368,8 @@ fn a_forgotten_runs_copy_back_is_never_performed_by_a_later_finalize() {
     runner.drain().unwrap(); // reclaims slot 0
     let f = runner.code("inc").unwrap();
     let mut later = [0u32; 4];
-    let mut w = Workload::new(f).input(&[100u32; 4]).output(&mut later);
+    let mut w = Workload::new(f);
+    w.input(&[100u32; 4]).output(&mut later);
     let run = runner
         .prepare(runner.take_slot::<0>().unwrap(), &mut w)
         .unwrap();
@@ -427,8 +427,10 @@ fn queued_runs_share_a_buffer_in_stream_order_in_real_time() {
     let f = runner.code("f").unwrap();
     let x: Vec<u32> = (0..64).collect();
     let mut y = vec![0u32; 64];
-    let mut w0 = Workload::new(f).input(&x).buffer(&h, Dir::Out);
-    let mut w1 = Workload::new(f).buffer(&h, Dir::In).output(&mut y);
+    let mut w0 = Workload::new(f);
+    w0.input(&x).buffer(&h, Dir::Out);
+    let mut w1 = Workload::new(f);
+    w1.buffer(&h, Dir::In).output(&mut y);
     let r0 = runner
         .prepare(runner.take_slot::<0>().unwrap(), &mut w0)
         .unwrap();
@@ -507,15 +509,15 @@ fn a_pipeline_passes_owned_tensors_in_and_out() {
     let mut seen = 0u32;
     while seen < 200 {
         while next < 200 && !pipe.is_full() {
-            let work = match spare.pop() {
-                Some(mut w) => {
-                    w.owned_mut::<u32>(0).unwrap().fill(next);
-                    w
-                }
-                None => Workload::new(f)
-                    .owned(vec![next; 8], Dir::In)
+            let work = if let Some(mut w) = spare.pop() {
+                w.owned_mut::<u32>(0).unwrap().fill(next);
+                w
+            } else {
+                let mut w = Workload::new(f);
+                w.owned(vec![next; 8], Dir::In)
                     .owned(vec![0u32; 8], Dir::Out)
-                    .buffer(&bias, Dir::In),
+                    .buffer(&bias, Dir::In);
+                w
             };
             pipe.submit_work(work, next).unwrap();
             next += 1;
@@ -538,7 +540,8 @@ fn a_refused_workload_submit_hands_everything_back() {
     let runner = dev.publish(&[inc()]).unwrap();
     let f = runner.code("inc").unwrap();
     let mut pipe = Pipeline::new(&runner).unwrap();
-    let too_big = Workload::new(f).owned(vec![0u8; 17], Dir::In);
+    let mut too_big = Workload::new(f);
+    too_big.owned(vec![0u8; 17], Dir::In);
     let e = pipe.submit_work(too_big, "t").unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::StagingFull { tensor: 0, .. }));
     let back = e.into_value();
@@ -567,8 +570,8 @@ fn empty_tensors_zero_staging_foreign_tokens_and_orphaned_buffers_are_safe() {
         // Empty host tensors fit in a zero-byte staging region; an empty
         // slice of a buffer is a valid binding. The program computes nothing.
         let mut y: [u32; 0] = [];
-        let mut w = Workload::new(f)
-            .input::<u32>(&[])
+        let mut w = Workload::new(f);
+        w.input::<u32>(&[])
             .output(&mut y)
             .buffer(buf.slice(1..1), Dir::InOut);
         let run = runner
@@ -576,7 +579,8 @@ fn empty_tensors_zero_staging_foreign_tokens_and_orphaned_buffers_are_safe() {
             .unwrap();
         drop(run.launch().unwrap().fence().unwrap().finalize().unwrap());
         // One byte does not fit.
-        let mut w = Workload::new(f).input(&[1u8]);
+        let mut w = Workload::new(f);
+        w.input(&[1u8]);
         let e = runner
             .prepare(runner.take_slot::<0>().unwrap(), &mut w)
             .unwrap_err();
@@ -637,8 +641,8 @@ fn a_rust_kernel_runs_a_workload_through_the_contract() {
         let f = runner.code("axpy").unwrap();
         let x: Vec<f32> = (0..10).map(|i| i as f32).collect();
         for _ in 0..2 {
-            let mut w = Workload::new(f)
-                .input(&x)
+            let mut w = Workload::new(f);
+            w.input(&x)
                 .buffer(&y, Dir::InOut)
                 .scalar(u64::from(0.5f32.to_bits()));
             let run = runner
@@ -650,7 +654,8 @@ fn a_rust_kernel_runs_a_workload_through_the_contract() {
             kernel: Kernel::Aicore,
             nth: 1, // the next one to start
         });
-        let mut w = Workload::new(f).input(&x).buffer(&y, Dir::InOut).scalar(0);
+        let mut w = Workload::new(f);
+        w.input(&x).buffer(&y, Dir::InOut).scalar(0);
         let run = runner
             .prepare(runner.take_slot::<0>().unwrap(), &mut w)
             .unwrap();
@@ -677,3 +682,121 @@ static_assertions::assert_impl_all!(runclaim::contract::Scratch<u8>: Send, Sync)
 static_assertions::assert_impl_all!(runclaim::contract::PerSlot<u8>: Send, Sync);
 static_assertions::assert_not_impl_any!(runclaim::DeviceBuffer<f32>: Clone, Copy);
 static_assertions::assert_not_impl_any!(runclaim::Workload<'static>: Clone, Copy);
+
+/// Review finding: a pipeline orphan (a run whose completion failed with
+/// a plain driver error, its workload handed back) was settled behind its
+/// lane's back by the scratch check of the workload's resubmission, and
+/// the lane then refused every submit with an impossible `StaleToken`.
+/// The check now only observes the run.
+#[test]
+fn a_scratch_check_observes_a_pipeline_orphan_without_settling_it() {
+    use runclaim::contract::ErrorKind as K;
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = device::<2>(&sim);
+    let mut scratch = dev.alloc_scratch::<u32>(4).unwrap();
+    let runner = dev.publish(&[inc()]).unwrap();
+    let f = runner.code("inc").unwrap();
+    let init = [10u32, 20, 30, 40];
+    {
+        let mut pipe = Pipeline::<_, 2, &str>::new(&runner).unwrap();
+        let mut w = Workload::new(f);
+        w.owned(vec![0u32; 4], Dir::Out)
+            .scratch(&mut scratch, &init);
+        pipe.submit_work(w, "a").unwrap();
+        sim.inject(Fault::FailCall {
+            op: Op::SyncEvent,
+            nth: 1,
+        });
+        let e = pipe.complete_work().unwrap_err();
+        assert!(matches!(e.kind(), K::Driver(_)), "{e}");
+        assert!(runner.health().poisoned.is_none());
+        let w = e.into_value().work.expect("the workload comes back");
+        pipe.submit_work(w, "b").unwrap(); // waits for the orphan, observing it
+        let b = pipe.complete_work().unwrap().expect("b");
+        assert_eq!(
+            b.work.as_ref().and_then(|w| w.owned_at::<u32>(0)),
+            Some(&[11, 21, 31, 41][..])
+        );
+        // Lane 0 reclaims its orphan by its own fence, and goes on.
+        pipe.submit_work(b.work.unwrap(), "c").unwrap();
+        let c = pipe.complete_work().unwrap().expect("c");
+        assert_eq!(c.tag, "c");
+    }
+    drop(runner);
+    dev.close().unwrap();
+    assert_eq!(sim.stats().live_allocations(), 0);
+}
+
+/// Review finding: an element type aligned above the driver's allocation
+/// alignment reached `InvariantBroken` (a debug panic). The buffer is now
+/// aligned for its element inside a larger allocation, and a staged host
+/// tensor of such a type lands on an aligned device address.
+#[test]
+fn over_aligned_elements_get_aligned_buffers_and_staging() {
+    #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable, PartialEq, Debug)]
+    #[repr(C, align(256))]
+    struct Wide([u8; 256]);
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = device::<2>(&sim);
+    let pad = dev.alloc_buffer::<u8>(1).unwrap();
+    let mut w = dev.alloc_buffer::<Wide>(2).unwrap();
+    assert_eq!(w.addr().raw() % 256, 0);
+    let v = [Wide([3; 256]), Wide([4; 256])];
+    dev.write_buffer(&mut w, 0, &v).unwrap();
+    let mut back = [Wide([0; 256]); 2];
+    dev.read_buffer(&mut w, 0, &mut back).unwrap();
+    assert_eq!(back, v);
+    // Staged: a Rust kernel reports the address it was given.
+    let seen = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(1));
+    let s2 = std::sync::Arc::clone(&seen);
+    let code = sim.register_kernel(runclaim::sim::SimKernel::new(move |k| {
+        s2.store(
+            k.tensor(1).map_or(1, |t| t.addr),
+            std::sync::atomic::Ordering::Relaxed,
+        );
+        Ok(())
+    }));
+    let runner = dev.publish(&[Callable::new("k", code)]).unwrap();
+    let mut work = Workload::new(runner.code("k").unwrap());
+    work.input(&[1u8]).input(&v);
+    let run = runner
+        .prepare(runner.take_slot::<0>().unwrap(), &mut work)
+        .unwrap();
+    drop(run.launch().unwrap().fence().unwrap().finalize().unwrap());
+    assert_eq!(seen.load(std::sync::atomic::Ordering::Relaxed) % 256, 0);
+    drop(work);
+    drop(runner);
+    drop((w, pad));
+    dev.close().unwrap();
+    assert_eq!(sim.stats().live_allocations(), 0);
+}
+
+/// Review finding: a read-back that fails midway through the copy-back
+/// leaves the outputs before it written. That is documented, and the run
+/// comes back: finalizing it again copies every output.
+#[test]
+fn a_copy_back_that_fails_midway_can_be_finalized_again() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = device::<2>(&sim);
+    let runner = dev.publish(&[inc()]).unwrap();
+    let (mut y0, mut y1) = ([0u32; 4], [0u32; 4]);
+    let mut w = Workload::new(runner.code("inc").unwrap());
+    w.input(&[1u32, 2, 3, 4]).output(&mut y0).inout(&mut y1);
+    let fenced = runner
+        .prepare(runner.take_slot::<0>().unwrap(), &mut w)
+        .unwrap()
+        .launch()
+        .unwrap()
+        .fence()
+        .unwrap();
+    // Status, wall, y0, then y1: the fourth read-back fails.
+    sim.inject(Fault::FailCall {
+        op: Op::CopyFromDevice,
+        nth: 4,
+    });
+    let e = fenced.finalize().unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Driver(_)), "{e}");
+    drop(e.into_value().finalize().unwrap());
+    drop(w);
+    assert_eq!(y0, [2, 3, 4, 5]);
+}

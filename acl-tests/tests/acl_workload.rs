@@ -438,8 +438,10 @@ fn workloads_run_through_the_contract_over_the_fake() {
         let f = runner.code("f").unwrap();
         let x: Vec<u32> = (0..8).collect();
         let mut y = [0u32; 8];
-        let mut w0 = Workload::new(f).input(&x).buffer(&shared, Dir::Out);
-        let mut w1 = Workload::new(f).buffer(&shared, Dir::In).output(&mut y);
+        let mut w0 = Workload::new(f);
+        w0.input(&x).buffer(&shared, Dir::Out);
+        let mut w1 = Workload::new(f);
+        w1.buffer(&shared, Dir::In).output(&mut y);
         let before = control().runtime(id).calls;
         let r0 = runner
             .prepare(runner.take_slot::<0>().unwrap(), &mut w0)
@@ -462,8 +464,8 @@ fn workloads_run_through_the_contract_over_the_fake() {
                 let w = done.work.expect("a workload");
                 assert_eq!(w.owned_at::<u32>(1), Some(&[done.tag * 2 + 1; 4][..]));
             }
-            let work = Workload::new(f)
-                .owned(vec![k; 4], Dir::In)
+            let mut work = Workload::new(f);
+            work.owned(vec![k; 4], Dir::In)
                 .owned(vec![0u32; 4], Dir::Out);
             pipe.submit_work(work, k).unwrap();
         }

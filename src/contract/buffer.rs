@@ -27,6 +27,7 @@ use crate::driver::DevPtr;
 /// its last binder is proven complete.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Released {
+    /// The allocation to free.
     pub ptr: DevPtr,
     /// Launch sequence number of the latest run that bound it (0: none).
     pub seq: u64,
@@ -57,7 +58,10 @@ pub(crate) struct BufferCore {
     pub id: BufferId,
     /// The device that allocated it.
     pub device: u64,
+    /// Where its first element is (aligned for the element type).
     pub ptr: DevPtr,
+    /// The allocation it lies in (what is freed).
+    pub alloc: DevPtr,
     pub bytes: usize,
     /// Launch sequence number of the latest launched run that bound it
     /// (0: none). Written under the device's state lock at launch, so it
@@ -94,7 +98,10 @@ impl Drop for BufferCore {
         }
         ledger.live.remove(&self.id);
         let seq = self.last_seq.load(Ordering::Acquire);
-        ledger.released.push(Released { ptr: self.ptr, seq });
+        ledger.released.push(Released {
+            ptr: self.alloc,
+            seq,
+        });
     }
 }
 
@@ -146,14 +153,21 @@ impl<T: Pod> fmt::Debug for DeviceBuffer<T> {
 }
 
 impl<T: Pod> DeviceBuffer<T> {
-    /// A buffer the device just allocated and entered in its ledger.
-    pub(crate) fn new(device: u64, ptr: DevPtr, len: usize, ledger: &SharedLedger) -> Self {
+    /// A buffer the device just allocated (`alloc`, its elements from
+    /// `ptr` on) and entered in its ledger.
+    pub(crate) fn new(
+        device: u64,
+        (alloc, ptr): (DevPtr, DevPtr),
+        len: usize,
+        ledger: &SharedLedger,
+    ) -> Self {
         let id = BufferId::fresh();
-        lock(ledger).live.insert(id, ptr);
+        lock(ledger).live.insert(id, alloc);
         DeviceBuffer {
             core: BufferCore {
                 id,
                 device,
+                alloc,
                 ptr,
                 bytes: len * size_of::<T>(),
                 last_seq: AtomicU64::new(0),
@@ -291,9 +305,10 @@ pub struct Scratch<T: Pod> {
 }
 
 impl<T: Pod> Scratch<T> {
-    /// The scratch's buffer, for host reads and writes between runs.
-    pub fn buffer_mut(&mut self) -> &mut DeviceBuffer<T> {
-        &mut self.buffer
+    /// Its identity.
+    #[must_use]
+    pub fn id(&self) -> BufferId {
+        self.buffer.id()
     }
 
     /// Elements.
@@ -342,13 +357,13 @@ pub struct PerSlot<T: Pod> {
 /// let runner = device.publish(&[]).unwrap();
 /// let token1 = runner.take_slot::<1>().unwrap();
 /// let view: Option<SlotBuffer<'_, u32, 1>> = state.of(&token1);
-/// runner.device().write_buffer(view.unwrap().buffer, 0, &[1, 2, 3, 4]).unwrap();
+/// view.unwrap().write(runner.device(), 0, &[1, 2, 3, 4]).unwrap();
 /// ```
+/// It lends host access only (`read`, `write`, in `device/buffers.rs`),
+/// never the buffer itself: no run of another slot can bind it.
 #[derive(Debug)]
-#[non_exhaustive]
 pub struct SlotBuffer<'p, T: Pod, const I: usize> {
-    /// Slot `I`'s buffer.
-    pub buffer: &'p mut DeviceBuffer<T>,
+    pub(crate) buffer: &'p mut DeviceBuffer<T>,
 }
 
 impl<T: Pod> PerSlot<T> {

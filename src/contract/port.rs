@@ -69,7 +69,7 @@ pub(crate) trait Port: Sync {
         &self,
         slot: usize,
         lease: u64,
-        work: &Workload<'_>,
+        work: &mut Workload<'_>,
     ) -> Result<RunInfo, ErrorKind>;
     /// `bound`: a workload run's bindings, whose buffers the launch marks.
     fn launch(

@@ -627,7 +627,8 @@ impl<'r, const I: usize> Run<'r, Fenced, I, Bound<'_, '_>> {
     /// use runclaim::contract::ErrorKind;
     /// let runner = device.publish(&[Callable::program("bad", &Program::new().add(1).fail(5))])?;
     /// let mut y = [7u32; 2];
-    /// let mut work = Workload::new(runner.code("bad")?).input(&[1u32, 2]).output(&mut y);
+    /// let mut work = Workload::new(runner.code("bad")?);
+    /// work.input(&[1u32, 2]).output(&mut y);
     /// let err = runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?.fence()?.finalize().unwrap_err();
     /// assert_eq!(err.kind(), &ErrorKind::RunFailed { code: 5 });
     /// drop(err);
@@ -637,9 +638,12 @@ impl<'r, const I: usize> Run<'r, Fenced, I, Bound<'_, '_>> {
     ///
     /// # Errors
     /// The fenced run comes back inside the error, its borrows still held:
-    /// [`ErrorKind::RunFailed`] (nothing copied back),
-    /// [`ErrorKind::RecordMismatch`] / [`ErrorKind::RecordMissing`], or a
-    /// driver error of a read-back.
+    /// [`ErrorKind::RunFailed`] and [`ErrorKind::RecordMismatch`] /
+    /// [`ErrorKind::RecordMissing`] (found before any copy-back: nothing is
+    /// copied back), or a driver error of a read-back — which may fail
+    /// midway through the copy-back, leaving the host outputs before the
+    /// failing one written and the rest untouched; finalizing the run again
+    /// copies them all.
     #[inline]
     pub fn finalize(self) -> Result<Finalized<'r, I>, Error<Self>> {
         let (run, seq) = (self.0.info.run, self.0.info.seq);

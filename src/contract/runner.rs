@@ -209,7 +209,7 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
     pub(crate) fn prepare_lent<K: Claim>(
         &self,
         token: K,
-        work: &Workload<'_>,
+        work: &mut Workload<'_>,
     ) -> Result<RunOf<Prepared, K>, Error<K>> {
         let slot = token.slot();
         let fail = |token, k| Error::new(token, Action::Prepare, None, Some(slot), k);

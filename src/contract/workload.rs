@@ -26,6 +26,7 @@ pub(crate) struct ArgList<T, const N: usize> {
 }
 
 impl<T, const N: usize> ArgList<T, N> {
+    #[inline]
     fn new() -> Self {
         ArgList {
             len: 0,
@@ -34,6 +35,7 @@ impl<T, const N: usize> ArgList<T, N> {
         }
     }
 
+    #[inline]
     fn push(&mut self, v: T) {
         if self.len < N {
             self.inline[self.len] = Some(v);
@@ -90,6 +92,11 @@ pub(crate) struct Tensor<'a> {
     pub data: Data<'a>,
     pub dir: Dir,
     pub elem_size: u32,
+    /// `align_of` the element type.
+    pub align: u32,
+    /// A host tensor's offset in the slot's staging region, set when the
+    /// run is prepared (finalize copies back from there).
+    pub at: usize,
 }
 
 /// An owned host tensor, its element type erased: a `Vec<T>` of a
@@ -175,7 +182,8 @@ enum Flaw {
 /// let x = [1u32, 2, 3];
 /// let mut y = [0u32; 3];
 /// // A Program reads the first tensor it may read and writes the first it may write.
-/// let mut work = Workload::new(runner.code("inc")?).input(&x).output(&mut y);
+/// let mut work = Workload::new(runner.code("inc")?);
+/// work.input(&x).output(&mut y);
 /// let run = runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?;
 /// let done = run.fence()?.finalize()?; // copies `y` back
 /// assert_eq!(y, [2, 3, 4]);
@@ -192,7 +200,8 @@ enum Flaw {
 /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
 /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))]).unwrap();
 /// let mut y = [0u32; 3];
-/// let mut work = Workload::new(runner.code("inc").unwrap()).input(&[1u32, 2, 3]).output(&mut y);
+/// let mut work = Workload::new(runner.code("inc").unwrap());
+/// work.input(&[1u32, 2, 3]).output(&mut y);
 /// let run = runner.prepare(runner.take_slot::<0>().unwrap(), &mut work).unwrap().launch().unwrap();
 /// println!("{}", y[0]); // the launched run still borrows `y`
 /// let done = run.fence().unwrap().finalize().unwrap();
@@ -205,7 +214,8 @@ enum Flaw {
 /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
 /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))]).unwrap();
 /// let mut y = [0u32; 3];
-/// let mut work = Workload::new(runner.code("inc").unwrap()).input(&[1u32, 2, 3]).output(&mut y);
+/// let mut work = Workload::new(runner.code("inc").unwrap());
+/// work.input(&[1u32, 2, 3]).output(&mut y);
 /// let run = runner.prepare(runner.take_slot::<0>().unwrap(), &mut work).unwrap().launch().unwrap();
 /// let done = run.fence().unwrap().finalize().unwrap();
 /// println!("{}", y[0]); // finalized: the borrow ended
@@ -221,7 +231,8 @@ enum Flaw {
 /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
 /// let mut buf = device.alloc_buffer::<u32>(3).unwrap();
 /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))]).unwrap();
-/// let mut work = Workload::new(runner.code("inc").unwrap()).input(&[1u32, 2, 3]).buffer(&buf, Dir::Out);
+/// let mut work = Workload::new(runner.code("inc").unwrap());
+/// work.input(&[1u32, 2, 3]).buffer(&buf, Dir::Out);
 /// let run = runner.prepare(runner.take_slot::<0>().unwrap(), &mut work).unwrap().launch().unwrap();
 /// runner.device().read_buffer(&mut buf, 0, &mut [0u32; 3]).unwrap(); // the device may be writing it
 /// let done = run.fence().unwrap().finalize().unwrap();
@@ -234,7 +245,8 @@ enum Flaw {
 /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default()).unwrap();
 /// let mut buf = device.alloc_buffer::<u32>(3).unwrap();
 /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))]).unwrap();
-/// let mut work = Workload::new(runner.code("inc").unwrap()).input(&[1u32, 2, 3]).buffer(&buf, Dir::Out);
+/// let mut work = Workload::new(runner.code("inc").unwrap());
+/// work.input(&[1u32, 2, 3]).buffer(&buf, Dir::Out);
 /// let run = runner.prepare(runner.take_slot::<0>().unwrap(), &mut work).unwrap().launch().unwrap();
 /// let done = run.fence().unwrap().finalize().unwrap();
 /// let mut back = [0u32; 3];
@@ -254,8 +266,10 @@ enum Flaw {
 /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
 /// let inc = runner.code("inc")?;
 /// let mut y = [0u32; 2];
-/// let mut w0 = Workload::new(inc).input(&[10u32, 20]).buffer(&h, Dir::Out);
-/// let mut w1 = Workload::new(inc).buffer(&h, Dir::In).output(&mut y);
+/// let mut w0 = Workload::new(inc);
+/// w0.input(&[10u32, 20]).buffer(&h, Dir::Out);
+/// let mut w1 = Workload::new(inc);
+/// w1.buffer(&h, Dir::In).output(&mut y);
 /// let first = runner.prepare(runner.take_slot::<0>()?, &mut w0)?.launch()?;
 /// let second = runner.prepare(runner.take_slot::<1>()?, &mut w1)?.launch()?; // run 0 may still run
 /// let (a, b) = (first.fence()?.finalize()?, second.fence()?.finalize()?);
@@ -280,12 +294,18 @@ impl fmt::Debug for Workload<'_> {
     }
 }
 
-#[allow(
-    clippy::cast_possible_truncation,
-    reason = "element sizes: `size_of` of a Pod type that fits in memory, checked below"
-)]
-fn elem_size<T: Pod>() -> u32 {
-    u32::try_from(size_of::<T>()).unwrap_or(u32::MAX)
+/// `size_of` and `align_of` an element type, as the block carries them.
+#[derive(Clone, Copy)]
+struct Elem {
+    size: u32,
+    align: u32,
+}
+
+fn elem_size<T: Pod>() -> Elem {
+    Elem {
+        size: u32::try_from(size_of::<T>()).unwrap_or(u32::MAX),
+        align: u32::try_from(align_of::<T>()).unwrap_or(u32::MAX),
+    }
 }
 
 impl<'a> Workload<'a> {
@@ -300,19 +320,22 @@ impl<'a> Workload<'a> {
         }
     }
 
-    fn tensor(mut self, data: Data<'a>, dir: Dir, elem_size: u32) -> Self {
+    #[inline]
+    fn tensor(&mut self, data: Data<'a>, dir: Dir, elem: Elem) -> &mut Self {
         self.tensors.push(Tensor {
             data,
             dir,
-            elem_size,
+            elem_size: elem.size,
+            align: elem.align,
+            at: 0,
         });
         self
     }
 
     /// Appends a host tensor the kernel reads ([`Dir::In`]): copied into
     /// the slot's staging region at prepare.
-    #[must_use]
-    pub fn input<T: Pod>(self, data: &'a [T]) -> Self {
+    #[inline]
+    pub fn input<T: Pod>(&mut self, data: &'a [T]) -> &mut Self {
         let bytes = bytemuck::cast_slice(data);
         self.tensor(Data::HostIn(bytes), Dir::In, elem_size::<T>())
     }
@@ -320,16 +343,16 @@ impl<'a> Workload<'a> {
     /// Appends a host tensor the kernel writes ([`Dir::Out`]): borrowed by
     /// the run until finalize, which copies the device's result into it
     /// (unless the run failed).
-    #[must_use]
-    pub fn output<T: Pod>(self, data: &'a mut [T]) -> Self {
+    #[inline]
+    pub fn output<T: Pod>(&mut self, data: &'a mut [T]) -> &mut Self {
         let bytes = bytemuck::cast_slice_mut(data);
         self.tensor(Data::HostOut(bytes), Dir::Out, elem_size::<T>())
     }
 
     /// Appends a host tensor the kernel reads and writes ([`Dir::InOut`]):
     /// copied in at prepare, back at finalize.
-    #[must_use]
-    pub fn inout<T: Pod>(self, data: &'a mut [T]) -> Self {
+    #[inline]
+    pub fn inout<T: Pod>(&mut self, data: &'a mut [T]) -> &mut Self {
         let bytes = bytemuck::cast_slice_mut(data);
         self.tensor(Data::HostOut(bytes), Dir::InOut, elem_size::<T>())
     }
@@ -338,8 +361,8 @@ impl<'a> Workload<'a> {
     /// [`BufferSlice`] — passed by address with direction `dir`, never
     /// copied. A slice outside its buffer is refused at prepare
     /// ([`ErrorKind::BufferRange`]).
-    #[must_use]
-    pub fn buffer<T: Pod>(mut self, slice: impl Into<BufferSlice<'a, T>>, dir: Dir) -> Self {
+    #[inline]
+    pub fn buffer<T: Pod>(&mut self, slice: impl Into<BufferSlice<'a, T>>, dir: Dir) -> &mut Self {
         let slice = slice.into();
         let core = slice.buffer().core();
         let Some((offset, bytes)) = slice.byte_range() else {
@@ -384,13 +407,14 @@ impl<'a> Workload<'a> {
     /// # use runclaim::sim::{SimConfig, SimDriver};
     /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
     /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
-    /// let mut work = Workload::new(runner.code("inc")?).owned(vec![1u32, 2], Dir::InOut);
+    /// let mut work = Workload::new(runner.code("inc")?);
+    /// work.owned(vec![1u32, 2], Dir::InOut);
     /// runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?.fence()?.finalize()?;
     /// assert_eq!(work.owned_at::<u32>(0), Some(&[2, 3][..]));
     /// # Ok::<(), runclaim::Error>(())
     /// ```
-    #[must_use]
-    pub fn owned<T: Pod + Send + Sync>(self, data: Vec<T>, dir: Dir) -> Self {
+    #[inline]
+    pub fn owned<T: Pod + Send + Sync>(&mut self, data: Vec<T>, dir: Dir) -> &mut Self {
         let size = elem_size::<T>();
         self.tensor(Data::Owned(Box::new(data)), dir, size)
     }
@@ -411,8 +435,10 @@ impl<'a> Workload<'a> {
     /// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))]).unwrap();
     /// # let f = runner.code("f").unwrap();
     /// let (mut y0, mut y1) = ([0u32], [0u32]);
-    /// let mut w0 = Workload::new(f).output(&mut y0).scratch(&mut scratch, &[10]);
-    /// let mut w1 = Workload::new(f).output(&mut y1).scratch(&mut scratch, &[20]); // w0 still holds it
+    /// let mut w0 = Workload::new(f);
+    /// w0.output(&mut y0).scratch(&mut scratch, &[10]);
+    /// let mut w1 = Workload::new(f);
+    /// w1.output(&mut y1).scratch(&mut scratch, &[20]); // w0 still holds it
     /// let a = runner.prepare(runner.take_slot::<0>().unwrap(), &mut w0).unwrap().launch().unwrap();
     /// let b = runner.prepare(runner.take_slot::<1>().unwrap(), &mut w1).unwrap().launch().unwrap();
     /// ```
@@ -426,16 +452,18 @@ impl<'a> Workload<'a> {
     /// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))]).unwrap();
     /// # let f = runner.code("f").unwrap();
     /// let (mut y0, mut y1) = ([0u32], [0u32]);
-    /// let mut w0 = Workload::new(f).output(&mut y0).scratch(&mut scratch, &[10]);
+    /// let mut w0 = Workload::new(f);
+    /// w0.output(&mut y0).scratch(&mut scratch, &[10]);
     /// let a = runner.prepare(runner.take_slot::<0>().unwrap(), &mut w0).unwrap().launch().unwrap();
     /// a.fence().unwrap().finalize().unwrap(); // the first run is done with it
-    /// let mut w1 = Workload::new(f).output(&mut y1).scratch(&mut scratch, &[20]);
+    /// let mut w1 = Workload::new(f);
+    /// w1.output(&mut y1).scratch(&mut scratch, &[20]);
     /// let b = runner.prepare(runner.take_slot::<1>().unwrap(), &mut w1).unwrap().launch().unwrap();
     /// b.fence().unwrap().finalize().unwrap();
     /// assert_eq!((y0, y1), ([11], [21])); // each run read its own reset
     /// ```
-    #[must_use]
-    pub fn scratch<T: Pod>(mut self, scratch: &'a mut Scratch<T>, init: &'a [T]) -> Self {
+    #[inline]
+    pub fn scratch<T: Pod>(&mut self, scratch: &'a mut Scratch<T>, init: &'a [T]) -> &mut Self {
         let core = scratch.buffer.core();
         if init.len() > scratch.len() {
             self.flaw.get_or_insert(Flaw::BufferRange {
@@ -461,22 +489,23 @@ impl<'a> Workload<'a> {
     /// let mut state = device.alloc_per_slot::<u32>(2)?;
     /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
     /// # let inc = runner.code("inc")?;
-    /// let mut w = Workload::new(inc).input(&[4u32, 5]).per_slot(&state, Dir::Out);
+    /// let mut w = Workload::new(inc);
+    /// w.input(&[4u32, 5]).per_slot(&state, Dir::Out);
     /// let done = runner.prepare(runner.take_slot::<1>()?, &mut w)?.launch()?.fence()?.finalize()?;
     /// let token = done.token; // slot 1's token reaches slot 1's buffer
     /// let mut back = [0u32; 2];
-    /// runner.device().read_buffer(state.of(&token).expect("this device's").buffer, 0, &mut back)?;
+    /// state.of(&token).expect("this device's").read(runner.device(), 0, &mut back)?;
     /// assert_eq!(back, [5, 6]);
     /// # Ok::<(), runclaim::Error>(())
     /// ```
-    #[must_use]
-    pub fn per_slot<T: Pod>(self, set: &'a PerSlot<T>, dir: Dir) -> Self {
+    #[inline]
+    pub fn per_slot<T: Pod>(&mut self, set: &'a PerSlot<T>, dir: Dir) -> &mut Self {
         self.tensor(Data::PerSlot(set), dir, elem_size::<T>())
     }
 
     /// Appends a `u64` scalar (pass an `f32` as `f32::to_bits(x).into()`).
-    #[must_use]
-    pub fn scalar(mut self, value: u64) -> Self {
+    #[inline]
+    pub fn scalar(&mut self, value: u64) -> &mut Self {
         self.scalars.push(value);
         self
     }
@@ -673,31 +702,38 @@ pub trait Bindings: sealed::Sealed + Send + Sync {}
 impl Bindings for Simple {}
 impl Bindings for Bound<'_, '_> {}
 
-/// Where each host tensor of a workload goes in the slot's staging region:
-/// packed in argument order, each at a multiple of the staging alignment.
-/// Prepare and finalize walk the tensors with the same packer, so both
-/// agree on every offset without storing them.
+/// Where each host tensor of a workload goes in the slot's staging region
+/// (`capacity` bytes at device address `base`): packed in argument order,
+/// each at a device address aligned to `STAGING_ALIGN` or its element's
+/// alignment, whichever is larger; an empty tensor takes no room.
 pub(crate) struct Packer {
     used: usize,
     capacity: usize,
-    align: usize,
+    base: u64,
 }
 
 impl Packer {
-    pub fn new(capacity: usize, align: usize) -> Self {
+    pub fn new(capacity: usize, base: u64) -> Self {
         Packer {
             used: 0,
             capacity,
-            align,
+            base,
         }
     }
 
-    /// The offset of the next host tensor of `bytes` bytes (tensor `index`
-    /// of the workload), or why it does not fit.
-    pub fn place(&mut self, index: usize, bytes: usize) -> Result<usize, ErrorKind> {
+    /// The offset of the next host tensor of `bytes` bytes whose element
+    /// is aligned to `align` (tensor `index` of the workload), or why it
+    /// does not fit.
+    pub fn place(&mut self, index: usize, bytes: usize, align: u32) -> Result<usize, ErrorKind> {
+        if bytes == 0 {
+            return Ok(self.used);
+        }
+        let align = u64::from(align).max(super::DeviceConfig::STAGING_ALIGN as u64);
         let fits = self
-            .used
-            .checked_next_multiple_of(self.align)
+            .base
+            .checked_add(self.used as u64)
+            .and_then(|addr| addr.checked_next_multiple_of(align))
+            .and_then(|addr| usize::try_from(addr - self.base).ok())
             .and_then(|at| Some((at, at.checked_add(bytes)?)))
             .filter(|&(_, end)| end <= self.capacity);
         let Some((at, end)) = fits else {
@@ -746,12 +782,10 @@ mod tests {
                 .unwrap();
         };
         let (mut y0, mut y1) = ([0u32], [0u32]);
-        let mut w0 = Workload::new(f)
-            .output(&mut y0)
-            .buffer(&scratch.buffer, Dir::InOut);
-        let mut w1 = Workload::new(f)
-            .output(&mut y1)
-            .buffer(&scratch.buffer, Dir::InOut);
+        let mut w0 = Workload::new(f);
+        w0.output(&mut y0).buffer(&scratch.buffer, Dir::InOut);
+        let mut w1 = Workload::new(f);
+        w1.output(&mut y1).buffer(&scratch.buffer, Dir::InOut);
         let a = runner
             .prepare(runner.take_slot::<0>().unwrap(), &mut w0)
             .unwrap();
@@ -772,21 +806,35 @@ mod tests {
 
     #[test]
     fn the_packer_aligns_and_refuses_overflow() {
-        let mut p = Packer::new(200, 64);
-        assert_eq!(p.place(0, 1), Ok(0));
-        assert_eq!(p.place(1, 64), Ok(64));
-        assert_eq!(p.place(2, 0), Ok(128));
+        let mut p = Packer::new(200, 0x1000);
+        assert_eq!(p.place(0, 1, 1), Ok(0));
+        assert_eq!(p.place(1, 64, 4), Ok(64));
+        assert_eq!(p.place(2, 0, 4), Ok(128), "an empty tensor takes no room");
         assert_eq!(
-            p.place(3, 73),
+            p.place(3, 73, 4),
             Err(ErrorKind::StagingFull {
                 tensor: 3,
                 bytes: 73,
                 capacity: 200
             })
         );
-        assert_eq!(p.place(4, 72), Ok(128));
-        let mut p = Packer::new(usize::MAX, 64);
-        assert_eq!(p.place(0, usize::MAX - 10), Ok(0));
-        assert!(p.place(1, 1).is_err(), "no overflow past usize::MAX");
+        assert_eq!(p.place(4, 72, 4), Ok(128));
+        // Full, and then an empty tensor: still fits (it takes no room).
+        let mut p = Packer::new(100, 0x1000);
+        assert_eq!(p.place(0, 100, 1), Ok(0));
+        assert_eq!(p.place(1, 0, 1), Ok(100));
+        // An element aligned above 64 bytes is aligned as a device address,
+        // from a base that is only 64-aligned.
+        let mut p = Packer::new(1024, 0x1040);
+        assert_eq!(p.place(0, 1, 1), Ok(0));
+        assert_eq!(p.place(1, 128, 128), Ok(0x40), "0x1080 is 128-aligned");
+        let mut p = Packer::new(usize::MAX, 0);
+        assert_eq!(p.place(0, usize::MAX - 10, 1), Ok(0));
+        assert!(p.place(1, 1, 1).is_err(), "no overflow past usize::MAX");
+        let mut p = Packer::new(usize::MAX, u64::MAX - 5);
+        assert!(
+            p.place(0, 1, 64).is_err(),
+            "no overflow past the address space"
+        );
     }
 }

@@ -4,13 +4,15 @@
 
 use bytemuck::Pod;
 
-use super::Device;
-use super::state::SlotState;
-use crate::contract::buffer::{self, BufferCore, DeviceBuffer, PerSlot, Released, Scratch};
+use std::time::Duration;
+
+use super::{Device, MIN_SLICE};
+use crate::contract::buffer::{
+    self, BufferCore, DeviceBuffer, PerSlot, Released, Scratch, SlotBuffer,
+};
 use crate::contract::error::{Action, Error, ErrorKind};
 use crate::contract::inflight::Proof;
-use crate::contract::port::RunInfo;
-use crate::driver::{CodeHandle, Driver};
+use crate::driver::Driver;
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// Allocates a device buffer of `len` elements of `T` (contents
@@ -31,10 +33,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// # Ok::<(), runclaim::Error>(())
     /// ```
     ///
+    /// The first element is aligned for `T`: when the driver's allocation
+    /// is not (an element aligned above it), the buffer is placed at the
+    /// first aligned address of an allocation `align_of::<T>() - 1` bytes
+    /// larger.
+    ///
     /// # Errors
     /// [`ErrorKind::InvalidBuffer`] for 0 elements, a zero-sized `T` or a
     /// size that overflows; a driver error when the device refuses the
-    /// allocation (out of memory) or is not aligned for `T`.
+    /// allocation (out of memory).
     pub fn alloc_buffer<T: Pod>(&self, len: usize) -> Result<DeviceBuffer<T>, Error> {
         let fail = |k| Error::plain(Action::Alloc, k);
         let elem_size = size_of::<T>();
@@ -43,17 +50,32 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             .filter(|&b| b > 0)
             .ok_or(fail(ErrorKind::InvalidBuffer { len, elem_size }))?;
         self.reclaim_buffers();
-        let ptr = self
-            .driver
-            .alloc(bytes)
-            .map_err(|e| fail(ErrorKind::from_driver(e)))?;
-        if ptr.raw() % align_of::<T>() as u64 != 0 {
-            let _ = self.driver.free(ptr);
-            return Err(fail(ErrorKind::broken(
-                "the driver returned an allocation not aligned for the element type",
-            )));
+        let alloc = |bytes| {
+            self.driver
+                .alloc(bytes)
+                .map_err(|e| fail(ErrorKind::from_driver(e)))
+        };
+        let align = align_of::<T>();
+        let ptr = alloc(bytes)?;
+        if ptr.raw().is_multiple_of(align as u64) {
+            return Ok(DeviceBuffer::new(self.id, (ptr, ptr), len, &self.buffers));
         }
-        Ok(DeviceBuffer::new(self.id, ptr, len, &self.buffers))
+        // An element aligned above what the driver gives: its first element
+        // goes at the first aligned address of a larger allocation.
+        let _ = self.driver.free(ptr);
+        let padded = bytes
+            .checked_add(align - 1)
+            .ok_or(fail(ErrorKind::InvalidBuffer { len, elem_size }))?;
+        let base = alloc(padded)?;
+        let skip = base.raw().next_multiple_of(align as u64) - base.raw();
+        #[allow(clippy::cast_possible_truncation, reason = "skip < align, a usize")]
+        let first = base.offset(skip as usize);
+        Ok(DeviceBuffer::new(
+            self.id,
+            (base, first),
+            len,
+            &self.buffers,
+        ))
     }
 
     /// Allocates device scratch of `len` elements of `T`, shared by every
@@ -150,16 +172,18 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
     }
 
-    /// Whether the run launched with sequence `seq` may still touch device
-    /// memory: it is in the in-flight set.
-    fn in_flight(&self, seq: u64) -> bool {
-        seq != 0 && self.lock().queue.runs().iter().any(|e| e.seq == seq)
-    }
-
     /// Proves that no run that bound `core` can still touch it: the latest
     /// one (launch order is stream order, so the ones before it completed
-    /// first) is not in flight, or is waited for — at most the queue
-    /// budget, as a drain waits — until it is.
+    /// first) is not in flight, or is observed complete — waited for, at
+    /// most the queue budget, as a drain waits.
+    ///
+    /// Only a run whose borrow of the buffer ended can be in flight here: a
+    /// forgotten run, or a pipeline's orphan (a run whose completion failed
+    /// and whose workload came back). The wait therefore only *observes*
+    /// the run, as a fence watching the runs ahead of it does: it never
+    /// settles it, so its holder (a lane, a later drain) finds it as it
+    /// left it. An overrun at the head of the queue is judged as a fence
+    /// judges it (the runner is poisoned, naming that run).
     pub(super) fn quiet(&self, core: &BufferCore) -> Result<(), ErrorKind> {
         let Some((run, seq)) = core.last_binder() else {
             return Ok(());
@@ -168,36 +192,49 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             buffer: core.id,
             run,
         };
-        let waiting = {
-            let st = self.lock();
-            let Some(e) = st.queue.runs().iter().find(|e| e.seq == seq).copied() else {
-                return Ok(());
-            };
-            match st.slots.state(e.slot) {
-                SlotState::InFlight { lease } if e.proof == Proof::Pending => (e, lease),
-                _ => return Err(busy),
-            }
-        };
-        let (e, lease) = waiting;
-        // Only a forgotten run can be here (a live one borrows the buffer):
-        // its fence is waited for as a drain would, bounded by the queue
-        // budget; what completes goes back to the forgotten token's slot,
-        // reclaimed by the next drain.
-        let info = RunInfo {
-            run: e.run,
-            seq: e.seq,
-            len: 0,
-            code: CodeHandle::from_raw(0, 0),
-            chained: false,
-        };
+        let d = &self.driver;
         let limit = {
             let n = self.lock().queue.runs().len();
             self.config.queue_budget(n)
         };
-        match self.wait_queued(e.slot, lease, &info, Some(limit)) {
-            Ok(()) => Ok(()),
-            Err(_) if !self.in_flight(seq) => Ok(()),
-            Err(_) => Err(busy),
+        let slice_cap = (self.config.fence_timeout / 8).max(MIN_SLICE);
+        let start = d.clock();
+        // As in `wait_queued`: a wait that timed out while the clock stood
+        // still counts as the time it asked for.
+        let (mut unshown, mut before) = (Duration::ZERO, start);
+        loop {
+            let entry = {
+                let st = self.lock();
+                st.queue.runs().iter().find(|e| e.seq == seq).copied()
+            };
+            let Some(e) = entry else { return Ok(()) };
+            if e.observed {
+                return Ok(());
+            }
+            if e.proof == Proof::Unproven || self.look_ahead(seq).is_some() {
+                return Err(busy);
+            }
+            let elapsed = d.clock().saturating_sub(start).saturating_add(unshown);
+            if elapsed >= limit {
+                return Err(busy);
+            }
+            let ask = slice_cap.min(limit.saturating_sub(elapsed)).max(MIN_SLICE);
+            match d.sync_event(self.regions[e.slot].ev_fence, ask) {
+                Ok(()) => {
+                    self.lock().queue.seen_complete(seq, d.clock());
+                    return Ok(());
+                }
+                Err(err) if err.is_timeout() => {
+                    let after = d.clock();
+                    if after <= before {
+                        unshown = unshown.saturating_add(ask);
+                    }
+                    before = after;
+                }
+                // A fault: the run's own fence (or a drain) reports it; the
+                // buffer stays busy until then.
+                Err(_) => return Err(busy),
+            }
         }
     }
 
@@ -209,7 +246,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 return;
             }
             let st = self.lock();
-            let busy = |seq: u64| seq != 0 && st.queue.runs().iter().any(|e| e.seq == seq);
+            // A run observed complete (by a buffer's host access) no longer
+            // touches anything, though its holder has not fenced it yet.
+            let busy =
+                |seq: u64| seq != 0 && st.queue.runs().iter().any(|e| e.seq == seq && !e.observed);
             let (keep, ready) = ledger.released.drain(..).partition(|r| busy(r.seq));
             ledger.released = keep;
             ready
@@ -243,5 +283,77 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         live.into_values()
             .chain(released.into_iter().map(|r| r.ptr))
             .collect()
+    }
+}
+
+impl<T: Pod, const I: usize> SlotBuffer<'_, T, I> {
+    /// Copies `src` into slot `I`'s buffer from element `at` on (see
+    /// [`Device::write_buffer`]).
+    ///
+    /// # Errors
+    /// As [`Device::write_buffer`].
+    pub fn write<D: Driver, const DEPTH: usize>(
+        &mut self,
+        device: &Device<D, DEPTH>,
+        at: usize,
+        src: &[T],
+    ) -> Result<(), Error> {
+        device.write_buffer(self.buffer, at, src)
+    }
+
+    /// Copies elements `at..at + dst.len()` of slot `I`'s buffer into
+    /// `dst` (see [`Device::read_buffer`]).
+    ///
+    /// # Errors
+    /// As [`Device::read_buffer`].
+    pub fn read<D: Driver, const DEPTH: usize>(
+        &mut self,
+        device: &Device<D, DEPTH>,
+        at: usize,
+        dst: &mut [T],
+    ) -> Result<(), Error> {
+        device.read_buffer(self.buffer, at, dst)
+    }
+
+    /// Elements.
+    #[must_use]
+    pub fn len(&self) -> usize {
+        self.buffer.len()
+    }
+
+    /// `true` for a buffer of no elements (never).
+    #[must_use]
+    pub fn is_empty(&self) -> bool {
+        self.buffer.is_empty()
+    }
+}
+
+impl<T: Pod> Scratch<T> {
+    /// Copies `src` into the scratch from element `at` on, between runs
+    /// (see [`Device::write_buffer`]).
+    ///
+    /// # Errors
+    /// As [`Device::write_buffer`].
+    pub fn write<D: Driver, const DEPTH: usize>(
+        &mut self,
+        device: &Device<D, DEPTH>,
+        at: usize,
+        src: &[T],
+    ) -> Result<(), Error> {
+        device.write_buffer(&mut self.buffer, at, src)
+    }
+
+    /// Copies elements `at..at + dst.len()` of the scratch into `dst`,
+    /// between runs (see [`Device::read_buffer`]).
+    ///
+    /// # Errors
+    /// As [`Device::read_buffer`].
+    pub fn read<D: Driver, const DEPTH: usize>(
+        &mut self,
+        device: &Device<D, DEPTH>,
+        at: usize,
+        dst: &mut [T],
+    ) -> Result<(), Error> {
+        device.read_buffer(&mut self.buffer, at, dst)
     }
 }

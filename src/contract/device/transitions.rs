@@ -275,7 +275,7 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         &self,
         slot: usize,
         lease: u64,
-        work: &Workload<'_>,
+        work: &mut Workload<'_>,
     ) -> Result<RunInfo, ErrorKind> {
         self.prepare_workload(slot, lease, work)
     }

@@ -4,7 +4,6 @@
 //! copies the host outputs back — only for a run that succeeded.
 
 use super::Device;
-use crate::contract::config::DeviceConfig;
 use crate::contract::error::ErrorKind;
 use crate::contract::port::RunInfo;
 use crate::contract::workload::{Data, Packer, Workload};
@@ -12,16 +11,18 @@ use crate::driver::abi::{RunArgs, TensorArg, WorkArgs};
 use crate::driver::{Driver, DriverError};
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
-    fn packer(&self) -> Packer {
-        Packer::new(self.config.staging_bytes, DeviceConfig::STAGING_ALIGN)
+    fn packer(&self, slot: usize) -> Packer {
+        Packer::new(self.config.staging_bytes, self.regions[slot].staging.raw())
     }
 
     /// Everything about `work` that can be refused, refused before a byte
     /// moves.
-    fn check_workload(&self, slot: usize, work: &Workload<'_>) -> Result<(), ErrorKind> {
+    /// Each host tensor's staging offset is fixed here, for the copies,
+    /// the block and finalize.
+    fn check_workload(&self, slot: usize, work: &mut Workload<'_>) -> Result<(), ErrorKind> {
         work.check()?;
-        let mut packer = self.packer();
-        for (i, t) in work.tensors.iter().enumerate() {
+        let mut packer = self.packer(slot);
+        for (i, t) in work.tensors.iter_mut().enumerate() {
             match t.data {
                 Data::Device { core, .. } if core.device != self.id => {
                     return Err(ErrorKind::ForeignBuffer { buffer: core.id });
@@ -43,7 +44,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     None => return Err(ErrorKind::ForeignBuffer { buffer: set.id() }),
                 },
                 Data::HostIn(_) | Data::HostOut(_) | Data::Owned(_) => {
-                    packer.place(i, t.bytes())?;
+                    t.at = packer.place(i, t.bytes(), t.align)?;
                 }
             }
         }
@@ -55,7 +56,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         &self,
         slot: usize,
         lease: u64,
-        work: &Workload<'_>,
+        work: &mut Workload<'_>,
     ) -> Result<RunInfo, ErrorKind> {
         if work.code.device != self.id {
             return Err(ErrorKind::ForeignHandle);
@@ -71,8 +72,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         // The slot is ours alone (held lease, nothing in flight on it): its
         // staging region and block buffer may be written. One H2D copy per
         // host tensor the kernel reads; none for outputs or buffers.
-        let mut packer = self.packer();
-        for (i, t) in work.tensors.iter().enumerate() {
+        for t in work.tensors.iter() {
             let bytes: &[u8] = match &t.data {
                 Data::HostIn(b) => b,
                 Data::HostOut(b) => b,
@@ -85,10 +85,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 }
                 Data::Device { .. } | Data::PerSlot(_) => continue,
             };
-            let at = packer.place(i, bytes.len())?;
             if t.dir.reads() && !bytes.is_empty() {
                 self.driver
-                    .copy_to_device(r.staging.offset(at), bytes)
+                    .copy_to_device(r.staging.offset(t.at), bytes)
                     .map_err(e)?;
             }
         }
@@ -105,20 +104,16 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             wall: r.wall.raw(),
             status: r.status.raw(),
         };
-        let mut packer = self.packer();
-        let mut placed = work.tensors.iter().enumerate().map(|(i, t)| {
+        let mut placed = work.tensors.iter().map(|t| {
             let (addr, staged) = match t.data {
                 Data::Device { core, offset, .. } => (core.ptr.offset(offset).raw(), false),
                 Data::Scratch { core, .. } => (core.ptr.raw(), false),
                 // Checked above: this device's, this slot's.
                 Data::PerSlot(set) => (set.core(slot).map_or(0, |c| c.ptr.raw()), false),
-                // Placed above: the same packer gives the same offsets.
-                _ => (
-                    packer
-                        .place(i, t.bytes())
-                        .map_or(0, |at| r.staging.offset(at).raw()),
-                    true,
-                ),
+                // Placed by `check_workload`.
+                Data::HostIn(_) | Data::HostOut(_) | Data::Owned(_) => {
+                    (r.staging.offset(t.at).raw(), true)
+                }
             };
             TensorArg {
                 addr,
@@ -163,21 +158,16 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             self.driver_error(&mut self.lock(), err, info.run, slot, Some(info.seq))
         };
         // The run succeeded: one D2H copy per host tensor it wrote, from
-        // the offsets prepare used.
-        let mut packer = self.packer();
-        for (i, t) in work.tensors.iter_mut().enumerate() {
-            let dir = t.dir;
-            let bytes = t.bytes();
+        // the offsets prepare fixed.
+        for t in work.tensors.iter_mut() {
+            let (dir, at) = (t.dir, t.at);
             let out: &mut [u8] = match &mut t.data {
-                Data::Device { .. } | Data::Scratch { .. } | Data::PerSlot(_) => continue,
-                Data::HostIn(_) => {
-                    packer.place(i, bytes)?;
-                    continue;
-                }
                 Data::HostOut(out) => out,
                 Data::Owned(o) => o.bytes_mut(),
+                Data::HostIn(_) | Data::Device { .. } | Data::Scratch { .. } | Data::PerSlot(_) => {
+                    continue;
+                }
             };
-            let at = packer.place(i, bytes)?;
             if dir.writes() && !out.is_empty() {
                 self.driver
                     .copy_from_device(out, r.staging.offset(at))

@@ -165,7 +165,7 @@ impl<'r, T> Lane<'r, T> {
         work: Option<Workload<'r>>,
         prepare: impl FnOnce(
             ErasedToken<'r>,
-            Option<&Workload<'r>>,
+            Option<&mut Workload<'r>>,
         )
             -> Result<RunOf<Prepared, ErasedToken<'r>>, Error<ErasedToken<'r>>>,
     ) -> Result<RunId, (Error, T, Option<Workload<'r>>)> {
@@ -187,7 +187,8 @@ impl<'r, T> Lane<'r, T> {
                     return (owed, Err((e, tag, work)));
                 }
             };
-            let prepared = match prepare(token, work.as_ref()) {
+            let mut work = work;
+            let prepared = match prepare(token, work.as_mut()) {
                 Ok(prepared) => prepared,
                 Err(e) => {
                     let (token, e) = e.into_parts();

@@ -555,7 +555,11 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
     /// let inc = runner.code("inc")?;
     /// let mut pipe = Pipeline::new(&runner)?;
-    /// let work = |x: u32| Workload::new(inc).owned(vec![x; 4], Dir::In).owned(vec![0u32; 4], Dir::Out);
+    /// let work = |x: u32| {
+    ///     let mut w = Workload::new(inc);
+    ///     w.owned(vec![x; 4], Dir::In).owned(vec![0u32; 4], Dir::Out);
+    ///     w
+    /// };
     /// pipe.submit_work(work(1), "a")?;
     /// pipe.submit_work(work(5), "b")?; // both in flight
     /// let a = pipe.complete_work()?.expect("pending");

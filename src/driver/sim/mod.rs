@@ -280,6 +280,13 @@ impl SimDriver {
     }
 
     fn lock(&self) -> MutexGuard<'_, DeviceState> {
+        // A kernel function calling the simulator would wait on the lock its
+        // own caller holds, for ever. It panics here instead, inside the
+        // kernel's `catch_unwind`: the kernel faults, nothing hangs.
+        assert!(
+            !rust_kernel::in_kernel(),
+            "a simulator kernel called the simulator (kernels must not call the driver)"
+        );
         // A poisoned lock means a panic inside the simulator, which is a bug
         // in it; the state is still consistent enough to report from.
         self.shared()

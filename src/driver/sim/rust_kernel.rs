@@ -51,7 +51,9 @@ type TimeFn = dyn Fn(&KernelRun) -> Duration + Send + Sync;
 ///
 /// The function runs on the simulator's device thread (real time) or the
 /// stepping host thread, under the simulator's lock: it must not call the
-/// driver. Only the simulator runs these images: the
+/// driver — a call into the same simulator from inside a kernel (or its
+/// time function) faults the kernel instead of deadlocking on that lock.
+/// Only the simulator runs these images: the
 /// [`InstantDriver`](crate::driver::instant::InstantDriver) (and a real
 /// device) refuse an `RCR1` image as invalid code.
 ///
@@ -163,7 +165,10 @@ impl SimKernel {
     pub(crate) fn call(&self, run: &KernelRun, worker: u32, mem: &mut Memory) -> Result<u32, ()> {
         let mut ctx = KernelCtx { run, worker, mem };
         // A panicking kernel is a faulting kernel: it must not poison the
-        // simulator's lock or unwind through the device thread.
+        // simulator's lock or unwind through the device thread. A kernel
+        // that calls the simulator (which holds its lock now) panics at the
+        // call instead of deadlocking: see `InKernel`.
+        let _inside = InKernel::enter();
         let out = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| (self.run)(&mut ctx)));
         match out {
             Ok(Ok(())) => Ok(0),
@@ -178,12 +183,40 @@ impl SimKernel {
         let Some(g) = &self.time else {
             return Ok(None);
         };
+        let _inside = InKernel::enter();
         let d =
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| g(run))).map_err(|_| ())?;
         Ok(Some(abi::duration_to_ticks(
             d.min(super::LatencyModel::MAX),
         )))
     }
+}
+
+thread_local! {
+    static IN_KERNEL: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// Marks this thread as running a kernel function (or its time function)
+/// under the simulator's lock, until dropped — also when the function
+/// panics.
+struct InKernel(bool);
+
+impl InKernel {
+    fn enter() -> Self {
+        InKernel(IN_KERNEL.with(|k| k.replace(true)))
+    }
+}
+
+impl Drop for InKernel {
+    fn drop(&mut self) {
+        IN_KERNEL.with(|k| k.set(self.0));
+    }
+}
+
+/// `true` while this thread runs a kernel function under the simulator's
+/// lock: a simulator call from there would deadlock on that lock.
+pub(crate) fn in_kernel() -> bool {
+    IN_KERNEL.with(std::cell::Cell::get)
 }
 
 /// The code image of a [`SimKernel`] registered with
