@@ -705,7 +705,8 @@ fn main() {
         "typed workload run, serial cycle (prepare → launch → fence → finalize, \
          the workload built per run; host tensors {ELEMS} u32 staged, device buffers by address)"
     );
-    for (case, ns, over_zero, over_spec) in workloads() {
+    let results = workloads();
+    for &(case, ns, over_zero, over_spec) in &results {
         let args = case.args();
         let label = if case == Case::Spec {
             "RunSpec cycle".to_owned()
@@ -729,5 +730,26 @@ fn main() {
             ),
         };
         println!("  {label:<13} {ns:>7.0} ns  ({}){cmp}", case.mix());
+    }
+    // The contract's own cost: each case minus the same driver calls made
+    // by hand (`ByHand`), and what one more argument adds to that.
+    let own = |case: Case| {
+        let mut h = ByHand::new();
+        let hand = time(|| h.cycle(case));
+        let ns = results
+            .iter()
+            .find(|r| r.0 == case)
+            .map_or(f64::NAN, |r| r.1);
+        ns - hand
+    };
+    let zero = own(Case::Args0);
+    println!("  the contract's own (minus the same driver calls by hand): {zero:.0} ns at 0 args");
+    for case in [Case::Args4, Case::Args16] {
+        let d = own(case) - zero;
+        println!(
+            "    {:>2} args: {:+.1} ns/arg over 0 args",
+            case.args(),
+            d / case.args() as f64
+        );
     }
 }
