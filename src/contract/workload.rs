@@ -50,11 +50,14 @@ impl<T, const N: usize> ArgList<T, N> {
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
-        self.inline.iter().flatten().chain(self.spill.iter())
+        // Only the slots in use: a short list costs its length, not `N`.
+        let used = self.len.min(N);
+        self.inline[..used].iter().flatten().chain(self.spill.iter())
     }
 
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
-        self.inline
+        let used = self.len.min(N);
+        self.inline[..used]
             .iter_mut()
             .flatten()
             .chain(self.spill.iter_mut())
