@@ -58,8 +58,8 @@ use proptest::test_runner::FileFailurePersistence;
 use runclaim::contract::{Bound, Depth, DeviceBuffer, ErrorKind, Slot, SlotOf, SupportedDepth};
 use runclaim::driver::Driver;
 use runclaim::driver::abi::{Dir, Program};
-use runclaim::sim::{SimConfig, SimDriver};
-use runclaim::{Callable, Device, DeviceConfig, Launched, Run, Runner, Workload};
+use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
+use runclaim::{Callable, Device, DeviceConfig, Launched, Pipeline, Run, Runner, Workload};
 
 /// Device buffers in the pool.
 const POOL: usize = 3;
@@ -1095,4 +1095,639 @@ fn freeing_a_buffer_a_forgotten_run_bound_is_caught_by_the_allocation_check() {
         TOp::DropBuffer(0),
     ];
     typed_control(&ops, Flaw::FreeAtDrop, "live allocations");
+}
+
+// ----- pipeline: operations, model, harness ------------------------------------------
+
+/// Elements of the pipeline's shared device buffer.
+const SHARED_LEN: usize = 8;
+/// Bytes of each slot's staging region in the pipeline cases: two tensors
+/// of up to 16 elements fit (each at a multiple of 64 bytes), larger ones
+/// are refused.
+const STAGING: usize = 128;
+
+/// What a pipeline workload reads and writes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PKind {
+    /// Owned host input → owned host output (as long).
+    HostToHost,
+    /// Owned host input → the shared buffer.
+    HostToBuf,
+    /// The shared buffer → owned host output.
+    BufToHost,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PFault {
+    /// The `nth` kernel of this kind from now raises an exception.
+    Kernel(Kernel, u64),
+    /// The `nth` AICPU kernel from now reports run error 77.
+    RunError(u64),
+}
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum POp {
+    /// Submit a workload: its kind, its owned tensors' length, the first
+    /// input value, its program.
+    Submit(PKind, usize, u32, usize),
+    /// `complete_work`.
+    Complete,
+    /// `Pipeline::drain`.
+    Drain,
+    Inject(PFault),
+}
+
+/// A deliberate breakage, for the negative controls.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum PFlaw {
+    None,
+    /// The model reads the shared buffer as the host last saw it when the
+    /// workload was submitted, ignoring the runs queued ahead of it.
+    IgnoreQueued,
+    /// The harness flips a bit of the first completed host output.
+    Corrupt,
+    /// The harness swallows the first completion.
+    Lose,
+    /// A failed run's workload comes back with its output written.
+    CopyBackOnFailure,
+    /// A refused workload is not handed back.
+    KeepRefused,
+}
+
+/// A submitted workload as the model knows it.
+#[derive(Debug, Clone)]
+struct Pending {
+    tag: u64,
+    kind: PKind,
+    input: Vec<u32>,
+    out_len: usize,
+    program: usize,
+    /// The shared buffer as the host last saw it at submission (the
+    /// `IgnoreQueued` flaw reads this).
+    seen: Vec<Option<u32>>,
+    /// A drain fenced it: no longer in flight, its outcome kept.
+    settled: bool,
+}
+
+/// What a pipeline case did.
+#[derive(Debug, Default, Clone, Copy)]
+struct PReport {
+    submitted: usize,
+    completed: usize,
+    failed: usize,
+    staging_full: usize,
+    depth_full: usize,
+    refused_poisoned: usize,
+    drains: usize,
+    /// Completed runs that read the shared buffer a queued run wrote.
+    chained: usize,
+}
+
+/// The host output marker: what a workload's output holds before a run
+/// writes it.
+const MARK: u32 = 0xDEAD_0000;
+
+/// Where the tensors sit in a workload of `kind`: (input, output), as
+/// argument indices.
+fn owned_places(kind: PKind) -> (Option<usize>, Option<usize>) {
+    match kind {
+        PKind::HostToHost => (Some(0), Some(1)),
+        PKind::HostToBuf => (Some(0), None),
+        PKind::BufToHost => (None, Some(1)),
+    }
+}
+
+/// The host tensors of a workload of `kind` and length `len`, packed as the
+/// staging region packs them: the index and size of the first that does
+/// not fit, if any.
+fn misfit(kind: PKind, len: usize) -> Option<(usize, usize)> {
+    let bytes = 4 * len;
+    let (i, o) = owned_places(kind);
+    let mut used = 0usize;
+    for at in [i, o].into_iter().flatten() {
+        let start = used.next_multiple_of(DeviceConfig::STAGING_ALIGN);
+        if start + bytes > STAGING {
+            return Some((at, bytes));
+        }
+        used = start + bytes;
+    }
+    None
+}
+
+/// The workload `p` is, built over `shared`.
+fn build<'r>(
+    code: runclaim::CodeRef<'r>,
+    shared: &'r DeviceBuffer<u32>,
+    p: &Pending,
+) -> Workload<'r> {
+    let w = Workload::new(code);
+    match p.kind {
+        PKind::HostToHost => w
+            .owned(p.input.clone(), Dir::In)
+            .owned(vec![MARK; p.out_len], Dir::Out),
+        PKind::HostToBuf => w.owned(p.input.clone(), Dir::In).buffer(shared, Dir::Out),
+        PKind::BufToHost => w
+            .buffer(shared, Dir::In)
+            .owned(vec![MARK; p.out_len], Dir::Out),
+    }
+}
+
+/// Checks that a workload handed back (`what`) is `p`'s: its input as
+/// submitted, its output `out` (`None`: the marker, nothing copied back).
+fn check_handed_back(
+    what: &str,
+    work: Option<&Workload<'_>>,
+    p: &Pending,
+    out: Option<&[Option<u32>]>,
+) -> Result<(), String> {
+    let Some(work) = work else {
+        return Err(format!(
+            "handed back: {what} of tag {} came back without its workload",
+            p.tag
+        ));
+    };
+    let (i, o) = owned_places(p.kind);
+    if let Some(i) = i
+        && work.owned_at::<u32>(i) != Some(&p.input[..])
+    {
+        return Err(format!(
+            "handed back: {what} of tag {}: input {:?}, submitted {:?}",
+            p.tag,
+            work.owned_at::<u32>(i),
+            p.input
+        ));
+    }
+    if let Some(o) = o {
+        let got = work.owned_at::<u32>(o).unwrap_or(&[]);
+        let marker = vec![Some(MARK); p.out_len];
+        let want = out.unwrap_or(&marker);
+        known_eq(&format!("values: {what} of tag {}", p.tag), want, got)?;
+    }
+    Ok(())
+}
+
+#[allow(
+    clippy::too_many_lines,
+    reason = "one interpreter: the case's borrows (buffer, runner, pipeline) read best in one place"
+)]
+fn pipeline_case<const D: usize>(ops: &[POp], seed: u64, flaw: PFlaw) -> Result<PReport, String>
+where
+    Depth<D>: SupportedDepth,
+{
+    let sim = SimDriver::stepped(sim_config(seed));
+    let cfg = DeviceConfig::default().staging_bytes(STAGING);
+    let mut dev = Device::<_, D>::open(sim.clone(), cfg).map_err(|e| format!("open: {e}"))?;
+    let mut shared = dev
+        .alloc_buffer::<u32>(SHARED_LEN)
+        .map_err(|e| format!("alloc: {e}"))?;
+    let base = seed.to_le_bytes()[..4]
+        .iter()
+        .fold(0u32, |a, &b| (a << 8) | u32::from(b));
+    let init: Vec<u32> = (0u32..)
+        .take(SHARED_LEN)
+        .map(|i| base.wrapping_mul(2_654_435_761).wrapping_add(i))
+        .collect();
+    dev.write_buffer(&mut shared, 0, &init)
+        .map_err(|e| format!("write: {e}"))?;
+    let mut model: Vec<Option<u32>> = init.iter().copied().map(Some).collect();
+    let mut report = PReport::default();
+    {
+        let runner = dev
+            .publish(&callables())
+            .map_err(|e| format!("publish: {e}"))?;
+        let codes: Vec<_> = (0..PROGRAMS)
+            .map(|p| runner.code(&format!("p{p}")))
+            .collect::<Result<_, _>>()
+            .map_err(|e| format!("code: {e}"))?;
+        let mut pipe = Pipeline::<_, D, u64>::new(&runner).map_err(|e| format!("pipeline: {e}"))?;
+        let mut pending: std::collections::VecDeque<Pending> = std::collections::VecDeque::new();
+        let mut faulty = false;
+        let mut next_tag = 0u64;
+        let mut flaw_fired = false;
+        // Every workload made, and every one handed back (by tag).
+        let (mut made, mut back) = (0usize, BTreeSet::new());
+        for (step, op) in ops.iter().enumerate() {
+            let at = |e: String| format!("step {step} ({op:?}): {e}");
+            match op.clone() {
+                POp::Inject(f) => {
+                    faulty = true;
+                    sim.inject(match f {
+                        PFault::Kernel(kernel, nth) => Fault::KernelFault { kernel, nth },
+                        PFault::RunError(nth) => Fault::RunError { nth, code: 77 },
+                    });
+                }
+                POp::Submit(kind, len, first, program) => {
+                    let p = Pending {
+                        tag: next_tag,
+                        kind,
+                        input: (0u32..).take(len).map(|i| first.wrapping_add(i)).collect(),
+                        out_len: len,
+                        program: program % PROGRAMS,
+                        seen: model.clone(),
+                        settled: false,
+                    };
+                    next_tag += 1;
+                    made += 1;
+                    let work = build(codes[p.program], &shared, &p);
+                    match pipe.submit_work(work, p.tag) {
+                        Ok(_) => {
+                            if pending.len() >= D {
+                                return Err(at("submitted past the depth".into()));
+                            }
+                            if let Some(m) = misfit(kind, len) {
+                                return Err(at(format!(
+                                    "submitted, but tensor {m:?} does not fit"
+                                )));
+                            }
+                            report.submitted += 1;
+                            pending.push_back(p);
+                        }
+                        Err(e) => {
+                            let kind_e = e.kind().clone();
+                            let mut r = e.into_value();
+                            if flaw == PFlaw::KeepRefused {
+                                r.work = None;
+                            }
+                            if r.tag != p.tag {
+                                return Err(at(format!(
+                                    "handed back: tag {} for {}",
+                                    r.tag, p.tag
+                                )));
+                            }
+                            check_handed_back("a refused submit", r.work.as_ref(), &p, None)
+                                .map_err(at)?;
+                            back.insert(p.tag);
+                            let expected = if pending.len() >= D {
+                                report.depth_full += 1;
+                                Some(ErrorKind::DepthExhausted { depth: D })
+                            } else if let Some((tensor, bytes)) = misfit(kind, len) {
+                                report.staging_full += 1;
+                                Some(ErrorKind::StagingFull {
+                                    tensor,
+                                    bytes,
+                                    capacity: STAGING,
+                                })
+                            } else {
+                                None
+                            };
+                            // After a fault: poisoned, or the launch met the
+                            // fault; the workload still comes back.
+                            report.refused_poisoned += usize::from(expected.is_none());
+                            checks::own_records(&kind_e).map_err(at)?;
+                            if expected.as_ref() != Some(&kind_e) && !faulty {
+                                return Err(at(format!(
+                                    "errors: submit refused with {kind_e}, model {expected:?}"
+                                )));
+                            }
+                        }
+                    }
+                }
+                POp::Complete => {
+                    complete(
+                        &mut pipe,
+                        &mut pending,
+                        &mut model,
+                        &mut report,
+                        &mut back,
+                        faulty,
+                        flaw,
+                        &mut flaw_fired,
+                    )
+                    .map_err(at)?;
+                }
+                POp::Drain => {
+                    report.drains += 1;
+                    pipe.drain().map_err(|e| at(format!("drain: {e}")))?;
+                    for p in &mut pending {
+                        p.settled = true;
+                    }
+                }
+            }
+            let h = runner.health();
+            let in_flight = pending.iter().filter(|p| !p.settled).count();
+            if !faulty && (h.poisoned.is_some() || h.in_flight != in_flight) {
+                return Err(at(format!(
+                    "health {h:?}, model {in_flight} in flight, not poisoned"
+                )));
+            }
+        }
+        // The end: no more faults, everything back, a drain, one more run.
+        sim.clear_faults();
+        while !pending.is_empty() {
+            complete(
+                &mut pipe,
+                &mut pending,
+                &mut model,
+                &mut report,
+                &mut back,
+                faulty,
+                flaw,
+                &mut flaw_fired,
+            )
+            .map_err(|e| format!("the end: {e}"))?;
+        }
+        complete(
+            &mut pipe,
+            &mut pending,
+            &mut model,
+            &mut report,
+            &mut back,
+            faulty,
+            flaw,
+            &mut flaw_fired,
+        )
+        .map_err(|e| format!("the end: {e}"))?;
+        pipe.drain().map_err(|e| format!("the end: drain: {e}"))?;
+        let p = Pending {
+            tag: next_tag,
+            kind: PKind::HostToHost,
+            input: vec![1, 2],
+            out_len: 2,
+            program: 0,
+            seen: model.clone(),
+            settled: false,
+        };
+        made += 1;
+        pipe.submit_work(build(codes[0], &shared, &p), p.tag)
+            .map_err(|e| format!("after the drain: submit: {}", e.kind()))?;
+        pending.push_back(p);
+        complete(
+            &mut pipe,
+            &mut pending,
+            &mut model,
+            &mut report,
+            &mut back,
+            false,
+            flaw,
+            &mut flaw_fired,
+        )
+        .map_err(|e| format!("after the drain: {e}"))?;
+        if back.len() != made {
+            return Err(format!(
+                "lost: {made} workloads made, {} handed back",
+                back.len()
+            ));
+        }
+        drop(pipe);
+        let h = runner.health();
+        if h.quarantined_buffers != 0 || h.in_flight != 0 || !h.quarantined.is_empty() {
+            return Err(format!("the end: health {h:?}"));
+        }
+    }
+    drop(shared);
+    drop(dev);
+    let stats = sim.stats();
+    checks::no_leaks(&stats)?;
+    checks::no_stale_code(&stats)?;
+    Ok(report)
+}
+
+/// `complete_work` once, checked against the model.
+#[allow(
+    clippy::too_many_arguments,
+    clippy::many_single_char_names,
+    reason = "the case's state, borrowed apart; p, f, m, e, r: the run, its program, its length, the outcome"
+)]
+fn complete<const D: usize>(
+    pipe: &mut Pipeline<'_, SimDriver, D, u64>,
+    pending: &mut std::collections::VecDeque<Pending>,
+    model: &mut Vec<Option<u32>>,
+    report: &mut PReport,
+    back: &mut BTreeSet<u64>,
+    faulty: bool,
+    flaw: PFlaw,
+    fired: &mut bool,
+) -> Result<(), String> {
+    let mut got = pipe.complete_work();
+    if flaw == PFlaw::Lose && !*fired && matches!(got, Ok(Some(_))) {
+        *fired = true;
+        got = Ok(None);
+    }
+    let Some(p) = pending.pop_front() else {
+        return match got {
+            Ok(None) => Ok(()),
+            Ok(Some(d)) => Err(format!("duplicated: tag {} with nothing pending", d.tag)),
+            Err(e) => Err(format!(
+                "duplicated: an error with nothing pending: {}",
+                e.kind()
+            )),
+        };
+    };
+    let f = program(p.program);
+    // What the run reads, in stream order: the shared buffer after every
+    // run submitted before it (they all came back before it).
+    let src: Vec<Option<u32>> = match p.kind {
+        PKind::BufToHost if flaw == PFlaw::IgnoreQueued => p.seen.clone(),
+        PKind::BufToHost => model.clone(),
+        _ => p.input.iter().copied().map(Some).collect(),
+    };
+    let m = src.len().min(match p.kind {
+        PKind::HostToBuf => SHARED_LEN,
+        _ => p.out_len,
+    });
+    let res: Vec<Option<u32>> = src[..m]
+        .iter()
+        .map(|x| x.map(|x| f.apply_lossy(x)))
+        .collect();
+    match got {
+        Ok(None) => Err(format!("lost: nothing came back, tag {} pending", p.tag)),
+        Ok(Some(mut done)) => {
+            if done.tag != p.tag {
+                return Err(format!(
+                    "order: tag {} came back, tag {} was next",
+                    done.tag, p.tag
+                ));
+            }
+            if flaw == PFlaw::Corrupt
+                && !*fired
+                && let Some(w) = done.work.as_mut()
+                && let Some(o) = owned_places(p.kind).1
+                && let Some(v) = w.owned_mut::<u32>(o).and_then(|v| v.first_mut())
+            {
+                *fired = true;
+                *v ^= 1;
+            }
+            back.insert(p.tag);
+            report.completed += 1;
+            let mut want: Vec<Option<u32>> = vec![None; p.out_len];
+            want[..m.min(p.out_len)].copy_from_slice(&res[..m.min(p.out_len)]);
+            match p.kind {
+                PKind::HostToBuf => {
+                    model[..m].copy_from_slice(&res);
+                    check_handed_back("a completed run", done.work.as_ref(), &p, None)
+                }
+                PKind::BufToHost => {
+                    report.chained += usize::from(p.seen != *model);
+                    check_handed_back("a completed run", done.work.as_ref(), &p, Some(&want))
+                }
+                PKind::HostToHost => {
+                    check_handed_back("a completed run", done.work.as_ref(), &p, Some(&want))
+                }
+            }
+        }
+        Err(e) => {
+            let kind = e.kind().clone();
+            checks::own_records(&kind)?;
+            if !faulty {
+                return Err(format!(
+                    "errors: tag {} failed without a fault: {kind}",
+                    p.tag
+                ));
+            }
+            let mut r = e.into_value();
+            if flaw == PFlaw::CopyBackOnFailure
+                && let Some(w) = r.work.as_mut()
+                && let Some(o) = owned_places(p.kind).1
+                && let Some(v) = w.owned_mut::<u32>(o)
+            {
+                v.fill(0);
+            }
+            if r.tag != p.tag {
+                return Err(format!(
+                    "order: tag {} failed, tag {} was next",
+                    r.tag, p.tag
+                ));
+            }
+            back.insert(p.tag);
+            report.failed += 1;
+            if p.kind == PKind::HostToBuf {
+                // It may or may not have written the buffer.
+                model.fill(None);
+            }
+            check_handed_back("a failed run", r.work.as_ref(), &p, None)
+        }
+    }
+}
+
+// ----- pipeline: strategies and properties -------------------------------------------
+
+fn pop() -> impl Strategy<Value = POp> {
+    let kind = prop_oneof![
+        Just(PKind::HostToHost),
+        Just(PKind::HostToBuf),
+        Just(PKind::BufToHost),
+    ];
+    // Mostly tensors that fit; now and then one the staging region refuses.
+    let len = prop_oneof![6 => 1..=8usize, 1 => 9..=40usize];
+    let kernel = prop_oneof![Just(Kernel::Aicore), Just(Kernel::Aicpu)];
+    let fault = prop_oneof![
+        (kernel, 1..3u64).prop_map(|(k, n)| PFault::Kernel(k, n)),
+        (1..3u64).prop_map(PFault::RunError),
+    ];
+    prop_oneof![
+        10 => (kind, len, any::<u32>(), 0..PROGRAMS).prop_map(|(k, l, v, p)| POp::Submit(k, l, v, p)),
+        7 => Just(POp::Complete),
+        1 => Just(POp::Drain),
+        1 => fault.prop_map(POp::Inject),
+    ]
+}
+
+fn pipeline_ops() -> impl Strategy<Value = Vec<POp>> {
+    prop::collection::vec(pop(), 10..60)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/proptest_workload.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    #[test]
+    fn pipeline_depth2_hands_every_workload_back(ops in pipeline_ops(), seed in any::<u64>()) {
+        pipeline_case::<2>(&ops, seed, PFlaw::None).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn pipeline_depth3_hands_every_workload_back(ops in pipeline_ops(), seed in any::<u64>()) {
+        pipeline_case::<3>(&ops, seed, PFlaw::None).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn pipeline_depth4_hands_every_workload_back(ops in pipeline_ops(), seed in any::<u64>()) {
+        pipeline_case::<4>(&ops, seed, PFlaw::None).map_err(TestCaseError::fail)?;
+    }
+}
+
+/// The generated pipeline cases exercise what they claim to: over 200
+/// cases, runs complete and fail, submits are refused for every documented
+/// reason, runs read what a queued run wrote, and drains happen.
+#[test]
+fn generated_pipeline_cases_do_real_work() {
+    use proptest::strategy::ValueTree;
+    use proptest::test_runner::TestRunner;
+    let mut runner = TestRunner::deterministic();
+    let mut sum = PReport::default();
+    for seed in 0..200u64 {
+        let ops = pipeline_ops().new_tree(&mut runner).unwrap().current();
+        let r = pipeline_case::<3>(&ops, seed, PFlaw::None).unwrap();
+        sum.submitted += r.submitted;
+        sum.completed += r.completed;
+        sum.failed += r.failed;
+        sum.staging_full += r.staging_full;
+        sum.depth_full += r.depth_full;
+        sum.refused_poisoned += r.refused_poisoned;
+        sum.drains += r.drains;
+        sum.chained += r.chained;
+    }
+    println!("pipeline, 200 cases: {sum:?}");
+    assert!(sum.completed >= 1000, "{sum:?}");
+    assert!(sum.failed >= 50, "{sum:?}");
+    assert!(sum.staging_full >= 100, "{sum:?}");
+    assert!(sum.depth_full >= 50, "{sum:?}");
+    assert!(sum.refused_poisoned >= 10, "{sum:?}");
+    assert!(sum.drains >= 100, "{sum:?}");
+    assert!(sum.chained >= 100, "{sum:?}");
+}
+
+// ----- negative controls: pipeline ---------------------------------------------------
+
+/// `pipeline_case` without the flaw passes; with it, it fails with a
+/// message containing `expect`.
+fn pipeline_control(ops: &[POp], flaw: PFlaw, expect: &str) {
+    pipeline_case::<2>(ops, 1, PFlaw::None).expect("the passing twin");
+    let err = pipeline_case::<2>(ops, 1, flaw).expect_err("the flaw must be caught");
+    assert!(err.contains(expect), "{flaw:?} caught, but as: {err}");
+}
+
+#[test]
+fn a_pipeline_model_that_ignores_queued_writes_is_caught_by_the_value_check() {
+    // Run 0 writes the shared buffer, run 1 (queued behind it) reads it.
+    use POp::*;
+    let ops = [
+        Submit(PKind::HostToBuf, 8, 100, 0),
+        Submit(PKind::BufToHost, 8, 0, 1),
+        Complete,
+        Complete,
+    ];
+    pipeline_control(&ops, PFlaw::IgnoreQueued, "values: a completed run");
+}
+
+#[test]
+fn a_corrupted_owned_output_is_caught_by_the_value_check() {
+    let ops = [POp::Submit(PKind::HostToHost, 2, 5, 0), POp::Complete];
+    pipeline_control(&ops, PFlaw::Corrupt, "values: a completed run");
+}
+
+#[test]
+fn a_swallowed_completion_is_caught_by_the_lost_check() {
+    let ops = [POp::Submit(PKind::HostToHost, 2, 5, 0), POp::Complete];
+    pipeline_control(&ops, PFlaw::Lose, "lost");
+}
+
+#[test]
+fn a_copy_back_from_a_failed_run_is_caught() {
+    let ops = [
+        POp::Inject(PFault::RunError(1)),
+        POp::Submit(PKind::HostToHost, 2, 5, 0),
+        POp::Complete,
+    ];
+    pipeline_control(&ops, PFlaw::CopyBackOnFailure, "values: a failed run");
+}
+
+#[test]
+fn a_refused_workload_not_handed_back_is_caught() {
+    let ops = [POp::Submit(PKind::HostToHost, 40, 0, 0)];
+    pipeline_control(&ops, PFlaw::KeepRefused, "handed back");
 }
