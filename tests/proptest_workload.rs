@@ -125,6 +125,11 @@ enum Then {
     Forget,
     /// Drop the launched run (its drop waits for its fence).
     Drop,
+    /// Prepare it and drop it unlaunched.
+    DropPrepared,
+    /// Prepare it and `mem::forget` it unlaunched (its slot is lost until
+    /// a drain; nothing of it reaches the device).
+    ForgetPrepared,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -238,6 +243,28 @@ where
     Ok(Box::new(run))
 }
 
+fn prepare_in<Dr: Driver, const I: usize, const D: usize>(
+    runner: &Runner<'_, Dr, D>,
+    work: &mut Workload<'_>,
+    forget: bool,
+) -> Result<(), String>
+where
+    Slot<I>: SlotOf<D>,
+{
+    let token = runner
+        .take_slot::<I>()
+        .map_err(|e| format!("take slot {I}: {}", e.kind()))?;
+    let run = runner
+        .prepare(token, work)
+        .map_err(|e| format!("prepare in slot {I}: {}", e.kind()))?;
+    if forget {
+        std::mem::forget(run);
+    } else {
+        drop(run);
+    }
+    Ok(())
+}
+
 fn take_in<Dr: Driver, const I: usize, const D: usize>(
     runner: &Runner<'_, Dr, D>,
 ) -> Result<(), ErrorKind>
@@ -259,6 +286,13 @@ trait Slots<const D: usize> {
     ) -> Result<Box<dyn Live + 'w>, String>
     where
         'r: 'w;
+    /// Prepares a run of `work` in `slot`, then drops or forgets it.
+    fn prepare_only<Dr: Driver>(
+        runner: &Runner<'_, Dr, D>,
+        slot: usize,
+        work: &mut Workload<'_>,
+        forget: bool,
+    ) -> Result<(), String>;
     /// Takes slot `slot`'s token and gives it back.
     fn take<Dr: Driver>(runner: &Runner<'_, Dr, D>, slot: usize) -> Result<(), ErrorKind>;
 }
@@ -278,6 +312,18 @@ macro_rules! slots {
             {
                 match slot {
                     $($i => launch_in::<Dr, $i, $d>(runner, work),)*
+                    _ => unreachable!("slot {slot} of depth {}", $d),
+                }
+            }
+
+            fn prepare_only<Dr: Driver>(
+                runner: &Runner<'_, Dr, $d>,
+                slot: usize,
+                work: &mut Workload<'_>,
+                forget: bool,
+            ) -> Result<(), String> {
+                match slot {
+                    $($i => prepare_in::<Dr, $i, $d>(runner, work, forget),)*
                     _ => unreachable!("slot {slot} of depth {}", $d),
                 }
             }
@@ -360,6 +406,8 @@ struct TReport {
     finalized: usize,
     forgotten: usize,
     dropped: usize,
+    /// Runs prepared and dropped or forgotten unlaunched.
+    abandoned: usize,
     /// Host reads compared with the model.
     reads: usize,
     /// Host accesses that had to wait for a forgotten run.
@@ -449,6 +497,7 @@ impl TModel {
             Then::Forget => {
                 self.forgotten_slots.insert(slot);
             }
+            Then::DropPrepared | Then::ForgetPrepared => unreachable!("never launched"),
         }
     }
 
@@ -878,6 +927,18 @@ where
                     let Some(slot) = free_slot(D, *hint, &busy) else {
                         continue;
                     };
+                    if let Then::DropPrepared | Then::ForgetPrepared = plan.then {
+                        let forget = plan.then == Then::ForgetPrepared;
+                        Typed::prepare_only(runner, slot, work, forget)?;
+                        if forget {
+                            busy.insert(slot);
+                            model.forgotten_slots.insert(slot);
+                        }
+                        report.abandoned += 1;
+                        retired.push((usize::MAX, plan.clone()));
+                        check_device(runner, sim, model)?;
+                        continue;
+                    }
                     let handle = Typed::launch(runner, slot, work)?;
                     busy.insert(slot);
                     let run = model.launch(plan);
@@ -951,6 +1012,7 @@ fn retire_one(
             handle.forget();
             report.forgotten += 1;
         }
+        Then::DropPrepared | Then::ForgetPrepared => unreachable!("never launched"),
     }
     model.retire(run, &plan, slot);
     retired.push((run, plan));
@@ -978,6 +1040,7 @@ fn run_op() -> impl Strategy<Value = RunOp> {
         4 => Just(Then::Finalize),
         1 => Just(Then::Forget),
         1 => Just(Then::Drop),
+        1 => prop_oneof![Just(Then::DropPrepared), Just(Then::ForgetPrepared)],
     ];
     (0..4usize, 0..PROGRAMS, src, dst, then).prop_map(|(slot, program, src, dst, then)| RunOp {
         slot,
@@ -1060,6 +1123,7 @@ fn generated_typed_cases_do_real_work() {
         sum.finalized += r.finalized;
         sum.forgotten += r.forgotten;
         sum.dropped += r.dropped;
+        sum.abandoned += r.abandoned;
         sum.reads += r.reads;
         sum.waited += r.waited;
         sum.quarantined += r.quarantined;
@@ -1069,6 +1133,7 @@ fn generated_typed_cases_do_real_work() {
     assert!(sum.launched >= 1000, "{sum:?}");
     assert!(sum.finalized >= 500, "{sum:?}");
     assert!(sum.forgotten >= 100 && sum.dropped >= 100, "{sum:?}");
+    assert!(sum.abandoned >= 50, "{sum:?}");
     assert!(sum.reads >= 300, "{sum:?}");
     assert!(sum.waited >= 30, "{sum:?}");
     assert!(sum.quarantined >= 15, "{sum:?}");
