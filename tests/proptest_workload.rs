@@ -40,7 +40,9 @@
 //! and run errors injected. Checked: tags and values against the model,
 //! results in submission order, every workload back exactly once with its
 //! own tensors (refused: at once, with the right error; failed: inside the
-//! error, nothing copied back), and after a drain the pipeline goes on.
+//! error, nothing copied back); a pipeline dropped mid-stream waits for its
+//! runs, so a host read of the shared buffer afterwards sees what they
+//! wrote; and after a drain the pipeline goes on.
 //!
 //! The negative controls at the end break the model or the harness on
 //! purpose and require each checker to catch it.
@@ -1250,6 +1252,10 @@ enum POp {
     Complete,
     /// `Pipeline::drain`.
     Drain,
+    /// Drop the pipeline with its pending runs (after a drain, once a
+    /// fault was injected), read the shared buffer from the host, write
+    /// it (values from `.0`) if given, and make a new pipeline.
+    Restart(Option<u32>),
     Inject(PFault),
 }
 
@@ -1268,6 +1274,9 @@ enum PFlaw {
     CopyBackOnFailure,
     /// A refused workload is not handed back.
     KeepRefused,
+    /// The model takes runs dropped with their pipeline for runs that never
+    /// ran (a pipeline drop that abandoned its queue would behave so).
+    DroppedNeverRan,
 }
 
 /// A submitted workload as the model knows it.
@@ -1295,6 +1304,8 @@ struct PReport {
     depth_full: usize,
     refused_poisoned: usize,
     drains: usize,
+    /// Host reads of the shared buffer between pipelines.
+    host_reads: usize,
     /// Completed runs that read the shared buffer a queued run wrote.
     chained: usize,
 }
@@ -1518,6 +1529,49 @@ where
                         p.settled = true;
                     }
                 }
+                POp::Restart(write) => {
+                    if faulty {
+                        pipe.drain().map_err(|e| at(format!("drain: {e}")))?;
+                    }
+                    drop(pipe);
+                    // The pending runs went with the pipeline, which
+                    // waited for them: what they wrote is in the buffer.
+                    for p in pending.drain(..) {
+                        back.insert(p.tag);
+                        if p.kind == PKind::HostToBuf && flaw != PFlaw::DroppedNeverRan {
+                            if faulty {
+                                model.fill(None);
+                            } else {
+                                let f = program(p.program);
+                                let m = p.input.len().min(SHARED_LEN);
+                                for (v, x) in model.iter_mut().zip(&p.input[..m]) {
+                                    *v = Some(f.apply_lossy(*x));
+                                }
+                            }
+                        }
+                    }
+                    let h = runner.health();
+                    if h.in_flight != 0 || !h.quarantined.is_empty() {
+                        return Err(at(format!("the pipeline dropped: health {h:?}")));
+                    }
+                    let mut got = [0u32; SHARED_LEN];
+                    runner
+                        .device()
+                        .read_buffer(&mut shared, 0, &mut got)
+                        .map_err(|e| at(format!("read: {e}")))?;
+                    known_eq("read of the shared buffer", &model, &got).map_err(at)?;
+                    report.host_reads += 1;
+                    if let Some(first) = write {
+                        let vals: Vec<u32> = (0u32..).take(SHARED_LEN).map(|i| first ^ i).collect();
+                        runner
+                            .device()
+                            .write_buffer(&mut shared, 0, &vals)
+                            .map_err(|e| at(format!("write: {e}")))?;
+                        model = vals.into_iter().map(Some).collect();
+                    }
+                    pipe = Pipeline::<_, D, u64>::new(&runner)
+                        .map_err(|e| at(format!("a new pipeline: {e}")))?;
+                }
             }
             let h = runner.health();
             let in_flight = pending.iter().filter(|p| !p.settled).count();
@@ -1734,6 +1788,7 @@ fn pop() -> impl Strategy<Value = POp> {
         10 => (kind, len, any::<u32>(), 0..PROGRAMS).prop_map(|(k, l, v, p)| POp::Submit(k, l, v, p)),
         7 => Just(POp::Complete),
         1 => Just(POp::Drain),
+        1 => prop::option::of(any::<u32>()).prop_map(POp::Restart),
         1 => fault.prop_map(POp::Inject),
     ]
 }
@@ -1785,6 +1840,7 @@ fn generated_pipeline_cases_do_real_work() {
         sum.depth_full += r.depth_full;
         sum.refused_poisoned += r.refused_poisoned;
         sum.drains += r.drains;
+        sum.host_reads += r.host_reads;
         sum.chained += r.chained;
     }
     println!("pipeline, 200 cases: {sum:?}");
@@ -1794,6 +1850,7 @@ fn generated_pipeline_cases_do_real_work() {
     assert!(sum.depth_full >= 50, "{sum:?}");
     assert!(sum.refused_poisoned >= 10, "{sum:?}");
     assert!(sum.drains >= 100, "{sum:?}");
+    assert!(sum.host_reads >= 100, "{sum:?}");
     assert!(sum.chained >= 100, "{sum:?}");
 }
 
@@ -1861,4 +1918,10 @@ fn a_write_that_does_not_wait_for_a_forgotten_reader_is_caught_by_the_read_check
         TOp::Read(1),
     ];
     typed_control(&ops, Flaw::WriteWithoutWait, "read of buffer 1");
+}
+
+#[test]
+fn a_model_that_forgets_runs_dropped_with_the_pipeline_is_caught_by_the_host_read() {
+    let ops = [POp::Submit(PKind::HostToBuf, 8, 100, 0), POp::Restart(None)];
+    pipeline_control(&ops, PFlaw::DroppedNeverRan, "read of the shared buffer");
 }
