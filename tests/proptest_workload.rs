@@ -1327,12 +1327,21 @@ struct PReport {
     failed: usize,
     staging_full: usize,
     depth_full: usize,
-    refused_poisoned: usize,
+    refused_after_fault: usize,
     drains: usize,
     /// Host reads of the shared buffer between pipelines.
     host_reads: usize,
     /// Completed runs that read the shared buffer a queued run wrote.
     chained: usize,
+}
+
+/// Tag `tag` came back (or went with its pipeline): never twice.
+fn account(back: &mut BTreeSet<u64>, tag: u64) -> Result<(), String> {
+    if back.insert(tag) {
+        Ok(())
+    } else {
+        Err(format!("duplicated: tag {tag} came back twice"))
+    }
 }
 
 /// The host output marker: what a workload's output holds before a run
@@ -1508,7 +1517,7 @@ where
                             }
                             check_handed_back("a refused submit", r.work.as_ref(), &p, None)
                                 .map_err(at)?;
-                            back.insert(p.tag);
+                            account(&mut back, p.tag).map_err(at)?;
                             let expected = if pending.len() >= D {
                                 report.depth_full += 1;
                                 Some(ErrorKind::DepthExhausted { depth: D })
@@ -1524,7 +1533,7 @@ where
                             };
                             // After a fault: poisoned, or the launch met the
                             // fault; the workload still comes back.
-                            report.refused_poisoned += usize::from(expected.is_none());
+                            report.refused_after_fault += usize::from(expected.is_none());
                             checks::own_records(&kind_e).map_err(at)?;
                             if expected.as_ref() != Some(&kind_e) && !faulty {
                                 return Err(at(format!(
@@ -1562,7 +1571,7 @@ where
                     // The pending runs went with the pipeline, which
                     // waited for them: what they wrote is in the buffer.
                     for p in pending.drain(..) {
-                        back.insert(p.tag);
+                        account(&mut back, p.tag).map_err(at)?;
                         if p.kind == PKind::HostToBuf && flaw != PFlaw::DroppedNeverRan {
                             if faulty {
                                 model.fill(None);
@@ -1742,7 +1751,7 @@ fn complete<const D: usize>(
                 *fired = true;
                 *v ^= 1;
             }
-            back.insert(p.tag);
+            account(back, p.tag)?;
             report.completed += 1;
             let mut want: Vec<Option<u32>> = vec![None; p.out_len];
             want[..m.min(p.out_len)].copy_from_slice(&res[..m.min(p.out_len)]);
@@ -1783,7 +1792,7 @@ fn complete<const D: usize>(
                     r.tag, p.tag
                 ));
             }
-            back.insert(p.tag);
+            account(back, p.tag)?;
             report.failed += 1;
             if p.kind == PKind::HostToBuf {
                 // It may or may not have written the buffer.
@@ -1863,7 +1872,7 @@ fn generated_pipeline_cases_do_real_work() {
         sum.failed += r.failed;
         sum.staging_full += r.staging_full;
         sum.depth_full += r.depth_full;
-        sum.refused_poisoned += r.refused_poisoned;
+        sum.refused_after_fault += r.refused_after_fault;
         sum.drains += r.drains;
         sum.host_reads += r.host_reads;
         sum.chained += r.chained;
@@ -1873,7 +1882,7 @@ fn generated_pipeline_cases_do_real_work() {
     assert!(sum.failed >= 50, "{sum:?}");
     assert!(sum.staging_full >= 100, "{sum:?}");
     assert!(sum.depth_full >= 50, "{sum:?}");
-    assert!(sum.refused_poisoned >= 10, "{sum:?}");
+    assert!(sum.refused_after_fault >= 10, "{sum:?}");
     assert!(sum.drains >= 100, "{sum:?}");
     assert!(sum.host_reads >= 100, "{sum:?}");
     assert!(sum.chained >= 100, "{sum:?}");
