@@ -7,10 +7,12 @@
 //! come in phases: host phases (write, read, drop a buffer, allocate one,
 //! scribble on a host output, drain) and batches of typed runs, launched
 //! and kept alive together — several queued before any is fenced, sharing
-//! buffers in stream order — then each finalized, forgotten or dropped, in
-//! a generated order. (The borrow checker forces the phases: a live run
-//! borrows the pool; what forgetting a run leaves behind is what the run
-//! time must check.) The model computes every run in launch order and
+//! buffers (whole, or slices of them) in stream order — then each
+//! finalized, forgotten or dropped, in a generated order (or prepared only,
+//! and dropped or forgotten unlaunched). A case ends with a drain, or by
+//! dropping its buffers and the device undrained. (The borrow checker
+//! forces the phases: a live run borrows the pool; what forgetting a run
+//! leaves behind is what the run time must check.) The model computes every run in launch order and
 //! tracks, as the contract documents them, the runs the device may still
 //! be running (launched, not yet proven complete: a forgotten run stays
 //! until a host access of a buffer it bound last waits for it, or a
