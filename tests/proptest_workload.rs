@@ -31,7 +31,8 @@
 //!   quarantined;
 //! - **in flight**: `Health::in_flight` is the model's; nothing poisons;
 //! - **slots**: a forgotten run's slot is refused until a drain, and a
-//!   drain retires exactly the forgotten runs nobody waited for;
+//!   drain retires exactly the forgotten runs (a host access that waited
+//!   for one only observed it complete: its slot stays its own);
 //! - at the end, with the device dropped: no allocation, stream or event
 //!   left.
 //!
@@ -388,8 +389,13 @@ enum PDst {
 struct TModel {
     flaw: Flaw,
     bufs: Vec<Option<MBuf>>,
-    /// Runs the contract counts in flight: launched, not proven complete.
+    /// Runs the contract counts in flight: launched, not yet fenced by
+    /// their handle or retired by a drain.
     in_flight: BTreeSet<usize>,
+    /// Forgotten runs a host access observed complete: still counted in
+    /// flight (their slot stays theirs until a drain), but they touch
+    /// nothing any more.
+    observed: BTreeSet<usize>,
     /// Dropped buffers not yet freed: the latest run that bound each.
     released: Vec<Option<usize>>,
     /// Slots held by forgotten runs, until a drain.
@@ -516,7 +522,13 @@ impl TModel {
     /// Whether it waited.
     fn host_access(&mut self, k: usize) -> bool {
         let last = self.bufs[k].as_ref().and_then(|b| b.last);
-        let waited = last.is_some_and(|run| self.in_flight.remove(&run));
+        let waited = last.is_some_and(|run| {
+            let waits = self.in_flight.contains(&run) && !self.observed.contains(&run);
+            if waits {
+                self.observe_through(run);
+            }
+            waits
+        });
         if waited && self.flaw == Flaw::SlotBackAfterWait {
             let slot = self.run_slots[last.unwrap_or(0)];
             self.forgotten_slots.remove(&slot);
@@ -529,14 +541,26 @@ impl TModel {
     fn drop_buffer(&mut self, k: usize) -> bool {
         let b = self.bufs[k].take().expect("a live buffer");
         self.released.push(b.last);
-        b.last.is_some_and(|r| self.in_flight.contains(&r))
+        b.last.is_some_and(|r| self.busy(r))
+    }
+
+    /// A host access saw run `run`'s fence complete: so was every run
+    /// launched before it (stream order), and the library marks them all.
+    fn observe_through(&mut self, run: usize) {
+        let ahead: Vec<usize> = self.in_flight.range(..=run).copied().collect();
+        self.observed.extend(ahead);
+    }
+
+    /// Whether run `r` may still touch memory: in flight, not observed.
+    fn busy(&self, r: usize) -> bool {
+        self.in_flight.contains(&r) && !self.observed.contains(&r)
     }
 
     /// Dropped buffers no run in flight bound are freed.
     fn reclaim(&mut self) {
-        let in_flight = &self.in_flight;
+        let (in_flight, observed) = (&self.in_flight, &self.observed);
         self.released
-            .retain(|r| r.is_some_and(|r| in_flight.contains(&r)));
+            .retain(|r| r.is_some_and(|r| in_flight.contains(&r) && !observed.contains(&r)));
     }
 
     fn allocations(&self) -> u64 {
@@ -633,6 +657,7 @@ where
         flaw,
         bufs: vec![None; POOL],
         in_flight: BTreeSet::new(),
+        observed: BTreeSet::new(),
         released: Vec::new(),
         forgotten_slots: BTreeSet::new(),
         outs: Vec::new(),
@@ -766,12 +791,13 @@ where
                 let r = runner.drain().map_err(|e| at(format!("drain: {e}")))?;
                 if r.retired != model.in_flight.len() {
                     return Err(at(format!(
-                        "slots: the drain retired {} runs, model {} forgotten and not waited for",
+                        "slots: the drain retired {} runs, model {} forgotten",
                         r.retired,
                         model.in_flight.len()
                     )));
                 }
                 model.in_flight.clear();
+                model.observed.clear();
                 model.forgotten_slots.clear();
                 model.reclaim();
                 if runner.health().quarantined_buffers != 0 {
@@ -805,6 +831,7 @@ where
     if seed.is_multiple_of(2) {
         runner.drain().map_err(|e| format!("final drain: {e}"))?;
         model.in_flight.clear();
+        model.observed.clear();
         model.reclaim();
         check_device(&runner, &sim, &model).map_err(|e| format!("final drain: {e}"))?;
         if runner.health().quarantined_buffers != 0 {
@@ -929,11 +956,11 @@ where
             .map(|p| {
                 let (plan, _) = p.as_ref()?;
                 let mut w = Workload::new(codes[plan.program]);
-                w = match &plan.src {
+                match &plan.src {
                     PSrc::Host(v) => w.owned(v.clone(), Dir::In),
                     PSrc::Buf(k, a, b) => w.buffer(pool[*k].as_ref()?.slice(*a..*b), Dir::In),
                 };
-                w = match plan.dst {
+                match plan.dst {
                     PDst::Host(_) => w.output(outs.next()?.as_mut_slice()),
                     PDst::Buf(k, a, b) => w.buffer(pool[k].as_ref()?.slice(a..b), Dir::Out),
                 };
@@ -1165,7 +1192,9 @@ fn generated_typed_cases_do_real_work() {
     assert!(sum.abandoned >= 50, "{sum:?}");
     assert!(sum.reads >= 300, "{sum:?}");
     assert!(sum.waited >= 30, "{sum:?}");
-    assert!(sum.quarantined >= 15, "{sum:?}");
+    // A run seen complete (or any run after it) frees what it bound: few
+    // drops find a run still unobserved (12 of 200 cases when written).
+    assert!(sum.quarantined >= 8, "{sum:?}");
     assert!(sum.unwritten_checked >= 30, "{sum:?}");
 }
 
@@ -1383,7 +1412,7 @@ fn build<'r>(
     shared: &'r DeviceBuffer<u32>,
     p: &Pending,
 ) -> Workload<'r> {
-    let w = Workload::new(code);
+    let mut w = Workload::new(code);
     match p.kind {
         PKind::HostToHost => w
             .owned(p.input.clone(), Dir::In)
@@ -1392,7 +1421,8 @@ fn build<'r>(
         PKind::BufToHost => w
             .buffer(shared, Dir::In)
             .owned(vec![MARK; p.out_len], Dir::Out),
-    }
+    };
+    w
 }
 
 /// Checks that a workload handed back (`what`) is `p`'s: its input as

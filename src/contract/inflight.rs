@@ -116,6 +116,24 @@ impl<const N: usize> InFlightSet<N> {
         }
     }
 
+    /// Run `seq`'s own fence was seen complete at `at`: so was every
+    /// pending run ahead of it (the streams are FIFO: a run's fence
+    /// completes only after everything queued before it). A run ahead that
+    /// could not be proven complete stays unproven.
+    pub fn observed_through(&mut self, seq: u64, at: Duration) {
+        let mut ahead = [0u64; N];
+        let mut n = 0;
+        for e in self.entries[..self.len].iter().flatten() {
+            if e.seq <= seq && e.proof == Proof::Pending && !e.observed {
+                ahead[n] = e.seq;
+                n += 1;
+            }
+        }
+        for &s in &ahead[..n] {
+            self.observed(s, Some(at));
+        }
+    }
+
     /// Dates every undated fact with `now`, a driver-clock time read after
     /// each of them happened (so each date is a safe upper bound).
     pub fn date(&mut self, now: Duration) {
@@ -207,6 +225,25 @@ mod tests {
         s.remove(1);
         s.remove(2);
         assert_eq!(s.head().unwrap().head_since(), Some(ms(50)));
+    }
+
+    #[test]
+    fn a_fence_seen_complete_proves_the_pending_runs_ahead_of_it() {
+        let ms = Duration::from_millis;
+        let mut s = InFlightSet::<4>::new();
+        for (seq, slot) in [(1, 1), (2, 2), (3, 3), (4, 0)] {
+            s.push(e(seq, slot)).unwrap();
+        }
+        s.get_mut(2).unwrap().proof = Proof::Unproven;
+        s.observed_through(3, ms(9));
+        let seen: Vec<(u64, bool)> = s.iter().map(|e| (e.seq, e.observed)).collect();
+        assert_eq!(seen, [(1, true), (2, false), (3, true), (4, false)]);
+        assert_eq!(s.len(), 4, "nothing leaves the set");
+        assert_eq!(
+            s.head().map(|h| h.seq),
+            Some(2),
+            "the unproven run stays the head"
+        );
     }
 
     #[test]

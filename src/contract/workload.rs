@@ -52,7 +52,10 @@ impl<T, const N: usize> ArgList<T, N> {
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
         // Only the slots in use: a short list costs its length, not `N`.
         let used = self.len.min(N);
-        self.inline[..used].iter().flatten().chain(self.spill.iter())
+        self.inline[..used]
+            .iter()
+            .flatten()
+            .chain(self.spill.iter())
     }
 
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {

@@ -221,7 +221,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             let ask = slice_cap.min(limit.saturating_sub(elapsed)).max(MIN_SLICE);
             match d.sync_event(self.regions[e.slot].ev_fence, ask) {
                 Ok(()) => {
-                    self.lock().queue.seen_complete(seq, d.clock());
+                    self.lock().queue.seen_through(seq, d.clock());
                     return Ok(());
                 }
                 Err(err) if err.is_timeout() => {

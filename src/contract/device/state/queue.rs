@@ -158,6 +158,13 @@ impl<const DEPTH: usize> Queue<DEPTH> {
         }
     }
 
+    /// Run `seq`'s fence was seen complete at `at` by a wait that did not
+    /// fence it (a host access): it and every pending run ahead of it are
+    /// observed complete; nothing leaves the set.
+    pub(in crate::contract::device) fn seen_through(&mut self, seq: u64, at: Duration) {
+        self.runs.observed_through(seq, at);
+    }
+
     /// Dates every undated fact with `now` (see [`InFlightSet::date`]).
     pub(in crate::contract::device) fn date(&mut self, now: Duration) {
         self.runs.date(now);
