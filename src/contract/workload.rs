@@ -174,6 +174,11 @@ enum Flaw {
 ///   run N+1 reads it, in stream order — and host access, which takes it
 ///   by `&mut`, does not compile while such a run is alive.
 ///
+/// Tensors that overlap in device memory (two shifted slices of one
+/// buffer bound in and out) are the kernel's business: nothing orders its
+/// reads before its writes (the built-in `Program` goes element by
+/// element).
+///
 /// At most [`WorkArgs::MAX_TENSORS`] tensors and
 /// [`WorkArgs::MAX_SCALARS`] scalars (the reference runtime's limits); the
 /// first 16 of each are kept without a heap allocation.

@@ -70,9 +70,11 @@ pub struct Health {
     pub quarantined: SlotSet,
     /// Slots in flight.
     pub launched: SlotSet,
-    /// Device buffers dropped but not yet freed: a run that bound them
-    /// could not be proven complete yet (a forgotten or unproven run). A
-    /// drain that proves the queue quiet frees them.
+    /// Device buffers dropped and not yet freed. Freeing is lazy — at the
+    /// next allocation, drain or close — and waits until no run that bound
+    /// the buffer may still touch it (a forgotten run not yet seen
+    /// complete, or an unproven one: then only a drain that proves the
+    /// queue quiet frees it).
     pub quarantined_buffers: usize,
 }
 
