@@ -121,13 +121,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         at: usize,
         src: &[T],
     ) -> Result<(), Error> {
-        let fail = |k| Error::plain(Action::Write, k);
-        let (offset, _) = self.host_range(buffer, at, src.len()).map_err(fail)?;
-        self.quiet(buffer.core()).map_err(fail)?;
-        let dst = buffer.core().ptr.offset(offset);
+        let dst = self
+            .host_access(buffer, at, src.len())
+            .map_err(|k| Error::plain(Action::Write, k))?;
         self.driver
             .copy_to_device(dst, bytemuck::cast_slice(src))
-            .map_err(|e| fail(ErrorKind::from_driver(e)))
+            .map_err(|e| Error::plain(Action::Write, ErrorKind::from_driver(e)))
     }
 
     /// Copies elements `at..at + dst.len()` of `buffer` into `dst`,
@@ -142,28 +141,32 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         at: usize,
         dst: &mut [T],
     ) -> Result<(), Error> {
-        let fail = |k| Error::plain(Action::Read, k);
-        let (offset, _) = self.host_range(buffer, at, dst.len()).map_err(fail)?;
-        self.quiet(buffer.core()).map_err(fail)?;
-        let src = buffer.core().ptr.offset(offset);
+        let src = self
+            .host_access(buffer, at, dst.len())
+            .map_err(|k| Error::plain(Action::Read, k))?;
         self.driver
             .copy_from_device(bytemuck::cast_slice_mut(dst), src)
-            .map_err(|e| fail(ErrorKind::from_driver(e)))
+            .map_err(|e| Error::plain(Action::Read, ErrorKind::from_driver(e)))
     }
 
-    /// The byte offset and length of elements `at..at + n` of `buffer`.
-    fn host_range<T: Pod>(
+    /// Where elements `at..at + n` of `buffer` start, once the host may
+    /// touch them: the buffer is this device's, the range inside it, and no
+    /// run that bound it can still touch it ([`quiet`](Self::quiet)).
+    fn host_access<T: Pod>(
         &self,
         buffer: &DeviceBuffer<T>,
         at: usize,
         n: usize,
-    ) -> Result<(usize, usize), ErrorKind> {
+    ) -> Result<crate::driver::DevPtr, ErrorKind> {
         let core = buffer.core();
         if core.device != self.id {
             return Err(ErrorKind::ForeignBuffer { buffer: core.id });
         }
         match at.checked_add(n) {
-            Some(end) if end <= buffer.len() => Ok((at * size_of::<T>(), n * size_of::<T>())),
+            Some(end) if end <= buffer.len() => {
+                self.quiet(core)?;
+                Ok(core.ptr.offset(at * size_of::<T>()))
+            }
             end => Err(ErrorKind::AccessRange {
                 buffer: core.id,
                 end: end.unwrap_or(usize::MAX),
