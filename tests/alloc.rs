@@ -416,3 +416,51 @@ fn no_allocation_per_typed_workload_run_with_4_16_and_32_arguments() {
         "17 tensors: {spilled} allocations in 1,000 runs"
     );
 }
+
+/// Through a pipeline, workloads pass in and out by ownership: once each
+/// lane's workload exists (its owned tensors boxed once), refilling and
+/// resubmitting the one `complete_work` hands back allocates nothing —
+/// 1,000 runs at depth 2 and 4, values checked.
+fn pipeline_workload_runs<const D: usize>() -> usize
+where
+    Depth<D>: SupportedDepth,
+{
+    let mut dev = Device::<_, D>::open(InstantDriver::new(), DeviceConfig::default()).unwrap();
+    let shared = dev.alloc_buffer::<u32>(8).unwrap();
+    let runner = dev
+        .publish(&[Callable::program("f", &Program::new().add(1))])
+        .unwrap();
+    let code = runner.code("f").unwrap();
+    let mut pipe = Pipeline::<_, D, u32>::new(&runner).unwrap();
+    for k in 0..D {
+        let k = u32::try_from(k).unwrap();
+        let mut w = Workload::new(code);
+        w.owned(vec![k; 8], Dir::In)
+            .owned(vec![0u32; 8], Dir::Out)
+            .buffer(&shared, Dir::In);
+        pipe.submit_work(w, k).unwrap();
+    }
+    let mut next = u32::try_from(D).unwrap();
+    let mut turn = || {
+        let done = pipe.complete_work().unwrap().expect("a pending run");
+        let mut w = done.work.expect("a workload");
+        assert_eq!(w.owned_at::<u32>(1).map(|o| o[0]), Some(done.tag + 1));
+        w.owned_mut::<u32>(0).unwrap().fill(next);
+        pipe.submit_work(w, next).unwrap();
+        next += 1;
+    };
+    for _ in 0..50 {
+        turn();
+    }
+    allocations_in(|| {
+        for _ in 0..1_000 {
+            turn();
+        }
+    })
+}
+
+#[test]
+fn no_allocation_per_pipeline_workload_run_in_steady_state() {
+    assert_eq!(pipeline_workload_runs::<2>(), 0);
+    assert_eq!(pipeline_workload_runs::<4>(), 0);
+}
