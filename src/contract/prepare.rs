@@ -10,6 +10,20 @@ use super::workload::{Bindings, Bound, Simple, Workload};
 /// a [`RunSpec`] (one `u32` input, outputs into an
 /// [`Outputs`](super::Outputs)) or a [`Workload`] (tensors and scalars).
 /// Its [`Bindings`] are what the run keeps until finalize. Sealed.
+///
+/// ```
+/// use runclaim::{Device, Prepared, Run, Runner, SlotToken};
+/// use runclaim::contract::Spec;
+/// use runclaim::driver::Driver;
+///
+/// /// Prepares whatever it is given in slot 0.
+/// fn prepare0<'r, D: Driver, W: Spec>(
+///     runner: &'r Runner<'r, D, 2>,
+///     spec: W,
+/// ) -> Result<Run<'r, Prepared, 0, W::Bindings>, runclaim::Error> {
+///     Ok(runner.prepare(runner.take_slot::<0>()?, spec)?)
+/// }
+/// ```
 pub trait Spec: sealed::Sealed {
     /// What the prepared run keeps: [`Simple`] or [`Bound`].
     type Bindings: Bindings;

@@ -620,6 +620,21 @@ impl<'a, T: Pod> From<&'a DeviceBuffer<T>> for BufferSlice<'a, T> {
 /// `Run<'r, S, I, Bound<'w, 'a>>`; a [`RunSpec`](super::RunSpec)'s run has
 /// [`Simple`] there. One pointer: a run moves through its states as
 /// cheaply whatever its workload holds.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Launched, Run, Workload};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// use runclaim::contract::Bound;
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+/// let mut y = [0u32; 2];
+/// let mut work = Workload::new(runner.code("inc")?);
+/// work.input(&[1u32, 2]).output(&mut y);
+/// let run: Run<'_, Launched, 0, Bound<'_, '_>> = runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?;
+/// drop(run.fence()?.finalize()?);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 pub struct Bound<'w, 'a> {
     pub(crate) work: &'w mut Workload<'a>,
 }
@@ -658,6 +673,20 @@ impl fmt::Debug for Bound<'_, '_> {
 /// What a run prepared from a [`RunSpec`](super::RunSpec) keeps: nothing
 /// (its output goes into an [`Outputs`](super::Outputs) at finalize). The
 /// default fourth parameter of [`Run`](super::Run).
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Launched, Run, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// use runclaim::contract::Simple;
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+/// let spec = RunSpec::new(runner.code("inc")?, Input::Host(&[1]));
+/// let run: Run<'_, Launched, 0, Simple> = runner.prepare(runner.take_slot::<0>()?, spec)?.launch()?;
+/// let same: Run<'_, Launched, 0> = run; // `Simple` is the default
+/// # drop(same);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Simple;
 
