@@ -800,3 +800,37 @@ fn a_copy_back_that_fails_midway_can_be_finalized_again() {
     drop(w);
     assert_eq!(y0, [2, 3, 4, 5]);
 }
+
+/// A forgotten pipeline ends its borrow of the buffers its workloads bound:
+/// host access then waits for its runs (observing them) and reads what
+/// they wrote; the device's close settles everything and leaks nothing.
+#[test]
+fn host_access_after_a_forgotten_pipeline_waits_for_its_runs() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = device::<3>(&sim);
+    let mut h = dev.alloc_buffer::<u32>(4).unwrap();
+    dev.write_buffer(&mut h, 0, &[0; 4]).unwrap();
+    {
+        let runner = dev.publish(&[inc()]).unwrap();
+        let f = runner.code("inc").unwrap();
+        let mut pipe = Pipeline::<_, 3, u8>::new(&runner).unwrap();
+        for k in 0..3u32 {
+            let mut w = Workload::new(f);
+            w.owned(vec![k * 10; 4], Dir::In)
+                .buffer(h.slice(0..4), Dir::Out);
+            pipe.submit_work(w, 0).unwrap();
+        }
+        std::mem::forget(pipe); // three runs in flight, nobody to fence them
+        assert_eq!(
+            sim.stats().aicore_kernels,
+            0,
+            "the stepped device ran none yet"
+        );
+    }
+    let mut back = [0u32; 4];
+    dev.read_buffer(&mut h, 0, &mut back).unwrap();
+    assert_eq!(back, [21; 4], "the last run's value, in stream order");
+    drop(h);
+    dev.close().unwrap();
+    assert_eq!(sim.stats().live_allocations(), 0);
+}
