@@ -834,3 +834,25 @@ fn host_access_after_a_forgotten_pipeline_waits_for_its_runs() {
     dev.close().unwrap();
     assert_eq!(sim.stats().live_allocations(), 0);
 }
+
+/// Second review's finding: on the over-aligned allocation path, a refused
+/// free of the first (misaligned) allocation leaked it while `close`
+/// reported success. It is kept and freed later.
+#[test]
+fn a_refused_free_on_the_padded_path_is_retried_not_leaked() {
+    #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+    #[repr(C, align(128))]
+    struct Wide([u8; 128]);
+    let sim = SimDriver::stepped(SimConfig::default());
+    let dev = device::<2>(&sim);
+    let pad = dev.alloc_buffer::<u8>(1).unwrap(); // the next address is 64-, not 128-aligned
+    sim.inject(Fault::FailCall {
+        op: Op::Free,
+        nth: 1,
+    });
+    let wide = dev.alloc_buffer::<Wide>(2).unwrap();
+    assert_eq!(wide.addr().raw() % 128, 0);
+    drop((wide, pad));
+    dev.close().unwrap();
+    assert_eq!(sim.stats().live_allocations(), 0, "nothing leaked");
+}

@@ -61,8 +61,13 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             return Ok(DeviceBuffer::new(self.id, (ptr, ptr), len, &self.buffers));
         }
         // An element aligned above what the driver gives: its first element
-        // goes at the first aligned address of a larger allocation.
-        let _ = self.driver.free(ptr);
+        // goes at the first aligned address of a larger allocation. A free
+        // the driver refuses is kept for the next reclaim or teardown.
+        if self.driver.free(ptr).is_err() {
+            buffer::lock(&self.buffers)
+                .released
+                .push(Released { ptr, seq: 0 });
+        }
         let padded = bytes
             .checked_add(align - 1)
             .ok_or(fail(ErrorKind::InvalidBuffer { len, elem_size }))?;
