@@ -65,8 +65,10 @@ pub struct DeviceConfig {
     /// Bytes of each slot's staging region, where a
     /// [`Workload`](crate::contract::Workload)'s host tensors are copied in
     /// at prepare and back at finalize (default 64 KiB; 0: no host tensors;
-    /// at most [`DeviceConfig::MAX_STAGING`]). Each host tensor starts at a
-    /// multiple of [`DeviceConfig::STAGING_ALIGN`] bytes.
+    /// at most [`DeviceConfig::MAX_STAGING`]). Each non-empty host tensor
+    /// starts at a device address aligned to
+    /// [`DeviceConfig::STAGING_ALIGN`] bytes or to its element type,
+    /// whichever is larger; an empty one takes no room.
     pub staging_bytes: usize,
 }
 
@@ -95,8 +97,8 @@ impl DeviceConfig {
     /// The largest staging region: 4 GiB per slot.
     pub const MAX_STAGING: usize = 1 << 32;
 
-    /// Where each staged host tensor starts: a multiple of 64 bytes from
-    /// the staging region's start (any `bytemuck::Pod` element is aligned).
+    /// The least alignment of a staged host tensor's device address (an
+    /// element type aligned above it is aligned to its own alignment).
     pub const STAGING_ALIGN: usize = 64;
 
     /// Sets [`DeviceConfig::fence_timeout`].
