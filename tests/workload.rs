@@ -856,3 +856,34 @@ fn a_refused_free_on_the_padded_path_is_retried_not_leaked() {
     dev.close().unwrap();
     assert_eq!(sim.stats().live_allocations(), 0, "nothing leaked");
 }
+
+/// A workload run leaves no `u32` output to chain on: `Input::Previous`
+/// after it is refused at launch, and the prepared run comes back.
+#[test]
+fn a_workload_run_ends_the_previous_chain() {
+    use runclaim::{Input, RunSpec};
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = device::<2>(&sim);
+    let runner = dev.publish(&[inc()]).unwrap();
+    let f = runner.code("inc").unwrap();
+    let mut y = [0u32; 1];
+    let mut w = Workload::new(f);
+    w.input(&[1u32]).output(&mut y);
+    let a = runner
+        .prepare(runner.take_slot::<0>().unwrap(), &mut w)
+        .unwrap();
+    let a = a.launch().unwrap();
+    let b = runner
+        .prepare(
+            runner.take_slot::<1>().unwrap(),
+            RunSpec::new(f, Input::Previous),
+        )
+        .unwrap();
+    let e = b.launch().unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::NoChainValue);
+    assert!(
+        e.into_value().is_some(),
+        "nothing was submitted: the run comes back"
+    );
+    drop(a.fence().unwrap().finalize().unwrap());
+}
