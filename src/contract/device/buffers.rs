@@ -2,9 +2,9 @@
 //! wait, bounded, for a forgotten run that bound the buffer), and freeing
 //! dropped buffers once no run that bound them can still touch them.
 
-use bytemuck::Pod;
-
 use std::time::Duration;
+
+use bytemuck::Pod;
 
 use super::{Device, MIN_SLICE};
 use crate::contract::buffer::{
