@@ -59,17 +59,7 @@ fn pair(
 /// failed and were recovered, or the broken invariant.
 fn scenario(sim: &SimDriver) -> Result<usize, String> {
     let mut recovered = 0;
-    let mut open = None;
-    for _ in 0..3 {
-        match Device::<_, 2>::open(sim.clone(), DeviceConfig::default()) {
-            Ok(d) => {
-                open = Some(d);
-                break;
-            }
-            Err(_) => recovered += 1,
-        }
-    }
-    let mut dev = open.ok_or("open failed three times")?;
+    let mut dev = open_retrying(sim, &mut recovered)?;
     let fence_steps = u64::try_from(dev.fence_timeout().as_micros()).unwrap();
     let mut results = vec![None; 8];
     for (name, program, runs) in [("A", A, 0..4), ("B", B, 4..8)] {
@@ -122,19 +112,7 @@ fn scenario(sim: &SimDriver) -> Result<usize, String> {
         let want: Vec<u32> = input(i).iter().map(|&x| p.apply_lossy(x)).collect();
         checks::outputs(i as u64, &want, r.as_deref().unwrap_or(&[]))?;
     }
-    let closed = dev.close();
-    let stats = sim.stats();
-    checks::no_stale_code(&stats)?;
-    checks::no_busy_destroy(&stats)?;
-    if closed.is_ok() {
-        checks::no_leaks(&stats)?;
-    } else {
-        // A failed release leaks exactly what failed, nothing more.
-        let leaked = stats.live_streams() + stats.live_events() + stats.live_allocations();
-        if leaked > 1 {
-            return Err(format!("close failed and leaked {leaked} resources"));
-        }
-    }
+    closes_cleanly(dev, sim)?;
     Ok(recovered)
 }
 
@@ -174,6 +152,24 @@ fn every_kernel_can_fault_and_the_pipeline_still_completes() {
         }
     }
     println!("fault sweep: {swept} kernel faults, each recovered by a drain");
+}
+
+/// Closes the device and checks what it left: no stale code ran, no busy
+/// stream was destroyed, nothing leaked — or, when the close itself failed,
+/// exactly what failed (one resource) and nothing more.
+fn closes_cleanly(dev: Device<SimDriver, 2>, sim: &SimDriver) -> Result<(), String> {
+    let closed = dev.close();
+    let stats = sim.stats();
+    checks::no_stale_code(&stats)?;
+    checks::no_busy_destroy(&stats)?;
+    if closed.is_ok() {
+        return checks::no_leaks(&stats);
+    }
+    let leaked = stats.live_streams() + stats.live_events() + stats.live_allocations();
+    if leaked > 1 {
+        return Err(format!("close failed and leaked {leaked} resources"));
+    }
+    Ok(())
 }
 
 /// A device on `sim`, opened in at most three tries (each failure counted).
@@ -276,17 +272,7 @@ fn workload_scenario(sim: &SimDriver) -> Result<usize, String> {
     } else {
         recovered += 1;
     }
-    let closed = dev.close();
-    let stats = sim.stats();
-    checks::no_busy_destroy(&stats)?;
-    if closed.is_ok() {
-        checks::no_leaks(&stats)?;
-    } else {
-        let leaked = stats.live_streams() + stats.live_events() + stats.live_allocations();
-        if leaked > 1 {
-            return Err(format!("close failed and leaked {leaked} resources"));
-        }
-    }
+    closes_cleanly(dev, sim)?;
     Ok(recovered)
 }
 
