@@ -35,7 +35,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::abi::{self, ArgBlock, Program, StatusRecord, WallRecord};
+use super::abi::{self, ArgBlock, LaunchArgs, Program, StatusRecord, WallRecord};
 use super::{
     Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
     EventId, HandleKind, Op, Registration, StreamId,
@@ -119,30 +119,29 @@ impl Inner {
         Ok(())
     }
 
-    /// Checks every device range `block` names: a version-1 block's input
-    /// and output, a version-2 block's tensors, and the handshake, wall and
-    /// status records. Allocation-free.
-    fn check_block(&self, op: Op, block: &ArgBlock<'_>) -> Result<(), DriverError> {
-        let size = |op, addr, bytes: u64| {
-            usize::try_from(bytes)
-                .map_err(|_| DriverError::new(op, DriverErrorKind::BadAddress { addr, len: bytes }))
-        };
-        match block {
-            ArgBlock::Run(a) => {
-                let bytes = size(op, a.input, a.len.saturating_mul(4))?;
-                self.range(op, a.input, bytes)?;
-                self.range(op, a.output, bytes)?;
-            }
-            ArgBlock::Work(w) => {
-                for t in w.tensors() {
-                    self.range(op, t.addr, size(op, t.addr, t.bytes)?)?;
-                }
-            }
+    /// Checks every device range `args` names (as its writer recorded
+    /// them) and that the block still holds each. Allocation-free.
+    fn check_fields(&self, op: Op, args: LaunchArgs<'_>) -> Result<(), DriverError> {
+        if !args.consistent() {
+            return Err(DriverError::new(
+                op,
+                DriverErrorKind::InvalidArgument {
+                    what: "an address the block's writer recorded is no longer in the block",
+                },
+            ));
         }
-        let a = block.header();
-        self.range(op, a.handshake, abi::handshake_bytes(a.block_dim))?;
-        self.range(op, a.wall, WallRecord::SIZE)?;
-        self.range(op, a.status, StatusRecord::SIZE)?;
+        for f in args.fields() {
+            let bytes = usize::try_from(f.len).map_err(|_| {
+                DriverError::new(
+                    op,
+                    DriverErrorKind::BadAddress {
+                        addr: f.addr.raw(),
+                        len: f.len,
+                    },
+                )
+            })?;
+            self.range(op, f.addr.raw(), bytes)?;
+        }
         Ok(())
     }
 
@@ -250,11 +249,12 @@ impl InstantDriver {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Parses an argument block of either version (in place: no
-    /// allocation) and checks every range it names.
-    fn args<'b>(g: &Inner, op: Op, args: &'b [u8]) -> Result<ArgBlock<'b>, DriverError> {
+    /// Checks every range `args` names and parses it as a runclaim block
+    /// of either version (in place: no allocation).
+    fn args<'b>(g: &Inner, op: Op, args: LaunchArgs<'b>) -> Result<ArgBlock<'b>, DriverError> {
         let invalid = |what| DriverError::new(op, DriverErrorKind::InvalidArgument { what });
-        let block = ArgBlock::parse(args).ok_or(invalid(
+        g.check_fields(op, args)?;
+        let block = ArgBlock::parse(args.bytes()).ok_or(invalid(
             "argument block is neither a valid RunArgs nor a valid workload block",
         ))?;
         if let ArgBlock::Work(w) = &block {
@@ -265,7 +265,6 @@ impl InstantDriver {
                 ));
             }
         }
-        g.check_block(op, &block)?;
         Ok(block)
     }
 }
@@ -550,7 +549,7 @@ impl Driver for InstantDriver {
         s: StreamId,
         code: CodeHandle,
         block_dim: u32,
-        args: &[u8],
+        args: LaunchArgs<'_>,
     ) -> Result<(), DriverError> {
         let mut g = self.lock();
         Inner::check(&g.streams, Op::LaunchAicore, HandleKind::Stream, s.raw())?;
@@ -585,7 +584,7 @@ impl Driver for InstantDriver {
         Ok(())
     }
 
-    fn launch_aicpu(&self, s: StreamId, args: &[u8]) -> Result<(), DriverError> {
+    fn launch_aicpu(&self, s: StreamId, args: LaunchArgs<'_>) -> Result<(), DriverError> {
         let mut g = self.lock();
         Inner::check(&g.streams, Op::LaunchAicpu, HandleKind::Stream, s.raw())?;
         let block = Self::args(&g, Op::LaunchAicpu, args)?;

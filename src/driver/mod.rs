@@ -309,27 +309,31 @@ pub trait Driver: Send + Sync {
     }
 
     /// Queues the AICore kernel of a run: `block_dim` workers executing
-    /// `code` with the argument block `args` (copied at launch).
+    /// `code` with the argument block `args` (its bytes copied at launch).
     ///
-    /// *Before*: `1 <= block_dim <= info().max_block_dim`; `args` is an
-    /// argument block of either version ([`abi::ArgBlock`]): exactly
-    /// [`abi::RunArgs::SIZE`] bytes of [`abi::RunArgs`], or a workload
-    /// block of any size up to [`abi::WorkArgs::MAX_SIZE`]. A driver checks
-    /// every device range the block names (each tensor's included) before
-    /// the kernel can touch it, and refuses the launch otherwise.
+    /// *Before*: `1 <= block_dim <= info().max_block_dim`. `args` is any
+    /// block a [`abi::BlockWriter`] wrote — its layout is the kernel's
+    /// (an [`abi::KernelAbi`]'s), not the driver's. A driver checks every
+    /// device range the block names ([`abi::LaunchArgs::fields`]: each lies
+    /// in one live allocation, and the block still holds it where it was
+    /// recorded, [`abi::LaunchArgs::consistent`]) before the kernel can
+    /// touch it, and refuses the launch otherwise. A driver that models the
+    /// device (the simulator) also refuses a block its device cannot
+    /// decode.
     fn launch_aicore(
         &self,
         stream: StreamId,
         code: CodeHandle,
         block_dim: u32,
-        args: &[u8],
+        args: abi::LaunchArgs<'_>,
     ) -> Result<(), DriverError>;
 
     /// Queues the AICPU Run kernel of a run with the argument block `args`
-    /// (either version, checked as for [`launch_aicore`](Driver::launch_aicore)).
-    /// It hand-shakes with the AICore workers of the same run (see
-    /// [`abi`]) and writes the run's device-wall and status records.
-    fn launch_aicpu(&self, stream: StreamId, args: &[u8]) -> Result<(), DriverError>;
+    /// (checked as for [`launch_aicore`](Driver::launch_aicore)). It
+    /// hand-shakes with the AICore workers of the same run and writes the
+    /// run's timing and status records (runclaim's own protocol: see
+    /// [`abi`]).
+    fn launch_aicpu(&self, stream: StreamId, args: abi::LaunchArgs<'_>) -> Result<(), DriverError>;
 }
 
 macro_rules! forward_driver {
@@ -377,10 +381,10 @@ macro_rules! forward_driver {
             }
             fn code_epoch(&self) -> u64 { (**self).code_epoch() }
             fn clock(&self) -> Duration { (**self).clock() }
-            fn launch_aicore(&self, s: StreamId, c: CodeHandle, b: u32, a: &[u8]) -> Result<(), DriverError> {
+            fn launch_aicore(&self, s: StreamId, c: CodeHandle, b: u32, a: abi::LaunchArgs<'_>) -> Result<(), DriverError> {
                 (**self).launch_aicore(s, c, b, a)
             }
-            fn launch_aicpu(&self, s: StreamId, a: &[u8]) -> Result<(), DriverError> {
+            fn launch_aicpu(&self, s: StreamId, a: abi::LaunchArgs<'_>) -> Result<(), DriverError> {
                 (**self).launch_aicpu(s, a)
             }
         }
@@ -468,11 +472,11 @@ mod tests {
             stream: StreamId,
             code: CodeHandle,
             block_dim: u32,
-            args: &[u8],
+            args: abi::LaunchArgs<'_>,
         ) -> Result<(), DriverError> {
             self.0.launch_aicore(stream, code, block_dim, args)
         }
-        fn launch_aicpu(&self, stream: StreamId, args: &[u8]) -> Result<(), DriverError> {
+        fn launch_aicpu(&self, stream: StreamId, args: abi::LaunchArgs<'_>) -> Result<(), DriverError> {
             self.0.launch_aicpu(stream, args)
         }
     }

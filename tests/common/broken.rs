@@ -5,7 +5,7 @@
 use std::sync::Mutex;
 use std::time::Duration;
 
-use runclaim::driver::abi::{self, RunArgs};
+use runclaim::driver::abi::{self, BlockBuf, LaunchArgs, RunArgs};
 use runclaim::driver::{
     CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, EventId, Registration,
     StreamId,
@@ -35,7 +35,7 @@ pub enum Breakage {
 
 #[derive(Default)]
 struct State {
-    held_aicore: Option<(StreamId, CodeHandle, u32, Vec<u8>)>,
+    held_aicore: Option<(StreamId, CodeHandle, u32, BlockBuf)>,
     streams: Vec<StreamId>,
     first_wall: Option<u64>,
     first_status: Option<u64>,
@@ -63,9 +63,9 @@ impl Broken {
         self.state.lock().unwrap()
     }
 
-    fn rewrite(&self, args: &[u8]) -> Vec<u8> {
-        let Some(mut a) = RunArgs::from_bytes(args) else {
-            return args.to_vec();
+    fn rewrite(&self, args: LaunchArgs<'_>) -> BlockBuf {
+        let Some(mut a) = RunArgs::from_bytes(args.bytes()) else {
+            return BlockBuf::copy_of(args);
         };
         if self.how == Breakage::ShareDeviceWall {
             a.wall = *self.st().first_wall.get_or_insert(a.wall);
@@ -77,7 +77,7 @@ impl Broken {
             // Bytes 16..32 of the handshake header are unused by the kernels.
             a.status = a.handshake + 16;
         }
-        a.to_bytes().to_vec()
+        a.block()
     }
 }
 
@@ -182,7 +182,7 @@ impl Driver for Broken {
         s: StreamId,
         code: CodeHandle,
         bd: u32,
-        args: &[u8],
+        args: LaunchArgs<'_>,
     ) -> Result<(), DriverError> {
         let args = self.rewrite(args);
         if self.how == Breakage::ReorderLaunches {
@@ -193,18 +193,18 @@ impl Driver for Broken {
                     return Ok(());
                 }
                 Some((hs, hc, hb, ha)) => {
-                    self.inner.launch_aicore(s, code, bd, &args)?;
-                    return self.inner.launch_aicore(hs, hc, hb, &ha);
+                    self.inner.launch_aicore(s, code, bd, args.args())?;
+                    return self.inner.launch_aicore(hs, hc, hb, ha.args());
                 }
             }
         }
-        self.inner.launch_aicore(s, code, bd, &args)
+        self.inner.launch_aicore(s, code, bd, args.args())
     }
-    fn launch_aicpu(&self, s: StreamId, args: &[u8]) -> Result<(), DriverError> {
+    fn launch_aicpu(&self, s: StreamId, args: LaunchArgs<'_>) -> Result<(), DriverError> {
         let args = self.rewrite(args);
-        self.inner.launch_aicpu(s, &args)?;
+        self.inner.launch_aicpu(s, args.args())?;
         if self.how == Breakage::ClearLiveHandshake
-            && let Some(a) = RunArgs::from_bytes(&args)
+            && let Some(a) = RunArgs::from_bytes(args.args().bytes())
         {
             let previous = self.st().last_handshake.replace((a.handshake, a.block_dim));
             if let Some((hs, bd)) = previous {

@@ -12,6 +12,7 @@ use runclaim::driver::{
     CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, EventId, Op, Registration,
     StreamId, host_clock,
 };
+use runclaim::driver::abi::LaunchArgs;
 use runclaim::sim::SimDriver;
 
 /// What the host side does wrong.
@@ -107,7 +108,7 @@ impl Driver for Hooked {
         stream_wait_event[StreamWaitEvent](s: StreamId, e: EventId) -> Result<(), DriverError>;
         event_elapsed[EventElapsed](a: EventId, b: EventId) -> Result<Duration, DriverError>;
         event_timestamp[EventTimestamp](e: EventId) -> Result<u64, DriverError>;
-        launch_aicpu[LaunchAicpu](s: StreamId, a: &[u8]) -> Result<(), DriverError>;
+        launch_aicpu[LaunchAicpu](s: StreamId, a: LaunchArgs<'_>) -> Result<(), DriverError>;
     }
 
     fn sync_event(&self, e: EventId, t: Duration) -> Result<(), DriverError> {
@@ -150,7 +151,7 @@ impl Driver for Hooked {
         s: StreamId,
         code: CodeHandle,
         block_dim: u32,
-        args: &[u8],
+        args: LaunchArgs<'_>,
     ) -> Result<(), DriverError> {
         self.enter(Op::LaunchAicore);
         let code = if self.hooks.launch_resident.load(Ordering::SeqCst) {

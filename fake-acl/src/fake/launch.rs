@@ -17,6 +17,7 @@ use std::ffi::{CStr, c_char, c_int, c_void};
 
 use runclaim::driver::acl::codes::Waited;
 use runclaim::driver::{Driver, DriverError, DriverErrorKind, Op};
+use runclaim::driver::abi::BlockBuf;
 
 use super::code::program;
 use super::shim::{call, host, opaque, stream_of};
@@ -136,7 +137,10 @@ pub unsafe extern "C" fn rtKernelLaunchWithHandleV2(
                 },
             ));
         }
-        s.launch_aicore(stream_of(id, Op::LaunchAicore, stm)?, code, block_dim, blob)
+        // The device receives bytes: its simulator decodes and checks them
+        // as the device would (the host driver checked the ranges).
+        let block = BlockBuf::from_bytes(blob);
+        s.launch_aicore(stream_of(id, Op::LaunchAicore, stm)?, code, block_dim, block.args())
     })
 }
 
@@ -219,6 +223,7 @@ pub unsafe extern "C" fn rtsLaunchCpuKernel(
     };
     note_launch(Launch::Aicpu, a.args_size);
     call(Waited::Stream, |id, s| {
-        s.launch_aicpu(stream_of(id, Op::LaunchAicpu, stm)?, blob)
+        let block = BlockBuf::from_bytes(blob);
+        s.launch_aicpu(stream_of(id, Op::LaunchAicpu, stm)?, block.args())
     })
 }

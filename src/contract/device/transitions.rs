@@ -77,6 +77,17 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             .to_bytes();
             &simple
         };
+        // Stopgap until the device builds blocks through its adapter.
+        let pack = match abi::ArgBlock::parse(args) {
+            Some(abi::ArgBlock::Run(a)) => a.block(),
+            Some(abi::ArgBlock::Work(w)) => {
+                let t: Vec<_> = w.tensors().collect();
+                let s: Vec<_> = w.scalars().collect();
+                WorkArgs::block(w.header(), &t, &s).unwrap_or_default()
+            }
+            None => abi::BlockBuf::default(),
+        };
+        let args = pack.args();
         let (aicore, aicpu) = (st.streams.aicore(), st.streams.aicpu());
         let d = &self.driver;
         if let Err(e) = d.launch_aicore(aicore, info.code, self.config.block_dim, args) {

@@ -28,15 +28,22 @@
 //! clearing the region for run N+1 while run N is live would do exactly
 //! that, which is why every slot owns its own region.
 
+mod adapter;
 mod program;
 mod records;
+mod runclaim;
 mod workload;
 
 use static_assertions::const_assert_eq;
 
+pub use adapter::{
+    AbiError, AddrField, AicpuBlock, BlockBuf, BlockWriter, DevSpan, KernelAbi, LaunchArgs, Prep,
+    RecordAt, RecordError, RegionSpec, RunIdentity, RunView, Shape, SimpleIo, TensorView, Verdict,
+};
 pub(crate) use program::work_operands;
 pub use program::{CodeError, Instr, Program};
 pub use records::{RunArgs, StatusRecord, WallRecord};
+pub use runclaim::RunclaimAbi;
 pub use workload::{ArgBlock, Dir, TensorArg, WorkArgs};
 
 /// Device timestamp counter frequency of the a2a3 generation (50 MHz).

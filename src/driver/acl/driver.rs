@@ -12,7 +12,7 @@ use super::call::elapsed_of;
 use super::ffi::{ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE};
 use super::result::{self, HostCopy};
 use super::table::Table;
-use crate::driver::abi::TICKS_PER_SEC;
+use crate::driver::abi::{LaunchArgs, TICKS_PER_SEC};
 use crate::driver::{
     CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo, EventId, Op,
     Registration, StreamId,
@@ -367,7 +367,7 @@ impl Driver for AclDriver {
         s: StreamId,
         code: CodeHandle,
         block_dim: u32,
-        args: &[u8],
+        args: LaunchArgs<'_>,
     ) -> Result<(), DriverError> {
         let op = Op::LaunchAicore;
         let t = self.read();
@@ -377,17 +377,17 @@ impl Driver for AclDriver {
         // released and replaced never reaches C.
         let program = &t.code(op, code.raw(), code.upload())?.program;
         self.block_dim_ok(op, block_dim)?;
-        let args = t.run_args(op, args, Some(block_dim))?;
+        let args = t.run_args(op, args)?;
         self.bind(op)?;
         result::kernel_launch_with_handle_v2(&self.api, program, block_dim, args, s)
             .map_err(|f| f.at(op))
     }
 
-    fn launch_aicpu(&self, s: StreamId, args: &[u8]) -> Result<(), DriverError> {
+    fn launch_aicpu(&self, s: StreamId, args: LaunchArgs<'_>) -> Result<(), DriverError> {
         let op = Op::LaunchAicpu;
         let t = self.read();
         let s = t.stream(op, s.raw())?.live();
-        let args = t.run_args(op, args, None)?;
+        let args = t.run_args(op, args)?;
         let Some(kernel) = &self.aicpu else {
             return Err(DriverError::new(
                 op,

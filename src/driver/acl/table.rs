@@ -33,7 +33,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 use self::tokens::Mark;
 pub(super) use self::tokens::{Args, Event, EventWait, Span, Stream, StreamWait};
 use super::result::{Program, RtPtr};
-use crate::driver::abi::{self, ArgBlock, RunArgs, StatusRecord, WallRecord, WorkArgs};
+use crate::driver::abi::LaunchArgs;
 use crate::driver::{DriverError, DriverErrorKind, HandleKind, Op};
 
 /// A live allocation of this driver: `[base, base + len)`. Owned (out of the
@@ -142,7 +142,10 @@ fn bad_range(op: Op, addr: u64, len: u64) -> DriverError {
 /// A validated argument block's device ranges: the table (driver
 /// instance), its allocation version, then `block_dim`, `len`, `input`,
 /// `output`, `handshake`, `wall`, `status`.
-type RangesKey = [u64; 9];
+type RangesKey = [u64; 3 + 2 * REMEMBERED_FIELDS];
+
+/// The most addresses a block may name for its ranges to be remembered.
+pub(super) const REMEMBERED_FIELDS: usize = 5;
 
 /// How many validated argument blocks each thread remembers (a depth-3
 /// runner alternates among three slots' regions).
@@ -153,7 +156,7 @@ thread_local! {
     /// allocation version they were valid for. `Copy` data, no destructor:
     /// usable during thread teardown too.
     static VALIDATED: RefCell<([RangesKey; REMEMBERED], usize)> =
-        const { RefCell::new(([[0; 9]; REMEMBERED], 0)) };
+        const { RefCell::new(([[0; 3 + 2 * REMEMBERED_FIELDS]; REMEMBERED], 0)) };
 }
 
 /// Everything one driver created and has not destroyed.
@@ -240,125 +243,72 @@ impl Table {
         self.allocs.insert(i, a);
     }
 
-    /// Checks every device range a run's argument block names: the kernels
-    /// read and write exactly these. The block is either version
-    /// ([`ArgBlock`]):
+    /// Checks every device range a run's argument block names — the
+    /// addresses its writer recorded ([`LaunchArgs::fields`]) — before any
+    /// C call: each `[addr, addr + len)` inside one live allocation of this
+    /// table, and still in the block where it was written
+    /// ([`LaunchArgs::consistent`]). The layout is the kernel's adapter's;
+    /// this driver reads no field of it. A zero-length range is checked as
+    /// every zero-length range is: its address must lie inside a live
+    /// allocation or at its end.
     ///
-    /// - a [`RunArgs`] block (exactly [`RunArgs::SIZE`] bytes): its input,
-    ///   output, handshake, wall and status ranges. The ranges of the last
-    ///   few blocks this thread validated are remembered per allocation
-    ///   version, so the AICPU launch of a run (and the next run in the
-    ///   same slot) skips the lookups.
-    /// - a workload block ([`WorkArgs`], at most [`WorkArgs::MAX_SIZE`]
-    ///   bytes): the header's handshake, wall and status ranges (its `len`,
-    ///   `input` and `output` must be 0) and every tensor's
-    ///   `[addr, addr + bytes)`, each inside one live allocation of this
-    ///   table. A zero-byte tensor is checked as every zero-length range
-    ///   is: its address must lie inside a live allocation or at its end.
-    ///   Workload blocks are never remembered: their tensors are checked
-    ///   at every launch (up to [`WorkArgs::MAX_TENSORS`] binary searches).
+    /// The ranges of the last few blocks this thread validated (of at most
+    /// [`REMEMBERED_FIELDS`] addresses: runclaim's `RunSpec` block names
+    /// five) are remembered per allocation version, so the AICPU launch of
+    /// a run (and the next run in the same slot) skips the lookups. Larger
+    /// blocks are checked at every launch.
     ///
-    /// A malformed block is refused as an invalid argument, a range outside
-    /// every live allocation as a bad address, before any C call.
-    pub fn run_args<'a>(
-        &'a self,
-        op: Op,
-        args: &'a [u8],
-        block_dim: Option<u32>,
-    ) -> Result<Args<'a>, DriverError> {
+    /// A block whose addresses moved is refused as an invalid argument, a
+    /// range outside every live allocation as a bad address.
+    pub fn run_args<'a>(&'a self, op: Op, args: LaunchArgs<'a>) -> Result<Args<'a>, DriverError> {
         let invalid = |what| DriverError::new(op, DriverErrorKind::InvalidArgument { what });
-        let a = match ArgBlock::parse(args) {
-            Some(ArgBlock::Run(a)) => a,
-            Some(ArgBlock::Work(w)) => return self.work_args(op, w, block_dim),
-            None if args.len() >= 8 && args[4..8] == WorkArgs::VERSION.to_le_bytes() => {
-                return Err(invalid(
-                    "workload block is malformed: its size disagrees with its counts, a count \
-                     is above its maximum, a tensor descriptor is bad or the run id is 0",
-                ));
-            }
-            None if args.len() != RunArgs::SIZE => {
-                return Err(invalid("argument block is not RunArgs::SIZE bytes"));
-            }
-            None => return Err(invalid("argument block has a bad magic, version or run id")),
-        };
-        if block_dim.is_some_and(|b| b != a.block_dim) {
-            return Err(invalid("block_dim differs from the argument block's"));
+        if u32::try_from(args.bytes().len()).is_err() {
+            return Err(invalid("argument block is longer than a u32 can say"));
         }
-        let elems = usize::try_from(a.len)
-            .ok()
-            .and_then(|n| n.checked_mul(4))
-            .ok_or_else(|| invalid("element count overflows"))?;
-        let handshake = abi::handshake_bytes_checked(a.block_dim)
-            .ok_or_else(|| invalid("block_dim overflows the handshake size"))?;
-        // The same ranges, validated at the same allocation version (the
-        // AICPU launch after the AICore launch of a run, the next run in the
-        // same slot), are still valid: no allocation came or went since.
-        let key: RangesKey = [
-            self.id,
-            self.version,
-            u64::from(a.block_dim),
-            a.len,
-            a.input,
-            a.output,
-            a.handshake,
-            a.wall,
-            a.status,
-        ];
-        let known = VALIDATED
-            .try_with(|v| v.try_borrow().is_ok_and(|v| v.0.contains(&key)))
-            .unwrap_or(false);
+        if !args.consistent() {
+            return Err(invalid(
+                "an address the block's writer recorded is no longer in the block",
+            ));
+        }
         let checked = Args {
-            blob: args,
+            blob: args.bytes(),
             _table: PhantomData,
         };
-        if known && self.id != 0 {
-            return Ok(checked);
-        }
-        self.range(op, a.input, elems)?;
-        self.range(op, a.output, elems)?;
-        self.range(op, a.handshake, handshake)?;
-        self.range(op, a.wall, WallRecord::SIZE)?;
-        self.range(op, a.status, StatusRecord::SIZE)?;
-        let _ = VALIDATED.try_with(|v| {
-            if let Ok(mut v) = v.try_borrow_mut() {
-                let next = v.1;
-                v.0[next] = key;
-                v.1 = (next + 1) % REMEMBERED;
+        let fields = args.fields();
+        let key = (fields.len() <= REMEMBERED_FIELDS).then(|| {
+            let mut key: RangesKey = [0; 3 + 2 * REMEMBERED_FIELDS];
+            key[0] = self.id;
+            key[1] = self.version;
+            key[2] = fields.len() as u64;
+            for (i, f) in fields.iter().enumerate() {
+                key[3 + 2 * i] = f.addr.raw();
+                key[4 + 2 * i] = f.len;
             }
+            key
         });
-        Ok(checked)
-    }
-
-    /// [`Table::run_args`] of a workload block: every range checked, none
-    /// remembered.
-    fn work_args<'a>(
-        &'a self,
-        op: Op,
-        w: WorkArgs<'a>,
-        block_dim: Option<u32>,
-    ) -> Result<Args<'a>, DriverError> {
-        let invalid = |what| DriverError::new(op, DriverErrorKind::InvalidArgument { what });
-        let a = w.header();
-        if block_dim.is_some_and(|b| b != a.block_dim) {
-            return Err(invalid("block_dim differs from the argument block's"));
+        if let Some(key) = key {
+            let known = VALIDATED
+                .try_with(|v| v.try_borrow().is_ok_and(|v| v.0.contains(&key)))
+                .unwrap_or(false);
+            if known && self.id != 0 {
+                return Ok(checked);
+            }
         }
-        if (a.len, a.input, a.output) != (0, 0, 0) {
-            return Err(invalid("workload block's len, input and output are not 0"));
-        }
-        let handshake = abi::handshake_bytes_checked(a.block_dim)
-            .ok_or_else(|| invalid("block_dim overflows the handshake size"))?;
-        self.range(op, a.handshake, handshake)?;
-        self.range(op, a.wall, WallRecord::SIZE)?;
-        self.range(op, a.status, StatusRecord::SIZE)?;
-        for t in w.tensors() {
+        for f in fields {
             // A length no host slice can have lies in no allocation either.
-            let len = usize::try_from(t.bytes).map_err(|_| bad_range(op, t.addr, t.bytes))?;
-            self.range(op, t.addr, len)?;
+            let len = usize::try_from(f.len).map_err(|_| bad_range(op, f.addr.raw(), f.len))?;
+            self.range(op, f.addr.raw(), len)?;
         }
-        Ok(Args {
-            blob: w.bytes(),
-            _table: PhantomData,
-        })
+        if let Some(key) = key {
+            let _ = VALIDATED.try_with(|v| {
+                if let Ok(mut v) = v.try_borrow_mut() {
+                    let next = v.1;
+                    v.0[next] = key;
+                    v.1 = (next + 1) % REMEMBERED;
+                }
+            });
+        }
+        Ok(checked)
     }
 
     // ----- streams ----------------------------------------------------------
@@ -474,6 +424,8 @@ impl Table {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::DevPtr;
+    use crate::driver::abi::{BlockBuf, DevSpan};
 
     fn table() -> Table {
         let mut t = Table::default();
@@ -516,69 +468,42 @@ mod tests {
         }
     }
 
-    /// A table with a run's header regions at 0x1000.. (see `table`) and
-    /// two tensor buffers: 0x4000 (64 bytes), 0x5000 (16 bytes).
+    /// A table with two buffers: 0x4000 (64 bytes), 0x5000 (16 bytes).
     fn work_table(id: u64) -> Table {
         let mut t = Table::new(id);
-        t.insert_alloc(RtPtr::from_raw(0x1000), 0x100); // handshake
-        t.insert_alloc(RtPtr::from_raw(0x2000), WallRecord::SIZE);
-        t.insert_alloc(RtPtr::from_raw(0x3000), StatusRecord::SIZE);
         t.insert_alloc(RtPtr::from_raw(0x4000), 64);
         t.insert_alloc(RtPtr::from_raw(0x5000), 16);
         t
     }
 
-    fn header(len: u64, input: u64, output: u64) -> RunArgs {
-        RunArgs {
-            run_id: 3,
-            slot: 0,
-            block_dim: 2,
-            len,
-            input,
-            output,
-            handshake: 0x1000,
-            wall: 0x2000,
-            status: 0x3000,
+    /// A block of 8 bytes per address, each recorded.
+    fn block(spans: &[(u64, u64)]) -> BlockBuf {
+        let mut b = BlockBuf::with_capacity(8 * spans.len() + 8, spans.len());
+        let mut w = b.writer();
+        w.grow(8 * spans.len() + 8).unwrap();
+        w.put_u64(8 * spans.len(), 0xfeed).unwrap(); // an integer: not checked
+        for (i, &(addr, len)) in spans.iter().enumerate() {
+            w.put_addr(8 * i, DevSpan::new(DevPtr::from_raw(addr), len))
+                .unwrap();
         }
-    }
-
-    fn tensor(addr: u64, bytes: u64) -> abi::TensorArg {
-        abi::TensorArg {
-            addr,
-            bytes,
-            elem_size: 4,
-            dir: abi::Dir::InOut,
-            staged: false,
-        }
-    }
-
-    fn work(h: &RunArgs, tensors: &[abi::TensorArg], scalars: &[u64]) -> Vec<u8> {
-        let mut b = vec![0; WorkArgs::size(tensors.len(), scalars.len())];
-        WorkArgs::encode(&mut b, h, tensors.iter().copied(), scalars).unwrap();
         b
     }
 
-    fn refused(t: &Table, block: &[u8]) -> DriverErrorKind {
-        let e = t.run_args(Op::LaunchAicore, block, Some(2)).unwrap_err();
+    fn refused(t: &Table, block: &BlockBuf) -> DriverErrorKind {
+        let e = t.run_args(Op::LaunchAicore, block.args()).unwrap_err();
         assert!(e.native().is_none(), "refused by the driver itself");
         e.kind().clone()
     }
 
     #[test]
-    fn workload_blocks_have_every_tensor_range_checked() {
+    fn every_recorded_address_is_checked() {
         let t = work_table(0);
-        let h = header(0, 0, 0);
-        let ok = work(&h, &[tensor(0x4000, 64), tensor(0x5004, 12)], &[7]);
-        let args = t.run_args(Op::LaunchAicore, &ok, Some(2)).unwrap();
-        assert_eq!(args.bytes(), &ok[..], "the caller's bytes, unchanged");
-        assert!(t.run_args(Op::LaunchAicpu, &ok, None).is_ok());
-        // Zero-byte tensors: inside an allocation or at its end.
+        let ok = block(&[(0x4000, 64), (0x5004, 12)]);
+        let args = t.run_args(Op::LaunchAicore, ok.args()).unwrap();
+        assert_eq!(args.bytes(), ok.args().bytes(), "the caller's bytes, unchanged");
+        // Zero-byte ranges: inside an allocation or at its end.
         for addr in [0x4000, 0x4020, 0x4040, 0x5010] {
-            let b = work(&h, &[tensor(addr, 0)], &[]);
-            assert!(
-                t.run_args(Op::LaunchAicore, &b, Some(2)).is_ok(),
-                "{addr:#x}"
-            );
+            assert!(t.run_args(Op::LaunchAicore, block(&[(addr, 0)]).args()).is_ok(), "{addr:#x}");
         }
         for (addr, bytes) in [
             (0x4000, 65),         // one byte past the end
@@ -592,102 +517,58 @@ mod tests {
             (u64::MAX, 1),
             (0, 0),
         ] {
-            // The bad tensor after a good one, so the first does not hide it.
-            let b = work(&h, &[tensor(0x5000, 16), tensor(addr, bytes)], &[]);
+            // The bad range after a good one, so the first does not hide it.
+            let b = block(&[(0x5000, 16), (addr, bytes)]);
             assert_eq!(
                 refused(&t, &b),
                 DriverErrorKind::BadAddress { addr, len: bytes },
                 "{addr:#x} + {bytes:#x}"
             );
         }
-        // The header's own ranges, as for a RunArgs block.
-        let mut bad = h;
-        bad.wall = 0x2004;
-        let b = work(&bad, &[tensor(0x4000, 4)], &[]);
-        assert!(matches!(
-            refused(&t, &b),
-            DriverErrorKind::BadAddress { addr: 0x2004, .. }
-        ));
-        // A workload block's len, input and output are 0.
-        for h in [header(1, 0, 0), header(0, 0x4000, 0), header(0, 0, 0x4000)] {
-            let b = work(&h, &[tensor(0x4000, 4)], &[]);
-            assert!(matches!(
-                refused(&t, &b),
-                DriverErrorKind::InvalidArgument { .. }
-            ));
-        }
-        // block_dim must agree with the launch's.
-        let e = t.run_args(Op::LaunchAicore, &ok, Some(3)).unwrap_err();
-        assert!(matches!(e.kind(), DriverErrorKind::InvalidArgument { .. }));
+        // A block naming no address passes unread.
+        assert!(t.run_args(Op::LaunchAicore, BlockBuf::from_bytes(&[1, 2, 3]).args()).is_ok());
     }
 
     #[test]
-    fn malformed_workload_blocks_are_invalid_arguments() {
+    fn an_address_overwritten_after_it_was_recorded_is_refused() {
         let t = work_table(0);
-        let ok = work(&header(0, 0, 0), &[tensor(0x4000, 4)], &[1, 2]);
-        let mut long = ok.clone();
-        long.push(0);
-        let mut short = ok.clone();
-        short.pop();
-        let mut count = ok.clone();
-        count[RunArgs::SIZE] = 2; // two tensors claimed, one present
-        let mut scalars = ok.clone();
-        scalars[RunArgs::SIZE + 4] = 1; // one scalar claimed, two present
-        let mut dir = ok.clone();
-        dir[WorkArgs::HEADER + 20] = 9;
-        for b in [
-            long,
-            short,
-            count,
-            scalars,
-            dir,
-            ok[..WorkArgs::HEADER - 1].to_vec(),
-        ] {
-            assert!(matches!(
-                refused(&t, &b),
-                DriverErrorKind::InvalidArgument { .. }
-            ));
-        }
-        // The largest block is accepted, one byte more is not.
-        let many: Vec<_> = (0..WorkArgs::MAX_TENSORS)
-            .map(|_| tensor(0x4000, 64))
-            .collect();
-        let scalars: Vec<u64> = (0..WorkArgs::MAX_SCALARS as u64).collect();
-        let mut max = work(&header(0, 0, 0), &many, &scalars);
-        assert_eq!(max.len(), WorkArgs::MAX_SIZE);
-        let args = t.run_args(Op::LaunchAicore, &max, Some(2)).unwrap();
-        assert_eq!(args.bytes().len(), WorkArgs::MAX_SIZE);
-        max.push(0);
-        assert!(matches!(
-            refused(&t, &max),
-            DriverErrorKind::InvalidArgument { .. }
-        ));
+        let mut b = BlockBuf::with_capacity(8, 1);
+        let mut w = b.writer();
+        w.grow(8).unwrap();
+        w.put_addr(0, DevSpan::new(DevPtr::from_raw(0x4000), 64))
+            .unwrap();
+        assert!(t.run_args(Op::LaunchAicore, b.args()).is_ok());
+        // The negative control: the range recorded is valid, the address the
+        // kernel would read is not.
+        let mut w = b.writer();
+        w.grow(8).unwrap();
+        w.put_addr(0, DevSpan::new(DevPtr::from_raw(0x4000), 64))
+            .unwrap();
+        w.put_u64(0, 0xdead_0000).unwrap();
+        assert!(matches!(refused(&t, &b), DriverErrorKind::InvalidArgument { .. }));
     }
 
     #[test]
-    fn remembered_ranges_never_let_a_workload_block_skip_its_tensors() {
-        // A driver's table (id != 0): RunArgs ranges are remembered.
-        let t = work_table(0x7ab1e);
-        let h = header(1, 0x4000, 0x4010);
-        let v1 = h.to_bytes();
-        assert!(t.run_args(Op::LaunchAicore, &v1, Some(2)).is_ok());
-        assert!(t.run_args(Op::LaunchAicpu, &v1, None).is_ok());
-        // Same header regions, same allocation version: a good workload
-        // block, then one whose tensor lies outside every allocation.
-        let h = header(0, 0, 0);
-        let good = work(&h, &[tensor(0x4000, 64)], &[]);
-        assert!(t.run_args(Op::LaunchAicore, &good, Some(2)).is_ok());
-        assert!(t.run_args(Op::LaunchAicpu, &good, None).is_ok());
-        let bad = work(&h, &[tensor(0x4000, 65)], &[]);
+    fn remembered_ranges_never_let_a_block_skip_its_checks() {
+        // A driver's table (id != 0): small blocks' ranges are remembered.
+        let mut t = work_table(0x7ab1e);
+        let small = block(&[(0x4000, 64), (0x5000, 16)]);
+        assert!(t.run_args(Op::LaunchAicore, small.args()).is_ok());
+        assert!(t.run_args(Op::LaunchAicpu, small.args()).is_ok());
+        // The same ranges plus one bad one, and a large block: checked.
+        let bad = block(&[(0x4000, 64), (0x5000, 16), (0x4000, 65)]);
+        assert!(matches!(refused(&t, &bad), DriverErrorKind::BadAddress { .. }));
+        let mut many = vec![(0x4000, 64); REMEMBERED_FIELDS + 1];
+        assert!(t.run_args(Op::LaunchAicore, block(&many).args()).is_ok());
+        many[REMEMBERED_FIELDS] = (0x4000, 65);
         for _ in 0..2 {
-            assert_eq!(
-                refused(&t, &bad),
-                DriverErrorKind::BadAddress {
-                    addr: 0x4000,
-                    len: 65
-                }
-            );
+            assert!(matches!(refused(&t, &block(&many)), DriverErrorKind::BadAddress { .. }));
         }
+        // A free moves the version: the remembered block is checked again.
+        let a = t.take_alloc(Op::Free, 0x5000).unwrap();
+        assert!(matches!(refused(&t, &small), DriverErrorKind::BadAddress { .. }));
+        t.put_back_alloc(a);
+        assert!(t.run_args(Op::LaunchAicore, small.args()).is_ok());
     }
 
     #[test]

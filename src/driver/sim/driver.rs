@@ -12,6 +12,7 @@ use crate::driver::{
     Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
     EventId, Op, Registration, StreamId, abi, host_clock,
 };
+use crate::driver::abi::LaunchArgs;
 
 impl Driver for SimDriver {
     fn info(&self) -> DriverInfo {
@@ -168,14 +169,14 @@ impl Driver for SimDriver {
         stream: StreamId,
         code: CodeHandle,
         block_dim: u32,
-        args: &[u8],
+        args: LaunchArgs<'_>,
     ) -> Result<(), DriverError> {
         self.submit(Op::LaunchAicore, stream.raw(), Submission::Kernel, |c| {
             c.enqueue_aicore(stream.raw(), code, block_dim, args)
         })
     }
 
-    fn launch_aicpu(&self, stream: StreamId, args: &[u8]) -> Result<(), DriverError> {
+    fn launch_aicpu(&self, stream: StreamId, args: LaunchArgs<'_>) -> Result<(), DriverError> {
         self.submit(Op::LaunchAicpu, stream.raw(), Submission::Kernel, |c| {
             c.enqueue_aicpu(stream.raw(), args)
         })

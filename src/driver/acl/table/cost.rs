@@ -16,7 +16,7 @@ use std::time::Instant;
 
 use super::{Resident, Table};
 use crate::driver::Op;
-use crate::driver::abi::{self, Dir, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs};
+use crate::driver::abi::{self, BlockBuf, Dir, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs};
 use crate::driver::acl::result::{Program, RtPtr};
 
 const RUNS: u32 = 200_000;
@@ -31,7 +31,7 @@ struct Slot {
     ev_fence: u64,
 }
 
-fn device() -> (RwLock<Table>, [Slot; 2], [u8; RunArgs::SIZE], (u64, u64)) {
+fn device() -> (RwLock<Table>, [Slot; 2], BlockBuf, (u64, u64)) {
     let mut t = Table::new(1);
     let mut next = 0x1_0000_0000u64;
     let mut alloc = |t: &mut Table, len: usize| {
@@ -72,7 +72,7 @@ fn device() -> (RwLock<Table>, [Slot; 2], [u8; RunArgs::SIZE], (u64, u64)) {
         wall: s.wall,
         status: s.status,
     }
-    .to_bytes();
+    .block();
     (RwLock::new(t), slots, args, (0x100, 0x200))
 }
 
@@ -115,12 +115,12 @@ fn validation_cost_per_run() {
             let t = read();
             t.stream(Op::LaunchAicore, core).unwrap();
             t.code(Op::LaunchAicore, 0xc0de, 7).unwrap();
-            black_box(t.run_args(Op::LaunchAicore, &args, Some(24)).unwrap());
+            black_box(t.run_args(Op::LaunchAicore, args.args()).unwrap());
         }
         {
             let t = read();
             t.stream(Op::LaunchAicpu, cpu).unwrap();
-            black_box(t.run_args(Op::LaunchAicpu, &args, None).unwrap());
+            black_box(t.run_args(Op::LaunchAicpu, args.args()).unwrap());
         }
         {
             let t = read();
@@ -197,7 +197,7 @@ fn validation_cost_per_run() {
 
 /// A workload block over slot 0's regions: `tensors` tensors cycling over
 /// the arena's 4-byte words, `scalars` scalars.
-fn work_block(s: &Slot, tensors: usize, scalars: usize) -> Vec<u8> {
+fn work_block(s: &Slot, tensors: usize, scalars: usize) -> BlockBuf {
     let header = RunArgs {
         run_id: 1,
         slot: 0,
@@ -209,7 +209,7 @@ fn work_block(s: &Slot, tensors: usize, scalars: usize) -> Vec<u8> {
         wall: s.wall,
         status: s.status,
     };
-    let t = (0..tensors).map(|i| TensorArg {
+    let t: Vec<TensorArg> = (0..tensors).map(|i| TensorArg {
         addr: s.arena + (i as u64 % 1024) * 4,
         bytes: 4096,
         elem_size: 4,
@@ -219,11 +219,9 @@ fn work_block(s: &Slot, tensors: usize, scalars: usize) -> Vec<u8> {
             Dir::Out
         },
         staged: true,
-    });
+    }).collect();
     let scalars: Vec<u64> = (0..scalars as u64).collect();
-    let mut b = vec![0; WorkArgs::size(tensors, scalars.len())];
-    WorkArgs::encode(&mut b, &header, t, &scalars).unwrap();
-    b
+    WorkArgs::block(&header, &t, &scalars).unwrap()
 }
 
 #[test]
@@ -232,16 +230,16 @@ fn validation_cost_of_workload_blocks() {
     let (table, slots, args, _) = device();
     let read = || table.read().unwrap_or_else(PoisonError::into_inner);
     // Both launches of a run check the block, each under its own lock.
-    let launches = |block: &[u8]| {
+    let launches = |block: &BlockBuf| {
         time(|| {
             black_box(
                 read()
-                    .run_args(Op::LaunchAicore, black_box(block), Some(24))
+                    .run_args(Op::LaunchAicore, black_box(block.args()))
                     .unwrap(),
             );
             black_box(
                 read()
-                    .run_args(Op::LaunchAicpu, black_box(block), None)
+                    .run_args(Op::LaunchAicpu, black_box(block.args()))
                     .unwrap(),
             );
         })
@@ -249,14 +247,14 @@ fn validation_cost_of_workload_blocks() {
     let v1 = launches(&args);
     println!(
         "acl launch checks, 2 per run: RunArgs ({} B) {v1:.1} ns/run",
-        args.len()
+        args.args().bytes().len()
     );
     for (t, s) in [(0, 0), (2, 1), (8, 4), (64, 16), (256, 128)] {
         let block = work_block(&slots[0], t, s);
         let ns = launches(&block);
         println!(
             "acl launch checks, 2 per run: workload, {t} tensors + {s} scalars ({} B) {ns:.1} ns/run",
-            block.len()
+            block.args().bytes().len()
         );
     }
 }

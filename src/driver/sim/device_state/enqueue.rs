@@ -3,7 +3,7 @@
 //! generations with their injected fates, kernel launches.
 
 use super::{DeviceState, Task, TaskKind, bad};
-use crate::driver::abi::{self, ArgBlock, RunArgs, WorkArgs};
+use crate::driver::abi::{self, ArgBlock, LaunchArgs, RunArgs, WorkArgs};
 use crate::driver::sim::kernels::{AicoreKernel, AicpuKernel};
 use crate::driver::sim::rust_kernel::KernelRun;
 use crate::driver::sim::trace::TraceKind;
@@ -88,6 +88,20 @@ impl DeviceState {
         self.enqueue(stream, TaskKind::Wait { event, generation })
     }
 
+    /// Checks every address the block names: still in the block where its
+    /// writer put it, and a range of live memory.
+    fn check_fields(&self, args: LaunchArgs<'_>) -> Result<(), DriverErrorKind> {
+        if !args.consistent() {
+            return Err(DriverErrorKind::InvalidArgument {
+                what: "an address the block's writer recorded is no longer in the block",
+            });
+        }
+        for f in args.fields() {
+            self.mem.check(f.addr.raw(), f.len).map_err(bad)?;
+        }
+        Ok(())
+    }
+
     /// Parses an argument block of either version and checks every device
     /// range it names against live memory: a version-1 block's input and
     /// output, a version-2 block's tensors, and both versions' handshake,
@@ -162,7 +176,7 @@ impl DeviceState {
         stream: u64,
         code: CodeHandle,
         block_dim: u32,
-        args: &[u8],
+        args: LaunchArgs<'_>,
     ) -> Result<(), DriverErrorKind> {
         if block_dim == 0 || block_dim > self.cfg.max_block_dim {
             return Err(DriverErrorKind::InvalidArgument {
@@ -170,15 +184,17 @@ impl DeviceState {
             });
         }
         let index = self.code_index(code)?;
-        let run = KernelRun::new(&self.decode_args(Some(block_dim), args)?);
+        self.check_fields(args)?;
+        let run = KernelRun::new(&self.decode_args(Some(block_dim), args.bytes())?);
         self.enqueue(
             stream,
             TaskKind::Aicore(Box::new(AicoreKernel::new(index, run))),
         )
     }
 
-    pub fn enqueue_aicpu(&mut self, stream: u64, args: &[u8]) -> Result<(), DriverErrorKind> {
-        let args = *self.decode_args(None, args)?.header();
+    pub fn enqueue_aicpu(&mut self, stream: u64, args: LaunchArgs<'_>) -> Result<(), DriverErrorKind> {
+        self.check_fields(args)?;
+        let args = *self.decode_args(None, args.bytes())?.header();
         self.enqueue(stream, TaskKind::Aicpu(Box::new(AicpuKernel::new(args))))
     }
 }

@@ -1,0 +1,464 @@
+//! runclaim's own kernel ABI as a [`KernelAbi`]: the default adapter, byte
+//! for byte the blocks 0.1 and the workload release send.
+//!
+//! | region | bytes | before each run |
+//! |---|---|---|
+//! | 0 handshake | [`handshake_bytes`](super::handshake_bytes)`(block_dim)` | zeroed |
+//! | 1 device wall | [`WallRecord::SIZE`] | zeroed |
+//! | 2 status | [`StatusRecord::SIZE`] | armed: this run's id, [`StatusRecord::ARMED`] |
+//!
+//! Both kernels receive the same block: a [`RunArgs`] (version 1) for a
+//! [`RunSpec`](crate::RunSpec) run, a [`WorkArgs`] (version 2) for a
+//! workload. The records prove whose they are by run id (the host arms the
+//! status record and zeroes the wall, so a run that never wrote them reads
+//! as "missing").
+
+use super::adapter::{
+    AbiError, AicpuBlock, BlockBuf, BlockWriter, DevSpan, KernelAbi, Prep, RecordAt, RecordError,
+    RegionSpec, RunIdentity, RunView, Shape, Verdict,
+};
+use super::workload::{TensorArg, WorkArgs};
+use super::{RunArgs, StatusRecord, WallRecord, handshake_bytes_checked};
+use crate::driver::DevPtr;
+
+/// runclaim's own kernel ABI (see the [module docs](self)).
+///
+/// ```
+/// use runclaim::driver::abi::{KernelAbi, RunclaimAbi, Shape};
+///
+/// let mut regions = Vec::new();
+/// RunclaimAbi.regions(&Shape::new(4, 2), &mut regions)?;
+/// let names: Vec<_> = regions.iter().map(|r| r.name).collect();
+/// assert_eq!(names, ["handshake", "device wall", "status"]);
+/// # Ok::<(), runclaim::driver::abi::AbiError>(())
+/// ```
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Hash)]
+pub struct RunclaimAbi;
+
+impl RunclaimAbi {
+    /// Region index of the handshake.
+    pub const HANDSHAKE: usize = 0;
+    /// Region index of the device wall.
+    pub const WALL: usize = 1;
+    /// Region index of the status record.
+    pub const STATUS: usize = 2;
+}
+
+/// Writes a version-1 block, recording its five addresses with the
+/// lengths its fields give.
+fn write_v1(w: &mut BlockWriter<'_>, a: &RunArgs) -> Result<(), AbiError> {
+    write_header(w, a, true)
+}
+
+/// Writes the 72-byte header, recording its record addresses, and its
+/// input and output when `io` (a version-2 block names neither).
+fn write_header(w: &mut BlockWriter<'_>, a: &RunArgs, io: bool) -> Result<(), AbiError> {
+    let at = w.grow(RunArgs::SIZE)?;
+    let bytes = a.to_bytes();
+    w.put_bytes(at, &bytes)?;
+    let span = |addr: u64, len: u64| DevSpan::new(DevPtr::from_raw(addr), len);
+    let elems = a.len.saturating_mul(4);
+    let hs = handshake_bytes_checked(a.block_dim).map_or(u64::MAX, |n| n as u64);
+    if io {
+        w.put_addr(at + 32, span(a.input, elems))?;
+        w.put_addr(at + 40, span(a.output, elems))?;
+    }
+    w.put_addr(at + 48, span(a.handshake, hs))?;
+    w.put_addr(at + 56, span(a.wall, WallRecord::SIZE as u64))?;
+    w.put_addr(at + 64, span(a.status, StatusRecord::SIZE as u64))
+}
+
+/// Writes a version-2 block (`header`'s `len`, `input`, `output` are
+/// written as 0), recording the header's three record addresses and every
+/// tensor's.
+fn write_v2(
+    w: &mut BlockWriter<'_>,
+    header: &RunArgs,
+    t: usize,
+    tensors: impl Iterator<Item = TensorArg>,
+    scalars: &[u64],
+) -> Result<(), AbiError> {
+    if t > WorkArgs::MAX_TENSORS {
+        return Err(AbiError::Unsupported {
+            what: "more than WorkArgs::MAX_TENSORS tensors",
+        });
+    }
+    if scalars.len() > WorkArgs::MAX_SCALARS {
+        return Err(AbiError::Unsupported {
+            what: "more than WorkArgs::MAX_SCALARS scalars",
+        });
+    }
+    let header = RunArgs {
+        len: 0,
+        input: 0,
+        output: 0,
+        ..*header
+    };
+    write_header(w, &header, false)?;
+    w.put_u32(4, WorkArgs::VERSION)?;
+    let base = w.grow(8)?;
+    #[allow(clippy::cast_possible_truncation, reason = "both counts checked above")]
+    {
+        w.put_u32(base, t as u32)?;
+        w.put_u32(base + 4, scalars.len() as u32)?;
+    }
+    let mut n = 0;
+    for tensor in tensors.take(t) {
+        let at = w.grow(TensorArg::SIZE)?;
+        w.put_bytes(at, &tensor.to_bytes())?;
+        w.put_addr(at, DevSpan::new(DevPtr::from_raw(tensor.addr), tensor.bytes))?;
+        n += 1;
+    }
+    if n != t {
+        return Err(AbiError::Unsupported {
+            what: "fewer tensors than counted",
+        });
+    }
+    for &v in scalars {
+        let at = w.grow(8)?;
+        w.put_u64(at, v)?;
+    }
+    Ok(())
+}
+
+impl RunArgs {
+    /// This version-1 block with its five addresses recorded, for a
+    /// [`Driver`](crate::driver::Driver) launch.
+    ///
+    /// ```
+    /// use runclaim::driver::abi::RunArgs;
+    ///
+    /// let args = RunArgs { run_id: 1, slot: 0, block_dim: 1, len: 2, input: 0x100, output: 0x200,
+    ///                      handshake: 0x300, wall: 0x400, status: 0x500 };
+    /// let block = args.block();
+    /// assert_eq!(block.args().bytes(), &args.to_bytes()[..]);
+    /// assert_eq!(block.args().fields().len(), 5);
+    /// ```
+    #[must_use]
+    pub fn block(&self) -> BlockBuf {
+        let mut buf = BlockBuf::with_capacity(RunArgs::SIZE, 5);
+        // 72 bytes into a 72-byte capacity cannot fail.
+        let _ = write_v1(&mut buf.writer(), self);
+        buf
+    }
+}
+
+impl WorkArgs<'_> {
+    /// A version-2 block with every address recorded (header's three
+    /// records, each tensor), for a [`Driver`](crate::driver::Driver)
+    /// launch; `None` when a count is above its maximum.
+    ///
+    /// ```
+    /// use runclaim::driver::abi::{Dir, RunArgs, TensorArg, WorkArgs};
+    ///
+    /// let header = RunArgs { run_id: 7, slot: 0, block_dim: 1, len: 0, input: 0, output: 0,
+    ///                        handshake: 0x300, wall: 0x400, status: 0x500 };
+    /// let x = TensorArg { addr: 0x1000, bytes: 8, elem_size: 4, dir: Dir::In, staged: false };
+    /// let block = WorkArgs::block(&header, &[x], &[9]).unwrap();
+    /// assert_eq!(block.args().bytes().len(), WorkArgs::size(1, 1));
+    /// assert_eq!(block.args().fields().len(), 4); // handshake, wall, status, x
+    /// assert!(WorkArgs::parse(block.args().bytes()).is_some());
+    /// ```
+    #[must_use]
+    pub fn block(header: &RunArgs, tensors: &[TensorArg], scalars: &[u64]) -> Option<BlockBuf> {
+        let mut buf = BlockBuf::with_capacity(
+            WorkArgs::size(tensors.len(), scalars.len()),
+            3 + tensors.len(),
+        );
+        write_v2(
+            &mut buf.writer(),
+            header,
+            tensors.len(),
+            tensors.iter().copied(),
+            scalars,
+        )
+        .ok()?;
+        Some(buf)
+    }
+}
+
+fn header(run: &RunView<'_>) -> Result<RunArgs, AbiError> {
+    let id = run.identity();
+    let region = |i| {
+        run.region(i)
+            .map(|s| s.ptr().raw())
+            .ok_or(AbiError::NoRegion { index: i })
+    };
+    Ok(RunArgs {
+        run_id: id.run_id,
+        slot: id.slot,
+        block_dim: id.block_dim,
+        len: 0,
+        input: 0,
+        output: 0,
+        handshake: region(RunclaimAbi::HANDSHAKE)?,
+        wall: region(RunclaimAbi::WALL)?,
+        status: region(RunclaimAbi::STATUS)?,
+    })
+}
+
+impl KernelAbi for RunclaimAbi {
+    fn name(&self) -> &'static str {
+        "runclaim"
+    }
+
+    fn regions(&self, shape: &Shape, out: &mut Vec<RegionSpec>) -> Result<(), AbiError> {
+        let handshake = handshake_bytes_checked(shape.block_dim).ok_or(AbiError::Unsupported {
+            what: "block_dim overflows the handshake size",
+        })?;
+        out.extend([
+            RegionSpec {
+                name: "handshake",
+                bytes: handshake,
+                prep: Prep::Zeroed,
+            },
+            RegionSpec {
+                name: "device wall",
+                bytes: WallRecord::SIZE,
+                prep: Prep::Zeroed,
+            },
+            RegionSpec {
+                name: "status",
+                bytes: StatusRecord::SIZE,
+                prep: Prep::Armed,
+            },
+        ]);
+        Ok(())
+    }
+
+    fn max_block_bytes(&self) -> usize {
+        WorkArgs::MAX_SIZE
+    }
+
+    fn aicore_block(&self, run: &RunView<'_>, w: &mut BlockWriter<'_>) -> Result<(), AbiError> {
+        let header = header(run)?;
+        if let Some(io) = run.simple() {
+            return write_v1(
+                w,
+                &RunArgs {
+                    len: io.len,
+                    input: io.input.ptr().raw(),
+                    output: io.output.ptr().raw(),
+                    ..header
+                },
+            );
+        }
+        let tensors = run.tensors();
+        write_v2(
+            w,
+            &header,
+            tensors.len(),
+            tensors.iter().map(|t| TensorArg {
+                addr: t.span.ptr().raw(),
+                bytes: t.span.len(),
+                elem_size: t.elem_size,
+                dir: t.dir,
+                staged: t.staged,
+            }),
+            run.scalars(),
+        )
+    }
+
+    fn aicpu_block(
+        &self,
+        _run: &RunView<'_>,
+        _w: &mut BlockWriter<'_>,
+    ) -> Result<AicpuBlock, AbiError> {
+        Ok(AicpuBlock::Same)
+    }
+
+    fn arm(&self, region: usize, id: &RunIdentity, bytes: &mut [u8]) -> Result<(), AbiError> {
+        if region != Self::STATUS || bytes.len() != StatusRecord::SIZE {
+            return Err(AbiError::NoRegion { index: region });
+        }
+        let armed = StatusRecord {
+            run_id: id.run_id,
+            state: StatusRecord::ARMED,
+            code: 0,
+        };
+        bytes.copy_from_slice(&armed.to_bytes());
+        Ok(())
+    }
+
+    fn status_record(&self) -> RecordAt {
+        RecordAt {
+            region: Self::STATUS,
+            offset: 0,
+            bytes: StatusRecord::SIZE,
+        }
+    }
+
+    fn timing_record(&self) -> RecordAt {
+        RecordAt {
+            region: Self::WALL,
+            offset: 0,
+            bytes: WallRecord::SIZE,
+        }
+    }
+
+    fn decode_status(&self, id: &RunIdentity, bytes: &[u8]) -> Result<Verdict, RecordError> {
+        let s = StatusRecord::from_bytes(bytes).ok_or(RecordError::Malformed {
+            what: "a status record is StatusRecord::SIZE bytes",
+        })?;
+        if s.run_id != id.run_id {
+            return Err(RecordError::Mismatch {
+                expected: id.run_id,
+                found: s.run_id,
+            });
+        }
+        if s.state != StatusRecord::DONE {
+            return Err(RecordError::Missing);
+        }
+        Ok(match s.code {
+            0 => Verdict::Succeeded,
+            code => Verdict::Failed { code },
+        })
+    }
+
+    fn decode_timing(&self, id: &RunIdentity, bytes: &[u8]) -> Result<WallRecord, RecordError> {
+        let w = WallRecord::from_bytes(bytes).ok_or(RecordError::Malformed {
+            what: "a device wall is WallRecord::SIZE bytes",
+        })?;
+        if w.run_id != id.run_id || w.slot != id.slot {
+            return Err(RecordError::Mismatch {
+                expected: id.run_id,
+                found: w.run_id,
+            });
+        }
+        Ok(w)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::driver::abi::adapter::{SimpleIo, TensorView};
+    use crate::driver::abi::{Dir, handshake_bytes};
+
+    fn regions() -> [DevSpan; 3] {
+        let s = |a, n: usize| DevSpan::new(DevPtr::from_raw(a), n as u64);
+        [
+            s(0x300, handshake_bytes(2)),
+            s(0x400, WallRecord::SIZE),
+            s(0x500, StatusRecord::SIZE),
+        ]
+    }
+
+    fn id() -> RunIdentity {
+        RunIdentity {
+            run_id: 9,
+            epoch: 9,
+            slot: 1,
+            block_dim: 2,
+        }
+    }
+
+    #[test]
+    fn a_runspec_run_is_the_version_1_block_byte_for_byte() {
+        let regions = regions();
+        let io = SimpleIo {
+            input: DevSpan::new(DevPtr::from_raw(0x1000), 12),
+            output: DevSpan::new(DevPtr::from_raw(0x2000), 12),
+            len: 3,
+        };
+        let view = RunView::new(id(), &regions, &[], &[], Some(io));
+        let mut buf = BlockBuf::with_capacity(RunclaimAbi.max_block_bytes(), 8);
+        RunclaimAbi
+            .aicore_block(&view, &mut buf.writer())
+            .unwrap();
+        let expected = RunArgs {
+            run_id: 9,
+            slot: 1,
+            block_dim: 2,
+            len: 3,
+            input: 0x1000,
+            output: 0x2000,
+            handshake: 0x300,
+            wall: 0x400,
+            status: 0x500,
+        };
+        assert_eq!(buf.args().bytes(), &expected.to_bytes()[..]);
+        assert_eq!(buf.args().fields(), expected.block().args().fields());
+        let lens: Vec<u64> = buf.args().fields().iter().map(|f| f.len).collect();
+        assert_eq!(lens, [12, 12, handshake_bytes(2) as u64, 48, 16]);
+        assert!(buf.args().consistent());
+    }
+
+    #[test]
+    fn a_workload_run_is_the_version_2_block_byte_for_byte() {
+        let regions = regions();
+        let t = TensorView {
+            span: DevSpan::new(DevPtr::from_raw(0x8000), 64),
+            elem_size: 4,
+            dir: Dir::InOut,
+            staged: true,
+        };
+        let tensors = [t, t];
+        let view = RunView::new(id(), &regions, &tensors, &[5, 6, 7], None);
+        let mut buf = BlockBuf::with_capacity(RunclaimAbi.max_block_bytes(), 8);
+        RunclaimAbi
+            .aicore_block(&view, &mut buf.writer())
+            .unwrap();
+        let header = RunArgs {
+            run_id: 9,
+            slot: 1,
+            block_dim: 2,
+            len: 0,
+            input: 0,
+            output: 0,
+            handshake: 0x300,
+            wall: 0x400,
+            status: 0x500,
+        };
+        let arg = TensorArg {
+            addr: 0x8000,
+            bytes: 64,
+            elem_size: 4,
+            dir: Dir::InOut,
+            staged: true,
+        };
+        let mut old = vec![0u8; WorkArgs::size(2, 3)];
+        WorkArgs::encode(&mut old, &header, [arg, arg].into_iter(), &[5, 6, 7]).unwrap();
+        assert_eq!(buf.args().bytes(), &old[..]);
+        assert_eq!(buf.args().fields().len(), 5);
+        assert!(buf.args().consistent());
+    }
+
+    #[test]
+    fn records_prove_they_are_this_runs() {
+        let abi = RunclaimAbi;
+        let mut armed = [0u8; StatusRecord::SIZE];
+        abi.arm(RunclaimAbi::STATUS, &id(), &mut armed).unwrap();
+        assert_eq!(abi.decode_status(&id(), &armed), Err(RecordError::Missing));
+        let done = |run_id, code| {
+            StatusRecord {
+                run_id,
+                state: StatusRecord::DONE,
+                code,
+            }
+            .to_bytes()
+        };
+        assert_eq!(abi.decode_status(&id(), &done(9, 0)), Ok(Verdict::Succeeded));
+        assert_eq!(
+            abi.decode_status(&id(), &done(9, 3)),
+            Ok(Verdict::Failed { code: 3 })
+        );
+        assert_eq!(
+            abi.decode_status(&id(), &done(8, 0)),
+            Err(RecordError::Mismatch {
+                expected: 9,
+                found: 8
+            })
+        );
+        assert!(abi.decode_status(&id(), &armed[1..]).is_err());
+        let wall = WallRecord {
+            run_id: 9,
+            slot: 1,
+            ..WallRecord::default()
+        };
+        assert_eq!(abi.decode_timing(&id(), &wall.to_bytes()), Ok(wall));
+        let other_slot = WallRecord { slot: 0, ..wall };
+        assert!(abi.decode_timing(&id(), &other_slot.to_bytes()).is_err());
+        assert!(abi.arm(RunclaimAbi::WALL, &id(), &mut armed).is_err());
+    }
+}
