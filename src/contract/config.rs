@@ -3,7 +3,7 @@
 use std::time::Duration;
 
 use crate::driver::DriverInfo;
-use crate::driver::abi;
+use crate::driver::abi::{self, AbiError, KernelAbi, KernelAbiRef};
 
 /// Queue entries one run puts on its busiest stream: on the AICPU stream its
 /// kernel, a wait on the AICore stream's event, and its fence record.
@@ -70,6 +70,11 @@ pub struct DeviceConfig {
     /// [`DeviceConfig::STAGING_ALIGN`] bytes or to its element type,
     /// whichever is larger; an empty one takes no room.
     pub staging_bytes: usize,
+    /// The kernels' ABI: how their argument blocks are laid out, which
+    /// per-slot regions they need, how their records are read back
+    /// (default: runclaim's own, [`RunclaimAbi`](crate::driver::abi::RunclaimAbi)).
+    /// See [`KernelAbi`](crate::driver::abi::KernelAbi).
+    pub kernel_abi: KernelAbiRef,
 }
 
 impl Default for DeviceConfig {
@@ -80,6 +85,7 @@ impl Default for DeviceConfig {
             block_dim: 4,
             max_elements: 4096,
             staging_bytes: 64 << 10,
+            kernel_abi: KernelAbiRef::default(),
         }
     }
 }
@@ -133,6 +139,25 @@ impl DeviceConfig {
     #[must_use]
     pub fn staging_bytes(mut self, n: usize) -> Self {
         self.staging_bytes = n;
+        self
+    }
+
+    /// Sets [`DeviceConfig::kernel_abi`].
+    ///
+    /// ```
+    /// use runclaim::{Device, DeviceConfig};
+    /// use runclaim::driver::abi::A2a3Abi;
+    /// use runclaim::sim::{A2a3Model, SimConfig, SimDriver};
+    ///
+    /// // The simulated device must speak the same protocol.
+    /// let sim = SimDriver::stepped(SimConfig::default().device_model(A2a3Model::default()));
+    /// let device = Device::<_, 2>::open(sim, DeviceConfig::default().kernel_abi(A2a3Abi::default()))?;
+    /// # drop(device);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    #[must_use]
+    pub fn kernel_abi(mut self, abi: impl KernelAbi) -> Self {
+        self.kernel_abi = KernelAbiRef::new(abi);
         self
     }
 
@@ -303,6 +328,15 @@ pub enum ConfigError {
         needed: usize,
         /// Stream capacity.
         capacity: usize,
+    },
+    /// The kernel ABI adapter cannot serve this device (its regions, its
+    /// records or its block size).
+    #[error("kernel ABI {adapter:?}: {error}")]
+    Adapter {
+        /// The adapter's name.
+        adapter: &'static str,
+        /// What is wrong.
+        error: AbiError,
     },
 }
 

@@ -423,6 +423,18 @@ pub enum ErrorKind {
     /// The run is complete but its status record was never completed.
     #[error("{0} record was never written")]
     RecordMissing(Record),
+    /// A device record did not decode (the kernel ABI adapter's verdict).
+    #[error("{record} record is malformed: {what}")]
+    RecordMalformed {
+        /// Which record.
+        record: Record,
+        /// What is wrong with it.
+        what: &'static str,
+    },
+    /// The kernel ABI adapter could not build the run's argument blocks;
+    /// nothing was submitted.
+    #[error("the kernel ABI adapter could not build the run's blocks: {0}")]
+    Adapter(Box<crate::driver::abi::AbiError>),
     /// The run's completion was not observed within the wait.
     #[error("not complete after {waited:?}{}", overran_suffix(*.overran))]
     Timeout {

@@ -34,17 +34,26 @@ use std::time::Duration;
 pub use self::report::{ContractStats, DrainReport, Health};
 use self::state::State;
 use super::buffer::SharedLedger;
-use super::config::{DeviceConfig, Resolved};
+use super::config::{ConfigError, DeviceConfig, Resolved};
 use super::error::{Action, Error, ErrorKind};
 use super::port::Port;
 use super::slot::{Depth, SupportedDepth};
-use crate::driver::abi::{self, StatusRecord, WallRecord, WorkArgs};
+use crate::driver::abi::{
+    AbiError, BlockBuf, DevSpan, KernelAbiRef, Prep, RecordAt, RegionSpec, Shape, TensorView,
+    WallRecord, WorkArgs,
+};
 use crate::driver::{DevPtr, Driver, DriverError, EventId, StreamId};
 
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
 
 /// The shortest wait a fence hands the driver: a virtual clock must move.
 const MIN_SLICE: Duration = Duration::from_micros(1);
+
+/// The most per-slot regions a kernel ABI adapter may declare.
+pub(crate) const MAX_REGIONS: usize = 8;
+
+/// The largest argument block an adapter may write (1 MiB).
+pub(crate) const MAX_BLOCK: usize = 1 << 20;
 
 /// One slot's device regions and completion events: per slot by
 /// construction, reachable only through slot `I`'s token.
@@ -55,9 +64,9 @@ struct SlotRegions {
     /// Where a workload's host tensors are staged
     /// ([`DeviceConfig::staging_bytes`] bytes, in the arena's allocation).
     staging: DevPtr,
-    handshake: DevPtr,
-    wall: DevPtr,
-    status: DevPtr,
+    /// The kernel ABI adapter's regions, in its declaration order (the
+    /// first `Abi::regions.len()` are allocated).
+    abi: [DevSpan; MAX_REGIONS],
     /// Recorded on the AICore stream after the run's AICore kernel.
     ev_aicore: EventId,
     /// The run's fence: recorded on the AICPU stream after its AICPU kernel
@@ -95,10 +104,13 @@ pub struct Device<D: Driver, const DEPTH: usize = 2> {
     /// Host staging buffer of each slot (`max_elements * 4` bytes), used only
     /// by the holder of the slot's token, so never contended.
     staging: [Mutex<Vec<u8>>; DEPTH],
-    /// Host buffer of each slot for its workload argument block
-    /// ([`WorkArgs::MAX_SIZE`] bytes), built at prepare, sent at launch;
-    /// used only by the holder of the slot's token.
-    blocks: [Mutex<Vec<u8>>; DEPTH],
+    /// The kernel ABI adapter and what it declared at open.
+    abi: Abi,
+    /// Host side of each slot's run: its argument blocks (built at launch),
+    /// a workload's resolved tensors and scalars (at prepare), the buffer
+    /// records are armed and read back through; used only by the holder of
+    /// the slot's token (and its launch, under the state lock).
+    blocks: [Mutex<SlotHost>; DEPTH],
     /// The device's typed buffers (shared with each buffer, whose drop
     /// hands its memory back here).
     buffers: SharedLedger,
@@ -115,6 +127,86 @@ impl<D: Driver, const DEPTH: usize> std::fmt::Debug for Device<D, DEPTH> {
             .field("health", &self.health())
             .finish_non_exhaustive()
     }
+}
+
+/// The kernel ABI adapter of a device, with what it declared at open
+/// (validated there).
+struct Abi {
+    get: KernelAbiRef,
+    regions: Vec<RegionSpec>,
+    status: RecordAt,
+    timing: RecordAt,
+}
+
+impl Abi {
+    /// Asks the adapter for its regions and records and checks them.
+    fn declare(get: KernelAbiRef, config: &Resolved, depth: usize) -> Result<Self, ConfigError> {
+        let adapter = get.name();
+        let bad = |what| ConfigError::Adapter {
+            adapter,
+            error: AbiError::Unsupported { what },
+        };
+        let mut regions = Vec::new();
+        get.get()
+            .regions(&Shape::new(config.block_dim, depth), &mut regions)
+            .map_err(|error| ConfigError::Adapter { adapter, error })?;
+        if regions.is_empty() || regions.len() > MAX_REGIONS {
+            return Err(bad("an adapter declares 1 to 8 regions"));
+        }
+        if regions
+            .iter()
+            .any(|r| r.bytes == 0 || r.bytes > DeviceConfig::MAX_STAGING)
+        {
+            return Err(bad("a region is 0 bytes or above 4 GiB"));
+        }
+        let (status, timing) = (get.get().status_record(), get.get().timing_record());
+        for rec in [status, timing] {
+            let inside = regions.get(rec.region).is_some_and(|r| {
+                rec.bytes > 0
+                    && rec
+                        .offset
+                        .checked_add(rec.bytes)
+                        .is_some_and(|e| e <= r.bytes)
+            });
+            if !inside {
+                return Err(bad("a record lies outside its region or is empty"));
+            }
+        }
+        let max = get.get().max_block_bytes();
+        if max == 0 || max > MAX_BLOCK {
+            return Err(bad("max_block_bytes is 0 or above 1 MiB"));
+        }
+        Ok(Abi {
+            get,
+            regions,
+            status,
+            timing,
+        })
+    }
+
+    /// Bytes of the host buffer records are armed and read through.
+    fn scratch_bytes(&self) -> usize {
+        let armed = self
+            .regions
+            .iter()
+            .filter(|r| r.prep == Prep::Armed)
+            .map(|r| r.bytes);
+        armed
+            .chain([self.status.bytes, self.timing.bytes])
+            .max()
+            .unwrap_or(0)
+    }
+}
+
+/// The host side of one slot's run (see `Device::blocks`).
+struct SlotHost {
+    aicore: BlockBuf,
+    aicpu: BlockBuf,
+    /// The AICPU kernel receives the AICore block.
+    shared: bool,
+    tensors: Vec<TensorView>,
+    scalars: Vec<u64>,
+    scratch: Vec<u8>,
 }
 
 /// Device resources created so far, released in reverse if open fails.
@@ -188,12 +280,15 @@ where
         reason = "configurations are built inline and handed over, like std's builders"
     )]
     pub fn open(driver: D, config: DeviceConfig) -> Result<Self, Error<D>> {
-        let config = match config.resolve(&driver.info(), DEPTH) {
+        let resolved = config
+            .resolve(&driver.info(), DEPTH)
+            .and_then(|c| Ok((c, Abi::declare(config.kernel_abi.clone(), &c, DEPTH)?)));
+        let (config, abi) = match resolved {
             Ok(c) => c,
             Err(e) => return Err(Error::new(driver, Action::Open, None, None, e.into())),
         };
-        match Self::build(&driver, config) {
-            Ok(parts) => Ok(Self::assemble(driver, config, parts)),
+        match Self::build(&driver, config, &abi) {
+            Ok(parts) => Ok(Self::assemble(driver, config, abi, parts)),
             Err(kind) => Err(Error::new(driver, Action::Open, None, None, kind)),
         }
     }
@@ -206,7 +301,7 @@ type Parts<const DEPTH: usize> = (
     u64,
     [SlotRegions; DEPTH],
     [Mutex<Vec<u8>>; DEPTH],
-    [Mutex<Vec<u8>>; DEPTH],
+    [Mutex<SlotHost>; DEPTH],
 );
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH>
@@ -214,7 +309,7 @@ where
     Depth<DEPTH>: SupportedDepth,
 {
     /// Creates the device's resources; on failure, releases what it made.
-    fn build(driver: &D, config: Resolved) -> Result<Parts<DEPTH>, ErrorKind> {
+    fn build(driver: &D, config: Resolved, abi: &Abi) -> Result<Parts<DEPTH>, ErrorKind> {
         let mut b = Building {
             driver,
             memory: Vec::new(),
@@ -229,13 +324,21 @@ where
             let mut regions = Vec::with_capacity(DEPTH);
             for _ in 0..DEPTH {
                 let arena = b.alloc(config.arena_bytes())?;
+                let mut spans = [DevSpan::new(DevPtr::from_raw(0), 0); MAX_REGIONS];
+                for (span, spec) in spans.iter_mut().zip(&abi.regions) {
+                    let p = b.alloc(spec.bytes)?;
+                    if spec.prep == Prep::Stamped {
+                        // Once: from here on only the device writes it, and
+                        // its records prove whose they are.
+                        driver.memset(p, 0, spec.bytes)?;
+                    }
+                    *span = DevSpan::new(p, spec.bytes as u64);
+                }
                 regions.push(SlotRegions {
                     input: arena,
                     output: arena.offset(elems),
                     staging: arena.offset(config.staging_offset()),
-                    handshake: b.alloc(abi::handshake_bytes(config.block_dim))?,
-                    wall: b.alloc(WallRecord::SIZE)?,
-                    status: b.alloc(StatusRecord::SIZE)?,
+                    abi: spans,
                     ev_aicore: b.event()?,
                     ev_fence: b.event()?,
                 });
@@ -250,22 +353,52 @@ where
             }
         };
         // Host buffers: a failed host allocation is an error, never an abort.
-        let host = |bytes: usize| -> Result<[Mutex<Vec<u8>>; DEPTH], ErrorKind> {
-            let mut all = Vec::with_capacity(DEPTH);
-            for _ in 0..DEPTH {
-                let mut buf = Vec::new();
-                if buf.try_reserve_exact(bytes).is_err() {
-                    return Err(ErrorKind::HostOutOfMemory { bytes });
-                }
-                buf.resize(bytes, 0);
-                all.push(Mutex::new(buf));
+        let bytes = |n: usize| -> Result<Vec<u8>, ErrorKind> {
+            let mut buf = Vec::new();
+            if buf.try_reserve_exact(n).is_err() {
+                return Err(ErrorKind::HostOutOfMemory { bytes: n });
             }
-            <[Mutex<Vec<u8>>; DEPTH]>::try_from(all)
-                .map_err(|_| ErrorKind::broken("DEPTH host buffers built, not DEPTH"))
+            buf.resize(n, 0);
+            Ok(buf)
         };
-        let (staging, blocks) = match (host(config.arena_half_bytes()), host(WorkArgs::MAX_SIZE)) {
-            (Ok(s), Ok(b)) => (s, b),
-            (Err(e), _) | (_, Err(e)) => {
+        let slot_host = || -> Result<SlotHost, ErrorKind> {
+            let max = abi.get.get().max_block_bytes();
+            let fields = WorkArgs::MAX_TENSORS + 2 * MAX_REGIONS;
+            let oom = |bytes| ErrorKind::HostOutOfMemory { bytes };
+            let mut tensors = Vec::new();
+            tensors
+                .try_reserve_exact(WorkArgs::MAX_TENSORS)
+                .map_err(|_| oom(WorkArgs::MAX_TENSORS * size_of::<TensorView>()))?;
+            let mut scalars = Vec::new();
+            scalars
+                .try_reserve_exact(WorkArgs::MAX_SCALARS)
+                .map_err(|_| oom(WorkArgs::MAX_SCALARS * 8))?;
+            Ok(SlotHost {
+                aicore: BlockBuf::with_capacity(max, fields),
+                aicpu: BlockBuf::with_capacity(max, fields),
+                shared: false,
+                tensors,
+                scalars,
+                scratch: bytes(abi.scratch_bytes())?,
+            })
+        };
+        let host = || -> Result<_, ErrorKind> {
+            let mut staging = Vec::with_capacity(DEPTH);
+            let mut blocks = Vec::with_capacity(DEPTH);
+            for _ in 0..DEPTH {
+                staging.push(Mutex::new(bytes(config.arena_half_bytes())?));
+                blocks.push(Mutex::new(slot_host()?));
+            }
+            let broken = |_| ErrorKind::broken("DEPTH host buffers built, not DEPTH");
+            Ok((
+                <[Mutex<Vec<u8>>; DEPTH]>::try_from(staging).map_err(broken)?,
+                <[Mutex<SlotHost>; DEPTH]>::try_from(blocks)
+                    .map_err(|_| ErrorKind::broken("DEPTH host buffers built, not DEPTH"))?,
+            ))
+        };
+        let (staging, blocks) = match host() {
+            Ok(x) => x,
+            Err(e) => {
                 b.undo();
                 return Err(e);
             }
@@ -278,13 +411,14 @@ where
         Ok((aicpu, aicore, aicore_epoch, regions, staging, blocks))
     }
 
-    fn assemble(driver: D, config: Resolved, parts: Parts<DEPTH>) -> Self {
+    fn assemble(driver: D, config: Resolved, abi: Abi, parts: Parts<DEPTH>) -> Self {
         let (aicpu, aicore, aicore_epoch, regions, staging, blocks) = parts;
         Device {
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
             config,
             regions,
             staging,
+            abi,
             blocks,
             buffers: SharedLedger::default(),
             state: Mutex::new(State::new(aicore, aicpu, aicore_epoch)),
@@ -424,7 +558,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    fn block(&self, slot: usize) -> MutexGuard<'_, Vec<u8>> {
+    fn block(&self, slot: usize) -> MutexGuard<'_, SlotHost> {
         self.blocks[slot]
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)

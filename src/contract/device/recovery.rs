@@ -141,9 +141,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             note(self.driver.destroy_event(r.ev_aicore));
             note(self.driver.destroy_event(r.ev_fence));
             note(self.driver.free(r.input));
-            note(self.driver.free(r.handshake));
-            note(self.driver.free(r.wall));
-            note(self.driver.free(r.status));
+            for span in &r.abi[..self.abi.regions.len()] {
+                note(self.driver.free(span.ptr()));
+            }
         }
         first_err.map_or(Ok(()), Err)
     }

@@ -5,6 +5,7 @@
 use super::state::{Release, State};
 
 use super::Device;
+use super::SlotHost;
 use crate::contract::code::CodeRef;
 use crate::contract::error::RunId;
 use crate::contract::error::{ErrorKind, PoisonCause, Record};
@@ -13,7 +14,10 @@ use crate::contract::port::{LaunchFail, Port, RunInfo, Submitted, Wait};
 use crate::contract::spec::Input;
 use crate::contract::workload::Workload;
 use crate::contract::workload::sealed::Sealed as Marks;
-use crate::driver::abi::{self, RunArgs, StatusRecord, WallRecord, WorkArgs};
+use crate::driver::abi::{
+    AicpuBlock, DevSpan, Dir, Prep, RecordAt, RecordError, RunIdentity, RunView, SimpleIo,
+    TensorView, Verdict, WallRecord,
+};
 use crate::driver::{CodeHandle, Driver, DriverError};
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
@@ -53,44 +57,25 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         } else {
             (r.input, info.len)
         };
-        #[allow(clippy::cast_possible_truncation, reason = "slot < DEPTH <= 16")]
-        let slot_u32 = slot as u32;
-        // A workload's block was built at prepare (the slot is held: its
-        // block buffer is this run's); a RunSpec's is built here.
-        let simple;
-        let block;
-        let args: &[u8] = if bound.is_workload() {
-            block = self.block(slot);
-            workload_block(&block)
+        // The blocks are built here, where the chained input is known, into
+        // the slot's host buffers (the slot is held: they are this run's).
+        let mut host = self.block(slot);
+        let simple = (!bound.is_workload()).then(|| SimpleIo {
+            input: DevSpan::new(input, len as u64 * 4),
+            output: DevSpan::new(r.output, len as u64 * 4),
+            len: len as u64,
+        });
+        self.build_blocks(&mut host, slot, info.run, simple)
+            .map_err(NotSubmitted)?;
+        let aicore_args = host.aicore.args();
+        let aicpu_args = if host.shared {
+            aicore_args
         } else {
-            simple = RunArgs {
-                run_id: info.run.get(),
-                slot: slot_u32,
-                block_dim: self.config.block_dim,
-                len: len as u64,
-                input: input.raw(),
-                output: r.output.raw(),
-                handshake: r.handshake.raw(),
-                wall: r.wall.raw(),
-                status: r.status.raw(),
-            }
-            .to_bytes();
-            &simple
+            host.aicpu.args()
         };
-        // Stopgap until the device builds blocks through its adapter.
-        let pack = match abi::ArgBlock::parse(args) {
-            Some(abi::ArgBlock::Run(a)) => a.block(),
-            Some(abi::ArgBlock::Work(w)) => {
-                let t: Vec<_> = w.tensors().collect();
-                let s: Vec<_> = w.scalars().collect();
-                WorkArgs::block(w.header(), &t, &s).unwrap_or_default()
-            }
-            None => abi::BlockBuf::default(),
-        };
-        let args = pack.args();
         let (aicore, aicpu) = (st.streams.aicore(), st.streams.aicpu());
         let d = &self.driver;
-        if let Err(e) = d.launch_aicore(aicore, info.code, self.config.block_dim, args) {
+        if let Err(e) = d.launch_aicore(aicore, info.code, self.config.block_dim, aicore_args) {
             // Nothing was submitted. A fault an earlier run's own events
             // report is that run's (the AICore stream stopped at it).
             let kind = match self.fault_ahead(st, e) {
@@ -107,7 +92,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         // the device whatever happens, and the buffers it binds are marked
         // with the sequence number it joins the queue with (lost or not).
         bound.mark(info.run, slot, st.queue.next_seq());
-        let failed = if let Err(e) = d.launch_aicpu(aicpu, args) {
+        let failed = if let Err(e) = d.launch_aicpu(aicpu, aicpu_args) {
             Some((PoisonCause::PartialLaunch, e))
         } else if let Err(e) = d
             .record_event(r.ev_aicore, aicore)
@@ -170,19 +155,6 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             }
         }
     }
-}
-
-/// The workload block prepare built at the front of a slot's block
-/// buffer, by the counts in its header (the launch validates nothing here:
-/// the driver checks every block it is given).
-fn workload_block(buf: &[u8]) -> &[u8] {
-    let count = |at: usize| {
-        buf.get(at..at + 4)
-            .and_then(|b| <[u8; 4]>::try_from(b).ok())
-            .map_or(0, |b| u32::from_le_bytes(b) as usize)
-    };
-    let size = WorkArgs::size(count(RunArgs::SIZE), count(RunArgs::SIZE + 4));
-    &buf[..size.min(buf.len())]
 }
 
 impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
@@ -272,7 +244,7 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
             }
             d.copy_to_device(r.input, bytes).map_err(e)?;
         }
-        self.arm_records(slot, run).map_err(e)?;
+        self.arm_records(slot, run)?;
         Ok(RunInfo {
             run,
             seq: 0,
@@ -357,62 +329,134 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
 }
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
-    /// Clears the slot's handshake region and device wall and arms its
-    /// status record for `run` (the slot is held: nothing in flight on it).
-    pub(super) fn arm_records(&self, slot: usize, run: RunId) -> Result<(), DriverError> {
-        let r = &self.regions[slot];
-        let d = &self.driver;
-        d.memset(r.handshake, 0, abi::handshake_bytes(self.config.block_dim))?;
-        d.memset(r.wall, 0, WallRecord::SIZE)?;
-        let armed = StatusRecord {
+    /// Who `run` in `slot` is, as its blocks and records say.
+    fn identity(&self, slot: usize, run: RunId) -> RunIdentity {
+        #[allow(clippy::cast_possible_truncation, reason = "slot < DEPTH <= 16")]
+        RunIdentity {
             run_id: run.get(),
-            state: StatusRecord::ARMED,
-            code: 0,
-        };
-        d.copy_to_device(r.status, &armed.to_bytes())
+            epoch: run.get(),
+            slot: slot as u32,
+            block_dim: self.config.block_dim,
+        }
     }
 
-    /// Reads the slot's status record and device wall back and checks that
+    /// Builds the run's two argument blocks through the adapter. `simple`:
+    /// a `RunSpec` run's input and output (shown to the adapter as two
+    /// tensors too); otherwise the workload's tensors and scalars prepare
+    /// resolved into `host`.
+    fn build_blocks(
+        &self,
+        host: &mut SlotHost,
+        slot: usize,
+        run: RunId,
+        simple: Option<SimpleIo>,
+    ) -> Result<(), ErrorKind> {
+        let regions = &self.regions[slot].abi[..self.abi.regions.len()];
+        let io;
+        let SlotHost {
+            aicore,
+            aicpu,
+            tensors,
+            scalars,
+            shared,
+            ..
+        } = host;
+        let (tensors, scalars): (&[TensorView], &[u64]) = match simple {
+            Some(s) => {
+                let view = |span, dir| TensorView {
+                    span,
+                    elem_size: 4,
+                    dir,
+                    staged: true,
+                };
+                io = [view(s.input, Dir::In), view(s.output, Dir::Out)];
+                (&io, &[])
+            }
+            None => (tensors, scalars),
+        };
+        let view = RunView::new(self.identity(slot, run), regions, tensors, scalars, simple);
+        let abi = self.abi.get.get();
+        let e = |err| ErrorKind::Adapter(Box::new(err));
+        abi.aicore_block(&view, &mut aicore.writer()).map_err(e)?;
+        *shared = abi.aicpu_block(&view, &mut aicpu.writer()).map_err(e)? == AicpuBlock::Same;
+        Ok(())
+    }
+
+    /// Prepares the slot's adapter regions for `run` (the slot is held:
+    /// nothing in flight on it): zeroes what the adapter says is zeroed,
+    /// writes what it arms, leaves what the device stamps.
+    pub(super) fn arm_records(&self, slot: usize, run: RunId) -> Result<(), ErrorKind> {
+        let r = &self.regions[slot];
+        let d = &self.driver;
+        let id = self.identity(slot, run);
+        let e = |err: DriverError| self.unlaunched_error(&mut self.lock(), err);
+        for (i, spec) in self.abi.regions.iter().enumerate() {
+            let span = r.abi[i];
+            match spec.prep {
+                Prep::Stamped => {}
+                Prep::Zeroed => d.memset(span.ptr(), 0, spec.bytes).map_err(e)?,
+                Prep::Armed => {
+                    let mut host = self.block(slot);
+                    let bytes = &mut host.scratch[..spec.bytes];
+                    bytes.fill(0);
+                    // Not armed: the run could not prove its record, so it
+                    // must not run.
+                    self.abi
+                        .get
+                        .get()
+                        .arm(i, &id, bytes)
+                        .map_err(|err| ErrorKind::Adapter(Box::new(err)))?;
+                    d.copy_to_device(span.ptr(), bytes).map_err(e)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads one record back into the slot's scratch buffer and decodes it.
+    fn read_record<T>(
+        &self,
+        slot: usize,
+        info: &RunInfo,
+        at: RecordAt,
+        record: Record,
+        decode: impl FnOnce(&RunIdentity, &[u8]) -> Result<T, RecordError>,
+    ) -> Result<T, ErrorKind> {
+        let e = |err: DriverError| {
+            self.driver_error(&mut self.lock(), err, info.run, slot, Some(info.seq))
+        };
+        let mut host = self.block(slot);
+        let bytes = &mut host.scratch[..at.bytes];
+        let src = self.regions[slot].abi[at.region].ptr().offset(at.offset);
+        self.driver.copy_from_device(bytes, src).map_err(e)?;
+        decode(&self.identity(slot, info.run), bytes).map_err(|err| match err {
+            RecordError::Mismatch { expected, found } => ErrorKind::RecordMismatch {
+                record,
+                expected,
+                found,
+            },
+            RecordError::Missing => ErrorKind::RecordMissing(record),
+            RecordError::Malformed { what } => ErrorKind::RecordMalformed { record, what },
+        })
+    }
+
+    /// Reads the slot's status and timing records back and checks that
     /// both are this run's and the run succeeded; returns the wall.
     pub(super) fn check_records(
         &self,
         slot: usize,
         info: &RunInfo,
     ) -> Result<WallRecord, ErrorKind> {
-        let r = &self.regions[slot];
-        let e = |err: DriverError| {
-            self.driver_error(&mut self.lock(), err, info.run, slot, Some(info.seq))
-        };
-        let mut raw = [0u8; StatusRecord::SIZE];
-        self.driver
-            .copy_from_device(&mut raw, r.status)
-            .map_err(e)?;
-        let status = StatusRecord::from_bytes(&raw)
-            .ok_or_else(|| ErrorKind::broken("a status record of its own size did not decode"))?;
-        if status.run_id != info.run.get() {
-            return Err(ErrorKind::RecordMismatch {
-                record: Record::Status,
-                expected: info.run.get(),
-                found: status.run_id,
-            });
-        }
-        if status.state != StatusRecord::DONE {
-            return Err(ErrorKind::RecordMissing(Record::Status));
-        }
-        let mut raw = [0u8; WallRecord::SIZE];
-        self.driver.copy_from_device(&mut raw, r.wall).map_err(e)?;
-        let wall = WallRecord::from_bytes(&raw)
-            .ok_or_else(|| ErrorKind::broken("a wall record of its own size did not decode"))?;
-        if wall.run_id != info.run.get() || wall.slot as usize != slot {
-            return Err(ErrorKind::RecordMismatch {
-                record: Record::Wall,
-                expected: info.run.get(),
-                found: wall.run_id,
-            });
-        }
-        if status.code != 0 {
+        let abi = self.abi.get.get();
+        let verdict = self.read_record(slot, info, self.abi.status, Record::Status, |id, b| {
+            abi.decode_status(id, b)
+        })?;
+        let wall = self.read_record(slot, info, self.abi.timing, Record::Wall, |id, b| {
+            abi.decode_timing(id, b)
+        })?;
+        if let Verdict::Failed { code } = verdict {
             self.lock().stats.run_failures += 1;
-            return Err(ErrorKind::RunFailed { code: status.code });
+            return Err(ErrorKind::RunFailed { code });
         }
         Ok(wall)
     }

@@ -7,8 +7,8 @@ use super::Device;
 use crate::contract::error::ErrorKind;
 use crate::contract::port::RunInfo;
 use crate::contract::workload::{Data, Packer, Workload};
-use crate::driver::abi::{RunArgs, TensorArg, WorkArgs};
-use crate::driver::{Driver, DriverError};
+use crate::driver::abi::{DevSpan, TensorView};
+use crate::driver::{DevPtr, Driver, DriverError};
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     fn packer(&self, slot: usize) -> Packer {
@@ -91,49 +91,34 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     .map_err(e)?;
             }
         }
-        self.arm_records(slot, run).map_err(e)?;
-        #[allow(clippy::cast_possible_truncation, reason = "slot < DEPTH <= 16")]
-        let header = RunArgs {
-            run_id: run.get(),
-            slot: slot as u32,
-            block_dim: self.config.block_dim,
-            len: 0,
-            input: 0,
-            output: 0,
-            handshake: r.handshake.raw(),
-            wall: r.wall.raw(),
-            status: r.status.raw(),
-        };
-        let mut placed = work.tensors.iter().map(|t| {
-            let (addr, staged) = match t.data {
-                Data::Device { core, offset, .. } => (core.ptr.offset(offset).raw(), false),
-                Data::Scratch { core, .. } => (core.ptr.raw(), false),
+        self.arm_records(slot, run)?;
+        // The tensors resolved, for the adapter at launch (in the slot's
+        // host buffers: its token is held).
+        let mut host = self.block(slot);
+        host.tensors.clear();
+        host.tensors.extend(work.tensors.iter().map(|t| {
+            let (ptr, staged) = match t.data {
+                Data::Device { core, offset, .. } => (core.ptr.offset(offset), false),
+                Data::Scratch { core, .. } => (core.ptr, false),
                 // Checked above: this device's, this slot's.
-                Data::PerSlot(set) => (set.core(slot).map_or(0, |c| c.ptr.raw()), false),
+                Data::PerSlot(set) => {
+                    (set.core(slot).map_or(DevPtr::from_raw(0), |c| c.ptr), false)
+                }
                 // Placed by `check_workload`.
                 Data::HostIn(_) | Data::HostOut(_) | Data::Owned(_) => {
-                    (r.staging.offset(t.at).raw(), true)
+                    (r.staging.offset(t.at), true)
                 }
             };
-            TensorArg {
-                addr,
-                bytes: t.bytes() as u64,
+            TensorView {
+                span: DevSpan::new(ptr, t.bytes() as u64),
                 elem_size: t.elem_size,
                 dir: t.dir,
                 staged,
             }
-        });
-        let mut block = self.block(slot);
-        WorkArgs::encode_parts(
-            &mut block,
-            &header,
-            work.tensors.len(),
-            &mut placed,
-            work.scalars.len(),
-            work.scalars.iter().copied(),
-        )
-        .ok_or_else(|| ErrorKind::broken("a checked workload did not fit its block buffer"))?;
-        // The block's size is in its header: launch reads it back.
+        }));
+        host.scalars.clear();
+        host.scalars.extend(work.scalars.iter().copied());
+        drop(host);
         Ok(RunInfo {
             run,
             seq: 0,

@@ -644,6 +644,61 @@ pub trait KernelAbi: Send + Sync + 'static {
     fn decode_timing(&self, id: &RunIdentity, bytes: &[u8]) -> Result<WallRecord, RecordError>;
 }
 
+/// A shared handle to a [`KernelAbi`], as a
+/// [`DeviceConfig`](crate::DeviceConfig) holds it: cheap to clone, and two
+/// handles are equal when their adapters' [`name`](KernelAbi::name)s are.
+///
+/// ```
+/// use runclaim::driver::abi::{A2a3Abi, KernelAbiRef, RunclaimAbi};
+///
+/// let a = KernelAbiRef::new(A2a3Abi::default());
+/// assert_eq!(a.name(), "a2a3");
+/// assert_eq!(KernelAbiRef::default(), KernelAbiRef::new(RunclaimAbi)); // the default
+/// assert_ne!(a, KernelAbiRef::default());
+/// ```
+#[derive(Clone)]
+pub struct KernelAbiRef(std::sync::Arc<dyn KernelAbi>);
+
+impl KernelAbiRef {
+    /// A handle to `abi`.
+    pub fn new(abi: impl KernelAbi) -> Self {
+        KernelAbiRef(std::sync::Arc::new(abi))
+    }
+
+    /// The adapter's name.
+    #[must_use]
+    pub fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    /// The adapter.
+    #[must_use]
+    pub fn get(&self) -> &dyn KernelAbi {
+        &*self.0
+    }
+}
+
+impl Default for KernelAbiRef {
+    /// runclaim's own layout ([`RunclaimAbi`](super::RunclaimAbi)).
+    fn default() -> Self {
+        KernelAbiRef::new(super::RunclaimAbi)
+    }
+}
+
+impl PartialEq for KernelAbiRef {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+impl Eq for KernelAbiRef {}
+
+impl std::fmt::Debug for KernelAbiRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "KernelAbiRef({:?})", self.name())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -37,8 +37,9 @@ mod workload;
 use static_assertions::const_assert_eq;
 
 pub use adapter::{
-    AbiError, AddrField, AicpuBlock, BlockBuf, BlockWriter, DevSpan, KernelAbi, LaunchArgs, Prep,
-    RecordAt, RecordError, RegionSpec, RunIdentity, RunView, Shape, SimpleIo, TensorView, Verdict,
+    AbiError, AddrField, AicpuBlock, BlockBuf, BlockWriter, DevSpan, KernelAbi, KernelAbiRef,
+    LaunchArgs, Prep, RecordAt, RecordError, RegionSpec, RunIdentity, RunView, Shape, SimpleIo,
+    TensorView, Verdict,
 };
 pub(crate) use program::work_operands;
 pub use program::{CodeError, Instr, Program};
