@@ -15,8 +15,8 @@ use crate::contract::spec::Input;
 use crate::contract::workload::Workload;
 use crate::contract::workload::sealed::Sealed as Marks;
 use crate::driver::abi::{
-    AicpuBlock, DevSpan, Dir, Prep, RecordAt, RecordError, RunIdentity, RunView, SimpleIo,
-    TensorView, Verdict, WallRecord,
+    AbiError, AicpuBlock, DevSpan, Dir, Prep, RecordAt, RecordError, RunIdentity, RunView,
+    SimpleIo, TensorView, Verdict, WallRecord,
 };
 use crate::driver::{CodeHandle, Driver, DriverError};
 
@@ -377,8 +377,13 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let view = RunView::new(self.identity(slot, run), regions, tensors, scalars, simple);
         let abi = self.abi.get.get();
         let e = |err| ErrorKind::Adapter(Box::new(err));
-        abi.aicore_block(&view, &mut aicore.writer()).map_err(e)?;
-        *shared = abi.aicpu_block(&view, &mut aicpu.writer()).map_err(e)? == AicpuBlock::Same;
+        let (core, cpu) = adapter_call(|| {
+            let core = abi.aicore_block(&view, &mut aicore.writer());
+            (core, abi.aicpu_block(&view, &mut aicpu.writer()))
+        })
+        .map_err(e)?;
+        core.map_err(e)?;
+        *shared = cpu.map_err(e)? == AicpuBlock::Same;
         Ok(())
     }
 
@@ -401,10 +406,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     bytes.fill(0);
                     // Not armed: the run could not prove its record, so it
                     // must not run.
-                    self.abi
-                        .get
-                        .get()
-                        .arm(i, &id, bytes)
+                    let abi = self.abi.get.get();
+                    adapter_call(|| abi.arm(i, &id, bytes))
+                        .and_then(|r| r)
                         .map_err(|err| ErrorKind::Adapter(Box::new(err)))?;
                     d.copy_to_device(span.ptr(), bytes).map_err(e)?;
                 }
@@ -429,7 +433,11 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let bytes = &mut host.scratch[..at.bytes];
         let src = self.regions[slot].abi[at.region].ptr().offset(at.offset);
         self.driver.copy_from_device(bytes, src).map_err(e)?;
-        decode(&self.identity(slot, info.run), bytes).map_err(|err| match err {
+        let id = self.identity(slot, info.run);
+        let decoded = adapter_call(|| decode(&id, bytes)).map_err(|_| RecordError::Malformed {
+            what: "the kernel ABI adapter panicked decoding it",
+        });
+        decoded.and_then(|r| r).map_err(|err| match err {
             RecordError::Mismatch { expected, found } => ErrorKind::RecordMismatch {
                 record,
                 expected,
@@ -460,4 +468,13 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         Ok(wall)
     }
+}
+
+/// Calls into the adapter: a panic there (the adapter's bug) fails this
+/// run — nothing submitted, or the record refused — instead of unwinding
+/// through the device's bookkeeping.
+fn adapter_call<T>(f: impl FnOnce() -> T) -> Result<T, AbiError> {
+    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|_| AbiError::Unsupported {
+        what: "the kernel ABI adapter panicked",
+    })
 }
