@@ -28,6 +28,7 @@
 //! clearing the region for run N+1 while run N is live would do exactly
 //! that, which is why every slot owns its own region.
 
+mod a2a3;
 mod adapter;
 mod program;
 mod records;
@@ -36,6 +37,7 @@ mod workload;
 
 use static_assertions::const_assert_eq;
 
+pub use a2a3::{A2a3Abi, A2a3Result, A2a3Timing, A2a3Verdict, a2a3_layout};
 pub use adapter::{
     AbiError, AddrField, AicpuBlock, BlockBuf, BlockWriter, DevSpan, KernelAbi, KernelAbiRef,
     LaunchArgs, Prep, RecordAt, RecordError, RegionSpec, RunIdentity, RunView, Shape, SimpleIo,
