@@ -39,8 +39,7 @@ use super::workload::Dir;
 use crate::driver::DevPtr;
 
 /// A device range runclaim hands an adapter: where it starts and how many
-/// bytes it spans. Its address has no integer accessor (see the [module
-/// docs](self)): write it with [`BlockWriter::put_addr`].
+/// bytes it spans. Its address has no integer accessor: write it with [`BlockWriter::put_addr`].
 ///
 /// ```
 /// use runclaim::driver::DevPtr;

@@ -21,7 +21,7 @@ use super::workload::{TensorArg, WorkArgs};
 use super::{RunArgs, StatusRecord, WallRecord, handshake_bytes_checked};
 use crate::driver::DevPtr;
 
-/// runclaim's own kernel ABI (see the [module docs](self)).
+/// runclaim's own kernel ABI (see the module docs).
 ///
 /// ```
 /// use runclaim::driver::abi::{KernelAbi, RunclaimAbi, Shape};
