@@ -17,7 +17,7 @@ use runclaim::contract::{Slot, SlotOf};
 use runclaim::driver::Driver;
 use runclaim::sim::trace::TraceEvent;
 use runclaim::sim::{Fault, SimConfig, SimDriver, SimStats};
-use runclaim::{CodeRef, Input, Launched, Outputs, Run, RunSpec, Runner};
+use runclaim::{CodeRef, DeviceConfig, Input, Launched, Outputs, Run, RunSpec, Runner};
 
 /// Test shorthands over a runner, panicking on any error (the tests that
 /// expect errors spell the steps out).
@@ -84,6 +84,11 @@ pub trait Target: Sync {
     /// A reader of the counters that outlives `d` (to check for leaks after
     /// the device is closed).
     fn probe(&self, d: &Self::D) -> Box<dyn Fn() -> SimStats>;
+    /// The device configuration the suite opens with: the kernel ABI the
+    /// target's device speaks (runclaim's own by default).
+    fn config(&self) -> DeviceConfig {
+        DeviceConfig::default()
+    }
 }
 
 /// The simulator, used directly.

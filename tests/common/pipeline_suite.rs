@@ -6,7 +6,7 @@ use runclaim::contract::{Depth, ErrorKind, PoisonCause, SupportedDepth};
 use runclaim::driver::Op;
 use runclaim::driver::abi::Program;
 use runclaim::sim::{Fault, Kernel};
-use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
+use runclaim::{Callable, Device, Input, Pipeline, RunSpec};
 
 use super::Target;
 use super::suite::cfg;
@@ -41,7 +41,7 @@ fn open<T: Target, const D: usize>(t: &T) -> Device<T::D, D>
 where
     Depth<D>: SupportedDepth,
 {
-    Device::open(t.stepped(cfg()), DeviceConfig::default().max_elements(8)).unwrap()
+    Device::open(t.stepped(cfg()), t.config().max_elements(8)).unwrap()
 }
 
 /// `3x + 1`, and a program that fails with code 9.

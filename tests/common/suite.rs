@@ -7,7 +7,7 @@ use runclaim::contract::{ErrorKind, PoisonCause};
 use runclaim::driver::Op;
 use runclaim::driver::abi::Program;
 use runclaim::sim::{Fault, Kernel, SimConfig};
-use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+use runclaim::{Callable, Device, Input, Outputs, RunSpec};
 
 use super::{LaunchIn, Target, checks};
 
@@ -73,7 +73,7 @@ fn prog_add(k: u32) -> Callable {
 }
 
 fn open<T: Target>(t: &T, sim: SimConfig) -> Device<T::D, 2> {
-    Device::open(t.stepped(sim), DeviceConfig::default().max_elements(64)).unwrap()
+    Device::open(t.stepped(sim), t.config().max_elements(64)).unwrap()
 }
 
 pub fn queued_runs_are_in_flight_together<T: Target>(t: &T) {
@@ -316,7 +316,7 @@ pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
 }
 
 pub fn finalize_in_any_order<T: Target>(t: &T) {
-    let mut dev = Device::<_, 3>::open(t.stepped(cfg()), DeviceConfig::default()).unwrap();
+    let mut dev = Device::<_, 3>::open(t.stepped(cfg()), t.config()).unwrap();
     let runner = dev.publish(&[prog_add(5)]).unwrap();
     let code = runner.code("add5").unwrap();
     let r0 = runner.launched::<0>(code, Input::Host(&[0]));
@@ -342,7 +342,7 @@ pub fn finalize_in_any_order<T: Target>(t: &T) {
 
 pub fn dropped_and_forgotten_runs_then_publish_and_drop<T: Target>(t: &T) {
     let drv = t.stepped(cfg());
-    let mut dev = Device::<_, 2>::open(drv, DeviceConfig::default()).unwrap();
+    let mut dev = Device::<_, 2>::open(drv, t.config()).unwrap();
     {
         let runner = dev.publish(&[prog_add(1)]).unwrap();
         let code = runner.code("add1").unwrap();
@@ -695,7 +695,7 @@ pub fn real_time_queue_runs_correctly<T: Target>(t: &T) {
             .latency(lat)
             .watchdog(Duration::from_secs(2)),
     );
-    let mut dev = Device::<_, 2>::open(drv, DeviceConfig::default()).unwrap();
+    let mut dev = Device::<_, 2>::open(drv, t.config()).unwrap();
     let runner = dev.publish(&[prog_add(1)]).unwrap();
     let code = runner.code("add1").unwrap();
     let (mut o0, mut o1) = (Outputs::<0>::new(4), Outputs::<1>::new(4));
