@@ -476,7 +476,11 @@ mod tests {
         ) -> Result<(), DriverError> {
             self.0.launch_aicore(stream, code, block_dim, args)
         }
-        fn launch_aicpu(&self, stream: StreamId, args: abi::LaunchArgs<'_>) -> Result<(), DriverError> {
+        fn launch_aicpu(
+            &self,
+            stream: StreamId,
+            args: abi::LaunchArgs<'_>,
+        ) -> Result<(), DriverError> {
             self.0.launch_aicpu(stream, args)
         }
     }

@@ -8,11 +8,11 @@ use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
+use runclaim::driver::abi::LaunchArgs;
 use runclaim::driver::{
     CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, EventId, Op, Registration,
     StreamId, host_clock,
 };
-use runclaim::driver::abi::LaunchArgs;
 use runclaim::sim::SimDriver;
 
 /// What the host side does wrong.

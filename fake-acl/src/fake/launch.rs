@@ -15,9 +15,9 @@
 
 use std::ffi::{CStr, c_char, c_int, c_void};
 
+use runclaim::driver::abi::BlockBuf;
 use runclaim::driver::acl::codes::Waited;
 use runclaim::driver::{Driver, DriverError, DriverErrorKind, Op};
-use runclaim::driver::abi::BlockBuf;
 
 use super::code::program;
 use super::shim::{call, host, opaque, stream_of};
@@ -140,7 +140,12 @@ pub unsafe extern "C" fn rtKernelLaunchWithHandleV2(
         // The device receives bytes: its simulator decodes and checks them
         // as the device would (the host driver checked the ranges).
         let block = BlockBuf::from_bytes(blob);
-        s.launch_aicore(stream_of(id, Op::LaunchAicore, stm)?, code, block_dim, block.args())
+        s.launch_aicore(
+            stream_of(id, Op::LaunchAicore, stm)?,
+            code,
+            block_dim,
+            block.args(),
+        )
     })
 }
 

@@ -106,7 +106,10 @@ fn write_v2(
     for tensor in tensors.take(t) {
         let at = w.grow(TensorArg::SIZE)?;
         w.put_bytes(at, &tensor.to_bytes())?;
-        w.put_addr(at, DevSpan::new(DevPtr::from_raw(tensor.addr), tensor.bytes))?;
+        w.put_addr(
+            at,
+            DevSpan::new(DevPtr::from_raw(tensor.addr), tensor.bytes),
+        )?;
         n += 1;
     }
     if n != t {
@@ -363,9 +366,7 @@ mod tests {
         };
         let view = RunView::new(id(), &regions, &[], &[], Some(io));
         let mut buf = BlockBuf::with_capacity(RunclaimAbi.max_block_bytes(), 8);
-        RunclaimAbi
-            .aicore_block(&view, &mut buf.writer())
-            .unwrap();
+        RunclaimAbi.aicore_block(&view, &mut buf.writer()).unwrap();
         let expected = RunArgs {
             run_id: 9,
             slot: 1,
@@ -396,9 +397,7 @@ mod tests {
         let tensors = [t, t];
         let view = RunView::new(id(), &regions, &tensors, &[5, 6, 7], None);
         let mut buf = BlockBuf::with_capacity(RunclaimAbi.max_block_bytes(), 8);
-        RunclaimAbi
-            .aicore_block(&view, &mut buf.writer())
-            .unwrap();
+        RunclaimAbi.aicore_block(&view, &mut buf.writer()).unwrap();
         let header = RunArgs {
             run_id: 9,
             slot: 1,
@@ -438,7 +437,10 @@ mod tests {
             }
             .to_bytes()
         };
-        assert_eq!(abi.decode_status(&id(), &done(9, 0)), Ok(Verdict::Succeeded));
+        assert_eq!(
+            abi.decode_status(&id(), &done(9, 0)),
+            Ok(Verdict::Succeeded)
+        );
         assert_eq!(
             abi.decode_status(&id(), &done(9, 3)),
             Ok(Verdict::Failed { code: 3 })

@@ -500,10 +500,18 @@ mod tests {
         let t = work_table(0);
         let ok = block(&[(0x4000, 64), (0x5004, 12)]);
         let args = t.run_args(Op::LaunchAicore, ok.args()).unwrap();
-        assert_eq!(args.bytes(), ok.args().bytes(), "the caller's bytes, unchanged");
+        assert_eq!(
+            args.bytes(),
+            ok.args().bytes(),
+            "the caller's bytes, unchanged"
+        );
         // Zero-byte ranges: inside an allocation or at its end.
         for addr in [0x4000, 0x4020, 0x4040, 0x5010] {
-            assert!(t.run_args(Op::LaunchAicore, block(&[(addr, 0)]).args()).is_ok(), "{addr:#x}");
+            assert!(
+                t.run_args(Op::LaunchAicore, block(&[(addr, 0)]).args())
+                    .is_ok(),
+                "{addr:#x}"
+            );
         }
         for (addr, bytes) in [
             (0x4000, 65),         // one byte past the end
@@ -526,7 +534,10 @@ mod tests {
             );
         }
         // A block naming no address passes unread.
-        assert!(t.run_args(Op::LaunchAicore, BlockBuf::from_bytes(&[1, 2, 3]).args()).is_ok());
+        assert!(
+            t.run_args(Op::LaunchAicore, BlockBuf::from_bytes(&[1, 2, 3]).args())
+                .is_ok()
+        );
     }
 
     #[test]
@@ -545,7 +556,10 @@ mod tests {
         w.put_addr(0, DevSpan::new(DevPtr::from_raw(0x4000), 64))
             .unwrap();
         w.put_u64(0, 0xdead_0000).unwrap();
-        assert!(matches!(refused(&t, &b), DriverErrorKind::InvalidArgument { .. }));
+        assert!(matches!(
+            refused(&t, &b),
+            DriverErrorKind::InvalidArgument { .. }
+        ));
     }
 
     #[test]
@@ -557,16 +571,25 @@ mod tests {
         assert!(t.run_args(Op::LaunchAicpu, small.args()).is_ok());
         // The same ranges plus one bad one, and a large block: checked.
         let bad = block(&[(0x4000, 64), (0x5000, 16), (0x4000, 65)]);
-        assert!(matches!(refused(&t, &bad), DriverErrorKind::BadAddress { .. }));
+        assert!(matches!(
+            refused(&t, &bad),
+            DriverErrorKind::BadAddress { .. }
+        ));
         let mut many = vec![(0x4000, 64); REMEMBERED_FIELDS + 1];
         assert!(t.run_args(Op::LaunchAicore, block(&many).args()).is_ok());
         many[REMEMBERED_FIELDS] = (0x4000, 65);
         for _ in 0..2 {
-            assert!(matches!(refused(&t, &block(&many)), DriverErrorKind::BadAddress { .. }));
+            assert!(matches!(
+                refused(&t, &block(&many)),
+                DriverErrorKind::BadAddress { .. }
+            ));
         }
         // A free moves the version: the remembered block is checked again.
         let a = t.take_alloc(Op::Free, 0x5000).unwrap();
-        assert!(matches!(refused(&t, &small), DriverErrorKind::BadAddress { .. }));
+        assert!(matches!(
+            refused(&t, &small),
+            DriverErrorKind::BadAddress { .. }
+        ));
         t.put_back_alloc(a);
         assert!(t.run_args(Op::LaunchAicore, small.args()).is_ok());
     }

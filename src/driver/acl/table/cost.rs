@@ -16,7 +16,9 @@ use std::time::Instant;
 
 use super::{Resident, Table};
 use crate::driver::Op;
-use crate::driver::abi::{self, BlockBuf, Dir, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs};
+use crate::driver::abi::{
+    self, BlockBuf, Dir, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs,
+};
 use crate::driver::acl::result::{Program, RtPtr};
 
 const RUNS: u32 = 200_000;
@@ -209,17 +211,19 @@ fn work_block(s: &Slot, tensors: usize, scalars: usize) -> BlockBuf {
         wall: s.wall,
         status: s.status,
     };
-    let t: Vec<TensorArg> = (0..tensors).map(|i| TensorArg {
-        addr: s.arena + (i as u64 % 1024) * 4,
-        bytes: 4096,
-        elem_size: 4,
-        dir: if i.is_multiple_of(2) {
-            Dir::In
-        } else {
-            Dir::Out
-        },
-        staged: true,
-    }).collect();
+    let t: Vec<TensorArg> = (0..tensors)
+        .map(|i| TensorArg {
+            addr: s.arena + (i as u64 % 1024) * 4,
+            bytes: 4096,
+            elem_size: 4,
+            dir: if i.is_multiple_of(2) {
+                Dir::In
+            } else {
+                Dir::Out
+            },
+            staged: true,
+        })
+        .collect();
     let scalars: Vec<u64> = (0..scalars as u64).collect();
     WorkArgs::block(&header, &t, &scalars).unwrap()
 }

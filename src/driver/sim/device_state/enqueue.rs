@@ -192,7 +192,11 @@ impl DeviceState {
         )
     }
 
-    pub fn enqueue_aicpu(&mut self, stream: u64, args: LaunchArgs<'_>) -> Result<(), DriverErrorKind> {
+    pub fn enqueue_aicpu(
+        &mut self,
+        stream: u64,
+        args: LaunchArgs<'_>,
+    ) -> Result<(), DriverErrorKind> {
         self.check_fields(args)?;
         let args = *self.decode_args(None, args.bytes())?.header();
         self.enqueue(stream, TaskKind::Aicpu(Box::new(AicpuKernel::new(args))))
