@@ -115,11 +115,15 @@
 //! launch structs' `argsSize` is a `uint32_t`, and the public headers
 //! document no smaller limit). A deployment's kernels implement the
 //! [`abi`](crate::driver::abi). Before C, the driver checks every device
-//! range the block names — each tensor's `[addr, addr + bytes)` included —
-//! against this driver's live allocations ([`DriverErrorKind::BadAddress`]
-//! otherwise; a malformed block is an invalid argument). The runtime gets a
-//! private copy of the block on the stack, of exactly its length. The launch
-//! structs are zero-filled (no undefined padding bytes).
+//! range the block's writer recorded ([`LaunchArgs::fields`]) — each
+//! tensor's `[addr, addr + bytes)` included — against this driver's live
+//! allocations ([`DriverErrorKind::BadAddress`] otherwise), and refuses a
+//! block that no longer holds an address where it was recorded or is longer
+//! than [`WorkArgs::MAX_SIZE`] as an invalid argument. It reads no field of
+//! the block's layout: a block its kernels cannot decode reaches the
+//! runtime. The runtime gets a private copy of the block on the stack, of
+//! exactly its length. The launch structs are zero-filled (no undefined
+//! padding bytes).
 //!
 //! Each registration holds its image until it is unregistered: code is
 //! unregistered (`rtDevBinaryUnRegister`) when no pin is left and this
@@ -145,6 +149,7 @@
 //! [`RunArgs`]: super::abi::RunArgs
 //! [`WorkArgs`]: super::abi::WorkArgs
 //! [`WorkArgs::MAX_SIZE`]: super::abi::WorkArgs::MAX_SIZE
+//! [`LaunchArgs::fields`]: super::abi::LaunchArgs::fields
 
 mod call;
 pub mod codes;
