@@ -158,9 +158,10 @@ fn by_hand() -> f64 {
             wall: wall.raw(),
             status: status.raw(),
         }
-        .to_bytes();
-        d.launch_aicore(core, kernel, block_dim, &args).unwrap();
-        d.launch_aicpu(cpu, &args).unwrap();
+        .block();
+        d.launch_aicore(core, kernel, block_dim, args.args())
+            .unwrap();
+        d.launch_aicpu(cpu, args.args()).unwrap();
         d.record_event(ev_core, core).unwrap();
         d.stream_wait_event(cpu, ev_core).unwrap();
         d.record_event(ev_fence, cpu).unwrap();
@@ -503,7 +504,6 @@ struct ByHand {
     streams: (runclaim::driver::StreamId, runclaim::driver::StreamId),
     events: (runclaim::driver::EventId, runclaim::driver::EventId),
     kernel: runclaim::driver::CodeHandle,
-    block: Vec<u8>,
     ins: [[u8; ELEMS * 4]; 4],
     outs: [[u8; ELEMS * 4]; 2],
     run_id: u64,
@@ -526,7 +526,6 @@ impl ByHand {
                 .register_code(&Program::new().add(1).encode())
                 .unwrap()
                 .handle,
-            block: vec![0; WorkArgs::MAX_SIZE],
             ins: [[7; ELEMS * 4]; 4],
             outs: [[0; ELEMS * 4]; 2],
             run_id: 0,
@@ -602,14 +601,8 @@ impl ByHand {
         };
         let n = host_in + host_out + bufs.len();
         let scalar_values = [1, 2, u64::from(0.5f32.to_bits()), u64::MAX];
-        let size = WorkArgs::encode(
-            &mut self.block,
-            &header,
-            tensors[..n].iter().copied(),
-            &scalar_values[..scalars],
-        )
-        .unwrap();
-        let args = &self.block[..size];
+        let block = WorkArgs::block(&header, &tensors[..n], &scalar_values[..scalars]).unwrap();
+        let args = block.args();
         let (core, cpu) = self.streams;
         let (ev_core, ev_fence) = self.events;
         d.launch_aicore(core, self.kernel, BLOCK_DIM, args).unwrap();

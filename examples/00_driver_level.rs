@@ -45,9 +45,9 @@ fn main() -> Result<(), DriverError> {
         wall: wall.raw(),
         status: status.raw(),
     }
-    .to_bytes();
-    sim.launch_aicore(aicore, code.handle, block_dim, &args)?;
-    sim.launch_aicpu(aicpu, &args)?;
+    .block(); // the block's bytes and the five device ranges it names
+    sim.launch_aicore(aicore, code.handle, block_dim, args.args())?;
+    sim.launch_aicpu(aicpu, args.args())?;
     sim.record_event(done, aicpu)?;
     sim.sync_event(done, Duration::from_secs(1))?;
 

@@ -241,7 +241,8 @@ fn no_allocation_per_run_in_steady_state() {
 fn no_allocation_per_workload_launch_on_the_instant_driver() {
     use runclaim::driver::Driver;
     use runclaim::driver::abi::{
-        self, Dir, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs,
+        self, BlockBuf, DevSpan, Dir, KernelAbi, RunIdentity, RunView, RunclaimAbi, StatusRecord,
+        TensorView, WallRecord,
     };
 
     let d = InstantDriver::new();
@@ -255,39 +256,44 @@ fn no_allocation_per_workload_launch_on_the_instant_driver() {
     let status = d.alloc(StatusRecord::SIZE).unwrap();
     let x = d.alloc(64).unwrap();
     let y = d.alloc(64).unwrap();
-    let tensor = |addr: u64, dir| TensorArg {
-        addr,
-        bytes: 64,
+    let span = |p: runclaim::driver::DevPtr, n: usize| DevSpan::new(p, n as u64);
+    let tensor = |p, dir| TensorView {
+        span: span(p, 64),
         elem_size: 4,
         dir,
         staged: true,
     };
     let tensors = [
-        tensor(y.raw(), Dir::Out),
-        tensor(x.raw(), Dir::In),
-        tensor(x.raw(), Dir::In),
-        tensor(y.raw(), Dir::InOut),
+        tensor(y, Dir::Out),
+        tensor(x, Dir::In),
+        tensor(x, Dir::In),
+        tensor(y, Dir::InOut),
     ];
-    let mut block = vec![0u8; WorkArgs::MAX_SIZE];
+    let regions = [
+        span(hs, abi::handshake_bytes(4)),
+        span(wall, WallRecord::SIZE),
+        span(status, StatusRecord::SIZE),
+    ];
+    // One block buffer reused run after run, as the device's slots hold
+    // theirs: writing a block into it allocates nothing.
+    let mut block = BlockBuf::with_capacity(RunclaimAbi.max_block_bytes(), 3 + tensors.len());
     let mut out = [0u8; 64];
     let n = allocations_in(|| {
         for run_id in 1..=1000u64 {
-            let header = RunArgs {
+            let id = RunIdentity {
                 run_id,
+                epoch: run_id,
                 slot: 0,
                 block_dim: 4,
-                len: 0,
-                input: 0,
-                output: 0,
-                handshake: hs.raw(),
-                wall: wall.raw(),
-                status: status.raw(),
             };
-            let len = WorkArgs::encode(&mut block, &header, tensors.into_iter(), &[1, 2]).unwrap();
+            let view = RunView::new(id, &regions, &tensors, &[1, 2], None);
+            RunclaimAbi
+                .aicore_block(&view, &mut block.writer())
+                .unwrap();
             d.copy_to_device(x, &[u8::try_from(run_id % 200).unwrap(); 64])
                 .unwrap();
-            d.launch_aicore(aicore, code, 4, &block[..len]).unwrap();
-            d.launch_aicpu(aicpu, &block[..len]).unwrap();
+            d.launch_aicore(aicore, code, 4, block.args()).unwrap();
+            d.launch_aicpu(aicpu, block.args()).unwrap();
             d.sync_stream(aicpu, std::time::Duration::from_secs(1))
                 .unwrap();
             d.copy_from_device(&mut out, y).unwrap();

@@ -5,7 +5,7 @@
 
 use std::time::Duration;
 
-use runclaim::driver::abi::{self, Program, RunArgs, StatusRecord, WallRecord};
+use runclaim::driver::abi::{self, BlockBuf, DevSpan, Program, RunArgs, StatusRecord, WallRecord};
 use runclaim::driver::{
     CodeHandle, Completion, DevPtr, Driver, DriverErrorKind, FaultKind, HandleKind, Op, StreamId,
 };
@@ -46,10 +46,10 @@ impl HandRun {
     }
 
     fn launch(&self, sim: &SimDriver, aicore: StreamId, aicpu: StreamId, code: CodeHandle) {
-        let a = self.args.to_bytes();
-        sim.launch_aicore(aicore, code, self.args.block_dim, &a)
+        let a = self.args.block();
+        sim.launch_aicore(aicore, code, self.args.block_dim, a.args())
             .unwrap();
-        sim.launch_aicpu(aicpu, &a).unwrap();
+        sim.launch_aicpu(aicpu, a.args()).unwrap();
     }
 
     fn output(&self, sim: &SimDriver) -> Vec<u32> {
@@ -173,10 +173,10 @@ fn kernels_on_different_streams_overlap_in_real_time() {
     let (a2, c2) = pair(&sim);
     let (ag, cg) = pair(&sim);
     let gate_run = HandRun::new(&sim, 3, 1, &[0]);
-    let gate_args = gate_run.args.to_bytes();
+    let gate_args = gate_run.args.block();
     let gate = sim.create_event().unwrap();
     // The gate run's AICPU kernel waits for its worker, which is not queued yet.
-    sim.launch_aicpu(cg, &gate_args).unwrap();
+    sim.launch_aicpu(cg, gate_args.args()).unwrap();
     sim.record_event(gate, cg).unwrap();
     sim.stream_wait_event(a1, gate).unwrap();
     sim.stream_wait_event(a2, gate).unwrap();
@@ -185,7 +185,7 @@ fn kernels_on_different_streams_overlap_in_real_time() {
     r1.launch(&sim, a1, c1, c);
     std::thread::sleep(Duration::from_millis(30));
     r2.launch(&sim, a2, c2, c);
-    sim.launch_aicore(ag, c, 1, &gate_args).unwrap();
+    sim.launch_aicore(ag, c, 1, gate_args.args()).unwrap();
     sim.sync_stream(c1, Duration::from_secs(30)).unwrap();
     sim.sync_stream(c2, Duration::from_secs(30)).unwrap();
     let (w1, w2) = (r1.wall(&sim), r2.wall(&sim));
@@ -400,7 +400,7 @@ fn pinned_code_stays_and_replaced_uploads_never_launch() {
     let (core, cpu) = pair(&sim);
     let run = HandRun::new(&sim, 1, 2, &[5, 6]);
     let err = sim
-        .launch_aicore(core, a.handle, 2, &run.args.to_bytes())
+        .launch_aicore(core, a.handle, 2, run.args.block().args())
         .unwrap_err();
     assert!(
         matches!(
@@ -663,7 +663,8 @@ fn bad_input_gives_named_errors() {
     let e = sim.create_event().unwrap();
     let c = code(&sim, &Program::new());
     let run = HandRun::new(&sim, 1, 2, &[1, 2]);
-    let args = run.args.to_bytes();
+    let block = run.args.block();
+    let args = block.args();
     let kind = |r: Result<(), runclaim::driver::DriverError>| r.unwrap_err().kind().clone();
 
     assert!(matches!(
@@ -681,34 +682,53 @@ fn bad_input_gives_named_errors() {
         }
     ));
     assert!(matches!(
-        kind(sim.launch_aicore(s, CodeHandle::from_raw(1, 1), 2, &args)),
+        kind(sim.launch_aicore(s, CodeHandle::from_raw(1, 1), 2, args)),
         DriverErrorKind::BadHandle {
             kind: HandleKind::Code,
             ..
         }
     ));
     assert!(matches!(
-        kind(sim.launch_aicore(s, c, 0, &args)),
+        kind(sim.launch_aicore(s, c, 0, args)),
         DriverErrorKind::InvalidArgument { .. }
     ));
     assert!(matches!(
-        kind(sim.launch_aicore(s, c, 25, &args)),
+        kind(sim.launch_aicore(s, c, 25, args)),
         DriverErrorKind::InvalidArgument { .. }
     ));
     assert!(matches!(
-        kind(sim.launch_aicore(s, c, 2, &args[..40])),
+        // The device decodes what it receives: a block cut short names no
+        // address for the driver to check, and the device refuses it.
+        kind(sim.launch_aicore(s, c, 2, BlockBuf::from_bytes(&args.bytes()[..40]).args())),
         DriverErrorKind::InvalidArgument { .. }
     ));
     assert!(matches!(
-        kind(sim.launch_aicpu(s, &[0u8; 80])),
+        kind(sim.launch_aicpu(s, BlockBuf::from_bytes(&[0u8; 80]).args())),
         DriverErrorKind::InvalidArgument { .. }
     ));
     // An argument block pointing outside memory is refused at launch.
     let mut bad = run.args;
     bad.output = 0x10;
     assert!(matches!(
-        kind(sim.launch_aicpu(s, &bad.to_bytes())),
+        kind(sim.launch_aicpu(s, bad.block().args())),
         DriverErrorKind::BadAddress { .. }
+    ));
+    // An address its writer recorded (a live range), then overwritten by
+    // an integer: the block no longer holds what was checked.
+    let mut moved = BlockBuf::with_capacity(RunArgs::SIZE, 1);
+    let mut w = moved.writer();
+    let at = w.grow(RunArgs::SIZE).unwrap();
+    w.put_bytes(at, args.bytes()).unwrap();
+    w.put_addr(at + 40, DevSpan::new(DevPtr::from_raw(run.args.output), 8))
+        .unwrap();
+    w.put_u64(at + 40, 0x10).unwrap();
+    assert!(matches!(
+        kind(sim.launch_aicpu(s, moved.args())),
+        DriverErrorKind::InvalidArgument { .. }
+    ));
+    assert!(matches!(
+        kind(sim.launch_aicore(s, c, 2, moved.args())),
+        DriverErrorKind::InvalidArgument { .. }
     ));
     // Freed and out-of-range addresses.
     let p = sim.alloc(16).unwrap();

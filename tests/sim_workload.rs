@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
 use runclaim::driver::abi::{
-    self, Dir, Program, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs,
+    self, BlockBuf, Dir, Program, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs,
 };
 use runclaim::driver::instant::InstantDriver;
 use runclaim::driver::{
@@ -23,7 +23,7 @@ const SEC: Duration = Duration::from_secs(1);
 /// One run's records and its version-2 argument block.
 struct WorkRun {
     header: RunArgs,
-    block: Vec<u8>,
+    block: BlockBuf,
 }
 
 impl WorkRun {
@@ -54,27 +54,20 @@ impl WorkRun {
         };
         let mut run = WorkRun {
             header,
-            block: Vec::new(),
+            block: BlockBuf::default(),
         };
         run.set_tensors(tensors, scalars);
         run
     }
 
     fn set_tensors(&mut self, tensors: &[TensorArg], scalars: &[u64]) {
-        self.block = vec![0; WorkArgs::size(tensors.len(), scalars.len())];
-        WorkArgs::encode(
-            &mut self.block,
-            &self.header,
-            tensors.iter().copied(),
-            scalars,
-        )
-        .unwrap();
+        self.block = WorkArgs::block(&self.header, tensors, scalars).unwrap();
     }
 
     fn launch<D: Driver>(&self, d: &D, aicore: StreamId, aicpu: StreamId, code: CodeHandle) {
-        d.launch_aicore(aicore, code, self.header.block_dim, &self.block)
+        d.launch_aicore(aicore, code, self.header.block_dim, self.block.args())
             .unwrap();
-        d.launch_aicpu(aicpu, &self.block).unwrap();
+        d.launch_aicpu(aicpu, self.block.args()).unwrap();
     }
 
     fn status<D: Driver>(&self, d: &D) -> StatusRecord {
@@ -241,12 +234,14 @@ fn out_of_range_tensors_are_refused<D: Driver>(d: &D, queued: impl Fn(StreamId) 
     let mut run = WorkRun::new(d, 1, 2, &good, &[]);
     for bad in [&past_end[..], &in_gap, &wraps] {
         run.set_tensors(bad, &[]);
-        let e = d.launch_aicore(aicore, code, 2, &run.block).unwrap_err();
+        let e = d
+            .launch_aicore(aicore, code, 2, run.block.args())
+            .unwrap_err();
         assert!(
             matches!(e.kind(), DriverErrorKind::BadAddress { .. }),
             "{e}"
         );
-        let e = d.launch_aicpu(aicpu, &run.block).unwrap_err();
+        let e = d.launch_aicpu(aicpu, run.block.args()).unwrap_err();
         assert!(
             matches!(e.kind(), DriverErrorKind::BadAddress { .. }),
             "{e}"
@@ -262,13 +257,13 @@ fn out_of_range_tensors_are_refused<D: Driver>(d: &D, queued: impl Fn(StreamId) 
     let gone = buffer(d, &[0u32; 4]);
     d.free(gone).unwrap();
     run.set_tensors(&[good[0], tensor(gone, 16, Dir::Out)], &[]);
-    assert!(d.launch_aicore(aicore, code, 2, &run.block).is_err());
-    // A malformed block (a count that disagrees with the length) and a
-    // workload header with a v1 field set.
+    assert!(d.launch_aicore(aicore, code, 2, run.block.args()).is_err());
+    // A malformed block (a count that disagrees with the length): the
+    // device cannot decode it, and refuses it.
     run.set_tensors(&good, &[]);
-    let mut bad = run.block.clone();
-    bad.truncate(bad.len() - 1);
-    let e = d.launch_aicpu(aicpu, &bad).unwrap_err();
+    let bytes = run.block.args().bytes();
+    let bad = BlockBuf::from_bytes(&bytes[..bytes.len() - 1]);
+    let e = d.launch_aicpu(aicpu, bad.args()).unwrap_err();
     assert!(
         matches!(e.kind(), DriverErrorKind::InvalidArgument { .. }),
         "{e}"
@@ -287,10 +282,14 @@ fn a_tensor_outside_memory_is_refused_before_anything_is_queued_on_the_simulator
     // The header's v1 fields must be 0 in a workload block.
     let (aicore, _) = pair(&sim);
     let code = sim.register_code(&Program::new().encode()).unwrap().handle;
+    // (A block writer zeroes them: the bytes are encoded by hand, and the
+    // device decoding them refuses them.)
     let mut run = WorkRun::new(&sim, 9, 1, &[], &[]);
     run.header.len = 1;
-    run.set_tensors(&[], &[]);
-    let e = sim.launch_aicore(aicore, code, 1, &run.block).unwrap_err();
+    let mut bytes = vec![0; WorkArgs::size(0, 0)];
+    WorkArgs::encode(&mut bytes, &run.header, [].into_iter(), &[]).unwrap();
+    let bad = BlockBuf::from_bytes(&bytes);
+    let e = sim.launch_aicore(aicore, code, 1, bad.args()).unwrap_err();
     assert!(
         matches!(e.kind(), DriverErrorKind::InvalidArgument { .. }),
         "{e}"
@@ -411,7 +410,7 @@ fn a_rust_kernel_on_a_version_1_block_sees_the_header() {
     run.header.len = 3;
     run.header.input = x.raw();
     run.header.output = y.raw();
-    run.block = run.header.to_bytes().to_vec();
+    run.block = run.header.block();
     run.launch(&sim, aicore, aicpu, code);
     sim.sync_stream(aicpu, SEC).unwrap();
     assert_eq!(run.status(&sim).code, 0);
@@ -529,13 +528,14 @@ fn armed_kernel_faults_apply_to_a_rust_kernel_before_it_runs() {
     // the run until the watchdog, with a Rust kernel as with a program.
     let (aicore, aicpu) = pair(&sim);
     let run = WorkRun::new(&sim, 2, 1, &[], &[]);
-    sim.launch_aicore(aicore, code, 1, &run.block).unwrap();
+    sim.launch_aicore(aicore, code, 1, run.block.args())
+        .unwrap();
     for _ in 0..4 {
         sim.step_stream(aicore); // start, report: waiting for a task
     }
     let hs = DevPtr::from_raw(run.header.handshake);
     sim.memset(hs, 0, abi::handshake_bytes(1)).unwrap();
-    sim.launch_aicpu(aicpu, &run.block).unwrap();
+    sim.launch_aicpu(aicpu, run.block.args()).unwrap();
     let e = sim.sync_stream(aicpu, SEC).unwrap_err();
     assert_eq!(
         e.kind(),
@@ -569,7 +569,7 @@ fn rust_kernel_images_dedup_pin_and_evict_like_programs() {
     let (aicore, _) = pair(&sim);
     let run = WorkRun::new(&sim, 1, 1, &[], &[]);
     let e = sim
-        .launch_aicore(aicore, ra.handle, 1, &run.block)
+        .launch_aicore(aicore, ra.handle, 1, run.block.args())
         .unwrap_err();
     assert!(
         matches!(

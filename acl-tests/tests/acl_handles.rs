@@ -9,7 +9,7 @@ mod common;
 use std::time::Duration;
 
 use common::acl::{control, open};
-use runclaim::driver::abi::{self, Program, RunArgs, StatusRecord, WallRecord};
+use runclaim::driver::abi::{self, BlockBuf, DevSpan, Program, RunArgs, StatusRecord, WallRecord};
 use runclaim::driver::acl::AclDriver;
 use runclaim::driver::{
     CodeHandle, DevPtr, Driver, DriverError, DriverErrorKind, EventId, HandleKind, StreamId,
@@ -260,7 +260,8 @@ fn forged_code_and_launch_arguments_never_reach_the_runtime() {
     } = Setup::new();
     let fs = FORGED_STREAM;
     let fc = CodeHandle::from_raw(0xdead, code.upload());
-    let args = regions.args(8).to_bytes();
+    let block = regions.args(8).block();
+    let args = block.args();
     let bad_code = DriverErrorKind::BadHandle {
         kind: HandleKind::Code,
         raw: 0xdead,
@@ -268,13 +269,13 @@ fn forged_code_and_launch_arguments_never_reach_the_runtime() {
     assert_eq!(refused(&d, "release_code", || d.release_code(fc)), bad_code);
     assert_eq!(
         refused(&d, "launch_aicore code", || d
-            .launch_aicore(stream, fc, 2, &args)),
+            .launch_aicore(stream, fc, 2, args)),
         bad_code
     );
     let stale = CodeHandle::from_raw(code.raw(), code.upload() + 1000);
     assert!(matches!(
         refused(&d, "launch_aicore upload", || d
-            .launch_aicore(stream, stale, 2, &args)),
+            .launch_aicore(stream, stale, 2, args)),
         DriverErrorKind::BadHandle {
             kind: HandleKind::Code,
             ..
@@ -282,11 +283,11 @@ fn forged_code_and_launch_arguments_never_reach_the_runtime() {
     ));
     assert_eq!(
         refused(&d, "launch_aicore stream", || d
-            .launch_aicore(fs, code, 2, &args)),
+            .launch_aicore(fs, code, 2, args)),
         bad_stream(fs.raw())
     );
     assert_eq!(
-        refused(&d, "launch_aicpu stream", || d.launch_aicpu(fs, &args)),
+        refused(&d, "launch_aicpu stream", || d.launch_aicpu(fs, args)),
         bad_stream(fs.raw())
     );
     // The device ranges inside the argument block are handles too: the
@@ -295,21 +296,49 @@ fn forged_code_and_launch_arguments_never_reach_the_runtime() {
     forged.wall = 0xdead_0000;
     assert_eq!(
         refused(&d, "launch_aicpu wall", || d
-            .launch_aicpu(stream, &forged.to_bytes())),
+            .launch_aicpu(stream, forged.block().args())),
         bad_range(0xdead_0000, WallRecord::SIZE as u64)
     );
-    let too_long = regions.args(9).to_bytes(); // 9 elements run past the arena's end
+    let too_long = regions.args(9).block(); // 9 elements run past the arena's end
     assert!(matches!(
-        refused(&d, "launch_aicore output", || d
-            .launch_aicore(stream, code, 2, &too_long)),
+        refused(&d, "launch_aicore output", || d.launch_aicore(
+            stream,
+            code,
+            2,
+            too_long.args()
+        )),
         DriverErrorKind::BadAddress { .. }
+    ));
+    // An address its writer recorded, then overwritten by an integer: the
+    // driver checked the recorded range, so it refuses a block that no
+    // longer holds it.
+    let mut moved = BlockBuf::with_capacity(RunArgs::SIZE, 1);
+    let mut w = moved.writer();
+    let at = w.grow(RunArgs::SIZE).unwrap();
+    w.put_bytes(at, &regions.args(8).to_bytes()).unwrap();
+    w.put_addr(at + 56, DevSpan::new(regions.wall, WallRecord::SIZE as u64))
+        .unwrap();
+    w.put_u64(at + 56, 0xdead_0000).unwrap();
+    assert!(matches!(
+        refused(&d, "launch_aicpu overwritten wall", || d
+            .launch_aicpu(stream, moved.args())),
+        DriverErrorKind::InvalidArgument { .. }
+    ));
+    assert!(matches!(
+        refused(&d, "launch_aicore overwritten wall", || d.launch_aicore(
+            stream,
+            code,
+            2,
+            moved.args()
+        )),
+        DriverErrorKind::InvalidArgument { .. }
     ));
     // The genuine handles still work (the two kernels hand-shake: they need
     // two streams).
     let cpu = d.create_stream().unwrap();
     d.memset(regions.arena, 0, 64).unwrap();
-    d.launch_aicore(stream, code, 2, &args).unwrap();
-    d.launch_aicpu(cpu, &args).unwrap();
+    d.launch_aicore(stream, code, 2, args).unwrap();
+    d.launch_aicpu(cpu, args).unwrap();
     d.record_event(event, cpu).unwrap();
     d.sync_event(event, Duration::from_millis(50)).unwrap();
     d.sync_stream(stream, Duration::from_millis(50)).unwrap();
@@ -380,7 +409,7 @@ fn another_drivers_handles_are_foreign() {
     let sa = a.create_stream().unwrap();
     let _pa = a.alloc(64).unwrap();
     let r = Regions::new(&a);
-    let args = r.args(8).to_bytes();
+    let block = r.args(8).block();
     assert_eq!(
         refused(&a, "B's stream", || a.query_stream(sb)),
         bad_stream(sb.raw())
@@ -394,7 +423,7 @@ fn another_drivers_handles_are_foreign() {
         DriverErrorKind::BadAddress { .. }
     ));
     assert!(matches!(
-        refused(&a, "B's code", || a.launch_aicore(sa, cb, 2, &args)),
+        refused(&a, "B's code", || a.launch_aicore(sa, cb, 2, block.args())),
         DriverErrorKind::BadHandle {
             kind: HandleKind::Code,
             ..

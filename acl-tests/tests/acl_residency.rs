@@ -21,7 +21,7 @@ use std::time::Duration;
 use common::LaunchIn;
 use common::acl::{FakeAcl, control, lib_path, open, open_on};
 use runclaim::contract::ErrorKind as ContractError;
-use runclaim::driver::abi::{Program, RunArgs};
+use runclaim::driver::abi::{LaunchArgs, Program, RunArgs};
 use runclaim::driver::{
     CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo, EventId,
     HandleKind, Registration, StreamId,
@@ -246,7 +246,7 @@ impl Driver for Tamper {
         release_code(code: CodeHandle) -> Result<(), DriverError>;
         code_epoch() -> u64;
         clock() -> Duration;
-        launch_aicpu(s: StreamId, a: &[u8]) -> Result<(), DriverError>;
+        launch_aicpu(s: StreamId, a: LaunchArgs<'_>) -> Result<(), DriverError>;
     }
 
     fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
@@ -260,12 +260,12 @@ impl Driver for Tamper {
         s: StreamId,
         code: CodeHandle,
         block_dim: u32,
-        args: &[u8],
+        args: LaunchArgs<'_>,
     ) -> Result<(), DriverError> {
         let Some(launch) = self.unchecked else {
             return self.inner.launch_aicore(s, code, block_dim, args);
         };
-        let mut blob = <[u8; RunArgs::SIZE]>::try_from(args).unwrap();
+        let mut blob = <[u8; RunArgs::SIZE]>::try_from(args.bytes()).unwrap();
         let mut ex = RawArgsEx {
             args: blob.as_mut_ptr().cast(),
             host_input_info_ptr: std::ptr::null_mut(),

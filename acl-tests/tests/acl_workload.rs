@@ -1,8 +1,11 @@
 //! Workload argument blocks (`RunArgs` version 2: tensors and scalars)
-//! through the `acl` driver and the fake runtime: every tensor range is
-//! checked against *this* driver's allocations before any C call, a block
-//! of any size up to `WorkArgs::MAX_SIZE` reaches the runtime with its exact
-//! length, and host copies of any size and offset round-trip.
+//! through the `acl` driver and the fake runtime: every tensor range the
+//! block's writer recorded is checked against *this* driver's allocations
+//! before any C call, a block of any size up to `WorkArgs::MAX_SIZE`
+//! reaches the runtime with its exact length, a block the device cannot
+//! decode reaches the runtime and comes back refused by it (the driver does
+//! not parse the layout), and host copies of any size and offset
+//! round-trip.
 
 mod common;
 
@@ -10,9 +13,11 @@ use std::time::Duration;
 
 use common::acl::{control, open, open_on};
 use runclaim::driver::abi::{
-    self, Dir, Program, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs,
+    self, BlockBuf, DevSpan, Dir, LaunchArgs, Program, RunArgs, StatusRecord, TensorArg,
+    WallRecord, WorkArgs,
 };
 use runclaim::driver::acl::AclDriver;
+use runclaim::driver::acl::codes::ACL_ERROR_RT_PARAM_INVALID;
 use runclaim::driver::{CodeHandle, DevPtr, Driver, DriverError, DriverErrorKind, StreamId};
 use runclaim::sim::SimConfig;
 
@@ -69,11 +74,13 @@ impl Setup {
         }
     }
 
-    fn block(&self, tensors: &[TensorArg], scalars: &[u64]) -> Vec<u8> {
-        let mut b = vec![0; WorkArgs::size(tensors.len(), scalars.len())];
-        let n = WorkArgs::encode(&mut b, &self.header(), tensors.iter().copied(), scalars)
-            .expect("within the limits");
-        assert_eq!(n, b.len());
+    fn block(&self, tensors: &[TensorArg], scalars: &[u64]) -> BlockBuf {
+        let b = WorkArgs::block(&self.header(), tensors, scalars).expect("within the limits");
+        assert_eq!(
+            b.args().bytes().len(),
+            WorkArgs::size(tensors.len(), scalars.len())
+        );
+        assert_eq!(b.args().fields().len(), 3 + tensors.len());
         b
     }
 
@@ -86,7 +93,7 @@ impl Setup {
 
     /// Both launches of `block`, which the driver must refuse without
     /// calling the runtime; the two errors' kinds.
-    fn refused(&self, block: &[u8]) -> [DriverErrorKind; 2] {
+    fn refused(&self, block: LaunchArgs<'_>) -> [DriverErrorKind; 2] {
         let id = self.d.device_id();
         let before = (control().runtime(id).calls, self.launches());
         let errs = [
@@ -112,9 +119,9 @@ impl Setup {
     /// comes back as a runtime error, with its native code.) A run both
     /// launches queued is waited for, so the next starts on a clear
     /// handshake.
-    fn reach_the_runtime(&self, block: &[u8]) -> [Result<(), DriverError>; 2] {
+    fn reach_the_runtime(&self, block: LaunchArgs<'_>) -> [Result<(), DriverError>; 2] {
         let (core, cpu, _) = self.launches();
-        let len = block.len() as u64;
+        let len = block.bytes().len() as u64;
         self.d
             .memset(self.handshake, 0, abi::handshake_bytes(BLOCK_DIM))
             .unwrap();
@@ -176,7 +183,7 @@ fn a_tensor_outside_every_allocation_never_reaches_the_runtime() {
         // After a good tensor, so the first does not hide the second.
         let block = s.block(&[tensor(s.x, 64, Dir::In), bad], &[3]);
         assert_eq!(
-            s.refused(&block),
+            s.refused(block.args()),
             bad_address(addr, bytes),
             "{addr:#x} + {bytes:#x}"
         );
@@ -192,7 +199,7 @@ fn a_tensor_outside_every_allocation_never_reaches_the_runtime() {
         ],
         &[3],
     );
-    let _ = s.reach_the_runtime(&block);
+    let _ = s.reach_the_runtime(block.args());
 }
 
 #[test]
@@ -224,7 +231,7 @@ fn a_tensor_in_another_drivers_allocation_is_refused() {
             "{whose} range overlaps ours"
         );
         let block = s.block(&[tensor(s.x, 4, Dir::In), tensor(p, 64, Dir::Out)], &[]);
-        assert_eq!(s.refused(&block), bad_address(p.raw(), 64), "{whose}");
+        assert_eq!(s.refused(block.args()), bad_address(p.raw(), 64), "{whose}");
         // The owner itself accepts the same range.
         let owner = if whose == "a twin driver's" {
             &twin
@@ -251,64 +258,105 @@ fn the_largest_workload_block_reaches_the_runtime_with_its_exact_length() {
         .collect();
     let scalars: Vec<u64> = (0..WorkArgs::MAX_SCALARS as u64).collect();
     let block = s.block(&tensors, &scalars);
-    assert_eq!(block.len(), WorkArgs::MAX_SIZE);
-    let _ = s.reach_the_runtime(&block);
+    assert_eq!(block.args().bytes().len(), WorkArgs::MAX_SIZE);
+    let _ = s.reach_the_runtime(block.args());
     assert_eq!(s.launches(), (1, 1, WorkArgs::MAX_SIZE as u64));
     // Every size in between too: no scalar, one tensor and no scalar, …
     for (t, n) in [(0, 0), (1, 0), (0, 1), (3, 5), (255, 128), (256, 127)] {
         let block = s.block(&tensors[..t], &scalars[..n]);
-        let _ = s.reach_the_runtime(&block);
+        let _ = s.reach_the_runtime(block.args());
         assert_eq!(s.launches().2, WorkArgs::size(t, n) as u64);
     }
 }
 
+/// A block the device cannot decode — overlong, short, miscounted, a count
+/// above its maximum, a version-1 range in a workload header — names no
+/// address (made from bytes), so the driver, which reads no layout, checks
+/// nothing and passes it on: each launch reaches the runtime with the
+/// block's exact length, and the fake's device refuses it (an invalid
+/// parameter, with its native code). What the driver itself still refuses
+/// before the runtime: a block longer than its host copy (`MAX_SIZE + 1`),
+/// and the good block with an address its writer recorded overwritten.
 #[test]
-fn overlong_or_miscounted_workload_blocks_are_refused_before_the_runtime() {
+fn overlong_or_miscounted_workload_blocks_are_refused_by_the_device() {
     let s = Setup::new(&Program::new().add(1));
     let tensors = [tensor(s.x, 64, Dir::In), tensor(s.y, 64, Dir::Out)];
     let good = s.block(&tensors, &[1, 2]);
-    let invalid = |kinds: [DriverErrorKind; 2]| {
-        kinds
-            .iter()
-            .all(|k| matches!(k, DriverErrorKind::InvalidArgument { .. }))
-    };
-    let mut long = good.clone();
+    let good_bytes = good.args().bytes();
+    let mut long = good_bytes.to_vec();
     long.push(0);
-    let mut short = good.clone();
+    let mut short = good_bytes.to_vec();
     short.pop();
-    let mut tensor_count = good.clone();
+    let mut tensor_count = good_bytes.to_vec();
     tensor_count[RunArgs::SIZE..RunArgs::SIZE + 4].copy_from_slice(&3u32.to_le_bytes());
-    let mut scalar_count = good.clone();
+    let mut scalar_count = good_bytes.to_vec();
     scalar_count[RunArgs::SIZE + 4..RunArgs::SIZE + 8].copy_from_slice(&1u32.to_le_bytes());
     // The largest block and one byte more.
     let many: Vec<TensorArg> = (0..WorkArgs::MAX_TENSORS).map(|_| tensors[0]).collect();
     let scalars: Vec<u64> = (0..WorkArgs::MAX_SCALARS as u64).collect();
-    let mut max_plus_one = s.block(&many, &scalars);
+    let mut max_plus_one = s.block(&many, &scalars).args().bytes().to_vec();
     max_plus_one.push(0);
     // A count above its maximum, with the length to match it.
     let mut too_many = vec![0; WorkArgs::size(WorkArgs::MAX_TENSORS + 1, 0)];
-    too_many[..WorkArgs::HEADER].copy_from_slice(&s.block(&[], &[])[..WorkArgs::HEADER]);
+    too_many[..WorkArgs::HEADER]
+        .copy_from_slice(&s.block(&[], &[]).args().bytes()[..WorkArgs::HEADER]);
     too_many[RunArgs::SIZE..RunArgs::SIZE + 4]
         .copy_from_slice(&(u32::try_from(WorkArgs::MAX_TENSORS).unwrap() + 1).to_le_bytes());
+    // A header with a version-1 range in it (a block writer zeroes them:
+    // encoded by hand).
+    let mut h = s.header();
+    h.len = 16;
+    h.input = s.x.raw();
+    let mut v1_range = vec![0; WorkArgs::size(0, 0)];
+    WorkArgs::encode(&mut v1_range, &h, std::iter::empty(), &[]).unwrap();
     for (what, b) in [
         ("one byte too long", long),
         ("one byte short", short),
         ("a tensor count above the tensors present", tensor_count),
         ("a scalar count below the scalars present", scalar_count),
-        ("MAX_SIZE + 1", max_plus_one),
         ("257 tensors", too_many),
+        ("len/input/output set", v1_range),
     ] {
-        assert!(invalid(s.refused(&b)), "{what}");
+        let block = BlockBuf::from_bytes(&b);
+        for r in s.reach_the_runtime(block.args()) {
+            let e = r.expect_err(what);
+            assert!(
+                matches!(e.kind(), DriverErrorKind::InvalidArgument { .. }),
+                "{what}: {e}"
+            );
+            assert_eq!(
+                e.native().map(|n| n.code),
+                Some(ACL_ERROR_RT_PARAM_INVALID),
+                "{what}: {e}"
+            );
+        }
     }
-    // A header with a version-1 range in it.
-    let mut h = s.header();
-    h.len = 16;
-    h.input = s.x.raw();
-    let mut b = vec![0; WorkArgs::size(0, 0)];
-    WorkArgs::encode(&mut b, &h, std::iter::empty(), &[]).unwrap();
-    assert!(invalid(s.refused(&b)), "len/input/output set");
-    assert_eq!(s.launches(), (0, 0, 0));
-    let _ = s.reach_the_runtime(&good);
+    // One byte longer than the launch's host copy: refused by the driver.
+    assert!(
+        s.refused(BlockBuf::from_bytes(&max_plus_one).args())
+            .iter()
+            .all(|k| matches!(k, DriverErrorKind::InvalidArgument { .. })),
+        "MAX_SIZE + 1"
+    );
+    // The good block's first tensor address, recorded, then overwritten
+    // by an integer (another live buffer's address): refused before the
+    // runtime, whatever the new value names.
+    let mut moved = BlockBuf::with_capacity(good_bytes.len(), 1);
+    let mut w = moved.writer();
+    let at = w.grow(good_bytes.len()).unwrap();
+    w.put_bytes(at, good_bytes).unwrap();
+    w.put_addr(WorkArgs::HEADER, DevSpan::new(s.x, 64)).unwrap();
+    w.put_u64(WorkArgs::HEADER, s.y.raw()).unwrap();
+    assert!(
+        s.refused(moved.args())
+            .iter()
+            .all(|k| matches!(k, DriverErrorKind::InvalidArgument { .. })),
+        "an overwritten address"
+    );
+    // The negative control: the good block runs.
+    for r in s.reach_the_runtime(good.args()) {
+        r.unwrap();
+    }
 }
 
 #[test]
@@ -318,9 +366,10 @@ fn version_one_blocks_still_reach_the_runtime_byte_for_byte() {
     args.len = 16;
     args.input = s.x.raw();
     args.output = s.y.raw();
-    let bytes = args.to_bytes();
+    let block = args.block();
+    assert_eq!(block.args().bytes(), &args.to_bytes()[..]);
     s.d.copy_to_device(s.x, &[7; 64]).unwrap();
-    for r in s.reach_the_runtime(&bytes) {
+    for r in s.reach_the_runtime(block.args()) {
         r.unwrap();
     }
     assert_eq!(s.launches().2, RunArgs::SIZE as u64);
@@ -403,7 +452,7 @@ fn a_workload_program_runs_end_to_end_through_the_fake() {
         ],
         &[42],
     );
-    for r in s.reach_the_runtime(&block) {
+    for r in s.reach_the_runtime(block.args()) {
         r.unwrap();
     }
     let mut out = [0u8; 64];

@@ -11,6 +11,7 @@ use fake_acl::control::{
     encode_fault,
 };
 use libloading::Library;
+use runclaim::driver::abi::LaunchArgs;
 use runclaim::driver::acl::{AclConfig, AclDriver};
 use runclaim::driver::{
     CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, EventId, Registration,
@@ -253,8 +254,8 @@ impl Driver for FakeAcl {
         register_code(code: &[u8]) -> Result<Registration, DriverError>;
         release_code(code: CodeHandle) -> Result<(), DriverError>;
         code_epoch() -> u64;
-        launch_aicore(s: StreamId, c: CodeHandle, b: u32, a: &[u8]) -> Result<(), DriverError>;
-        launch_aicpu(s: StreamId, a: &[u8]) -> Result<(), DriverError>;
+        launch_aicore(s: StreamId, c: CodeHandle, b: u32, a: LaunchArgs<'_>) -> Result<(), DriverError>;
+        launch_aicpu(s: StreamId, a: LaunchArgs<'_>) -> Result<(), DriverError>;
     }
 
     fn clock(&self) -> Duration {

@@ -110,16 +110,23 @@
 //! ELF), the AICPU Run kernel with `rtsLaunchCpuKernel` on a function found by
 //! name in the op-info binary of [`AclConfig::aicpu_binary`]. Both receive the
 //! run's argument block as host arguments, which the runtime copies at
-//! launch: a [`RunArgs`] block (72 bytes) or a workload block ([`WorkArgs`]:
-//! tensors and scalars, up to [`WorkArgs::MAX_SIZE`] = 9296 bytes; the
-//! launch structs' `argsSize` is a `uint32_t`, and the public headers
-//! document no smaller limit). A deployment's kernels implement the
-//! [`abi`](crate::driver::abi). Before C, the driver checks every device
-//! range the block names — each tensor's `[addr, addr + bytes)` included —
-//! against this driver's live allocations ([`DriverErrorKind::BadAddress`]
-//! otherwise; a malformed block is an invalid argument). The runtime gets a
-//! private copy of the block on the stack, of exactly its length. The launch
-//! structs are zero-filled (no undefined padding bytes).
+//! launch: whatever the device's kernel ABI adapter wrote
+//! ([`KernelAbi`](crate::driver::abi::KernelAbi) — runclaim's own 72-byte
+//! [`RunArgs`] or a [`WorkArgs`] of up to 9,296 bytes, the a2a3 layout's
+//! 40-byte AICore block and AICPU envelope of up to 33,984 bytes), at most
+//! 64 KiB (the launch structs' `argsSize` is a `uint32_t`, and the public
+//! headers document no smaller limit). A deployment's kernels implement
+//! its adapter's protocol. Before C, the driver checks every device
+//! range the block's writer recorded ([`LaunchArgs::fields`]) — each
+//! tensor's `[addr, addr + bytes)` included — against this driver's live
+//! allocations ([`DriverErrorKind::BadAddress`] otherwise), and refuses a
+//! block that no longer holds an address where it was recorded or is longer
+//! than 64 KiB as an invalid argument. It reads no field of the block's
+//! layout: a block its kernels cannot decode reaches the runtime, and it
+//! cannot check a launch's `block_dim` against what the block sized for
+//! it (the contract passes the device's `block_dim` to both). The runtime gets a private copy of the block on the stack, of
+//! exactly its length. The launch structs are zero-filled (no undefined
+//! padding bytes).
 //!
 //! Each registration holds its image until it is unregistered: code is
 //! unregistered (`rtDevBinaryUnRegister`) when no pin is left and this
@@ -145,6 +152,7 @@
 //! [`RunArgs`]: super::abi::RunArgs
 //! [`WorkArgs`]: super::abi::WorkArgs
 //! [`WorkArgs::MAX_SIZE`]: super::abi::WorkArgs::MAX_SIZE
+//! [`LaunchArgs::fields`]: super::abi::LaunchArgs::fields
 
 mod call;
 pub mod codes;

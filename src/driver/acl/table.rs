@@ -32,7 +32,7 @@ use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
 
 use self::tokens::Mark;
 pub(super) use self::tokens::{Args, Event, EventWait, Span, Stream, StreamWait};
-use super::result::{Program, RtPtr};
+use super::result::{MAX_HOST_ARGS, Program, RtPtr};
 use crate::driver::abi::LaunchArgs;
 use crate::driver::{DriverError, DriverErrorKind, HandleKind, Op};
 
@@ -258,12 +258,17 @@ impl Table {
     /// a run (and the next run in the same slot) skips the lookups. Larger
     /// blocks are checked at every launch.
     ///
-    /// A block whose addresses moved is refused as an invalid argument, a
-    /// range outside every live allocation as a bad address.
+    /// A block whose addresses moved, or longer than the launch's host copy
+    /// ([`MAX_HOST_ARGS`]), is refused as an invalid argument, a range
+    /// outside every live allocation as a bad address.
     pub fn run_args<'a>(&'a self, op: Op, args: LaunchArgs<'a>) -> Result<Args<'a>, DriverError> {
         let invalid = |what| DriverError::new(op, DriverErrorKind::InvalidArgument { what });
-        if u32::try_from(args.bytes().len()).is_err() {
-            return Err(invalid("argument block is longer than a u32 can say"));
+        // The runtime gets a fixed-size copy of the block: a longer one
+        // would be cut short, so it never reaches C.
+        if args.bytes().len() > MAX_HOST_ARGS {
+            return Err(invalid(
+                "argument block is longer than the launch's host copy (WorkArgs::MAX_SIZE bytes)",
+            ));
         }
         if !args.consistent() {
             return Err(invalid(
@@ -538,6 +543,19 @@ mod tests {
             t.run_args(Op::LaunchAicore, BlockBuf::from_bytes(&[1, 2, 3]).args())
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn a_block_longer_than_the_host_copy_is_refused() {
+        let t = work_table(0);
+        let longest = BlockBuf::from_bytes(&[0; MAX_HOST_ARGS]);
+        assert!(t.run_args(Op::LaunchAicore, longest.args()).is_ok());
+        // One byte more would be cut short by the copy the runtime gets.
+        let long = BlockBuf::from_bytes(&[0; MAX_HOST_ARGS + 1]);
+        assert!(matches!(
+            refused(&t, &long),
+            DriverErrorKind::InvalidArgument { .. }
+        ));
     }
 
     #[test]

@@ -178,6 +178,12 @@ pub(in crate::driver::acl) fn func_get_by_name(
     }
 }
 
+/// The longest argument block a launch passes: the size of its host copy
+/// ([`HostArgs`]). `Table::run_args` refuses a longer block before any C
+/// call (the driver reads no block's
+/// layout, so it bounds the length itself).
+pub(in crate::driver::acl) const MAX_HOST_ARGS: usize = 64 << 10;
+
 /// The runtime's own copy of a validated argument block, on the stack (no
 /// allocation per launch). The launch structs' `args` is a `void*` (the
 /// headers do not promise the runtime only reads through it), so the
@@ -185,28 +191,31 @@ pub(in crate::driver::acl) fn func_get_by_name(
 /// shared bytes. Only its first `size` bytes are initialised; the runtime
 /// reads exactly `argsSize` = `size` of them.
 struct HostArgs {
-    buf: [MaybeUninit<u8>; WorkArgs::MAX_SIZE],
+    buf: [MaybeUninit<u8>; MAX_HOST_ARGS],
     size: u32,
 }
 
-// Every block fits the copy, and its length the launch structs' `u32`.
-const_assert!(RunArgs::SIZE <= WorkArgs::MAX_SIZE);
-const_assert!(WorkArgs::MAX_SIZE <= u32::MAX as usize);
+// Both built-in adapters' blocks fit the copy, and its length the launch
+// structs' `u32`.
+const_assert!(RunArgs::SIZE <= MAX_HOST_ARGS);
+const_assert!(WorkArgs::MAX_SIZE <= MAX_HOST_ARGS);
+const_assert!(crate::driver::abi::A2a3Abi::MAX_BLOCK <= MAX_HOST_ARGS);
+const_assert!(MAX_HOST_ARGS <= u32::MAX as usize);
 
 impl HostArgs {
-    /// Copies `args` (at most [`WorkArgs::MAX_SIZE`] bytes: [`Args`] is made
-    /// only from a block that parsed as either version).
+    /// Copies `args` (at most [`MAX_HOST_ARGS`] bytes: [`Args`] is made
+    /// only from a block the table checked is no longer).
     fn new(args: Args<'_>) -> Self {
         let src = args.bytes();
-        let n = src.len().min(WorkArgs::MAX_SIZE);
+        let n = src.len().min(MAX_HOST_ARGS);
         debug_assert_eq!(n, src.len());
-        let mut buf = [MaybeUninit::uninit(); WorkArgs::MAX_SIZE];
+        let mut buf = [MaybeUninit::uninit(); MAX_HOST_ARGS];
         for (d, &b) in buf[..n].iter_mut().zip(&src[..n]) {
             d.write(b);
         }
         #[allow(
             clippy::cast_possible_truncation,
-            reason = "n <= WorkArgs::MAX_SIZE <= u32::MAX (asserted above)"
+            reason = "n <= MAX_HOST_ARGS <= u32::MAX (asserted above)"
         )]
         let size = n as u32;
         HostArgs { buf, size }
