@@ -33,7 +33,7 @@ use std::time::{Duration, Instant};
 
 use runclaim::contract::{CodeRef, Depth, Slot, SlotOf, SupportedDepth};
 use runclaim::driver::abi::{
-    self, Dir, Program, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs,
+    self, BlockBuf, DevSpan, Dir, Program, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs,
 };
 use runclaim::driver::instant::InstantDriver;
 use runclaim::driver::{DevPtr, Driver};
@@ -507,6 +507,8 @@ struct ByHand {
     ins: [[u8; ELEMS * 4]; 4],
     outs: [[u8; ELEMS * 4]; 2],
     run_id: u64,
+    bytes: Vec<u8>,
+    block: BlockBuf,
 }
 
 const BLOCK_DIM: u32 = 4;
@@ -529,6 +531,8 @@ impl ByHand {
             ins: [[7; ELEMS * 4]; 4],
             outs: [[0; ELEMS * 4]; 2],
             run_id: 0,
+            bytes: vec![0; WorkArgs::MAX_SIZE],
+            block: BlockBuf::with_capacity(WorkArgs::MAX_SIZE, 32),
             d,
         }
     }
@@ -601,8 +605,32 @@ impl ByHand {
         };
         let n = host_in + host_out + bufs.len();
         let scalar_values = [1, 2, u64::from(0.5f32.to_bits()), u64::MAX];
-        let block = WorkArgs::block(&header, &tensors[..n], &scalar_values[..scalars]).unwrap();
-        let args = block.args();
+        // Encoded, then handed to the driver with its addresses recorded
+        // (the least a caller can do: the driver checks exactly these).
+        let size = WorkArgs::encode(
+            &mut self.bytes,
+            &header,
+            tensors[..n].iter().copied(),
+            &scalar_values[..scalars],
+        )
+        .unwrap();
+        let mut w = self.block.writer();
+        w.grow(size).unwrap();
+        w.put_bytes(0, &self.bytes[..size]).unwrap();
+        let span = |addr: u64, len: usize| DevSpan::new(DevPtr::from_raw(addr), len as u64);
+        w.put_addr(48, span(header.handshake, abi::handshake_bytes(BLOCK_DIM)))
+            .unwrap();
+        w.put_addr(56, span(header.wall, WallRecord::SIZE)).unwrap();
+        w.put_addr(64, span(header.status, StatusRecord::SIZE))
+            .unwrap();
+        for (i, t) in tensors[..n].iter().enumerate() {
+            w.put_addr(
+                WorkArgs::HEADER + i * TensorArg::SIZE,
+                span(t.addr, ELEMS * 4),
+            )
+            .unwrap();
+        }
+        let args = self.block.args();
         let (core, cpu) = self.streams;
         let (ev_core, ev_fence) = self.events;
         d.launch_aicore(core, self.kernel, BLOCK_DIM, args).unwrap();

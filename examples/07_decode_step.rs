@@ -55,10 +55,17 @@ const Y: usize = 3;
 /// `y[i] = b[i] + Σ_j W[i][j]·x[j]` over this worker's share of the rows.
 fn decode_step() -> SimKernel {
     SimKernel::new(|k| {
-        let dim = |i| k.scalar(i).and_then(|v| usize::try_from(v).ok()).unwrap_or(0);
+        let dim = |i| {
+            k.scalar(i)
+                .and_then(|v| usize::try_from(v).ok())
+                .unwrap_or(0)
+        };
         let (rows, cols) = (dim(0), dim(1));
         let share = k.share(rows as u64);
-        let (first, n) = (share.start, usize::try_from(share.end - share.start).unwrap_or(0));
+        let (first, n) = (
+            share.start,
+            usize::try_from(share.end - share.start).unwrap_or(0),
+        );
         let mut x = vec![0f32; cols];
         k.read_tensor(X, 0, &mut x)?;
         let mut w = vec![0f32; n * cols];
@@ -152,7 +159,8 @@ fn serial(runs: usize) -> Result<Outcome, Box<dyn Error>> {
     let runner = dev.publish(&[Callable::new("decode", kernel)])?;
     let code = runner.code("decode")?;
     let mut token = runner.take_slot::<0>()?;
-    let (mut x, mut y) = (vec![0f32; COLS], vec![0f32; ROWS]);
+    let mut x = vec![0f32; COLS];
+    let mut y = vec![0f32; ROWS];
     let mut walls = Vec::with_capacity(runs);
     let t0 = Instant::now();
     for k in 0..runs {
@@ -164,7 +172,15 @@ fn serial(runs: usize) -> Result<Outcome, Box<dyn Error>> {
             .output(&mut y)
             .scalar(ROWS as u64)
             .scalar(COLS as u64);
-        let done = runner.prepare(token, &mut work)?.launch()?.fence()?.finalize()?;
+        let done = runner
+            .prepare(token, &mut work)
+            .map_err(runclaim::Error::without_value)?
+            .launch()
+            .map_err(runclaim::Error::without_value)?
+            .fence()
+            .map_err(runclaim::Error::without_value)?
+            .finalize()
+            .map_err(runclaim::Error::without_value)?;
         token = done.token;
         walls.push(done.wall);
         drop(work);

@@ -2,8 +2,8 @@
 //! the same workload under both built-in adapters, a user adapter, the
 //! epoch check and its negative control, and adapters that misbehave.
 
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use runclaim::contract::{ConfigError, ErrorKind, Record};
 use runclaim::driver::abi::{
@@ -67,7 +67,10 @@ fn axpy_twice(sim: SimDriver, config: DeviceConfig) -> Vec<u32> {
 #[test]
 fn the_same_workload_computes_the_same_under_both_adapters() {
     let want: Vec<u32> = (1..=8).map(|x| 1 + 2 * x + 30).collect();
-    let runclaim = axpy_twice(SimDriver::stepped(SimConfig::default()), DeviceConfig::default());
+    let runclaim = axpy_twice(
+        SimDriver::stepped(SimConfig::default()),
+        DeviceConfig::default(),
+    );
     let a2a3 = axpy_twice(a2a3_sim(), a2a3());
     assert_eq!(runclaim, want);
     assert_eq!(a2a3, want);
@@ -89,7 +92,8 @@ fn a2a3_runs_never_clear_their_records_from_the_host() {
     let mut out = Outputs::<0>::new(4);
     let mut token = runner.take_slot::<0>().unwrap();
     for k in 0..5u32 {
-        let spec = RunSpec::new(f, Input::Host(&[k, k + 1, k + 2, k + 3]));
+        let input = [k, k + 1, k + 2, k + 3];
+        let spec = RunSpec::new(f, Input::Host(&input));
         let done = runner.run_serial(token, spec, &mut out).unwrap();
         assert_eq!(out.values(), &[k + 1, k + 2, k + 3, k + 4]);
         assert_eq!(done.wall.run_id, done.run.get(), "the wall is this run's");
@@ -159,7 +163,10 @@ impl KernelAbi for Decoy {
         if self.trusting {
             // Whatever epoch the region carries.
             let stamped = u64::from_le_bytes(bytes[..8].try_into().unwrap_or([0; 8]));
-            let id = RunIdentity { epoch: stamped, ..*id };
+            let id = RunIdentity {
+                epoch: stamped,
+                ..*id
+            };
             return A2a3Abi::default().decode_status(&id, bytes);
         }
         A2a3Abi::default().decode_status(id, bytes)
@@ -186,7 +193,11 @@ fn stale_result(trusting: bool) -> Result<Vec<u32>, ErrorKind> {
     let f = runner.code("inc").unwrap();
     let mut out = Outputs::<0>::new(1);
     let done = runner
-        .run_serial(runner.take_slot::<0>().unwrap(), RunSpec::new(f, Input::Host(&[1])), &mut out)
+        .run_serial(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(f, Input::Host(&[1])),
+            &mut out,
+        )
         .unwrap();
     assert_eq!(out.values(), &[2]);
     decoy.store(true, Ordering::SeqCst);
@@ -225,7 +236,9 @@ fn a_device_speaking_another_protocol_refuses_the_launch() {
             .publish(&[Callable::program("inc", &Program::new().add(1))])
             .unwrap();
         let spec = RunSpec::new(runner.code("inc").unwrap(), Input::Host(&[1]));
-        let prepared = runner.prepare(runner.take_slot::<0>().unwrap(), spec).unwrap();
+        let prepared = runner
+            .prepare(runner.take_slot::<0>().unwrap(), spec)
+            .unwrap();
         let err = prepared.launch().unwrap_err();
         assert!(
             matches!(err.kind(), ErrorKind::Driver(e) if matches!(e.kind(), runclaim::driver::DriverErrorKind::InvalidArgument { .. })),
@@ -262,7 +275,11 @@ impl KernelAbi for Rogue {
         }
     }
     fn max_block_bytes(&self) -> usize {
-        if self.how == 2 { 0 } else { RunclaimAbi.max_block_bytes() }
+        if self.how == 2 {
+            0
+        } else {
+            RunclaimAbi.max_block_bytes()
+        }
     }
     fn aicore_block(&self, run: &RunView<'_>, w: &mut BlockWriter<'_>) -> Result<(), AbiError> {
         match self.how {
@@ -274,7 +291,11 @@ impl KernelAbi for Rogue {
             _ => RunclaimAbi.aicore_block(run, w),
         }
     }
-    fn aicpu_block(&self, run: &RunView<'_>, w: &mut BlockWriter<'_>) -> Result<AicpuBlock, AbiError> {
+    fn aicpu_block(
+        &self,
+        run: &RunView<'_>,
+        w: &mut BlockWriter<'_>,
+    ) -> Result<AicpuBlock, AbiError> {
         RunclaimAbi.aicpu_block(run, w)
     }
     fn arm(&self, region: usize, id: &RunIdentity, bytes: &mut [u8]) -> Result<(), AbiError> {
@@ -282,7 +303,11 @@ impl KernelAbi for Rogue {
     }
     fn status_record(&self) -> RecordAt {
         if self.how == 5 {
-            RecordAt { region: 2, offset: 8, bytes: 16 } // past the region's end
+            RecordAt {
+                region: 2,
+                offset: 8,
+                bytes: 16,
+            } // past the region's end
         } else {
             RunclaimAbi.status_record()
         }
@@ -305,14 +330,21 @@ impl KernelAbi for Rogue {
 fn an_adapter_that_cannot_serve_the_device_is_refused_at_open() {
     for how in [0, 1, 2, 5] {
         let sim = SimDriver::stepped(SimConfig::default());
-        let err = Device::<_, 2>::open(sim.clone(), DeviceConfig::default().kernel_abi(Rogue { how }))
-            .unwrap_err();
+        let err = Device::<_, 2>::open(
+            sim.clone(),
+            DeviceConfig::default().kernel_abi(Rogue { how }),
+        )
+        .unwrap_err();
         assert!(
             matches!(err.kind(), ErrorKind::Config(c) if matches!(**c, ConfigError::Adapter { adapter: "rogue", .. })),
             "{how}: {err}"
         );
         drop(err.into_value());
-        assert_eq!(sim.stats().live_allocations(), 0, "{how}: nothing left behind");
+        assert_eq!(
+            sim.stats().live_allocations(),
+            0,
+            "{how}: nothing left behind"
+        );
     }
 }
 
@@ -320,8 +352,11 @@ fn an_adapter_that_cannot_serve_the_device_is_refused_at_open() {
 fn an_adapter_that_fails_or_panics_fails_its_run_and_nothing_else() {
     for how in [3, 4, 6] {
         let sim = SimDriver::stepped(SimConfig::default());
-        let mut dev =
-            Device::<_, 2>::open(sim.clone(), DeviceConfig::default().kernel_abi(Rogue { how })).unwrap();
+        let mut dev = Device::<_, 2>::open(
+            sim.clone(),
+            DeviceConfig::default().kernel_abi(Rogue { how }),
+        )
+        .unwrap();
         let runner = dev
             .publish(&[Callable::program("inc", &Program::new().add(1))])
             .unwrap();
@@ -334,11 +369,26 @@ fn an_adapter_that_fails_or_panics_fails_its_run_and_nothing_else() {
         match how {
             3 | 4 => assert!(matches!(err.kind(), ErrorKind::Adapter(_)), "{how}: {err}"),
             _ => assert!(
-                matches!(err.kind(), ErrorKind::RecordMalformed { record: Record::Status, .. }),
+                matches!(
+                    err.kind(),
+                    ErrorKind::RecordMalformed {
+                        record: Record::Status,
+                        ..
+                    }
+                ),
                 "{how}: {err}"
             ),
         }
-        assert!(runner.device().health().poisoned.is_none(), "{how}: not poisoned");
-        assert_eq!(sim.stats().launches(), u64::from(how == 6) * 2, "{how}");
+        assert!(
+            runner.device().health().poisoned.is_none(),
+            "{how}: not poisoned"
+        );
+        // A block the adapter could not build never reached the driver.
+        let launches = sim
+            .stats()
+            .calls
+            .get(&runclaim::driver::Op::LaunchAicore)
+            .copied();
+        assert_eq!(launches.unwrap_or(0), u64::from(how == 6), "{how}");
     }
 }

@@ -657,6 +657,10 @@ fn blocking_waits_are_bounded_in_both_modes() {
 }
 
 #[test]
+#[allow(
+    clippy::many_single_char_names,
+    reason = "s, e, c: the stream, event and code every check below uses"
+)]
 fn bad_input_gives_named_errors() {
     let sim = SimDriver::stepped(SimConfig::default());
     let s = sim.create_stream().unwrap();

@@ -15,8 +15,8 @@ use crate::contract::spec::Input;
 use crate::contract::workload::Workload;
 use crate::contract::workload::sealed::Sealed as Marks;
 use crate::driver::abi::{
-    AbiError, AicpuBlock, DevSpan, Dir, Prep, RecordAt, RecordError, RunIdentity, RunView,
-    SimpleIo, TensorView, Verdict, WallRecord,
+    AbiError, AicpuBlock, Builtin, DevSpan, Dir, KernelAbi, Prep, RecordAt, RecordError,
+    RunIdentity, RunView, RunclaimAbi, SimpleIo, TensorView, Verdict, WallRecord,
 };
 use crate::driver::{CodeHandle, Driver, DriverError};
 
@@ -375,9 +375,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             None => (tensors, scalars),
         };
         let view = RunView::new(self.identity(slot, run), regions, tensors, scalars, simple);
-        let abi = self.abi.get.get();
         let e = |err| ErrorKind::Adapter(Box::new(err));
-        let (core, cpu) = adapter_call(|| {
+        let (core, cpu) = with_abi!(self.abi, |abi| {
             let core = abi.aicore_block(&view, &mut aicore.writer());
             (core, abi.aicpu_block(&view, &mut aicpu.writer()))
         })
@@ -401,13 +400,21 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 Prep::Stamped => {}
                 Prep::Zeroed => d.memset(span.ptr(), 0, spec.bytes).map_err(e)?,
                 Prep::Armed => {
-                    let mut host = self.block(slot);
-                    let bytes = &mut host.scratch[..spec.bytes];
-                    bytes.fill(0);
+                    // A small region is armed from the stack; a larger one
+                    // through the slot's scratch buffer (its token is held).
+                    let mut small = [0u8; SMALL_RECORD];
+                    let mut host;
+                    let bytes = if spec.bytes <= SMALL_RECORD {
+                        &mut small[..spec.bytes]
+                    } else {
+                        host = self.block(slot);
+                        let b = &mut host.scratch[..spec.bytes];
+                        b.fill(0);
+                        b
+                    };
                     // Not armed: the run could not prove its record, so it
                     // must not run.
-                    let abi = self.abi.get.get();
-                    adapter_call(|| abi.arm(i, &id, bytes))
+                    with_abi!(self.abi, |abi| abi.arm(i, &id, bytes))
                         .and_then(|r| r)
                         .map_err(|err| ErrorKind::Adapter(Box::new(err)))?;
                     d.copy_to_device(span.ptr(), bytes).map_err(e)?;
@@ -424,17 +431,23 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         info: &RunInfo,
         at: RecordAt,
         record: Record,
-        decode: impl FnOnce(&RunIdentity, &[u8]) -> Result<T, RecordError>,
+        decode: impl FnOnce(&RunIdentity, &[u8]) -> Result<Result<T, RecordError>, AbiError>,
     ) -> Result<T, ErrorKind> {
         let e = |err: DriverError| {
             self.driver_error(&mut self.lock(), err, info.run, slot, Some(info.seq))
         };
-        let mut host = self.block(slot);
-        let bytes = &mut host.scratch[..at.bytes];
+        let mut small = [0u8; SMALL_RECORD];
+        let mut host;
+        let bytes = if at.bytes <= SMALL_RECORD {
+            &mut small[..at.bytes]
+        } else {
+            host = self.block(slot);
+            &mut host.scratch[..at.bytes]
+        };
         let src = self.regions[slot].abi[at.region].ptr().offset(at.offset);
         self.driver.copy_from_device(bytes, src).map_err(e)?;
         let id = self.identity(slot, info.run);
-        let decoded = adapter_call(|| decode(&id, bytes)).map_err(|_| RecordError::Malformed {
+        let decoded = decode(&id, bytes).map_err(|_| RecordError::Malformed {
             what: "the kernel ABI adapter panicked decoding it",
         });
         decoded.and_then(|r| r).map_err(|err| match err {
@@ -455,12 +468,11 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         slot: usize,
         info: &RunInfo,
     ) -> Result<WallRecord, ErrorKind> {
-        let abi = self.abi.get.get();
         let verdict = self.read_record(slot, info, self.abi.status, Record::Status, |id, b| {
-            abi.decode_status(id, b)
+            with_abi!(self.abi, |abi| abi.decode_status(id, b))
         })?;
         let wall = self.read_record(slot, info, self.abi.timing, Record::Wall, |id, b| {
-            abi.decode_timing(id, b)
+            with_abi!(self.abi, |abi| abi.decode_timing(id, b))
         })?;
         if let Verdict::Failed { code } = verdict {
             self.lock().stats.run_failures += 1;
@@ -469,6 +481,28 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         Ok(wall)
     }
 }
+
+/// Calls the device's adapter as `$a`: runclaim's own directly (static
+/// dispatch, inlined: it cannot panic), a user's through the trait object
+/// and [`adapter_call`]. `Result<T, AbiError>` either way.
+macro_rules! with_abi {
+    ($abi:expr, |$a:ident| $body:expr) => {
+        match $abi.get.builtin() {
+            Builtin::Runclaim => {
+                let $a = &RunclaimAbi;
+                Ok::<_, AbiError>($body)
+            }
+            Builtin::User => {
+                let $a = $abi.get.get();
+                adapter_call(|| $body)
+            }
+        }
+    };
+}
+use with_abi;
+
+/// Records and armed regions up to this size go through the stack.
+const SMALL_RECORD: usize = 128;
 
 /// Calls into the adapter: a panic there (the adapter's bug) fails this
 /// run — nothing submitted, or the record refused — instead of unwinding

@@ -278,6 +278,18 @@ impl BlockWriter<'_> {
             .ok_or(AbiError::OutOfBlock { at, len, block })
     }
 
+    /// The grown bytes `at..at + len`, to encode in place (crate-private:
+    /// addresses written this way must be recorded with `record_addr`).
+    pub(crate) fn bytes_mut(&mut self, at: usize, len: usize) -> Result<&mut [u8], AbiError> {
+        self.slot(at, len)
+    }
+
+    /// The little-endian `u64` at `at`, if grown.
+    pub(crate) fn word(&self, at: usize) -> Option<u64> {
+        let b = self.buf.bytes.get(at..at.checked_add(8)?)?;
+        Some(u64::from_le_bytes(b.try_into().ok()?))
+    }
+
     /// Puts bytes at `at`.
     ///
     /// # Errors
@@ -309,6 +321,21 @@ impl BlockWriter<'_> {
     /// As [`put_bytes`](Self::put_bytes).
     pub fn put_u64(&mut self, at: usize, v: u64) -> Result<(), AbiError> {
         self.put_bytes(at, &v.to_le_bytes())
+    }
+
+    /// Records `span` as the address the block already holds at `at` (the
+    /// caller wrote its bytes: a block encoded whole). A wrong record is
+    /// refused by the driver ([`LaunchArgs::consistent`]).
+    pub(crate) fn record_addr(&mut self, at: usize, span: DevSpan) {
+        debug_assert!(
+            self.buf.bytes.get(at..at + 8) == Some(&span.ptr.raw().to_le_bytes()[..]),
+            "record_addr: the block does not hold the address"
+        );
+        self.buf.fields.push(AddrField {
+            at,
+            addr: span.ptr,
+            len: span.len,
+        });
     }
 
     /// Puts `span`'s address as a `u64` at `at` and records it: the driver
@@ -656,12 +683,32 @@ pub trait KernelAbi: Send + Sync + 'static {
 /// assert_ne!(a, KernelAbiRef::default());
 /// ```
 #[derive(Clone)]
-pub struct KernelAbiRef(std::sync::Arc<dyn KernelAbi>);
+pub struct KernelAbiRef(std::sync::Arc<dyn KernelAbi>, Builtin);
+
+/// Which built-in adapter a [`KernelAbiRef`] holds, if any: the device
+/// calls a built-in directly (no virtual call, inlined), a user's adapter
+/// through the trait object. The same code either way.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Builtin {
+    Runclaim,
+    User,
+}
 
 impl KernelAbiRef {
     /// A handle to `abi`.
-    pub fn new(abi: impl KernelAbi) -> Self {
-        KernelAbiRef(std::sync::Arc::new(abi))
+    pub fn new<A: KernelAbi>(abi: A) -> Self {
+        let builtin = if std::any::TypeId::of::<A>() == std::any::TypeId::of::<super::RunclaimAbi>()
+        {
+            Builtin::Runclaim
+        } else {
+            Builtin::User
+        };
+        KernelAbiRef(std::sync::Arc::new(abi), builtin)
+    }
+
+    /// Which built-in this is (crate-private: the device's fast path).
+    pub(crate) fn builtin(&self) -> Builtin {
+        self.1
     }
 
     /// The adapter's name.

@@ -47,30 +47,31 @@ impl RunclaimAbi {
 /// Writes a version-1 block, recording its five addresses with the
 /// lengths its fields give.
 fn write_v1(w: &mut BlockWriter<'_>, a: &RunArgs) -> Result<(), AbiError> {
-    write_header(w, a, true)
+    let at = w.grow(RunArgs::SIZE)?;
+    w.put_bytes(at, &a.to_bytes())?;
+    record_header(w, at, a, true);
+    Ok(())
 }
 
-/// Writes the 72-byte header, recording its record addresses, and its
-/// input and output when `io` (a version-2 block names neither).
-fn write_header(w: &mut BlockWriter<'_>, a: &RunArgs, io: bool) -> Result<(), AbiError> {
-    let at = w.grow(RunArgs::SIZE)?;
-    let bytes = a.to_bytes();
-    w.put_bytes(at, &bytes)?;
+/// Records the addresses a 72-byte header at `at` holds: its record
+/// addresses, and its input and output when `io` (a version-2 block names
+/// neither).
+fn record_header(w: &mut BlockWriter<'_>, at: usize, a: &RunArgs, io: bool) {
     let span = |addr: u64, len: u64| DevSpan::new(DevPtr::from_raw(addr), len);
-    let elems = a.len.saturating_mul(4);
-    let hs = handshake_bytes_checked(a.block_dim).map_or(u64::MAX, |n| n as u64);
     if io {
-        w.put_addr(at + 32, span(a.input, elems))?;
-        w.put_addr(at + 40, span(a.output, elems))?;
+        let elems = a.len.saturating_mul(4);
+        w.record_addr(at + 32, span(a.input, elems));
+        w.record_addr(at + 40, span(a.output, elems));
     }
-    w.put_addr(at + 48, span(a.handshake, hs))?;
-    w.put_addr(at + 56, span(a.wall, WallRecord::SIZE as u64))?;
-    w.put_addr(at + 64, span(a.status, StatusRecord::SIZE as u64))
+    let hs = handshake_bytes_checked(a.block_dim).map_or(u64::MAX, |n| n as u64);
+    w.record_addr(at + 48, span(a.handshake, hs));
+    w.record_addr(at + 56, span(a.wall, WallRecord::SIZE as u64));
+    w.record_addr(at + 64, span(a.status, StatusRecord::SIZE as u64));
 }
 
 /// Writes a version-2 block (`header`'s `len`, `input`, `output` are
 /// written as 0), recording the header's three record addresses and every
-/// tensor's.
+/// tensor's. The block is grown once and encoded in place.
 fn write_v2(
     w: &mut BlockWriter<'_>,
     header: &RunArgs,
@@ -94,32 +95,36 @@ fn write_v2(
         output: 0,
         ..*header
     };
-    write_header(w, &header, false)?;
-    w.put_u32(4, WorkArgs::VERSION)?;
-    let base = w.grow(8)?;
-    #[allow(clippy::cast_possible_truncation, reason = "both counts checked above")]
-    {
-        w.put_u32(base, t as u32)?;
-        w.put_u32(base + 4, scalars.len() as u32)?;
-    }
-    let mut n = 0;
-    for tensor in tensors.take(t) {
-        let at = w.grow(TensorArg::SIZE)?;
-        w.put_bytes(at, &tensor.to_bytes())?;
-        w.put_addr(
-            at,
-            DevSpan::new(DevPtr::from_raw(tensor.addr), tensor.bytes),
-        )?;
-        n += 1;
-    }
-    if n != t {
+    let size = WorkArgs::size(t, scalars.len());
+    let base = w.grow(size)?;
+    let block = w.bytes_mut(base, size)?;
+    let encoded = WorkArgs::encode_parts(
+        block,
+        &header,
+        t,
+        tensors,
+        scalars.len(),
+        scalars.iter().copied(),
+    );
+    if encoded != Some(size) {
         return Err(AbiError::Unsupported {
             what: "fewer tensors than counted",
         });
     }
-    for &v in scalars {
-        let at = w.grow(8)?;
-        w.put_u64(at, v)?;
+    record_header(w, base, &header, false);
+    // Each descriptor's address and length, read back from the block just
+    // encoded (both words are the descriptor's first two).
+    for i in 0..t {
+        let at = base + WorkArgs::HEADER + i * TensorArg::SIZE;
+        let word = |w: &BlockWriter<'_>, at: usize| {
+            w.word(at).ok_or(AbiError::OutOfBlock {
+                at,
+                len: 8,
+                block: w.len(),
+            })
+        };
+        let (addr, bytes) = (word(w, at)?, word(w, at + 8)?);
+        w.record_addr(at, DevSpan::new(DevPtr::from_raw(addr), bytes));
     }
     Ok(())
 }

@@ -548,10 +548,10 @@ mod tests {
     #[test]
     fn a_block_longer_than_the_host_copy_is_refused() {
         let t = work_table(0);
-        let longest = BlockBuf::from_bytes(&[0; MAX_HOST_ARGS]);
+        let longest = BlockBuf::from_bytes(&vec![0; MAX_HOST_ARGS]);
         assert!(t.run_args(Op::LaunchAicore, longest.args()).is_ok());
         // One byte more would be cut short by the copy the runtime gets.
-        let long = BlockBuf::from_bytes(&[0; MAX_HOST_ARGS + 1]);
+        let long = BlockBuf::from_bytes(&vec![0; MAX_HOST_ARGS + 1]);
         assert!(matches!(
             refused(&t, &long),
             DriverErrorKind::InvalidArgument { .. }

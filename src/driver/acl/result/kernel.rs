@@ -184,20 +184,33 @@ pub(in crate::driver::acl) fn func_get_by_name(
 /// layout, so it bounds the length itself).
 pub(in crate::driver::acl) const MAX_HOST_ARGS: usize = 64 << 10;
 
-/// The runtime's own copy of a validated argument block, on the stack (no
-/// allocation per launch). The launch structs' `args` is a `void*` (the
-/// headers do not promise the runtime only reads through it), so the
-/// runtime is handed this private, writable copy, never the caller's
-/// shared bytes. Only its first `size` bytes are initialised; the runtime
-/// reads exactly `argsSize` = `size` of them.
-struct HostArgs {
-    buf: [MaybeUninit<u8>; MAX_HOST_ARGS],
-    size: u32,
+/// Blocks up to this size are copied on the stack (runclaim's own: a
+/// `WorkArgs` block is at most this); a larger one (a big a2a3 envelope)
+/// on the heap, one allocation per launch.
+const STACK_ARGS: usize = WorkArgs::MAX_SIZE;
+
+/// The runtime's own copy of a validated argument block. The launch
+/// structs' `args` is a `void*` (the headers do not promise the runtime
+/// only reads through it), so the runtime is handed this private, writable
+/// copy, never the caller's shared bytes. Only its first `size` bytes are
+/// initialised; the runtime reads exactly `argsSize` = `size` of them.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the stack copy is the point: it lives for one launch call"
+)]
+enum HostArgs {
+    /// On the stack (no allocation per launch).
+    Stack {
+        buf: [MaybeUninit<u8>; STACK_ARGS],
+        size: u32,
+    },
+    /// On the heap: exactly the block.
+    Heap(Vec<u8>),
 }
 
 // Both built-in adapters' blocks fit the copy, and its length the launch
 // structs' `u32`.
-const_assert!(RunArgs::SIZE <= MAX_HOST_ARGS);
+const_assert!(RunArgs::SIZE <= STACK_ARGS);
 const_assert!(WorkArgs::MAX_SIZE <= MAX_HOST_ARGS);
 const_assert!(crate::driver::abi::A2a3Abi::MAX_BLOCK <= MAX_HOST_ARGS);
 const_assert!(MAX_HOST_ARGS <= u32::MAX as usize);
@@ -209,21 +222,39 @@ impl HostArgs {
         let src = args.bytes();
         let n = src.len().min(MAX_HOST_ARGS);
         debug_assert_eq!(n, src.len());
-        let mut buf = [MaybeUninit::uninit(); MAX_HOST_ARGS];
+        if n > STACK_ARGS {
+            return HostArgs::Heap(src[..n].to_vec());
+        }
+        let mut buf = [MaybeUninit::uninit(); STACK_ARGS];
         for (d, &b) in buf[..n].iter_mut().zip(&src[..n]) {
             d.write(b);
         }
         #[allow(
             clippy::cast_possible_truncation,
-            reason = "n <= MAX_HOST_ARGS <= u32::MAX (asserted above)"
+            reason = "n <= STACK_ARGS <= u32::MAX (asserted above)"
         )]
         let size = n as u32;
-        HostArgs { buf, size }
+        HostArgs::Stack { buf, size }
+    }
+
+    /// The block's length, as the launch structs carry it.
+    fn size(&self) -> u32 {
+        match self {
+            HostArgs::Stack { size, .. } => *size,
+            #[allow(
+                clippy::cast_possible_truncation,
+                reason = "at most MAX_HOST_ARGS <= u32::MAX bytes (asserted above)"
+            )]
+            HostArgs::Heap(v) => v.len() as u32,
+        }
     }
 
     /// Where the runtime reads the block (valid while `self` lives).
     fn ptr(&mut self) -> *mut c_void {
-        self.buf.as_mut_ptr().cast()
+        match self {
+            HostArgs::Stack { buf, .. } => buf.as_mut_ptr().cast(),
+            HostArgs::Heap(v) => v.as_mut_ptr().cast(),
+        }
     }
 }
 
@@ -240,7 +271,7 @@ pub(in crate::driver::acl) fn kernel_launch_with_handle_v2(
     let mut blob = HostArgs::new(args);
     let mut ex = RtArgsEx::zeroed();
     ex.args = blob.ptr();
-    ex.args_size = blob.size;
+    ex.args_size = blob.size();
     let cfg = RtTaskCfgInfo {
         schem_mode: RT_SCHEM_MODE_BATCH,
         ..RtTaskCfgInfo::default()
@@ -280,7 +311,7 @@ pub(in crate::driver::acl) fn launch_cpu_kernel(
     let mut blob = HostArgs::new(args);
     let mut cpu = RtCpuKernelArgs::zeroed();
     cpu.base_args.args = blob.ptr();
-    cpu.base_args.args_size = blob.size;
+    cpu.base_args.args_size = blob.size();
     // The runtime wants attribute storage even for zero attributes.
     let mut attr = RtLaunchKernelAttr::default();
     let cfg = RtKernelLaunchCfg {
