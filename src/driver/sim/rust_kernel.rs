@@ -93,13 +93,12 @@ type TimeFn = dyn Fn(&KernelRun) -> Duration + Send + Sync;
 /// let header = RunArgs { run_id: 1, slot: 0, block_dim, len: 0, input: 0, output: 0,
 ///                        handshake: hs.raw(), wall: wall.raw(), status: status.raw() };
 /// let t = |p: DevPtr, dir| TensorArg { addr: p.raw(), bytes: 16, elem_size: 4, dir, staged: false };
-/// let mut block = vec![0; WorkArgs::size(2, 1)];
-/// WorkArgs::encode(&mut block, &header, [t(x, Dir::In), t(y, Dir::InOut)].into_iter(),
-///                  &[u64::from(2.0f32.to_bits())]).unwrap();
+/// let block = WorkArgs::block(&header, &[t(x, Dir::In), t(y, Dir::InOut)],
+///                             &[u64::from(2.0f32.to_bits())]).unwrap();
 ///
 /// let (core, cpu) = (sim.create_stream()?, sim.create_stream()?);
-/// sim.launch_aicore(core, code, block_dim, &block)?;
-/// sim.launch_aicpu(cpu, &block)?;
+/// sim.launch_aicore(core, code, block_dim, block.args())?;
+/// sim.launch_aicpu(cpu, block.args())?;
 /// sim.sync_stream(cpu, Duration::from_secs(1))?;
 /// let mut out = [0u8; 16];
 /// sim.copy_from_device(&mut out, y)?;
