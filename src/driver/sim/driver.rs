@@ -8,11 +8,11 @@ use std::time::Duration;
 use super::SimDriver;
 use super::device_state::DeviceState;
 use super::realtime::spin_for;
+use crate::driver::abi::LaunchArgs;
 use crate::driver::{
     Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
     EventId, Op, Registration, StreamId, abi, host_clock,
 };
-use crate::driver::abi::LaunchArgs;
 
 impl Driver for SimDriver {
     fn info(&self) -> DriverInfo {
