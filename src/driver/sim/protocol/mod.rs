@@ -66,6 +66,9 @@
 mod a2a3;
 mod runclaim;
 
+#[cfg(test)]
+mod tests;
+
 use std::fmt;
 use std::sync::Arc;
 
