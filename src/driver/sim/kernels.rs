@@ -123,14 +123,24 @@ impl AicoreKernel {
             return Ok(program.fail_code());
         };
         let (s, end) = abi::worker_share(len, run.block_dim(), w);
-        let bytes = usize::try_from((end - s) * 4).map_err(core)?;
-        let mut buf = vec![0u8; bytes];
-        mem.read(input + s * 4, &mut buf).map_err(core)?;
+        // A run read from device memory at dispatch names what memory
+        // held: check the ranges before sizing a buffer by them.
+        let n = (end - s).checked_mul(4).ok_or(FaultKind::AicoreException)?;
+        let at = |base: u64| {
+            s.checked_mul(4)
+                .and_then(|o| base.checked_add(o))
+                .ok_or(FaultKind::AicoreException)
+        };
+        let (src, dst) = (at(input)?, at(output)?);
+        mem.check(src, n).map_err(core)?;
+        mem.check(dst, n).map_err(core)?;
+        let mut buf = vec![0u8; usize::try_from(n).map_err(core)?];
+        mem.read(src, &mut buf).map_err(core)?;
         for c in buf.chunks_exact_mut(4) {
             let x = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
             c.copy_from_slice(&program.apply_lossy(x).to_le_bytes());
         }
-        mem.write(output + s * 4, &buf).map_err(core)?;
+        mem.write(dst, &buf).map_err(core)?;
         Ok(program.fail_code())
     }
 

@@ -512,6 +512,39 @@ fn a2a3_a_payload_of_another_epoch_faults_the_worker() {
 }
 
 #[test]
+fn a2a3_a_payload_naming_memory_out_of_range_faults_the_worker() {
+    let sim = a2a3(SimConfig::default().watchdog(Duration::from_micros(300)));
+    let (aic, cpu) = pair(&sim);
+    let inc = program(&sim, &Program::new().add(1));
+    let slot = Slot::open(&sim, 2, 0);
+    let (x, y) = (sim.alloc(8).unwrap(), sim.alloc(8).unwrap());
+    let io = [T::new(x, 8, Dir::In), T::new(y, 8, Dir::Out)];
+    sim.launch_aicpu(cpu, slot.aicpu_block(6, &io, &[]).args())
+        .unwrap();
+    sim.step_stream(cpu);
+    // The payload's tensors now span a terabyte each, the first from the
+    // top of the address space: the workers fault, their offsets neither
+    // wrap nor size a buffer.
+    let tensors = slot.payload() + 64;
+    let huge = (1u64 << 40).to_le_bytes();
+    sim.copy_to_device(DevPtr::from_raw(tensors), &(u64::MAX - 3).to_le_bytes())
+        .unwrap();
+    sim.copy_to_device(DevPtr::from_raw(tensors + 8), &huge)
+        .unwrap();
+    sim.copy_to_device(DevPtr::from_raw(tensors + 128 + 8), &huge)
+        .unwrap();
+    sim.launch_aicore(aic, inc, 2, slot.aicore_block(6).args())
+        .unwrap();
+    let e = sim.sync_stream(aic, SEC).unwrap_err();
+    assert_eq!(
+        e.kind(),
+        &DriverErrorKind::KernelFault(FaultKind::AicoreException)
+    );
+    assert_eq!(read(&sim, y, 8), u32s(&[0, 0]));
+    assert!(sim.sync_stream(cpu, SEC).is_err());
+}
+
+#[test]
 fn a2a3_an_image_zeroed_mid_run_hangs_it_until_the_watchdog() {
     let sim = a2a3(SimConfig::default().watchdog(Duration::from_micros(300)));
     let (aic, cpu) = pair(&sim);
