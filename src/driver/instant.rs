@@ -10,12 +10,33 @@
 //!
 //! After set-up (allocations, code registration) no driver call allocates.
 //!
-//! It takes argument blocks of both versions ([`abi::ArgBlock`]), parsed in
-//! place, checks every device range a block names (each tensor's included)
-//! at both launches, and runs a built-in [`Program`] as the simulator does
-//! (for a version-2 block: from the first readable to the first writable
-//! tensor). Simulator Rust kernels ([`sim::SimKernel`](super::sim::SimKernel))
-//! do not run here: their `RCR1` images are refused as invalid code.
+//! It follows **runclaim's layout only** (the blocks of
+//! [`RunclaimAbi`](abi::RunclaimAbi), the device side of
+//! [`RunclaimModel`](super::sim::RunclaimModel)): argument blocks of both
+//! versions ([`abi::ArgBlock`]), parsed in place. A block of any other
+//! adapter (the a2a3 layout's included) does not parse and is refused with
+//! [`DriverErrorKind::InvalidArgument`]; run other adapters on the
+//! simulator, with [`SimConfig::device_model`](super::sim::SimConfig::device_model).
+//! It checks every device range a block's writer recorded (each tensor's
+//! included) at both launches, and runs a built-in [`Program`] as the
+//! simulator does (for a version-2 block: from the first readable to the
+//! first writable tensor). Simulator Rust kernels
+//! ([`sim::SimKernel`](super::sim::SimKernel)) do not run here: their
+//! `RCR1` images are refused as invalid code.
+//!
+//! ```
+//! use runclaim::driver::{Driver, DriverErrorKind};
+//! use runclaim::driver::abi::{BlockBuf, Program};
+//! use runclaim::driver::instant::InstantDriver;
+//!
+//! let d = InstantDriver::new();
+//! let code = d.register_code(&Program::new().encode())?.handle;
+//! let s = d.create_stream()?;
+//! // A 40-byte a2a3 `AicoreLaunchArgs` is not a runclaim block.
+//! let e = d.launch_aicore(s, code, 1, BlockBuf::from_bytes(&[0; 40]).args()).unwrap_err();
+//! assert!(matches!(e.kind(), DriverErrorKind::InvalidArgument { .. }));
+//! # Ok::<(), runclaim::driver::DriverError>(())
+//! ```
 //!
 //! ```
 //! use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};

@@ -4,6 +4,8 @@
 
 use std::time::Duration;
 
+use super::protocol::ModelHandle;
+
 /// Host- and device-side latencies of the real-time mode. All may be zero.
 ///
 /// ```
@@ -135,6 +137,10 @@ pub struct SimConfig {
     pub seed: u64,
     /// Latencies of the real-time mode.
     pub latency: LatencyModel,
+    /// The device protocol the kernels follow (default
+    /// [`RunclaimModel`](super::RunclaimModel)): see
+    /// [`device_model`](Self::device_model).
+    pub device_model: ModelHandle,
 }
 
 impl Default for SimConfig {
@@ -150,6 +156,7 @@ impl Default for SimConfig {
             trace_capacity: 1 << 16,
             seed: 0x5eed,
             latency: LatencyModel::default(),
+            device_model: ModelHandle::default(),
         }
     }
 }
@@ -202,6 +209,42 @@ impl SimConfig {
     #[must_use]
     pub fn max_block_dim(mut self, max: u32) -> Self {
         self.max_block_dim = max;
+        self
+    }
+
+    /// Sets [`SimConfig::device_model`]: the protocol of the kernel ABI
+    /// the simulated kernels follow — how they decode their launch
+    /// blocks, hand-shake and write the run's records
+    /// ([`DeviceModel`](super::DeviceModel)). A built-in
+    /// ([`RunclaimModel`](super::RunclaimModel), the default, or
+    /// [`A2a3Model`](super::A2a3Model)) or your own. A launch whose block
+    /// the model does not decode is refused with
+    /// [`DriverErrorKind::InvalidArgument`](crate::driver::DriverErrorKind::InvalidArgument)
+    /// (or `BadAddress` for a range outside memory), before anything is
+    /// queued.
+    ///
+    /// ```
+    /// use runclaim::driver::{Driver, DriverErrorKind};
+    /// use runclaim::driver::abi::{Program, RunArgs, StatusRecord, WallRecord, handshake_bytes};
+    /// use runclaim::sim::{A2a3Model, SimConfig, SimDriver};
+    ///
+    /// let sim = SimDriver::stepped(SimConfig::default().device_model(A2a3Model));
+    /// assert_eq!(sim.config().device_model.name(), "a2a3");
+    /// let code = sim.register_code(&Program::new().encode())?.handle;
+    /// let s = sim.create_stream()?;
+    /// // runclaim's own block, every range it names live, is not an a2a3 block.
+    /// let hs = sim.alloc(handshake_bytes(1))?;
+    /// let (wall, status) = (sim.alloc(WallRecord::SIZE)?, sim.alloc(StatusRecord::SIZE)?);
+    /// let run = RunArgs { run_id: 1, slot: 0, block_dim: 1, len: 0, input: hs.raw(), output: hs.raw(),
+    ///                     handshake: hs.raw(), wall: wall.raw(), status: status.raw() };
+    /// let e = sim.launch_aicore(s, code, 1, run.block().args()).unwrap_err();
+    /// assert!(matches!(e.kind(), DriverErrorKind::InvalidArgument { .. }));
+    /// assert_eq!(sim.queued(s), 0);
+    /// # Ok::<(), runclaim::driver::DriverError>(())
+    /// ```
+    #[must_use]
+    pub fn device_model(mut self, model: impl Into<ModelHandle>) -> Self {
+        self.device_model = model.into();
         self
     }
 }

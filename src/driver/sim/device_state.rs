@@ -63,8 +63,8 @@ impl TaskKind {
 
     fn run(&self) -> u64 {
         match self {
-            TaskKind::Aicore(k) => k.args().run_id,
-            TaskKind::Aicpu(k) => k.args.run_id,
+            TaskKind::Aicore(k) => k.launch.identity,
+            TaskKind::Aicpu(k) => k.launch.identity,
             _ => 0,
         }
     }

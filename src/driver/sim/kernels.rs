@@ -1,18 +1,23 @@
 //! The two kernels of a run as step-by-step state machines over device
-//! memory, following the handshake protocol of [`abi`].
+//! memory, following the handshake protocol of the simulator's
+//! [`DeviceModel`](super::DeviceModel) (runclaim's, that of [`abi`], by
+//! default).
 //!
 //! Neither kernel trusts anything but memory: the AICPU kernel learns that a
-//! worker reported only by reading its `aicore_done` word, so a host write
-//! that zeroes the region mid-run (a stomped handshake) is observed exactly
-//! as it would be on the device.
+//! worker reported only by reading its report, so a host write that zeroes
+//! the region mid-run (a stomped handshake) is observed exactly as it would
+//! be on the device.
 
 use std::sync::Arc;
 
 use super::faults::FaultPlan;
 use super::memory::Memory;
+use super::protocol::{
+    AicoreLaunch, AicpuLaunch, DeviceMemory, ModelHandle, RunEnd, Task, guarded,
+};
 use super::rust_kernel::{KernelRun, SimKernel};
 use crate::driver::FaultKind;
-use crate::driver::abi::{self, Program, RunArgs, StatusRecord, WallRecord, worker_word as ww};
+use crate::driver::abi::{self, Program};
 
 /// What a code address holds, decoded: a built-in program or a Rust kernel.
 #[derive(Clone)]
@@ -45,85 +50,104 @@ pub(crate) struct AicoreKernel {
     /// Code address index, resolved through the stream's instruction cache
     /// when the kernel starts.
     pub code_index: usize,
-    /// The parsed argument block: its header, tensors and scalars.
-    pub run: KernelRun,
+    /// The protocol it follows.
+    model: ModelHandle,
+    /// The launch, as the model decoded it.
+    pub launch: AicoreLaunch,
     /// The code it executes, set when it starts.
     pub code: Option<Code>,
     /// Real time: the compute ticks of a timed Rust kernel, set when it
     /// starts (else the latency model's).
     pub kernel_ticks: Option<u64>,
+    /// Real time, a timed Rust kernel, and the workers' run is read at
+    /// dispatch: its compute time is asked for at the first dispatch.
+    pub time_at_dispatch: bool,
     workers: Vec<Worker>,
+    /// Each worker's run, when read at dispatch ([`Task::Read`]).
+    runs: Vec<Option<KernelRun>>,
     /// Round-robin cursor: the next worker to try.
     rr: u32,
 }
 
-fn word(handshake: u64, w: u32, off: usize) -> u64 {
-    handshake + abi::worker_offset(w) as u64 + off as u64
+/// An AICore fault.
+fn core<E>(_: E) -> FaultKind {
+    FaultKind::AicoreException
+}
+
+/// An AICPU fault.
+fn cpu<E>(_: E) -> FaultKind {
+    FaultKind::AicpuException
 }
 
 impl AicoreKernel {
-    pub fn new(code_index: usize, run: KernelRun) -> Self {
+    pub fn new(code_index: usize, model: ModelHandle, launch: AicoreLaunch) -> Self {
+        let n = launch.block_dim as usize;
         AicoreKernel {
             code_index,
-            workers: vec![Worker::Start; run.block_dim() as usize],
-            run,
+            model,
+            workers: vec![Worker::Start; n],
+            runs: Vec::new(),
+            launch,
             code: None,
             kernel_ticks: None,
+            time_at_dispatch: false,
             rr: 0,
         }
     }
 
-    pub fn args(&self) -> &RunArgs {
-        self.run.header()
-    }
-
-    /// Kernel start: stamps `core_start` in the handshake header.
+    /// Kernel start: the model's (runclaim: stamps `core_start` in the
+    /// handshake header).
     pub fn start(&mut self, mem: &mut Memory, now: u64) -> Result<(), FaultKind> {
-        mem.write_u64(self.args().handshake, now)
-            .map_err(|_| FaultKind::AicoreException)
+        let (model, launch) = (self.model.model(), &self.launch);
+        guarded(|| model.aicore_start(launch, &mut DeviceMemory::new(mem), now)).map_err(core)
     }
 
-    /// The elements a built-in program computes: `(input, output, len)` of
-    /// a version-1 block, or derived from a version-2 block's tensors
-    /// ([`Program`]'s rule).
-    fn program_operands(&self) -> Option<(u64, u64, u64)> {
-        if self.run.is_workload() {
-            abi::work_operands(self.run.tensors().iter().copied())
-        } else {
-            let a = self.args();
-            Some((a.input, a.output, a.len))
-        }
-    }
-
-    /// Worker `w` computes its share with `program`; returns its error code.
+    /// Worker `w` computes its share of `run` with `program`; returns its
+    /// error code.
     fn compute_program(
-        &self,
         program: &Program,
+        run: &KernelRun,
         w: u32,
         mem: &mut Memory,
     ) -> Result<u32, FaultKind> {
-        let e = |_| FaultKind::AicoreException;
+        // The elements: `(input, output, len)` of a version-1 block, or
+        // derived from a workload run's tensors ([`Program`]'s rule).
+        let operands = if run.is_workload() {
+            abi::work_operands(run.tensors().iter().copied())
+        } else {
+            let a = run.header();
+            Some((a.input, a.output, a.len))
+        };
         // No readable or no writable tensor: nothing to compute.
-        let Some((input, output, len)) = self.program_operands() else {
+        let Some((input, output, len)) = operands else {
             return Ok(program.fail_code());
         };
-        let (s, end) = abi::worker_share(len, self.args().block_dim, w);
-        let bytes = usize::try_from((end - s) * 4).map_err(|_| FaultKind::AicoreException)?;
-        let mut buf = vec![0u8; bytes];
-        mem.read(input + s * 4, &mut buf).map_err(e)?;
+        let (s, end) = abi::worker_share(len, run.block_dim(), w);
+        // A run read from device memory at dispatch names what memory
+        // held: check the ranges before sizing a buffer by them.
+        let n = (end - s).checked_mul(4).ok_or(FaultKind::AicoreException)?;
+        let at = |base: u64| {
+            s.checked_mul(4)
+                .and_then(|o| base.checked_add(o))
+                .ok_or(FaultKind::AicoreException)
+        };
+        let (src, dst) = (at(input)?, at(output)?);
+        mem.check(src, n).map_err(core)?;
+        mem.check(dst, n).map_err(core)?;
+        let mut buf = vec![0u8; usize::try_from(n).map_err(core)?];
+        mem.read(src, &mut buf).map_err(core)?;
         for c in buf.chunks_exact_mut(4) {
             let x = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
             c.copy_from_slice(&program.apply_lossy(x).to_le_bytes());
         }
-        mem.write(output + s * 4, &buf).map_err(e)?;
+        mem.write(dst, &buf).map_err(core)?;
         Ok(program.fail_code())
     }
 
     /// Moves one worker one phase on (round robin), or reports the earliest
     /// compute end when all are waiting.
     pub fn step(&mut self, mem: &mut Memory, now: u64, kernel_ticks: u64) -> KernelStep {
-        let n = self.args().block_dim.max(1);
-        let kernel_ticks = self.kernel_ticks.unwrap_or(kernel_ticks);
+        let n = self.launch.block_dim.max(1);
         let mut gate: Option<u64> = None;
         for k in 0..n {
             let w = (self.rr + k) % n;
@@ -147,6 +171,35 @@ impl AicoreKernel {
         KernelStep::Blocked(gate)
     }
 
+    /// Worker `w` was dispatched `task`: keeps a run read at dispatch and
+    /// asks a timed Rust kernel for its compute time at the first one.
+    fn take(&mut self, w: u32, task: Task) -> Result<(), FaultKind> {
+        let Task::Read(run) = task else {
+            // The model said the run is in the block: it must be.
+            return self
+                .launch
+                .run
+                .as_ref()
+                .map(|_| ())
+                .ok_or(FaultKind::AicoreException);
+        };
+        if self.time_at_dispatch {
+            self.time_at_dispatch = false;
+            if let Some(Code::Rust(kernel)) = &self.code {
+                self.kernel_ticks = kernel.ticks(&run).map_err(core)?;
+            }
+        }
+        if self.runs.is_empty() {
+            self.runs = vec![None; self.workers.len()];
+        }
+        let slot = self
+            .runs
+            .get_mut(w as usize)
+            .ok_or(FaultKind::AicoreException)?;
+        *slot = Some(run);
+        Ok(())
+    }
+
     fn advance(
         &mut self,
         w: u32,
@@ -154,37 +207,52 @@ impl AicoreKernel {
         now: u64,
         kernel_ticks: u64,
     ) -> Result<bool, FaultKind> {
-        let a = *self.args();
-        let tag = a.run_id;
-        let e = |_| FaultKind::AicoreException;
         let Some(&state) = self.workers.get(w as usize) else {
             return Err(FaultKind::AicoreException);
         };
+        let model = self.model.clone();
+        let model = model.model();
         let next = match state {
             Worker::Start => {
-                mem.write_u64(word(a.handshake, w, ww::AICORE_DONE), tag)
-                    .map_err(e)?;
+                guarded(|| model.report(&self.launch, w, &mut DeviceMemory::new(mem)))
+                    .map_err(core)?;
                 Worker::Waiting
             }
-            Worker::Waiting if mem.read_u64(word(a.handshake, w, ww::TASK)).map_err(e)? == tag => {
+            Worker::Waiting => {
+                let Some(task) = guarded(|| model.task(&self.launch, w, &DeviceMemory::new(mem)))
+                    .map_err(core)?
+                else {
+                    return Ok(false);
+                };
+                self.take(w, task)?;
+                let ticks = self.kernel_ticks.unwrap_or(kernel_ticks);
                 Worker::Computing {
-                    until: now.saturating_add(kernel_ticks),
+                    until: now.saturating_add(ticks),
                 }
             }
             Worker::Computing { until } if now >= until => {
+                let run = self
+                    .runs
+                    .get(w as usize)
+                    .and_then(Option::as_ref)
+                    .or(self.launch.run.as_ref())
+                    .ok_or(FaultKind::AicoreException)?;
                 let code = match self.code.as_ref().ok_or(FaultKind::AicoreException)? {
-                    Code::Program(program) => self.compute_program(program, w, mem)?,
+                    Code::Program(program) => Self::compute_program(program, run, w, mem)?,
                     Code::Rust(kernel) => kernel
-                        .call(&self.run, w, mem)
+                        .call(run, w, mem)
                         .map_err(|()| FaultKind::AicoreException)?,
                 };
-                mem.write_u64(word(a.handshake, w, ww::ERROR), u64::from(code))
-                    .map_err(e)?;
-                mem.write_u64(word(a.handshake, w, ww::TASK_DONE), tag)
-                    .map_err(e)?;
+                guarded(|| model.finish(&self.launch, w, code, &mut DeviceMemory::new(mem)))
+                    .map_err(core)?;
                 Worker::Done
             }
-            Worker::Done if mem.read_u64(word(a.handshake, w, ww::RELEASE)).map_err(e)? == tag => {
+            Worker::Done => {
+                if !guarded(|| model.released(&self.launch, w, &DeviceMemory::new(mem)))
+                    .map_err(core)?
+                {
+                    return Ok(false);
+                }
                 Worker::Exited
             }
             _ => return Ok(false),
@@ -203,43 +271,30 @@ enum Phase {
 
 /// The AICPU Run kernel: the device-side scheduler of one run.
 pub(crate) struct AicpuKernel {
-    pub args: RunArgs,
+    /// The protocol it follows.
+    model: ModelHandle,
+    /// The launch, as the model decoded it.
+    pub launch: AicpuLaunch,
     pub aicpu_start: u64,
     dispatched: u64,
     phase: Phase,
 }
 
 impl AicpuKernel {
-    pub fn new(args: RunArgs) -> Self {
+    pub fn new(model: ModelHandle, launch: AicpuLaunch) -> Self {
         AicpuKernel {
-            args,
+            model,
+            launch,
             aicpu_start: 0,
             dispatched: 0,
             phase: Phase::WaitReported,
         }
     }
 
-    fn all(&self, mem: &Memory, off: usize) -> Result<bool, FaultKind> {
-        let a = &self.args;
-        for w in 0..a.block_dim {
-            if mem
-                .read_u64(word(a.handshake, w, off))
-                .map_err(|_| FaultKind::AicpuException)?
-                != a.run_id
-            {
-                return Ok(false);
-            }
-        }
-        Ok(true)
-    }
-
-    fn set_all(&self, mem: &mut Memory, off: usize) -> Result<(), FaultKind> {
-        let a = &self.args;
-        for w in 0..a.block_dim {
-            mem.write_u64(word(a.handshake, w, off), a.run_id)
-                .map_err(|_| FaultKind::AicpuException)?;
-        }
-        Ok(())
+    /// Kernel start: the model's (a2a3: the task payload is written).
+    pub fn start(&mut self, mem: &mut Memory) -> Result<(), FaultKind> {
+        let (model, launch) = (self.model.model(), &self.launch);
+        guarded(|| model.aicpu_start(launch, &mut DeviceMemory::new(mem))).map_err(cpu)
     }
 
     pub fn step(&mut self, mem: &mut Memory, now: u64, faults: &mut FaultPlan) -> KernelStep {
@@ -255,53 +310,49 @@ impl AicpuKernel {
         now: u64,
         faults: &mut FaultPlan,
     ) -> Result<KernelStep, FaultKind> {
-        let a = self.args;
-        let e = |_| FaultKind::AicpuException;
+        let (model, c) = (self.model.model(), &self.launch);
+        let mut mem = DeviceMemory::new(mem);
+        let n = c.block_dim;
         match self.phase {
             Phase::WaitReported => {
-                if !self.all(mem, ww::AICORE_DONE)? {
-                    return Ok(KernelStep::Blocked(None));
+                for w in 0..n {
+                    if !guarded(|| model.accepted(c, w, &mem)).map_err(cpu)? {
+                        return Ok(KernelStep::Blocked(None));
+                    }
                 }
                 self.dispatched = now;
-                self.set_all(mem, ww::TASK)?;
+                for w in 0..n {
+                    guarded(|| model.dispatch(c, w, &mut mem)).map_err(cpu)?;
+                }
                 self.phase = Phase::WaitDone;
                 Ok(KernelStep::Progress)
             }
             Phase::WaitDone => {
-                if !self.all(mem, ww::TASK_DONE)? {
-                    return Ok(KernelStep::Blocked(None));
-                }
                 let mut code = 0u32;
-                for w in 0..a.block_dim {
-                    let err = mem.read_u64(word(a.handshake, w, ww::ERROR)).map_err(e)?;
-                    if code == 0 {
-                        code = u32::try_from(err).unwrap_or(u32::MAX);
+                for w in 0..n {
+                    match guarded(|| model.task_done(c, w, &mem)).map_err(cpu)? {
+                        None => return Ok(KernelStep::Blocked(None)),
+                        Some(err) if code == 0 => code = err,
+                        Some(_) => {}
                     }
                 }
                 if let Some(c) = faults.on_status() {
                     code = c;
                 }
-                let wall = WallRecord {
-                    run_id: a.run_id,
-                    slot: a.slot,
-                    block_dim: a.block_dim,
-                    aicore_start: mem.read_u64(a.handshake).map_err(e)?,
+                let end = RunEnd {
+                    code,
                     aicpu_start: self.aicpu_start,
                     dispatched: self.dispatched,
                     end: now,
                 };
-                mem.write(a.wall, &wall.to_bytes()).map_err(e)?;
-                let status = StatusRecord {
-                    run_id: a.run_id,
-                    state: StatusRecord::DONE,
-                    code,
-                };
-                mem.write(a.status, &status.to_bytes()).map_err(e)?;
+                guarded(|| model.write_records(c, &end, &mut mem)).map_err(cpu)?;
                 self.phase = Phase::Release;
                 Ok(KernelStep::Progress)
             }
             Phase::Release => {
-                self.set_all(mem, ww::RELEASE)?;
+                for w in 0..n {
+                    guarded(|| model.release(c, w, &mut mem)).map_err(cpu)?;
+                }
                 Ok(KernelStep::Finished)
             }
         }

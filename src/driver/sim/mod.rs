@@ -19,22 +19,29 @@
 //!   was created (filling an empty address on first use), so after a
 //!   publication a kernel on an older stream computes with the old code — a
 //!   wrong value in the same time. [`SimStats::stale_executions`] counts it.
-//! - **The two kernels** hand-shake through the run's handshake region
-//!   exactly as described in [`abi`]: AICore workers report,
-//!   wait for a task, compute their share with the program, report done and
-//!   wait for release; the AICPU kernel waits for every report, dispatches,
-//!   waits, writes the device-wall and status records, releases. Zeroing a
-//!   live region leaves the AICPU kernel waiting until the watchdog faults it.
-//! - **Argument blocks of both versions** ([`abi::ArgBlock`]): a launch
-//!   checks every device range the block names against live allocations
-//!   (a version-1 block's input and output, a version-2 block's tensors,
-//!   and both versions' handshake, wall and status records) and refuses it
-//!   with [`DriverErrorKind::BadAddress`] before anything is queued; a
-//!   malformed block is [`DriverErrorKind::InvalidArgument`]. The AICPU
-//!   kernel's protocol is the same for both. On a version-2 block a
-//!   built-in [`Program`](abi::Program) computes from the first readable to
-//!   the first writable tensor (its documentation says exactly what); a
-//!   **Rust kernel** ([`SimKernel`], registered with
+//! - **The two kernels** follow the device side of one kernel ABI, a
+//!   [`DeviceModel`] ([`SimConfig::device_model`]): AICore workers report,
+//!   wait for a task, compute their share, report done and wait for
+//!   release; the AICPU kernel waits for every report, dispatches, waits,
+//!   writes the run's timing and status records, releases. Two models are
+//!   built in: [`RunclaimModel`] (the default), runclaim's own handshake
+//!   region exactly as described in [`abi`] — zeroing a live region leaves
+//!   the AICPU kernel waiting until the watchdog faults it — and
+//!   [`A2a3Model`], the reference runtime's a2a3 layout, whose words carry
+//!   the run's epoch so the host never clears them. A model of your own
+//!   runs here too (and only here).
+//! - **Argument blocks** are checked at launch before anything is queued:
+//!   every address the block's writer recorded
+//!   ([`LaunchArgs`](abi::LaunchArgs)), then the model's decoding, which
+//!   checks every device range the block names (under [`RunclaimModel`],
+//!   blocks of both versions ([`abi::ArgBlock`]): a version-1 block's
+//!   input and output, a version-2 block's tensors, and both versions'
+//!   handshake, wall and status records). A range outside memory is
+//!   [`DriverErrorKind::BadAddress`]; a block the model does not decode
+//!   (another protocol's included) is [`DriverErrorKind::InvalidArgument`].
+//!   A built-in [`Program`](abi::Program) computes from the first
+//!   readable to the first writable tensor (its documentation says
+//!   exactly what); a **Rust kernel** ([`SimKernel`], registered with
 //!   [`SimDriver::register_kernel`]) sees the tensors and scalars and
 //!   computes what it likes, through bounds-checked access to device
 //!   memory. Its code image follows the code-memory rules above, stale
@@ -90,6 +97,7 @@ mod driver;
 mod faults;
 mod kernels;
 mod memory;
+pub mod protocol;
 mod realtime;
 mod rust_kernel;
 mod stats;
@@ -97,6 +105,7 @@ pub mod trace;
 
 pub use self::config::{LatencyModel, SimConfig};
 pub use self::faults::{Fault, Kernel};
+pub use self::protocol::{A2a3Model, DeviceModel, ModelHandle, RunclaimModel};
 pub use self::rust_kernel::{KernelCode, KernelCtx, KernelError, KernelRun, SimKernel};
 pub use self::stats::SimStats;
 

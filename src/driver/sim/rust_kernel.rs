@@ -37,7 +37,8 @@ type TimeFn = dyn Fn(&KernelRun) -> Duration + Send + Sync;
 /// program would (so a stomped handshake still hangs the run, and armed
 /// faults still apply). What it sees ([`KernelCtx`]): the run's header,
 /// tensors and scalars ([`KernelRun`]; a version-1 block has no tensors or
-/// scalars) and bounds-checked, typed access to device memory by address
+/// scalars; under [`A2a3Model`](super::A2a3Model) they come from the task
+/// payload) and bounds-checked, typed access to device memory by address
 /// ([`bytemuck::Pod`] elements, host byte order — little-endian on every
 /// supported host).
 ///
@@ -150,7 +151,9 @@ impl SimKernel {
     /// Real-time mode: each worker's compute time is `g(run)` instead of the
     /// fixed [`LatencyModel::kernel`](super::LatencyModel::kernel) (capped at
     /// [`LatencyModel::MAX`](super::LatencyModel::MAX)); `g` is called once
-    /// per launch, when the AICore kernel starts. Stepped mode ignores
+    /// per launch, when the AICore kernel starts — or, where the workers'
+    /// run is read at dispatch ([`A2a3Model`](super::A2a3Model)), when
+    /// the first worker is dispatched. Stepped mode ignores
     /// latencies, this one included. A time beyond the device watchdog
     /// makes the run time out, as on the device.
     #[must_use]
@@ -198,10 +201,10 @@ thread_local! {
 /// Marks this thread as running a kernel function (or its time function)
 /// under the simulator's lock, until dropped — also when the function
 /// panics.
-struct InKernel(bool);
+pub(crate) struct InKernel(bool);
 
 impl InKernel {
-    fn enter() -> Self {
+    pub(crate) fn enter() -> Self {
         InKernel(IN_KERNEL.with(|k| k.replace(true)))
     }
 }
@@ -336,8 +339,13 @@ pub enum KernelError {
     },
 }
 
-/// What a launch passed its AICore kernel: the argument block's header, and
-/// the tensors and scalars of a version-2 block (none for version 1).
+/// The run an AICore worker computes: under [`RunclaimModel`](super::RunclaimModel)
+/// what the launch block carried — its header, and the tensors and scalars
+/// of a version-2 block (none for version 1); under
+/// [`A2a3Model`](super::A2a3Model) the task payload the AICPU kernel
+/// dispatched — its tensors and scalars, with a header holding the run's
+/// epoch as `run_id`, its slot and `block_dim`, and 0 elsewhere
+/// ([`KernelRun::new`]).
 ///
 /// ```
 /// use runclaim::sim::SimKernel;
@@ -356,8 +364,51 @@ pub struct KernelRun {
 }
 
 impl KernelRun {
+    /// A run with these tensors and scalars (a workload run, as a version-2
+    /// block carries it), for a [`DeviceModel`](super::DeviceModel) that
+    /// reads the workers' run from device memory: its
+    /// [`header`](Self::header) has `run_id`, `slot` and `block_dim` and
+    /// every other field 0.
+    ///
+    /// ```
+    /// use runclaim::driver::abi::{Dir, TensorArg};
+    /// use runclaim::sim::KernelRun;
+    ///
+    /// let x = TensorArg { addr: 0x1000, bytes: 16, elem_size: 4, dir: Dir::In, staged: false };
+    /// let run = KernelRun::new(7, 1, 2, vec![x], vec![9]);
+    /// assert!(run.is_workload());
+    /// assert_eq!((run.run_id(), run.slot(), run.block_dim()), (7, 1, 2));
+    /// assert_eq!((run.tensor(0), run.scalar(0)), (Some(x), Some(9)));
+    /// assert_eq!(run.header().handshake, 0);
+    /// ```
+    #[must_use]
+    pub fn new(
+        run_id: u64,
+        slot: u32,
+        block_dim: u32,
+        tensors: Vec<TensorArg>,
+        scalars: Vec<u64>,
+    ) -> Self {
+        KernelRun {
+            header: RunArgs {
+                run_id,
+                slot,
+                block_dim,
+                len: 0,
+                input: 0,
+                output: 0,
+                handshake: 0,
+                wall: 0,
+                status: 0,
+            },
+            workload: true,
+            tensors,
+            scalars,
+        }
+    }
+
     /// The parsed block (allocates only for a version-2 block).
-    pub(crate) fn new(block: &ArgBlock<'_>) -> Self {
+    pub(crate) fn from_block(block: &ArgBlock<'_>) -> Self {
         match block {
             ArgBlock::Run(a) => KernelRun {
                 header: *a,
@@ -635,7 +686,7 @@ mod tests {
         };
         let mut b = vec![0; WorkArgs::size(tensors.len(), scalars.len())];
         WorkArgs::encode(&mut b, &header, tensors.iter().copied(), scalars).unwrap();
-        KernelRun::new(&ArgBlock::parse(&b).unwrap())
+        KernelRun::from_block(&ArgBlock::parse(&b).unwrap())
     }
 
     #[test]

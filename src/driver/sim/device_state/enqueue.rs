@@ -1,11 +1,12 @@
 //! The host side of queuing work on a stream: argument and address checks
-//! (argument blocks of both versions, every range they name), event
+//! (every address a block's writer recorded, then the configured device
+//! model's decoding, which checks every range the block names), event
 //! generations with their injected fates, kernel launches.
 
 use super::{DeviceState, Task, TaskKind, bad};
-use crate::driver::abi::{self, ArgBlock, LaunchArgs, RunArgs, WorkArgs};
+use crate::driver::abi::{self, LaunchArgs};
 use crate::driver::sim::kernels::{AicoreKernel, AicpuKernel};
-use crate::driver::sim::rust_kernel::KernelRun;
+use crate::driver::sim::protocol::{DeviceMemory, ModelError, guarded};
 use crate::driver::sim::trace::TraceKind;
 use crate::driver::{CodeHandle, DriverErrorKind, HandleKind};
 
@@ -102,75 +103,6 @@ impl DeviceState {
         Ok(())
     }
 
-    /// Parses an argument block of either version and checks every device
-    /// range it names against live memory: a version-1 block's input and
-    /// output, a version-2 block's tensors, and both versions' handshake,
-    /// wall and status records.
-    fn decode_args<'b>(
-        &self,
-        block_dim: Option<u32>,
-        args: &'b [u8],
-    ) -> Result<ArgBlock<'b>, DriverErrorKind> {
-        let block = if args.len() >= 8 && args[4..8] == WorkArgs::VERSION.to_le_bytes() {
-            let w = WorkArgs::parse(args).ok_or(DriverErrorKind::InvalidArgument {
-                what: "workload argument block is malformed (size, counts, run id or a tensor)",
-            })?;
-            let h = w.header();
-            if h.len != 0 || h.input != 0 || h.output != 0 {
-                return Err(DriverErrorKind::InvalidArgument {
-                    what: "workload argument block has a non-zero len, input or output",
-                });
-            }
-            ArgBlock::Work(w)
-        } else {
-            if args.len() != RunArgs::SIZE {
-                return Err(DriverErrorKind::InvalidArgument {
-                    what: "argument block is not RunArgs::SIZE bytes",
-                });
-            }
-            ArgBlock::Run(
-                RunArgs::from_bytes(args).ok_or(DriverErrorKind::InvalidArgument {
-                    what: "argument block has a bad magic, version or run id",
-                })?,
-            )
-        };
-        let a = *block.header();
-        if a.block_dim == 0 || a.block_dim > self.cfg.max_block_dim {
-            return Err(DriverErrorKind::InvalidArgument {
-                what: "block_dim is 0 or above the device maximum",
-            });
-        }
-        if block_dim.is_some_and(|b| b != a.block_dim) {
-            return Err(DriverErrorKind::InvalidArgument {
-                what: "block_dim differs from the argument block's",
-            });
-        }
-        let m = &self.mem;
-        match &block {
-            ArgBlock::Run(a) => {
-                let bytes = a
-                    .len
-                    .checked_mul(4)
-                    .ok_or(DriverErrorKind::InvalidArgument {
-                        what: "element count overflows",
-                    })?;
-                m.check(a.input, bytes).map_err(bad)?;
-                m.check(a.output, bytes).map_err(bad)?;
-            }
-            ArgBlock::Work(w) => {
-                for t in w.tensors() {
-                    m.check(t.addr, t.bytes).map_err(bad)?;
-                }
-            }
-        }
-        m.check(a.handshake, abi::handshake_bytes(a.block_dim) as u64)
-            .map_err(bad)?;
-        m.check(a.wall, abi::WallRecord::SIZE as u64).map_err(bad)?;
-        m.check(a.status, abi::StatusRecord::SIZE as u64)
-            .map_err(bad)?;
-        Ok(block)
-    }
-
     pub fn enqueue_aicore(
         &mut self,
         stream: u64,
@@ -178,17 +110,30 @@ impl DeviceState {
         block_dim: u32,
         args: LaunchArgs<'_>,
     ) -> Result<(), DriverErrorKind> {
-        if block_dim == 0 || block_dim > self.cfg.max_block_dim {
+        let max = self.cfg.max_block_dim;
+        if block_dim == 0 || block_dim > max {
             return Err(DriverErrorKind::InvalidArgument {
                 what: "block_dim is 0 or above the device maximum",
             });
         }
         let index = self.code_index(code)?;
         self.check_fields(args)?;
-        let run = KernelRun::new(&self.decode_args(Some(block_dim), args.bytes())?);
+        let model = self.cfg.device_model.clone();
+        let mem = DeviceMemory::new(&mut self.mem);
+        let launch = guarded(|| {
+            model
+                .model()
+                .decode_aicore(args.bytes(), block_dim, max, &mem)
+        })
+        .map_err(ModelError::at_launch)?;
+        if launch.block_dim != block_dim || launch.identity == 0 {
+            return Err(DriverErrorKind::InvalidArgument {
+                what: "the device model decoded another block_dim than the launch's, or identity 0",
+            });
+        }
         self.enqueue(
             stream,
-            TaskKind::Aicore(Box::new(AicoreKernel::new(index, run))),
+            TaskKind::Aicore(Box::new(AicoreKernel::new(index, model, launch))),
         )
     }
 
@@ -198,7 +143,19 @@ impl DeviceState {
         args: LaunchArgs<'_>,
     ) -> Result<(), DriverErrorKind> {
         self.check_fields(args)?;
-        let args = *self.decode_args(None, args.bytes())?.header();
-        self.enqueue(stream, TaskKind::Aicpu(Box::new(AicpuKernel::new(args))))
+        let max = self.cfg.max_block_dim;
+        let model = self.cfg.device_model.clone();
+        let mem = DeviceMemory::new(&mut self.mem);
+        let launch = guarded(|| model.model().decode_aicpu(args.bytes(), max, &mem))
+            .map_err(ModelError::at_launch)?;
+        if launch.block_dim == 0 || launch.block_dim > max || launch.identity == 0 {
+            return Err(DriverErrorKind::InvalidArgument {
+                what: "the device model decoded a block_dim of 0 or above the device maximum, or identity 0",
+            });
+        }
+        self.enqueue(
+            stream,
+            TaskKind::Aicpu(Box::new(AicpuKernel::new(model, launch))),
+        )
     }
 }

@@ -248,12 +248,16 @@ impl DeviceState {
                         // A Rust kernel's time function sets its compute
                         // time (real time only: stepped mode ignores
                         // latencies); a panicking one faults the kernel.
+                        // A run read at dispatch is timed at the first.
                         if let Code::Rust(kernel) = &img.code
                             && self.base.is_some()
                         {
-                            match kernel.ticks(&k.run) {
-                                Ok(t) => k.kernel_ticks = t,
-                                Err(()) => fault = Some(FaultKind::AicoreException),
+                            match &k.launch.run {
+                                Some(run) => match kernel.ticks(run) {
+                                    Ok(t) => k.kernel_ticks = t,
+                                    Err(()) => fault = Some(FaultKind::AicoreException),
+                                },
+                                None => k.time_at_dispatch = true,
                             }
                         }
                         k.code = Some(img.code.clone());
@@ -271,6 +275,8 @@ impl DeviceState {
                 k.aicpu_start = now;
                 if self.faults.on_kernel_start(Kernel::Aicpu) {
                     fault = Some(FaultKind::AicpuException);
+                } else if let Err(f) = k.start(&mut self.mem) {
+                    fault = Some(f);
                 }
             }
             _ => {}
