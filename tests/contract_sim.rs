@@ -7,6 +7,15 @@ contract_suite!(common::Sim);
 
 pipeline_suite!(common::Sim);
 
+/// The same suites under the reference runtime's a2a3 kernel ABI: the
+/// device speaks it (`A2a3Model`), the host builds its blocks and reads its
+/// epoch-stamped records (`A2a3Abi`).
+mod a2a3 {
+    crate::contract_suite!(crate::common::SimA2a3);
+
+    crate::pipeline_suite!(crate::common::SimA2a3);
+}
+
 /// The negative control of `every_contract_suite_function_is_listed`: the
 /// check finds scenario functions however rustfmt wrapped them (and the
 /// ones missing `pub`), leaves helpers out, and names what a list leaves

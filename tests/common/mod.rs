@@ -15,8 +15,9 @@ pub mod suite;
 
 use runclaim::contract::{Slot, SlotOf};
 use runclaim::driver::Driver;
+use runclaim::driver::abi::A2a3Abi;
 use runclaim::sim::trace::TraceEvent;
-use runclaim::sim::{Fault, SimConfig, SimDriver, SimStats};
+use runclaim::sim::{A2a3Model, Fault, SimConfig, SimDriver, SimStats};
 use runclaim::{CodeRef, DeviceConfig, Input, Launched, Outputs, Run, RunSpec, Runner};
 
 /// Test shorthands over a runner, panicking on any error (the tests that
@@ -88,6 +89,36 @@ pub trait Target: Sync {
     /// target's device speaks (runclaim's own by default).
     fn config(&self) -> DeviceConfig {
         DeviceConfig::default()
+    }
+}
+
+/// The simulator speaking the reference runtime's a2a3 protocol, and a
+/// device configured with the matching adapter.
+pub struct SimA2a3;
+
+impl Target for SimA2a3 {
+    type D = SimDriver;
+    fn stepped(&self, cfg: SimConfig) -> SimDriver {
+        SimDriver::stepped(cfg.device_model(A2a3Model::default()))
+    }
+    fn real_time(&self, cfg: SimConfig) -> SimDriver {
+        SimDriver::real_time(cfg.device_model(A2a3Model::default()))
+    }
+    fn inject(&self, d: &SimDriver, f: Fault) {
+        d.inject(f);
+    }
+    fn stats(&self, d: &SimDriver) -> SimStats {
+        d.stats()
+    }
+    fn trace(&self, d: &SimDriver) -> Vec<TraceEvent> {
+        d.trace()
+    }
+    fn probe(&self, d: &SimDriver) -> Box<dyn Fn() -> SimStats> {
+        let d = d.clone();
+        Box::new(move || d.stats())
+    }
+    fn config(&self) -> DeviceConfig {
+        DeviceConfig::default().kernel_abi(A2a3Abi::default())
     }
 }
 
