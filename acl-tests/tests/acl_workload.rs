@@ -1,8 +1,8 @@
 //! Workload argument blocks (`RunArgs` version 2: tensors and scalars)
 //! through the `acl` driver and the fake runtime: every tensor range the
 //! block's writer recorded is checked against *this* driver's allocations
-//! before any C call, a block of any size up to `WorkArgs::MAX_SIZE`
-//! reaches the runtime with its exact length, a block the device cannot
+//! before any C call, a block of any size up to the driver's host copy
+//! (64 KiB) reaches the runtime with its exact length, a block the device cannot
 //! decode reaches the runtime and comes back refused by it (the driver does
 //! not parse the layout), and host copies of any size and offset
 //! round-trip.
@@ -26,6 +26,10 @@ fn fast() -> SimConfig {
 }
 
 const BLOCK_DIM: u32 = 2;
+
+/// The longest block the acl driver passes: its host copy of a block
+/// (64 KiB, the `acl` module's docs).
+const MAX_HOST_ARGS: usize = 64 << 10;
 
 /// A driver with one run's header regions, a code upload, two streams and
 /// two 64-byte tensor buffers.
@@ -274,9 +278,12 @@ fn the_largest_workload_block_reaches_the_runtime_with_its_exact_length() {
 /// address (made from bytes), so the driver, which reads no layout, checks
 /// nothing and passes it on: each launch reaches the runtime with the
 /// block's exact length, and the fake's device refuses it (an invalid
-/// parameter, with its native code). What the driver itself still refuses
-/// before the runtime: a block longer than its host copy (`MAX_SIZE + 1`),
-/// and the good block with an address its writer recorded overwritten.
+/// parameter, with its native code) — the largest workload block and one
+/// byte more (`MAX_SIZE + 1`, copied on the heap now that the a2a3
+/// adapter's envelopes are longer) and a block of the longest host copy
+/// (64 KiB) included. What the driver itself still refuses before the
+/// runtime: a block longer than its host copy (64 KiB + 1), and the good
+/// block with an address its writer recorded overwritten.
 #[test]
 fn overlong_or_miscounted_workload_blocks_are_refused_by_the_device() {
     let s = Setup::new(&Program::new().add(1));
@@ -291,7 +298,7 @@ fn overlong_or_miscounted_workload_blocks_are_refused_by_the_device() {
     tensor_count[RunArgs::SIZE..RunArgs::SIZE + 4].copy_from_slice(&3u32.to_le_bytes());
     let mut scalar_count = good_bytes.to_vec();
     scalar_count[RunArgs::SIZE + 4..RunArgs::SIZE + 8].copy_from_slice(&1u32.to_le_bytes());
-    // The largest block and one byte more.
+    // The largest workload block and one byte more.
     let many: Vec<TensorArg> = (0..WorkArgs::MAX_TENSORS).map(|_| tensors[0]).collect();
     let scalars: Vec<u64> = (0..WorkArgs::MAX_SCALARS as u64).collect();
     let mut max_plus_one = s.block(&many, &scalars).args().bytes().to_vec();
@@ -316,6 +323,8 @@ fn overlong_or_miscounted_workload_blocks_are_refused_by_the_device() {
         ("a scalar count below the scalars present", scalar_count),
         ("257 tensors", too_many),
         ("len/input/output set", v1_range),
+        ("the largest workload block and one byte more", max_plus_one),
+        ("the longest host copy", vec![0; MAX_HOST_ARGS]),
     ] {
         let block = BlockBuf::from_bytes(&b);
         for r in s.reach_the_runtime(block.args()) {
@@ -333,10 +342,10 @@ fn overlong_or_miscounted_workload_blocks_are_refused_by_the_device() {
     }
     // One byte longer than the launch's host copy: refused by the driver.
     assert!(
-        s.refused(BlockBuf::from_bytes(&max_plus_one).args())
+        s.refused(BlockBuf::from_bytes(&vec![0; MAX_HOST_ARGS + 1]).args())
             .iter()
             .all(|k| matches!(k, DriverErrorKind::InvalidArgument { .. })),
-        "MAX_SIZE + 1"
+        "64 KiB + 1"
     );
     // The good block's first tensor address, recorded, then overwritten
     // by an integer (another live buffer's address): refused before the
