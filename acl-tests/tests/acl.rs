@@ -8,14 +8,15 @@ use std::ffi::c_void;
 use std::time::Duration;
 
 use common::LaunchIn;
-use common::acl::{control, lib_path, next_device, open};
+use common::acl::{control, lib_path, next_device, open, open_on};
 use fake_acl::control::FakeConfig;
 use runclaim::contract::{ConfigError, ErrorKind as ContractError};
-use runclaim::driver::acl::codes::{kind_of, named};
+use runclaim::driver::abi::A2a3Abi;
+use runclaim::driver::acl::codes::{ACL_ERROR_RT_PARAM_INVALID, kind_of, named};
 use runclaim::driver::acl::{AclConfig, AclDriver, Lib, LoadError, OpenError};
 use runclaim::driver::{Capabilities, Completion, Driver, DriverErrorKind};
-use runclaim::sim::SimConfig;
-use runclaim::{Callable, Device, DeviceConfig, Input, Outputs};
+use runclaim::sim::{A2a3Model, SimConfig};
+use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
 
 fn fast() -> SimConfig {
     SimConfig::default().watchdog(Duration::from_millis(2))
@@ -592,7 +593,12 @@ fn the_readmes_search_order_is_the_drivers() {
         "/usr/local/Ascend/cann",
         "/usr/local/Ascend/ascend-toolkit/latest",
     ];
-    let at: Vec<usize> = order.iter().map(|o| readme.find(o).expect(o)).collect();
+    // In the README's search-order list: the setup section before it names
+    // an install directory too (`source /usr/local/Ascend/cann/set_env.sh`).
+    let list = &readme[readme
+        .find("**Search order**")
+        .expect("the search-order list")..];
+    let at: Vec<usize> = order.iter().map(|o| list.find(o).expect(o)).collect();
     assert!(
         at.windows(2).all(|w| w[0] < w[1]),
         "README lists {order:?} in order"
@@ -631,4 +637,140 @@ fn odd_elapsed_times_from_the_runtime_are_errors_not_panics() {
             "{ms}: {err}"
         );
     }
+}
+
+// ----- the kernel protocol a fake device speaks ------------------------------
+
+type RawDeviceModel = unsafe extern "C" fn(i32, *const std::ffi::c_char) -> i32;
+
+/// One `RunSpec` run of `inc` on a device opened over `d` with `config`:
+/// its output, or why it failed.
+fn inc_once<D: Driver + 'static>(d: D, config: DeviceConfig) -> Result<Vec<u32>, ContractError> {
+    let mut dev = Device::<_, 2>::open(d, config).unwrap();
+    let runner = dev
+        .publish(&[Callable::program(
+            "inc",
+            &runclaim::driver::abi::Program::new().add(1),
+        )])
+        .unwrap();
+    let spec = RunSpec::new(runner.code("inc").unwrap(), Input::Host(&[1, 2]));
+    let mut out = Outputs::<0>::new(2);
+    match runner.run_serial(runner.take_slot::<0>().unwrap(), spec, &mut out) {
+        Ok(_) => Ok(out.values().to_vec()),
+        Err(e) => Err(e.kind().clone()),
+    }
+}
+
+fn a2a3() -> DeviceConfig {
+    DeviceConfig::default().kernel_abi(A2a3Abi)
+}
+
+/// Whether `r` is the launch refused by the fake device as an invalid
+/// parameter (107000): a block of a protocol it does not speak.
+fn refused_by_the_fake(r: &Result<Vec<u32>, ContractError>) -> bool {
+    matches!(r, Err(ContractError::Driver(e))
+        if e.native().map(|n| n.code) == Some(ACL_ERROR_RT_PARAM_INVALID))
+}
+
+/// All three fake variants export the whole control API with the same C
+/// signatures — `runclaim_fake_device_model` included, and
+/// `runclaim_fake_set_version` where the optional symbols are — and the
+/// device-model hook takes the built-in protocols' names only (NULL: the
+/// default), refusing any other with 107000.
+#[test]
+fn every_variant_exports_the_control_api_and_the_model_hook_takes_builtin_names() {
+    for lib in ["fake_acl", "fake_acl_lite", "fake_acl_incomplete"] {
+        // SAFETY: the workspace's own library; symbols are only looked up
+        // (and the device-model hook called with its C prototype) while
+        // `l` is alive.
+        unsafe {
+            let l = libloading::Library::new(lib_path(lib).as_os_str()).unwrap();
+            for name in [
+                "runclaim_fake_configure",
+                "runclaim_fake_device_model",
+                "runclaim_fake_inject",
+                "runclaim_fake_stats",
+                "runclaim_fake_runtime",
+                "runclaim_fake_clock",
+                "runclaim_fake_trace",
+                "runclaim_fake_release",
+            ] {
+                assert!(
+                    l.get::<unsafe extern "C" fn()>(name).is_ok(),
+                    "{lib}: {name}"
+                );
+            }
+            assert_eq!(
+                l.get::<unsafe extern "C" fn()>("runclaim_fake_set_version")
+                    .is_ok(),
+                lib != "fake_acl_lite",
+                "{lib}: runclaim_fake_set_version"
+            );
+            let hook = *l
+                .get::<RawDeviceModel>("runclaim_fake_device_model")
+                .unwrap();
+            let id = next_device();
+            for (name, rc) in [
+                (Some(c"a2a3"), 0),
+                (Some(c"runclaim"), 0),
+                (None, 0),
+                (Some(c"A2A3"), ACL_ERROR_RT_PARAM_INVALID),
+                (Some(c""), ACL_ERROR_RT_PARAM_INVALID),
+                (Some(c"even runs"), ACL_ERROR_RT_PARAM_INVALID),
+            ] {
+                let p = name.map_or(std::ptr::null(), std::ffi::CStr::as_ptr);
+                assert_eq!(hook(id, p), rc, "{lib}: {name:?}");
+            }
+        }
+    }
+}
+
+/// The model is a setting of its own: chosen before the device opens, it
+/// survives a reconfiguration, the device speaks it (its adapter's runs
+/// compute, the other adapter's are refused at launch by the fake), and it
+/// stays across a release until changed; NULL restores runclaim's.
+#[test]
+fn a_fake_device_speaks_the_protocol_its_model_hook_chose() {
+    let c = control();
+    let id = next_device();
+    let cfg = FakeConfig::from_sim(&fast(), false);
+    c.configure(id, &cfg);
+    assert_eq!(c.try_device_model(id, Some("a2a3")), 0);
+    c.configure(id, &cfg);
+    let watchdog = fast().watchdog;
+    assert_eq!(inc_once(open_on(id, watchdog), a2a3()), Ok(vec![2, 3]));
+    assert!(c.release(id) || c.runtime(id).live == 0);
+    let r = inc_once(open_on(id, watchdog), DeviceConfig::default());
+    assert!(refused_by_the_fake(&r), "still a2a3 after a release: {r:?}");
+    assert_eq!(c.try_device_model(id, None), 0);
+    assert_eq!(
+        inc_once(open_on(id, watchdog), DeviceConfig::default()),
+        Ok(vec![2, 3])
+    );
+    let r = inc_once(open_on(id, watchdog), a2a3());
+    assert!(refused_by_the_fake(&r), "runclaim's again: {r:?}");
+    // A name that is not a built-in protocol changes nothing.
+    assert_eq!(
+        c.try_device_model(id, Some("nope")),
+        ACL_ERROR_RT_PARAM_INVALID
+    );
+    assert_eq!(
+        inc_once(open_on(id, watchdog), DeviceConfig::default()),
+        Ok(vec![2, 3])
+    );
+}
+
+/// The lite library (no optional symbols: every fallback path) speaks
+/// a2a3 too, and so runs the a2a3 adapter's blocks. (Its events are
+/// polled, which does not step a stepped device: a real-time one, with the
+/// real-time tests' watchdog.)
+#[test]
+fn the_lite_library_speaks_a2a3_too() {
+    let cfg = fast().watchdog(REAL_TIME_WATCHDOG).device_model(A2a3Model);
+    let config = |c: DeviceConfig| c.device_watchdog(cfg.watchdog);
+    let d = common::acl::open_lite(&cfg, true);
+    assert_eq!(inc_once(d, config(a2a3())), Ok(vec![2, 3]));
+    let d = common::acl::open_lite(&cfg, true);
+    let r = inc_once(d, config(DeviceConfig::default()));
+    assert!(refused_by_the_fake(&r), "{r:?}");
 }

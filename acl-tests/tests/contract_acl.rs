@@ -6,3 +6,13 @@ mod common;
 contract_suite!(common::acl::Acl);
 
 pipeline_suite!(common::acl::Acl);
+
+/// The same suites under the reference runtime's a2a3 kernel ABI, through
+/// the acl driver: the fake device speaks it (`runclaim_fake_device_model`),
+/// the host builds its blocks and reads its epoch-stamped records
+/// (`A2a3Abi`).
+mod a2a3 {
+    crate::contract_suite!(crate::common::acl::AclA2a3);
+
+    crate::pipeline_suite!(crate::common::acl::AclA2a3);
+}

@@ -1,6 +1,7 @@
 //! The `acl` driver over the fake runtime library, as a suite [`Target`]:
 //! every call goes through `libloading`, the C structs and the error codes.
 
+use std::ffi::{CString, c_char};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, OnceLock};
@@ -11,14 +12,15 @@ use fake_acl::control::{
     encode_fault,
 };
 use libloading::Library;
-use runclaim::driver::abi::LaunchArgs;
+use runclaim::DeviceConfig;
+use runclaim::driver::abi::{A2a3Abi, LaunchArgs};
 use runclaim::driver::acl::{AclConfig, AclDriver};
 use runclaim::driver::{
     CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, EventId, Registration,
     StreamId,
 };
 use runclaim::sim::trace::TraceEvent;
-use runclaim::sim::{Fault, SimConfig, SimStats};
+use runclaim::sim::{A2a3Model, Fault, SimConfig, SimStats};
 
 use super::Target;
 
@@ -43,6 +45,7 @@ type Clock = unsafe extern "C" fn(i32, *mut u64) -> i32;
 type Runtime = unsafe extern "C" fn(i32, *mut FakeRuntime) -> i32;
 type Release = unsafe extern "C" fn(i32) -> i32;
 type SetVersion = unsafe extern "C" fn(i32, i32, i32) -> i32;
+type DeviceModel = unsafe extern "C" fn(i32, *const c_char) -> i32;
 
 /// The fake's test-control functions, resolved from the same loaded library
 /// the driver uses (one dlopen handle per path).
@@ -54,6 +57,7 @@ pub struct Control {
     clock: Clock,
     runtime: Runtime,
     release: Release,
+    device_model: DeviceModel,
     /// Absent from the lite variant (an optional-symbols control).
     set_version: Option<SetVersion>,
     _lib: Library,
@@ -75,6 +79,9 @@ impl Control {
                 clock: *lib.get::<Clock>("runclaim_fake_clock").unwrap(),
                 runtime: *lib.get::<Runtime>("runclaim_fake_runtime").unwrap(),
                 release: *lib.get::<Release>("runclaim_fake_release").unwrap(),
+                device_model: *lib
+                    .get::<DeviceModel>("runclaim_fake_device_model")
+                    .unwrap(),
                 set_version: lib
                     .get::<SetVersion>("runclaim_fake_set_version")
                     .ok()
@@ -88,6 +95,28 @@ impl Control {
         // SAFETY: `cfg` points at a valid FakeConfig for the call.
         let rc = unsafe { (self.configure)(device, cfg) };
         assert_eq!(rc, 0);
+    }
+
+    /// Makes `device` speak the built-in protocol `name` (`None`: the
+    /// default, runclaim's); the fake's return code (0, or 107000 for a
+    /// name that is no built-in protocol).
+    pub fn try_device_model(&self, device: i32, name: Option<&str>) -> i32 {
+        let name = name.map(|n| CString::new(n).expect("no NUL in a model name"));
+        let p = name.as_ref().map_or(std::ptr::null(), |n| n.as_ptr());
+        // SAFETY: `p` is NULL or a NUL-terminated string alive for the call.
+        unsafe { (self.device_model)(device, p) }
+    }
+
+    /// Makes `device` speak the protocol of `cfg`'s device model, which
+    /// must be a built-in one: user models are simulator-only (the fake
+    /// library cannot reach a Rust value of this process).
+    pub fn device_model_of(&self, device: i32, cfg: &SimConfig) {
+        let name = cfg.device_model.name();
+        let rc = self.try_device_model(device, Some(name));
+        assert_eq!(
+            rc, 0,
+            "the fake speaks the built-in protocols only, not {name:?} (user models are simulator-only)"
+        );
     }
 
     pub fn inject(&self, device: i32, f: &Fault) {
@@ -182,6 +211,7 @@ pub fn control_lite() -> Arc<Control> {
 pub fn open_lite(cfg: &SimConfig, real_time: bool) -> AclDriver {
     let id = next_device();
     control_lite().configure(id, &FakeConfig::from_sim(cfg, real_time));
+    control_lite().device_model_of(id, cfg);
     let path = lib_path("fake_acl_lite");
     let acl = AclConfig::new(id, "fake-aicpu-op-info.json").libraries(&path, &path);
     AclDriver::open(acl).expect("open the acl driver on the lite fake library")
@@ -193,10 +223,12 @@ pub fn next_device() -> i32 {
     NEXT.fetch_add(1, Ordering::Relaxed)
 }
 
-/// Opens an `AclDriver` on a freshly configured fake device.
+/// Opens an `AclDriver` on a freshly configured fake device, speaking the
+/// protocol of `cfg`'s device model (a built-in one).
 pub fn open(cfg: &SimConfig, real_time: bool) -> AclDriver {
     let id = next_device();
     control().configure(id, &FakeConfig::from_sim(cfg, real_time));
+    control().device_model_of(id, cfg);
     let path = lib_path("fake_acl");
     let acl = AclConfig::new(id, "fake-aicpu-op-info.json")
         .libraries(&path, &path)
@@ -312,5 +344,37 @@ impl Target for Acl {
     fn probe(&self, d: &FakeAcl) -> Box<dyn Fn() -> SimStats> {
         let (c, id) = (control(), d.device_id());
         Box::new(move || c.stats(id))
+    }
+}
+
+/// The acl driver over the fake library, the fake device speaking the
+/// reference runtime's a2a3 protocol (`A2a3Model`), and devices opened
+/// with the matching adapter (`A2a3Abi`): every block the adapter writes
+/// goes through the acl driver's address check, `libloading` and the C
+/// launch structs to the fake's device, which decodes it.
+pub struct AclA2a3;
+
+impl Target for AclA2a3 {
+    type D = FakeAcl;
+    fn stepped(&self, cfg: SimConfig) -> FakeAcl {
+        Acl.stepped(cfg.device_model(A2a3Model))
+    }
+    fn real_time(&self, cfg: SimConfig) -> FakeAcl {
+        Acl.real_time(cfg.device_model(A2a3Model))
+    }
+    fn inject(&self, d: &FakeAcl, f: Fault) {
+        Acl.inject(d, f);
+    }
+    fn stats(&self, d: &FakeAcl) -> SimStats {
+        Acl.stats(d)
+    }
+    fn trace(&self, d: &FakeAcl) -> Vec<TraceEvent> {
+        Acl.trace(d)
+    }
+    fn probe(&self, d: &FakeAcl) -> Box<dyn Fn() -> SimStats> {
+        Acl.probe(d)
+    }
+    fn config(&self) -> DeviceConfig {
+        DeviceConfig::default().kernel_abi(A2a3Abi)
     }
 }

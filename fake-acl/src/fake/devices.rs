@@ -43,7 +43,7 @@ pub unsafe extern "C" fn aclInit(_config: *const c_char) -> c_int {
 pub unsafe extern "C" fn aclrtSetDevice(device: i32) -> c_int {
     let mut st = state();
     if !st.devices.contains_key(&device) {
-        let dev = new_dev(st.configs.get(&device));
+        let dev = new_dev(&st, device);
         st.devices.insert(device, dev);
         st.retired.remove(&device);
     }

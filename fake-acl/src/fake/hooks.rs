@@ -1,10 +1,12 @@
 //! The `runclaim_fake_*` entry points behind the control API (`control`):
-//! configure, release, inject faults and codes, and read back a device's
-//! counters, clock and trace, whether it is live or already released.
+//! configure, choose the kernel protocol a device speaks, release, inject
+//! faults and codes, and read back a device's counters, clock and trace,
+//! whether it is live or already released.
 
-use std::ffi::c_int;
+use std::ffi::{CStr, c_char, c_int};
 
 use runclaim::driver::Driver;
+use runclaim::sim::ModelHandle;
 
 use super::super::control::{
     FakeConfig, FakeRuntime, FakeStats, FakeTraceEntry, INJECT_CODE, INJECT_ELAPSED, decode_fault,
@@ -12,11 +14,13 @@ use super::super::control::{
 };
 #[cfg(feature = "optional-symbols")]
 use super::VERSION;
-use super::{CONTEXT_NULL, PARAM_INVALID, new_dev, release, state};
+use super::{CONTEXT_NULL, Dev, PARAM_INVALID, State, new_dev, release, state};
 
 /// Configures device `device` afresh: a live device gets a new simulator at
 /// once (keeping its references); otherwise the configuration applies at
-/// the device's next `aclrtSetDevice`.
+/// the device's next `aclrtSetDevice`. The device model
+/// (`runclaim_fake_device_model`) is a setting of its own: a configuration
+/// keeps it.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn runclaim_fake_configure(device: i32, cfg: *const FakeConfig) -> c_int {
     if cfg.is_null() {
@@ -27,15 +31,57 @@ pub unsafe extern "C" fn runclaim_fake_configure(device: i32, cfg: *const FakeCo
     let mut st = state();
     st.configs.insert(device, cfg);
     st.retired.remove(&device);
-    let old = if let Some(dev) = st.devices.get_mut(&device) {
-        Some(std::mem::replace(dev, new_dev(Some(&cfg))))
-    } else {
+    let old = renew(&mut st, device);
+    if old.is_none() {
         st.runtime.remove(&device);
-        None
-    };
+    }
     drop(st);
     drop(old);
     0
+}
+
+/// Makes device `device` speak the built-in kernel protocol `name` (a
+/// NUL-terminated [`ModelHandle::builtin`] name: `"runclaim"`, the
+/// default, or `"a2a3"`; NULL restores the default). Like a configuration,
+/// a live device gets a new simulator at once (keeping its references);
+/// otherwise the model applies at the device's next `aclrtSetDevice`, and
+/// it stays until changed (a `runclaim_fake_configure` keeps it). 0, or
+/// 107000 for a name that is not a built-in protocol (nothing changes).
+///
+/// Only the built-in protocols: a user [`DeviceModel`](runclaim::sim::DeviceModel)
+/// is a Rust value in the test process, which this library cannot reach.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn runclaim_fake_device_model(device: i32, name: *const c_char) -> c_int {
+    let model = if name.is_null() {
+        ModelHandle::default()
+    } else {
+        // SAFETY: non-NULL and NUL-terminated (control contract).
+        let name = unsafe { CStr::from_ptr(name) };
+        match name.to_str().ok().and_then(ModelHandle::builtin) {
+            Some(m) => m,
+            None => return PARAM_INVALID,
+        }
+    };
+    let mut st = state();
+    st.models.insert(device, model);
+    st.retired.remove(&device);
+    let old = renew(&mut st, device);
+    drop(st);
+    drop(old);
+    0
+}
+
+/// Gives a live `device` a new simulator with its current configuration
+/// and model, keeping its references; the old record, to drop outside the
+/// lock (`None` when the device is not live).
+fn renew(st: &mut State, device: i32) -> Option<Dev> {
+    if !st.devices.contains_key(&device) {
+        return None;
+    }
+    let fresh = new_dev(st, device);
+    st.devices
+        .get_mut(&device)
+        .map(|dev| std::mem::replace(dev, fresh))
 }
 
 /// Releases device `device` now, whatever its references: its simulator is

@@ -34,6 +34,13 @@
 //!   registered and unregistered on that device, never on what another
 //!   device (another test) does meanwhile. When every code slot is held,
 //!   registration fails with 507032 (`ACL_ERROR_RT_PROGRAM_USE_OUT`).
+//! - **Kernel protocols.** Each device's simulator runs one built-in
+//!   device model (`runclaim_fake_device_model`: `"runclaim"`, the
+//!   default, or `"a2a3"`), which decodes the launch blocks as the device
+//!   would: a block of another protocol is refused at launch with 107000
+//!   (after the launch is counted). User models and Rust kernels are Rust
+//!   values of the test process, out of this library's reach: they stay
+//!   simulator-only.
 //! - **Bounds.** A synchronous device-to-device copy is checked against the
 //!   device's memory size before the fake stages it; `count > destMax` is
 //!   refused as the runtime does. The fake records each memory call's
@@ -51,7 +58,7 @@
 //! | `events.rs` | events in both modes: create, destroy, record, query, wait, timed synchronize, elapsed time, timestamps |
 //! | `code.rs` | `rtRegisterAllKernel` / `rtDevBinaryUnRegister` and each device's registration table |
 //! | `launch.rs` | the two kernel launches with the fake's own launch-struct layouts, the AICPU op-info binary |
-//! | `hooks.rs` | the `runclaim_fake_*` entry points behind the control API |
+//! | `hooks.rs` | the `runclaim_fake_*` entry points behind the control API, the device model included |
 
 #![allow(
     clippy::missing_safety_doc,
@@ -74,7 +81,7 @@ use std::sync::{Mutex, MutexGuard, PoisonError};
 
 use runclaim::driver::acl::codes::{ACL_ERROR_RT_CONTEXT_NULL, ACL_ERROR_RT_PARAM_INVALID};
 use runclaim::driver::{CodeHandle, Driver, EventId};
-use runclaim::sim::{SimConfig, SimDriver};
+use runclaim::sim::{ModelHandle, SimConfig, SimDriver};
 
 use super::control::{FakeConfig, FakeRuntime, FakeStats, FakeTraceEntry, encode_trace};
 
@@ -111,6 +118,9 @@ type Program = CodeHandle;
 struct State {
     devices: BTreeMap<i32, Dev>,
     configs: BTreeMap<i32, FakeConfig>,
+    /// The built-in protocol each device speaks, where a test chose one
+    /// (`runclaim_fake_device_model`; runclaim's otherwise).
+    models: BTreeMap<i32, ModelHandle>,
     runtime: BTreeMap<i32, FakeRuntime>,
     retired: BTreeMap<i32, Retired>,
     /// Each device's registrations by index; `None` = free (reused lowest
@@ -122,6 +132,7 @@ struct State {
 static STATE: Mutex<State> = Mutex::new(State {
     devices: BTreeMap::new(),
     configs: BTreeMap::new(),
+    models: BTreeMap::new(),
     runtime: BTreeMap::new(),
     retired: BTreeMap::new(),
     programs: BTreeMap::new(),
@@ -164,20 +175,27 @@ fn set_message(m: &str) {
     });
 }
 
-fn new_sim(cfg: Option<&FakeConfig>) -> SimDriver {
-    match cfg {
-        Some(c) if c.real_time == 1 => SimDriver::real_time(c.to_sim()),
-        Some(c) => SimDriver::stepped(c.to_sim()),
-        None if std::env::var("RUNCLAIM_FAKE_MODE").as_deref() == Ok("realtime") => {
-            SimDriver::real_time(SimConfig::default())
-        }
-        None => SimDriver::stepped(SimConfig::default()),
+fn new_sim(cfg: Option<&FakeConfig>, model: Option<&ModelHandle>) -> SimDriver {
+    let real_time = match cfg {
+        Some(c) => c.real_time == 1,
+        None => std::env::var("RUNCLAIM_FAKE_MODE").as_deref() == Ok("realtime"),
+    };
+    let mut c = cfg.map_or_else(SimConfig::default, |c| c.to_sim());
+    if let Some(m) = model {
+        c.device_model = m.clone();
+    }
+    if real_time {
+        SimDriver::real_time(c)
+    } else {
+        SimDriver::stepped(c)
     }
 }
 
-fn new_dev(cfg: Option<&FakeConfig>) -> Dev {
+/// A fresh device record for `device`, with the configuration and the
+/// device model the control API set for it (defaults otherwise).
+fn new_dev(st: &State, device: i32) -> Dev {
     Dev {
-        sim: new_sim(cfg),
+        sim: new_sim(st.configs.get(&device), st.models.get(&device)),
         codes: Vec::new(),
         unrecorded: BTreeSet::new(),
         limbo: None,
