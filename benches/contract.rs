@@ -537,6 +537,35 @@ impl ByHand {
         }
     }
 
+    /// The block, encoded, then handed to the driver with its addresses
+    /// recorded (the least a caller can do: the driver checks exactly
+    /// these).
+    fn encode(
+        bytes: &mut [u8],
+        block: &mut BlockBuf,
+        header: &RunArgs,
+        tensors: &[TensorArg],
+        scalars: &[u64],
+    ) {
+        let size = WorkArgs::encode(bytes, header, tensors.iter().copied(), scalars).unwrap();
+        let mut w = block.writer();
+        w.grow(size).unwrap();
+        w.put_bytes(0, &bytes[..size]).unwrap();
+        let span = |addr: u64, len: usize| DevSpan::new(DevPtr::from_raw(addr), len as u64);
+        w.put_addr(48, span(header.handshake, abi::handshake_bytes(BLOCK_DIM)))
+            .unwrap();
+        w.put_addr(56, span(header.wall, WallRecord::SIZE)).unwrap();
+        w.put_addr(64, span(header.status, StatusRecord::SIZE))
+            .unwrap();
+        for (i, t) in tensors.iter().enumerate() {
+            w.put_addr(
+                WorkArgs::HEADER + i * TensorArg::SIZE,
+                span(t.addr, ELEMS * 4),
+            )
+            .unwrap();
+        }
+    }
+
     #[inline(never)]
     fn cycle(&mut self, case: Case) {
         let d = &self.d;
@@ -605,31 +634,13 @@ impl ByHand {
         };
         let n = host_in + host_out + bufs.len();
         let scalar_values = [1, 2, u64::from(0.5f32.to_bits()), u64::MAX];
-        // Encoded, then handed to the driver with its addresses recorded
-        // (the least a caller can do: the driver checks exactly these).
-        let size = WorkArgs::encode(
+        Self::encode(
             &mut self.bytes,
+            &mut self.block,
             &header,
-            tensors[..n].iter().copied(),
+            &tensors[..n],
             &scalar_values[..scalars],
-        )
-        .unwrap();
-        let mut w = self.block.writer();
-        w.grow(size).unwrap();
-        w.put_bytes(0, &self.bytes[..size]).unwrap();
-        let span = |addr: u64, len: usize| DevSpan::new(DevPtr::from_raw(addr), len as u64);
-        w.put_addr(48, span(header.handshake, abi::handshake_bytes(BLOCK_DIM)))
-            .unwrap();
-        w.put_addr(56, span(header.wall, WallRecord::SIZE)).unwrap();
-        w.put_addr(64, span(header.status, StatusRecord::SIZE))
-            .unwrap();
-        for (i, t) in tensors[..n].iter().enumerate() {
-            w.put_addr(
-                WorkArgs::HEADER + i * TensorArg::SIZE,
-                span(t.addr, ELEMS * 4),
-            )
-            .unwrap();
-        }
+        );
         let args = self.block.args();
         let (core, cpu) = self.streams;
         let (ev_core, ev_fence) = self.events;

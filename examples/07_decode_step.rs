@@ -128,22 +128,22 @@ struct Outcome {
     wall: Duration,
 }
 
+/// A device, its kernel, `W` and `b`.
+type Opened<const DEPTH: usize> = (
+    Device<SimDriver, DEPTH>,
+    KernelCode,
+    DeviceBuffer<f32>,
+    DeviceBuffer<f32>,
+);
+
 /// A device under the a2a3 ABI with `W` and `b` written.
-fn open<const DEPTH: usize>() -> Result<
-    (
-        Device<SimDriver, DEPTH>,
-        KernelCode,
-        DeviceBuffer<f32>,
-        DeviceBuffer<f32>,
-    ),
-    Box<dyn Error>,
->
+fn open<const DEPTH: usize>() -> Result<Opened<DEPTH>, Box<dyn Error>>
 where
     Depth<DEPTH>: SupportedDepth,
 {
-    let sim = SimDriver::real_time(SimConfig::default().device_model(A2a3Model::default()));
+    let sim = SimDriver::real_time(SimConfig::default().device_model(A2a3Model));
     let kernel = sim.register_kernel(decode_step());
-    let config = DeviceConfig::default().kernel_abi(A2a3Abi::default());
+    let config = DeviceConfig::default().kernel_abi(A2a3Abi);
     let dev = Device::<_, DEPTH>::open(sim, config)?;
     let (w, b) = weights();
     let mut wbuf = dev.alloc_buffer::<f32>(ROWS * COLS)?;

@@ -14,11 +14,11 @@ use runclaim::sim::{A2a3Model, SimConfig, SimDriver, SimKernel};
 use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec, Workload};
 
 fn a2a3_sim() -> SimDriver {
-    SimDriver::stepped(SimConfig::default().device_model(A2a3Model::default()))
+    SimDriver::stepped(SimConfig::default().device_model(A2a3Model))
 }
 
 fn a2a3() -> DeviceConfig {
-    DeviceConfig::default().kernel_abi(A2a3Abi::default())
+    DeviceConfig::default().kernel_abi(A2a3Abi)
 }
 
 /// `y = a·x + y` over u32, each worker its share.
@@ -120,7 +120,7 @@ impl KernelAbi for Decoy {
         "decoy"
     }
     fn regions(&self, shape: &Shape, out: &mut Vec<RegionSpec>) -> Result<(), AbiError> {
-        A2a3Abi::default().regions(shape, out)?;
+        A2a3Abi.regions(shape, out)?;
         out.push(RegionSpec {
             name: "decoy result",
             bytes: 280,
@@ -129,10 +129,10 @@ impl KernelAbi for Decoy {
         Ok(())
     }
     fn max_block_bytes(&self) -> usize {
-        A2a3Abi::default().max_block_bytes()
+        A2a3Abi.max_block_bytes()
     }
     fn aicore_block(&self, run: &RunView<'_>, w: &mut BlockWriter<'_>) -> Result<(), AbiError> {
-        A2a3Abi::default().aicore_block(run, w)
+        A2a3Abi.aicore_block(run, w)
     }
     fn aicpu_block(
         &self,
@@ -140,7 +140,7 @@ impl KernelAbi for Decoy {
         w: &mut BlockWriter<'_>,
     ) -> Result<AicpuBlock, AbiError> {
         if !self.decoy.load(Ordering::SeqCst) {
-            return A2a3Abi::default().aicpu_block(run, w);
+            return A2a3Abi.aicpu_block(run, w);
         }
         let region = |i| run.region(i).ok_or(AbiError::NoRegion { index: i });
         let regions: [DevSpan; 3] = [region(0)?, region(3)?, region(2)?];
@@ -151,13 +151,13 @@ impl KernelAbi for Decoy {
             run.scalars(),
             run.simple(),
         );
-        A2a3Abi::default().aicpu_block(&view, w)
+        A2a3Abi.aicpu_block(&view, w)
     }
     fn status_record(&self) -> RecordAt {
-        A2a3Abi::default().status_record()
+        A2a3Abi.status_record()
     }
     fn timing_record(&self) -> RecordAt {
-        A2a3Abi::default().timing_record()
+        A2a3Abi.timing_record()
     }
     fn decode_status(&self, id: &RunIdentity, bytes: &[u8]) -> Result<Verdict, RecordError> {
         if self.trusting {
@@ -167,12 +167,12 @@ impl KernelAbi for Decoy {
                 epoch: stamped,
                 ..*id
             };
-            return A2a3Abi::default().decode_status(&id, bytes);
+            return A2a3Abi.decode_status(&id, bytes);
         }
-        A2a3Abi::default().decode_status(id, bytes)
+        A2a3Abi.decode_status(id, bytes)
     }
     fn decode_timing(&self, id: &RunIdentity, bytes: &[u8]) -> Result<WallRecord, RecordError> {
-        A2a3Abi::default().decode_timing(id, bytes)
+        A2a3Abi.decode_timing(id, bytes)
     }
 }
 
@@ -316,9 +316,7 @@ impl KernelAbi for Rogue {
         RunclaimAbi.timing_record()
     }
     fn decode_status(&self, id: &RunIdentity, bytes: &[u8]) -> Result<Verdict, RecordError> {
-        if self.how == 6 {
-            panic!("a rogue decoder panics");
-        }
+        assert!(self.how != 6, "a rogue decoder panics");
         RunclaimAbi.decode_status(id, bytes)
     }
     fn decode_timing(&self, id: &RunIdentity, bytes: &[u8]) -> Result<WallRecord, RecordError> {

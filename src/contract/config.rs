@@ -150,8 +150,8 @@ impl DeviceConfig {
     /// use runclaim::sim::{A2a3Model, SimConfig, SimDriver};
     ///
     /// // The simulated device must speak the same protocol.
-    /// let sim = SimDriver::stepped(SimConfig::default().device_model(A2a3Model::default()));
-    /// let device = Device::<_, 2>::open(sim, DeviceConfig::default().kernel_abi(A2a3Abi::default()))?;
+    /// let sim = SimDriver::stepped(SimConfig::default().device_model(A2a3Model));
+    /// let device = Device::<_, 2>::open(sim, DeviceConfig::default().kernel_abi(A2a3Abi))?;
     /// # drop(device);
     /// # Ok::<(), runclaim::Error>(())
     /// ```

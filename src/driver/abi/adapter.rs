@@ -677,7 +677,7 @@ pub trait KernelAbi: Send + Sync + 'static {
 /// ```
 /// use runclaim::driver::abi::{A2a3Abi, KernelAbiRef, RunclaimAbi};
 ///
-/// let a = KernelAbiRef::new(A2a3Abi::default());
+/// let a = KernelAbiRef::new(A2a3Abi);
 /// assert_eq!(a.name(), "a2a3");
 /// assert_eq!(KernelAbiRef::default(), KernelAbiRef::new(RunclaimAbi)); // the default
 /// assert_ne!(a, KernelAbiRef::default());

@@ -124,8 +124,10 @@
 //! than 64 KiB as an invalid argument. It reads no field of the block's
 //! layout: a block its kernels cannot decode reaches the runtime, and it
 //! cannot check a launch's `block_dim` against what the block sized for
-//! it (the contract passes the device's `block_dim` to both). The runtime gets a private copy of the block on the stack, of
-//! exactly its length. The launch structs are zero-filled (no undefined
+//! it (the contract passes the device's `block_dim` to both). The runtime
+//! gets a private copy of the block, of exactly its length: on the stack up
+//! to 9,296 bytes, on the heap above (one allocation per launch of such a
+//! block). The launch structs are zero-filled (no undefined
 //! padding bytes).
 //!
 //! Each registration holds its image until it is unregistered: code is

@@ -10,9 +10,10 @@
 //! `rtArgsEx_t` / `rtAicpuArgsEx_t` carry their size as a `uint32_t
 //! argsSize` (`runtime/rt_external_kernel.h`), and the public headers
 //! document no smaller maximum for `rtKernelLaunchWithHandleV2` or
-//! `rtsLaunchCpuKernel`. The largest block the driver passes is
-//! [`WorkArgs::MAX_SIZE`] (9296 bytes): 256 tensors and 128 scalars, the
-//! limits of the reference runtime's own task arguments.
+//! `rtsLaunchCpuKernel`. The largest block the driver passes is 64 KiB
+//! (`MAX_HOST_ARGS`); runclaim's own largest is [`WorkArgs::MAX_SIZE`]
+//! (9,296 bytes: 256 tensors and 128 scalars, the reference runtime's
+//! limits), the a2a3 adapter's `A2a3Abi::MAX_BLOCK` (33,984 bytes).
 
 use std::ffi::{CStr, c_void};
 use std::mem::MaybeUninit;
