@@ -605,6 +605,10 @@ impl Driver for InstantDriver {
         Ok(())
     }
 
+    fn check_aicpu_args(&self, args: LaunchArgs<'_>) -> Result<(), DriverError> {
+        Self::args(&self.lock(), Op::LaunchAicpu, args).map(drop)
+    }
+
     fn launch_aicpu(&self, s: StreamId, args: LaunchArgs<'_>) -> Result<(), DriverError> {
         let mut g = self.lock();
         Inner::check(&g.streams, Op::LaunchAicpu, HandleKind::Stream, s.raw())?;

@@ -334,6 +334,19 @@ pub trait Driver: Send + Sync {
     /// run's timing and status records (runclaim's own protocol: see
     /// [`abi`]).
     fn launch_aicpu(&self, stream: StreamId, args: abi::LaunchArgs<'_>) -> Result<(), DriverError>;
+
+    /// Checks an AICPU block as [`launch_aicpu`](Driver::launch_aicpu)
+    /// would, without launching it (no state changes, no fault
+    /// injection). The contract calls it before it submits a run's AICore
+    /// kernel when the run's AICPU block differs from its AICore block, so
+    /// that a block the AICPU launch would refuse is refused while nothing
+    /// of the run is queued (instead of a partial launch). The launch still
+    /// checks everything itself. Default: `Ok(())` (the launch's own check
+    /// then is the only one).
+    fn check_aicpu_args(&self, args: abi::LaunchArgs<'_>) -> Result<(), DriverError> {
+        let _ = args;
+        Ok(())
+    }
 }
 
 macro_rules! forward_driver {
@@ -386,6 +399,9 @@ macro_rules! forward_driver {
             }
             fn launch_aicpu(&self, s: StreamId, a: abi::LaunchArgs<'_>) -> Result<(), DriverError> {
                 (**self).launch_aicpu(s, a)
+            }
+            fn check_aicpu_args(&self, a: abi::LaunchArgs<'_>) -> Result<(), DriverError> {
+                (**self).check_aicpu_args(a)
             }
         }
     )*};

@@ -136,6 +136,8 @@ struct Abi {
     regions: Vec<RegionSpec>,
     status: RecordAt,
     timing: RecordAt,
+    /// `max_block_bytes`, as checked (asked once).
+    max_block: usize,
 }
 
 impl Abi {
@@ -146,10 +148,22 @@ impl Abi {
             adapter,
             error: AbiError::Unsupported { what },
         };
-        let mut regions = Vec::new();
-        get.get()
-            .regions(&Shape::new(config.block_dim, depth), &mut regions)
-            .map_err(|error| ConfigError::Adapter { adapter, error })?;
+        let abi = get.get();
+        // Asked once each, through the unwind guard: a panic here is the
+        // adapter refusing the device.
+        let declared = transitions::adapter_call(|| {
+            let mut regions = Vec::new();
+            let r = abi.regions(&Shape::new(config.block_dim, depth), &mut regions);
+            (
+                r.map(|()| regions),
+                abi.status_record(),
+                abi.timing_record(),
+                abi.max_block_bytes(),
+            )
+        });
+        let (regions, status, timing, max_block) =
+            declared.map_err(|error| ConfigError::Adapter { adapter, error })?;
+        let regions = regions.map_err(|error| ConfigError::Adapter { adapter, error })?;
         if regions.is_empty() || regions.len() > MAX_REGIONS {
             return Err(bad("an adapter declares 1 to 8 regions"));
         }
@@ -159,7 +173,6 @@ impl Abi {
         {
             return Err(bad("a region is 0 bytes or above 4 GiB"));
         }
-        let (status, timing) = (get.get().status_record(), get.get().timing_record());
         for rec in [status, timing] {
             let inside = regions.get(rec.region).is_some_and(|r| {
                 rec.bytes > 0
@@ -172,8 +185,7 @@ impl Abi {
                 return Err(bad("a record lies outside its region or is empty"));
             }
         }
-        let max = get.get().max_block_bytes();
-        if max == 0 || max > MAX_BLOCK {
+        if max_block == 0 || max_block > MAX_BLOCK {
             return Err(bad("max_block_bytes is 0 or above 1 MiB"));
         }
         Ok(Abi {
@@ -181,6 +193,7 @@ impl Abi {
             regions,
             status,
             timing,
+            max_block,
         })
     }
 
@@ -362,9 +375,13 @@ where
             Ok(buf)
         };
         let slot_host = || -> Result<SlotHost, ErrorKind> {
-            let max = abi.get.get().max_block_bytes();
+            let max = abi.max_block;
             let fields = WorkArgs::MAX_TENSORS + 2 * MAX_REGIONS;
             let oom = |bytes| ErrorKind::HostOutOfMemory { bytes };
+            let block = || {
+                BlockBuf::try_with_capacity(max, fields)
+                    .ok_or(oom(max + fields * size_of::<crate::driver::abi::AddrField>()))
+            };
             let mut tensors = Vec::new();
             tensors
                 .try_reserve_exact(WorkArgs::MAX_TENSORS)
@@ -374,8 +391,8 @@ where
                 .try_reserve_exact(WorkArgs::MAX_SCALARS)
                 .map_err(|_| oom(WorkArgs::MAX_SCALARS * 8))?;
             Ok(SlotHost {
-                aicore: BlockBuf::with_capacity(max, fields),
-                aicpu: BlockBuf::with_capacity(max, fields),
+                aicore: block()?,
+                aicpu: block()?,
                 shared: false,
                 tensors,
                 scalars,
@@ -430,6 +447,13 @@ where
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     fn lock(&self) -> MutexGuard<'_, State<DEPTH>> {
+        // An adapter calling its device while the device calls it (maybe
+        // holding this lock): refused loudly, never a deadlock. The panic
+        // is caught where the adapter was called, and that run fails.
+        assert!(
+            !transitions::in_adapter(),
+            "a kernel ABI adapter called into a device from inside an adapter method"
+        );
         self.state.lock().unwrap_or_else(|poisoned| {
             // A panic (a driver's, or a bug) interrupted a transition while
             // it held the state: what reached the device is unknown. The

@@ -75,6 +75,18 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         };
         let (aicore, aicpu) = (st.streams.aicore(), st.streams.aicpu());
         let d = &self.driver;
+        if !host.shared {
+            // A second block is checked whole before the first kernel is
+            // queued: refused now, the run comes back unlaunched.
+            if !aicpu_args.consistent() {
+                return Err(NotSubmitted(ErrorKind::Adapter(Box::new(AbiError::Unsupported {
+                    what: "an address the AICPU block recorded is no longer in it",
+                }))));
+            }
+            if let Err(e) = d.check_aicpu_args(aicpu_args) {
+                return Err(NotSubmitted(self.driver_error(st, e, info.run, slot, None)));
+            }
+        }
         if let Err(e) = d.launch_aicore(aicore, info.code, self.config.block_dim, aicore_args) {
             // Nothing was submitted. A fault an earlier run's own events
             // report is that run's (the AICore stream stopped at it).
@@ -507,8 +519,25 @@ const SMALL_RECORD: usize = 128;
 /// Calls into the adapter: a panic there (the adapter's bug) fails this
 /// run — nothing submitted, or the record refused — instead of unwinding
 /// through the device's bookkeeping.
-fn adapter_call<T>(f: impl FnOnce() -> T) -> Result<T, AbiError> {
-    std::panic::catch_unwind(std::panic::AssertUnwindSafe(f)).map_err(|_| AbiError::Unsupported {
-        what: "the kernel ABI adapter panicked",
+///
+/// While a user's adapter runs, its thread is marked: a call back into a
+/// device from inside it (its state lock may be held) panics there —
+/// caught here, failing the run — instead of deadlocking.
+pub(super) fn adapter_call<T>(f: impl FnOnce() -> T) -> Result<T, AbiError> {
+    let outer = IN_ADAPTER.with(|a| a.replace(true));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    IN_ADAPTER.with(|a| a.set(outer));
+    r.map_err(|_| AbiError::Unsupported {
+        what: "the kernel ABI adapter panicked (or called its device)",
     })
+}
+
+thread_local! {
+    /// Set while a user's adapter runs on this thread (see `adapter_call`).
+    static IN_ADAPTER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+}
+
+/// `true` while a user's kernel ABI adapter runs on this thread.
+pub(super) fn in_adapter() -> bool {
+    IN_ADAPTER.try_with(std::cell::Cell::get).unwrap_or(false)
 }

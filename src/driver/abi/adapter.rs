@@ -173,6 +173,20 @@ impl BlockBuf {
         }
     }
 
+    /// [`with_capacity`](Self::with_capacity), `None` when the host cannot
+    /// reserve it (never an abort).
+    pub(crate) fn try_with_capacity(bytes: usize, fields: usize) -> Option<Self> {
+        let mut b = Vec::new();
+        b.try_reserve_exact(bytes).ok()?;
+        let mut f = Vec::new();
+        f.try_reserve_exact(fields).ok()?;
+        Some(BlockBuf {
+            bytes: b,
+            capacity: bytes,
+            fields: f,
+        })
+    }
+
     /// A block of exactly `bytes`, naming no address.
     #[must_use]
     pub fn from_bytes(bytes: &[u8]) -> Self {

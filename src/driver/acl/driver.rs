@@ -383,6 +383,10 @@ impl Driver for AclDriver {
             .map_err(|f| f.at(op))
     }
 
+    fn check_aicpu_args(&self, args: LaunchArgs<'_>) -> Result<(), DriverError> {
+        self.read().run_args(Op::LaunchAicpu, args).map(drop)
+    }
+
     fn launch_aicpu(&self, s: StreamId, args: LaunchArgs<'_>) -> Result<(), DriverError> {
         let op = Op::LaunchAicpu;
         let t = self.read();

@@ -176,6 +176,13 @@ impl Driver for SimDriver {
         })
     }
 
+    fn check_aicpu_args(&self, args: LaunchArgs<'_>) -> Result<(), DriverError> {
+        // Not a driver call: not counted, no injected fault.
+        self.lock()
+            .check_aicpu_args(args)
+            .map_err(|k| DriverError::new(Op::LaunchAicpu, k))
+    }
+
     fn launch_aicpu(&self, stream: StreamId, args: LaunchArgs<'_>) -> Result<(), DriverError> {
         self.submit(Op::LaunchAicpu, stream.raw(), Submission::Kernel, |c| {
             c.enqueue_aicpu(stream.raw(), args)

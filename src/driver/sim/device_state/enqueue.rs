@@ -142,6 +142,22 @@ impl DeviceState {
         stream: u64,
         args: LaunchArgs<'_>,
     ) -> Result<(), DriverErrorKind> {
+        let (model, launch) = self.decode_aicpu_launch(args)?;
+        self.enqueue(
+            stream,
+            TaskKind::Aicpu(Box::new(AicpuKernel::new(model, launch))),
+        )
+    }
+
+    /// Everything `enqueue_aicpu` checks of a block, without queuing it.
+    pub fn check_aicpu_args(&mut self, args: LaunchArgs<'_>) -> Result<(), DriverErrorKind> {
+        self.decode_aicpu_launch(args).map(drop)
+    }
+
+    fn decode_aicpu_launch(
+        &mut self,
+        args: LaunchArgs<'_>,
+    ) -> Result<(crate::driver::sim::protocol::ModelHandle, crate::driver::sim::protocol::AicpuLaunch), DriverErrorKind> {
         self.check_fields(args)?;
         let max = self.cfg.max_block_dim;
         let model = self.cfg.device_model.clone();
@@ -153,9 +169,6 @@ impl DeviceState {
                 what: "the device model decoded a block_dim of 0 or above the device maximum, or identity 0",
             });
         }
-        self.enqueue(
-            stream,
-            TaskKind::Aicpu(Box::new(AicpuKernel::new(model, launch))),
-        )
+        Ok((model, launch))
     }
 }
