@@ -5,6 +5,7 @@
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod abi;
 pub mod broken;
 pub mod checks;
 pub mod hooked;
@@ -99,10 +100,10 @@ pub struct SimA2a3;
 impl Target for SimA2a3 {
     type D = SimDriver;
     fn stepped(&self, cfg: SimConfig) -> SimDriver {
-        SimDriver::stepped(cfg.device_model(A2a3Model::default()))
+        SimDriver::stepped(cfg.device_model(A2a3Model))
     }
     fn real_time(&self, cfg: SimConfig) -> SimDriver {
-        SimDriver::real_time(cfg.device_model(A2a3Model::default()))
+        SimDriver::real_time(cfg.device_model(A2a3Model))
     }
     fn inject(&self, d: &SimDriver, f: Fault) {
         d.inject(f);
@@ -118,7 +119,7 @@ impl Target for SimA2a3 {
         Box::new(move || d.stats())
     }
     fn config(&self) -> DeviceConfig {
-        DeviceConfig::default().kernel_abi(A2a3Abi::default())
+        DeviceConfig::default().kernel_abi(A2a3Abi)
     }
 }
 
