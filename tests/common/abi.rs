@@ -71,3 +71,18 @@ impl Abi {
         }
     }
 }
+
+/// Runs `scenario` under each ABI, runclaim's first. A failure says which
+/// ABI it failed under, then goes on unwinding (the test fails as before).
+pub fn each(scenario: impl Fn(Abi)) {
+    for abi in Abi::ALL {
+        let ran = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| scenario(abi)));
+        if let Err(panic) = ran {
+            eprintln!(
+                "(the scenario above failed under the {} kernel ABI)",
+                abi.name()
+            );
+            std::panic::resume_unwind(panic);
+        }
+    }
+}
