@@ -13,17 +13,21 @@
 //! call itself fails — the launch is still #3's own `PartialLaunch` /
 //! `FenceNotRecorded`, naming #3.
 //!
+//! Every scenario runs under both built-in kernel ABIs
+//! (`common::abi::each`): runclaim's layout and the a2a3 layout.
+//!
 //! [`Health::poisoned`]: runclaim::contract::Health
 
 mod common;
 
 use std::time::{Duration, Instant};
 
+use common::abi::{Abi, each};
 use runclaim::contract::{ErrorKind, PoisonCause, RunId};
 use runclaim::driver::Op;
 use runclaim::driver::abi::Program;
 use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
-use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, Pipeline, RunSpec};
+use runclaim::{Callable, Device, Input, Outputs, Pipeline, RunSpec};
 
 fn cfg() -> SimConfig {
     SimConfig::default().watchdog(Duration::from_millis(2))
@@ -80,8 +84,9 @@ fn one_launched_one_prepared<'r>(
 
 /// Runs #1 and #2 launched, the fault armed on #2's kernel of `kernel`;
 /// once it has fired, #3 is launched: its error and the poison must name #2.
-fn third_meets_the_second_fault(sim: &SimDriver, kernel: Kernel) {
-    let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
+/// (`sim` speaks `abi`.)
+fn third_meets_the_second_fault(sim: &SimDriver, abi: Abi, kernel: Kernel) {
+    let mut dev = Device::<_, 3>::open(sim.clone(), abi.config()).unwrap();
     let mut runner = dev.publish(&inc()).unwrap();
     let code = runner.code("inc").unwrap();
     sim.inject(Fault::KernelFault { kernel, nth: 2 });
@@ -160,33 +165,41 @@ fn third_meets_the_second_fault(sim: &SimDriver, kernel: Kernel) {
 
 #[test]
 fn stepped_aicpu_fault_is_named_by_the_launch_that_meets_it() {
-    third_meets_the_second_fault(&SimDriver::stepped(cfg()), Kernel::Aicpu);
+    each(|abi| {
+        third_meets_the_second_fault(&abi.stepped(cfg()), abi, Kernel::Aicpu);
+    });
 }
 
 #[test]
 fn stepped_aicore_fault_is_named_by_the_launch_that_meets_it() {
-    third_meets_the_second_fault(&SimDriver::stepped(cfg()), Kernel::Aicore);
+    each(|abi| {
+        third_meets_the_second_fault(&abi.stepped(cfg()), abi, Kernel::Aicore);
+    });
 }
 
 #[test]
 fn real_time_aicpu_fault_is_named_by_the_launch_that_meets_it() {
-    common::or_abort_after(Duration::from_secs(120), "real-time AICPU fault", || {
-        third_meets_the_second_fault(&SimDriver::real_time(real_time_cfg()), Kernel::Aicpu);
+    each(|abi| {
+        common::or_abort_after(Duration::from_secs(120), "real-time AICPU fault", || {
+            third_meets_the_second_fault(&abi.real_time(real_time_cfg()), abi, Kernel::Aicpu);
+        });
     });
 }
 
 #[test]
 fn real_time_aicore_fault_is_named_by_the_launch_that_meets_it() {
-    common::or_abort_after(Duration::from_secs(120), "real-time AICore fault", || {
-        third_meets_the_second_fault(&SimDriver::real_time(real_time_cfg()), Kernel::Aicore);
+    each(|abi| {
+        common::or_abort_after(Duration::from_secs(120), "real-time AICore fault", || {
+            third_meets_the_second_fault(&abi.real_time(real_time_cfg()), abi, Kernel::Aicore);
+        });
     });
 }
 
 /// Negative control: no earlier run faulted — #3's own launch call fails
 /// (its AICPU launch, or the record of its fence). The error and the
 /// poison are #3's own, as before.
-fn third_fails_on_its_own(sim: &SimDriver, op: Op, nth: u64, cause: PoisonCause) {
-    let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
+fn third_fails_on_its_own(sim: &SimDriver, abi: Abi, op: Op, nth: u64, cause: PoisonCause) {
+    let mut dev = Device::<_, 3>::open(sim.clone(), abi.config()).unwrap();
     let runner = dev.publish(&inc()).unwrap();
     let code = runner.code("inc").unwrap();
     let spec = |v: &'static [u32]| RunSpec::new(code, Input::Host(v));
@@ -219,23 +232,29 @@ fn third_fails_on_its_own(sim: &SimDriver, op: Op, nth: u64, cause: PoisonCause)
 
 #[test]
 fn negative_control_stepped_a_launch_that_fails_itself_is_its_own_partial_launch() {
-    let sim = SimDriver::stepped(cfg());
-    // Counted from arming: #3's AICPU launch is the first.
-    third_fails_on_its_own(&sim, Op::LaunchAicpu, 1, PoisonCause::PartialLaunch);
+    each(|abi| {
+        let sim = abi.stepped(cfg());
+        // Counted from arming: #3's AICPU launch is the first.
+        third_fails_on_its_own(&sim, abi, Op::LaunchAicpu, 1, PoisonCause::PartialLaunch);
+    });
 }
 
 #[test]
 fn negative_control_stepped_a_fence_that_fails_itself_is_its_own() {
-    let sim = SimDriver::stepped(cfg());
-    // Counted from arming: #3's first event record.
-    third_fails_on_its_own(&sim, Op::RecordEvent, 1, PoisonCause::FenceNotRecorded);
+    each(|abi| {
+        let sim = abi.stepped(cfg());
+        // Counted from arming: #3's first event record.
+        third_fails_on_its_own(&sim, abi, Op::RecordEvent, 1, PoisonCause::FenceNotRecorded);
+    });
 }
 
 #[test]
 fn negative_control_real_time_a_launch_that_fails_itself_is_its_own_partial_launch() {
-    common::or_abort_after(Duration::from_secs(120), "real-time control", || {
-        let sim = SimDriver::real_time(real_time_cfg());
-        third_fails_on_its_own(&sim, Op::LaunchAicpu, 1, PoisonCause::PartialLaunch);
+    each(|abi| {
+        common::or_abort_after(Duration::from_secs(120), "real-time control", || {
+            let sim = abi.real_time(real_time_cfg());
+            third_fails_on_its_own(&sim, abi, Op::LaunchAicpu, 1, PoisonCause::PartialLaunch);
+        });
     });
 }
 
@@ -245,60 +264,62 @@ fn negative_control_real_time_a_launch_that_fails_itself_is_its_own_partial_laun
 /// and its slot, and every run before it comes back with its value.
 #[test]
 fn real_time_pipeline_poison_names_the_faulted_run_not_a_later_submit() {
-    common::or_abort_after(Duration::from_secs(120), "real-time pipeline", || {
-        let sim = SimDriver::real_time(real_time_cfg());
-        let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
-        let runner = dev.publish(&inc()).unwrap();
-        let code = runner.code("inc").unwrap();
-        sim.inject(Fault::KernelFault {
-            kernel: Kernel::Aicpu,
-            nth: 21,
-        });
-        let faulted = RunId::new(21).unwrap();
-        let inputs: Vec<[u32; 1]> = (0..40).map(|i| [i]).collect();
-        let mut pipe = Pipeline::new(&runner).unwrap();
-        let mut good = 0u32;
-        for input in &inputs {
-            if pipe.is_full() {
+    each(|abi| {
+        common::or_abort_after(Duration::from_secs(120), "real-time pipeline", || {
+            let sim = abi.real_time(real_time_cfg());
+            let mut dev = Device::<_, 3>::open(sim.clone(), abi.config()).unwrap();
+            let runner = dev.publish(&inc()).unwrap();
+            let code = runner.code("inc").unwrap();
+            sim.inject(Fault::KernelFault {
+                kernel: Kernel::Aicpu,
+                nth: 21,
+            });
+            let faulted = RunId::new(21).unwrap();
+            let inputs: Vec<[u32; 1]> = (0..40).map(|i| [i]).collect();
+            let mut pipe = Pipeline::new(&runner).unwrap();
+            let mut good = 0u32;
+            for input in &inputs {
+                if pipe.is_full() {
+                    match pipe.complete() {
+                        Ok(Some(done)) => {
+                            assert_eq!(done.values, &[done.tag + 1]);
+                            good += 1;
+                        }
+                        Ok(None) => unreachable!("a full pipeline has runs"),
+                        Err(_) => break,
+                    }
+                }
+                if pipe
+                    .submit(RunSpec::new(code, Input::Host(input)), input[0])
+                    .is_err()
+                {
+                    break;
+                }
+            }
+            let p = runner
+                .health()
+                .poisoned
+                .expect("the fault poisoned the runner");
+            assert_eq!(
+                (p.cause, p.run, p.slot),
+                (PoisonCause::DeviceFault, Some(faulted), Some(2)),
+                "the poison names #21 (slot 20 % 3), not a later run that met it"
+            );
+            // The rest come back in order: the good ones before #21, then
+            // failures (each exactly once).
+            loop {
                 match pipe.complete() {
                     Ok(Some(done)) => {
                         assert_eq!(done.values, &[done.tag + 1]);
+                        assert!(done.tag < 20, "run with tag {} after the fault", done.tag);
                         good += 1;
                     }
-                    Ok(None) => unreachable!("a full pipeline has runs"),
-                    Err(_) => break,
+                    Ok(None) => break,
+                    Err(e) => assert!(e.into_value().tag >= 20),
                 }
             }
-            if pipe
-                .submit(RunSpec::new(code, Input::Host(input)), input[0])
-                .is_err()
-            {
-                break;
-            }
-        }
-        let p = runner
-            .health()
-            .poisoned
-            .expect("the fault poisoned the runner");
-        assert_eq!(
-            (p.cause, p.run, p.slot),
-            (PoisonCause::DeviceFault, Some(faulted), Some(2)),
-            "the poison names #21 (slot 20 % 3), not a later run that met it"
-        );
-        // The rest come back in order: the good ones before #21, then
-        // failures (each exactly once).
-        loop {
-            match pipe.complete() {
-                Ok(Some(done)) => {
-                    assert_eq!(done.values, &[done.tag + 1]);
-                    assert!(done.tag < 20, "run with tag {} after the fault", done.tag);
-                    good += 1;
-                }
-                Ok(None) => break,
-                Err(e) => assert!(e.into_value().tag >= 20),
-            }
-        }
-        assert_eq!(good, 20, "every run before #21 came back right");
+            assert_eq!(good, 20, "every run before #21 came back right");
+        });
     });
 }
 
@@ -310,59 +331,61 @@ fn real_time_pipeline_poison_names_the_faulted_run_not_a_later_submit() {
 /// time rule judges a hung run again.
 #[test]
 fn an_unproven_dropped_run_poisons_so_a_hang_behind_it_cannot_hide() {
-    let sim = SimDriver::stepped(cfg());
-    let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    let mut runner = dev.publish(&inc()).unwrap();
-    let code = runner.code("inc").unwrap();
-    let spec = RunSpec::new(code, Input::Host(&[1]));
-    let r0 = runner
-        .prepare(runner.take_slot::<0>().unwrap(), spec)
-        .unwrap()
-        .launch()
-        .unwrap();
-    let first = r0.id();
-    sim.inject(Fault::FailCall {
-        op: Op::SyncEvent,
-        nth: 1,
+    each(|abi| {
+        let sim = abi.stepped(cfg());
+        let mut dev = Device::<_, 2>::open(sim.clone(), abi.config()).unwrap();
+        let mut runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        let spec = RunSpec::new(code, Input::Host(&[1]));
+        let r0 = runner
+            .prepare(runner.take_slot::<0>().unwrap(), spec)
+            .unwrap()
+            .launch()
+            .unwrap();
+        let first = r0.id();
+        sim.inject(Fault::FailCall {
+            op: Op::SyncEvent,
+            nth: 1,
+        });
+        drop(r0);
+        let h = runner.health();
+        let p = h.poisoned.expect("an unproven run poisons");
+        assert_eq!(
+            (p.cause, p.run, p.slot),
+            (PoisonCause::Unproven, Some(first), Some(0))
+        );
+        assert!(h.quarantined.contains(0));
+        let refused = runner
+            .prepare(runner.take_slot::<1>().unwrap(), spec)
+            .unwrap()
+            .launch()
+            .unwrap_err();
+        assert!(
+            matches!(refused.kind(), ErrorKind::Poisoned(_)),
+            "{refused}"
+        );
+        drop(refused);
+        runner.drain().unwrap();
+        // The time rule works again: a hung run at the head is judged.
+        let code = runner.code("inc").unwrap();
+        sim.inject(Fault::EventNeverCompletes { nth: 2 });
+        let r1 = runner
+            .prepare(
+                runner.take_slot::<1>().unwrap(),
+                RunSpec::new(code, Input::Host(&[1])),
+            )
+            .unwrap()
+            .launch()
+            .unwrap();
+        let hung = r1.id();
+        let err = r1.fence().unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::Timeout { overran: Some(r), .. } if *r == hung),
+            "{err}"
+        );
+        let p = runner.health().poisoned.expect("poisoned");
+        assert_eq!((p.cause, p.run), (PoisonCause::Overrun, Some(hung)));
     });
-    drop(r0);
-    let h = runner.health();
-    let p = h.poisoned.expect("an unproven run poisons");
-    assert_eq!(
-        (p.cause, p.run, p.slot),
-        (PoisonCause::Unproven, Some(first), Some(0))
-    );
-    assert!(h.quarantined.contains(0));
-    let refused = runner
-        .prepare(runner.take_slot::<1>().unwrap(), spec)
-        .unwrap()
-        .launch()
-        .unwrap_err();
-    assert!(
-        matches!(refused.kind(), ErrorKind::Poisoned(_)),
-        "{refused}"
-    );
-    drop(refused);
-    runner.drain().unwrap();
-    // The time rule works again: a hung run at the head is judged.
-    let code = runner.code("inc").unwrap();
-    sim.inject(Fault::EventNeverCompletes { nth: 2 });
-    let r1 = runner
-        .prepare(
-            runner.take_slot::<1>().unwrap(),
-            RunSpec::new(code, Input::Host(&[1])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap();
-    let hung = r1.id();
-    let err = r1.fence().unwrap_err();
-    assert!(
-        matches!(err.kind(), ErrorKind::Timeout { overran: Some(r), .. } if *r == hung),
-        "{err}"
-    );
-    let p = runner.health().poisoned.expect("poisoned");
-    assert_eq!((p.cause, p.run), (PoisonCause::Overrun, Some(hung)));
 }
 
 /// A device lost while a run is being prepared is nobody's run's fault
@@ -370,23 +393,25 @@ fn an_unproven_dropped_run_poisons_so_a_hang_behind_it_cannot_hide() {
 /// id the failed prepare had drawn, which the caller never saw).
 #[test]
 fn a_device_lost_during_prepare_poisons_without_naming_an_unseen_run() {
-    let sim = SimDriver::stepped(cfg());
-    let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    let runner = dev.publish(&inc()).unwrap();
-    let code = runner.code("inc").unwrap();
-    sim.inject(Fault::DeviceLost { nth: 1 });
-    let err = runner
-        .prepare(
-            runner.take_slot::<0>().unwrap(),
-            RunSpec::new(code, Input::Host(&[1])),
-        )
-        .unwrap_err();
-    assert_eq!(err.run(), None);
-    assert!(matches!(err.kind(), ErrorKind::Fault(_)), "{err}");
-    let p = runner.health().poisoned.expect("a lost device poisons");
-    assert_eq!(
-        (p.cause, p.run, p.slot),
-        (PoisonCause::DeviceFault, None, None)
-    );
-    assert_eq!(p.to_string(), "device fault");
+    each(|abi| {
+        let sim = abi.stepped(cfg());
+        let mut dev = Device::<_, 2>::open(sim.clone(), abi.config()).unwrap();
+        let runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        sim.inject(Fault::DeviceLost { nth: 1 });
+        let err = runner
+            .prepare(
+                runner.take_slot::<0>().unwrap(),
+                RunSpec::new(code, Input::Host(&[1])),
+            )
+            .unwrap_err();
+        assert_eq!(err.run(), None);
+        assert!(matches!(err.kind(), ErrorKind::Fault(_)), "{err}");
+        let p = runner.health().poisoned.expect("a lost device poisons");
+        assert_eq!(
+            (p.cause, p.run, p.slot),
+            (PoisonCause::DeviceFault, None, None)
+        );
+        assert_eq!(p.to_string(), "device fault");
+    });
 }

@@ -5,20 +5,38 @@
 //! says (retry a prepared run, drain a poisoned runner, redo a lost run), and
 //! every run must still produce exactly the right values, with no stale code,
 //! no destroyed busy stream, bounded waits and no leak.
+//!
+//! Every sweep runs under both built-in kernel ABIs (`common::abi::Abi`):
+//! runclaim's layout and the a2a3 layout. Their scenarios make the same
+//! driver calls but for the per-run record preparation — runclaim's layout
+//! clears the handshake and the device wall (two memsets) and arms the
+//! status record (one H2D copy) at every prepare; the a2a3 adapter's
+//! regions are device-stamped, zeroed once at open (three memsets per
+//! slot) and never touched by the host again — so each sweep checks the
+//! clean scenario's call counts per operation against that difference
+//! exactly, then fails each of its calls in turn.
 
 mod common;
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
+use common::abi::Abi;
 use common::checks;
+use runclaim::driver::Op;
 use runclaim::driver::abi::Program;
 use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
-use runclaim::{Callable, Device, DeviceConfig, Error, Input, Outputs, RunSpec, Runner};
+use runclaim::{Callable, Device, Error, Input, Outputs, RunSpec, Runner};
 
 fn cfg() -> SimConfig {
     SimConfig::default()
         .watchdog(Duration::from_millis(2))
         .code_slots(2)
+}
+
+/// A fresh stepped simulator of the sweeps' configuration speaking `abi`.
+fn sim(abi: Abi) -> SimDriver {
+    abi.stepped(cfg())
 }
 
 fn input(i: usize) -> Vec<u32> {
@@ -57,9 +75,9 @@ fn pair(
 
 /// The scenario, recovering from any failure; returns how many operations
 /// failed and were recovered, or the broken invariant.
-fn scenario(sim: &SimDriver) -> Result<usize, String> {
+fn scenario(sim: &SimDriver, abi: Abi) -> Result<usize, String> {
     let mut recovered = 0;
-    let mut dev = open_retrying(sim, &mut recovered)?;
+    let mut dev = open_retrying(sim, abi, &mut recovered)?;
     let fence_steps = u64::try_from(dev.fence_timeout().as_micros()).unwrap();
     let mut results = vec![None; 8];
     for (name, program, runs) in [("A", A, 0..4), ("B", B, 4..8)] {
@@ -79,20 +97,26 @@ fn scenario(sim: &SimDriver) -> Result<usize, String> {
             let mut done = false;
             for _ in 0..4 {
                 let before = sim.stats().steps;
-                if let Ok(values) = pair(&runner, name, first) {
-                    for (k, v) in values.into_iter().enumerate() {
-                        results[first + k] = Some(v);
+                match pair(&runner, name, first) {
+                    Ok(values) => {
+                        for (k, v) in values.into_iter().enumerate() {
+                            results[first + k] = Some(v);
+                        }
+                        done = true;
                     }
-                    done = true;
-                } else {
-                    recovered += 1;
-                    // Every run and token is gone: drain proves the queue
-                    // quiet and returns every slot (one retry: the
-                    // injected failure may hit the drain itself).
-                    if runner.drain().is_err() {
-                        runner
-                            .drain()
-                            .map_err(|e| format!("drain after a failure: {e}"))?;
+                    Err(e) => {
+                        // A failure is the run's own, never a record of
+                        // another run (a stale or foreign status or wall).
+                        checks::own_records(e.kind())?;
+                        recovered += 1;
+                        // Every run and token is gone: drain proves the queue
+                        // quiet and returns every slot (one retry: the
+                        // injected failure may hit the drain itself).
+                        if runner.drain().is_err() {
+                            runner
+                                .drain()
+                                .map_err(|e| format!("drain after a failure: {e}"))?;
+                        }
                     }
                 }
                 checks::bounded("a queued pair", sim.stats().steps - before, 6 * fence_steps)?;
@@ -116,42 +140,136 @@ fn scenario(sim: &SimDriver) -> Result<usize, String> {
     Ok(recovered)
 }
 
-#[test]
-fn every_driver_call_can_fail_and_the_pipeline_still_completes() {
-    let clean = SimDriver::stepped(cfg());
-    assert_eq!(scenario(&clean), Ok(0), "the scenario itself is clean");
-    let calls = clean.stats().total_calls();
-    assert!(calls > 100, "{calls} calls");
+/// What a clean scenario does that the per-run record preparation
+/// depends on: devices opened, runs prepared (each prepare arms its
+/// records once, whether or not the run later launches).
+#[derive(Debug, Clone, Copy)]
+struct Shape {
+    opens: u64,
+    prepares: u64,
+}
+
+/// The memsets and H2D copies a clean scenario of `shape` makes beyond
+/// those of the adapter-independent part (the inputs, the buffers), under
+/// `abi`: runclaim's layout, two memsets and one H2D copy per prepare; the
+/// a2a3 layout, three memsets per slot at each open (depth 2), none per run.
+fn record_calls(abi: Abi, shape: Shape) -> (u64, u64) {
+    match abi {
+        Abi::Runclaim => (2 * shape.prepares, shape.prepares),
+        Abi::A2a3 => (3 * 2 * shape.opens, 0),
+    }
+}
+
+/// The clean scenario's driver calls per operation under `abi`.
+fn clean_calls(abi: Abi, scenario: Scenario) -> BTreeMap<Op, u64> {
+    let clean = sim(abi);
+    assert_eq!(
+        scenario(&clean, abi),
+        Ok(0),
+        "{}: the scenario itself is clean",
+        abi.name()
+    );
+    clean.stats().calls
+}
+
+/// A scenario: recovers from any failure; how many operations failed.
+type Scenario = fn(&SimDriver, Abi) -> Result<usize, String>;
+
+/// The clean scenario's calls per operation under both ABIs are equal but
+/// for the record preparation of `shape`: each ABI's count of every
+/// operation is derived from the other's, exactly. Returns the calls in
+/// all, runclaim's first.
+fn calls_differ_by_the_record_preparation_only(shape: Shape, scenario: Scenario) -> [u64; 2] {
+    let calls = Abi::ALL.map(|abi| clean_calls(abi, scenario));
+    let of = |abi: Abi, op| calls[abi as usize].get(&op).copied().unwrap_or(0);
+    let [(rc_memsets, rc_h2d), (a2_memsets, a2_h2d)] = Abi::ALL.map(|abi| record_calls(abi, shape));
+    for op in Op::ALL {
+        let want = match op {
+            Op::Memset => (of(Abi::Runclaim, op) + a2_memsets).checked_sub(rc_memsets),
+            Op::CopyToDevice => (of(Abi::Runclaim, op) + a2_h2d).checked_sub(rc_h2d),
+            _ => Some(of(Abi::Runclaim, op)),
+        };
+        assert_eq!(
+            Some(of(Abi::A2a3, op)),
+            want,
+            "{op} calls ({shape:?}): runclaim {:?}, a2a3 {:?}",
+            calls[0],
+            calls[1]
+        );
+    }
+    calls.map(|c| c.values().sum())
+}
+
+/// Fails each driver call of the clean scenario in turn under `abi`;
+/// returns (calls swept, sites that made an operation fail and recovered).
+fn sweep(abi: Abi, calls: u64, scenario: Scenario) -> usize {
     let mut recovered_sites = 0;
     for k in 1..=calls {
-        let sim = SimDriver::stepped(cfg());
+        let sim = sim(abi);
         sim.inject(Fault::FailAnyCall { nth: k });
-        match scenario(&sim) {
+        match scenario(&sim, abi) {
             Ok(n) => recovered_sites += usize::from(n > 0),
-            Err(e) => panic!("failing driver call #{k} of {calls}: {e}"),
+            Err(e) => panic!("{}: failing driver call #{k} of {calls}: {e}", abi.name()),
         }
     }
+    recovered_sites
+}
+
+/// The pipeline scenario: one open, eight runs prepared once each.
+const PIPELINE: Shape = Shape {
+    opens: 1,
+    prepares: 8,
+};
+
+fn every_driver_call_of_the_pipeline_can_fail(abi: Abi) {
+    let calls = clean_calls(abi, scenario).values().sum::<u64>();
+    assert!(calls > 100, "{calls} calls");
+    let recovered_sites = sweep(abi, calls, scenario);
     println!(
-        "fault sweep: swept {calls} driver call sites; {recovered_sites} made an operation fail \
-         and were recovered, the rest failed a call whose error the contract absorbed"
+        "fault sweep ({}): swept {calls} driver call sites; {recovered_sites} made an operation \
+         fail and were recovered, the rest failed a call whose error the contract absorbed",
+        abi.name()
     );
     assert!(recovered_sites > usize::try_from(calls).unwrap() / 2);
 }
 
 #[test]
-fn every_kernel_can_fault_and_the_pipeline_still_completes() {
+fn every_driver_call_can_fail_and_the_pipeline_still_completes() {
+    every_driver_call_of_the_pipeline_can_fail(Abi::Runclaim);
+}
+
+#[test]
+fn a2a3_every_driver_call_can_fail_and_the_pipeline_still_completes() {
+    every_driver_call_of_the_pipeline_can_fail(Abi::A2a3);
+}
+
+fn every_kernel_of_the_pipeline_can_fault(abi: Abi) {
     let mut swept = 0;
     for kernel in [Kernel::Aicore, Kernel::Aicpu] {
         for nth in 1..=8 {
-            let sim = SimDriver::stepped(cfg());
+            let sim = sim(abi);
             sim.inject(Fault::KernelFault { kernel, nth });
-            let n =
-                scenario(&sim).unwrap_or_else(|e| panic!("{kernel:?} kernel #{nth} faulting: {e}"));
+            let n = scenario(&sim, abi).unwrap_or_else(|e| {
+                panic!("{}: {kernel:?} kernel #{nth} faulting: {e}", abi.name())
+            });
             assert!(n > 0, "{kernel:?} kernel #{nth}: the fault was noticed");
             swept += 1;
         }
     }
-    println!("fault sweep: {swept} kernel faults, each recovered by a drain");
+    println!(
+        "fault sweep ({}): {swept} kernel faults, each recovered by a drain",
+        abi.name()
+    );
+}
+
+#[test]
+fn every_kernel_can_fault_and_the_pipeline_still_completes() {
+    every_kernel_of_the_pipeline_can_fault(Abi::Runclaim);
+}
+
+#[test]
+fn a2a3_every_kernel_can_fault_and_the_pipeline_still_completes() {
+    every_kernel_of_the_pipeline_can_fault(Abi::A2a3);
 }
 
 /// Closes the device and checks what it left: no stale code ran, no busy
@@ -172,10 +290,15 @@ fn closes_cleanly(dev: Device<SimDriver, 2>, sim: &SimDriver) -> Result<(), Stri
     Ok(())
 }
 
-/// A device on `sim`, opened in at most three tries (each failure counted).
-fn open_retrying(sim: &SimDriver, recovered: &mut usize) -> Result<Device<SimDriver, 2>, String> {
+/// A device on `sim` with `abi`'s adapter, opened in at most three tries
+/// (each failure counted).
+fn open_retrying(
+    sim: &SimDriver,
+    abi: Abi,
+    recovered: &mut usize,
+) -> Result<Device<SimDriver, 2>, String> {
     for _ in 0..3 {
-        match Device::<_, 2>::open(sim.clone(), DeviceConfig::default()) {
+        match Device::<_, 2>::open(sim.clone(), abi.config()) {
             Ok(d) => return Ok(d),
             Err(_) => *recovered += 1,
         }
@@ -188,11 +311,11 @@ fn open_retrying(sim: &SimDriver, recovered: &mut usize) -> Result<Device<SimDri
 /// → host output and a host in-out), the buffer read back, a second
 /// buffer allocated and dropped. Recovers from any failure by draining and
 /// redoing the pair; returns how many operations failed and were recovered.
-fn workload_scenario(sim: &SimDriver) -> Result<usize, String> {
+fn workload_scenario(sim: &SimDriver, abi: Abi) -> Result<usize, String> {
     use runclaim::Workload;
     use runclaim::driver::abi::Dir;
     let mut recovered = 0;
-    let mut dev = open_retrying(sim, &mut recovered)?;
+    let mut dev = open_retrying(sim, abi, &mut recovered)?;
     let mut shared = None;
     for _ in 0..3 {
         match dev.alloc_buffer::<u32>(6) {
@@ -234,9 +357,12 @@ fn workload_scenario(sim: &SimDriver) -> Result<usize, String> {
             drop((f1.finalize()?, f0.finalize()?));
             Ok(())
         })();
-        if attempt.is_ok() {
-            done = true;
-            break;
+        match attempt {
+            Ok(()) => {
+                done = true;
+                break;
+            }
+            Err(e) => checks::own_records(e.kind())?,
         }
         recovered += 1;
         if runner.drain().is_err() {
@@ -276,37 +402,66 @@ fn workload_scenario(sim: &SimDriver) -> Result<usize, String> {
     Ok(recovered)
 }
 
-#[test]
-fn every_driver_call_of_a_workload_can_fail_and_it_still_completes() {
-    let clean = SimDriver::stepped(cfg());
-    assert_eq!(
-        workload_scenario(&clean),
-        Ok(0),
-        "the scenario itself is clean"
+/// The workload scenario: one open, two runs prepared once each.
+const WORKLOAD: Shape = Shape {
+    opens: 1,
+    prepares: 2,
+};
+
+fn every_driver_call_of_the_workload_can_fail(abi: Abi) {
+    let calls = clean_calls(abi, workload_scenario).values().sum::<u64>();
+    let recovered_sites = sweep(abi, calls, workload_scenario);
+    println!(
+        "workload fault sweep ({}): {calls} driver call sites, {recovered_sites} recovered",
+        abi.name()
     );
-    let calls = clean.stats().total_calls();
-    let mut recovered_sites = 0;
-    for k in 1..=calls {
-        let sim = SimDriver::stepped(cfg());
-        sim.inject(Fault::FailAnyCall { nth: k });
-        match workload_scenario(&sim) {
-            Ok(n) => recovered_sites += usize::from(n > 0),
-            Err(e) => panic!("failing driver call #{k} of {calls}: {e}"),
-        }
-    }
-    println!("workload fault sweep: {calls} driver call sites, {recovered_sites} recovered");
     assert!(recovered_sites > usize::try_from(calls).unwrap() / 2);
 }
 
 #[test]
-fn every_kernel_of_a_workload_can_fault_and_it_still_completes() {
+fn every_driver_call_of_a_workload_can_fail_and_it_still_completes() {
+    every_driver_call_of_the_workload_can_fail(Abi::Runclaim);
+}
+
+#[test]
+fn a2a3_every_driver_call_of_a_workload_can_fail_and_it_still_completes() {
+    every_driver_call_of_the_workload_can_fail(Abi::A2a3);
+}
+
+fn every_kernel_of_the_workload_can_fault(abi: Abi) {
     for kernel in [Kernel::Aicore, Kernel::Aicpu] {
         for nth in 1..=2 {
-            let sim = SimDriver::stepped(cfg());
+            let sim = sim(abi);
             sim.inject(Fault::KernelFault { kernel, nth });
-            let n = workload_scenario(&sim)
-                .unwrap_or_else(|e| panic!("{kernel:?} kernel #{nth} faulting: {e}"));
+            let n = workload_scenario(&sim, abi).unwrap_or_else(|e| {
+                panic!("{}: {kernel:?} kernel #{nth} faulting: {e}", abi.name())
+            });
             assert!(n > 0, "{kernel:?} kernel #{nth}: the fault was noticed");
         }
     }
+}
+
+#[test]
+fn every_kernel_of_a_workload_can_fault_and_it_still_completes() {
+    every_kernel_of_the_workload_can_fault(Abi::Runclaim);
+}
+
+#[test]
+fn a2a3_every_kernel_of_a_workload_can_fault_and_it_still_completes() {
+    every_kernel_of_the_workload_can_fault(Abi::A2a3);
+}
+
+/// The two sweeps' clean scenarios make the same driver calls under both
+/// ABIs but for the per-run record preparation (see the module docs):
+/// every operation's count under a2a3 is runclaim's, with runclaim's two
+/// memsets and one H2D copy per prepare taken away and a2a3's three memsets
+/// per slot at open added.
+#[test]
+fn the_sweeps_call_counts_differ_by_the_record_preparation_only() {
+    let pipeline = calls_differ_by_the_record_preparation_only(PIPELINE, scenario);
+    let workload = calls_differ_by_the_record_preparation_only(WORKLOAD, workload_scenario);
+    println!(
+        "driver calls of the clean scenarios (runclaim, a2a3): pipeline {pipeline:?}, \
+         workload {workload:?}"
+    );
 }

@@ -2,13 +2,21 @@
 //! failing on a deliberately broken case — a broken driver wrapper or a
 //! broken trace — next to a passing twin. A checker that cannot fail proves
 //! nothing.
+//!
+//! The broken drivers that rewrite runclaim's argument block (`RunArgs`:
+//! a shared wall or status, a lost status, a cleared live handshake) are
+//! runclaim-layout-specific and run under runclaim's ABI only. Two
+//! breakages never touch a block — launches reordered, a stale stream
+//! handed back — and the property tests under the a2a3 ABI must catch
+//! them too: those controls run under both.
 
 mod common;
 
 use common::LaunchIn;
+use common::abi::Abi;
 use common::broken::{Breakage, Broken};
 use common::checks;
-use common::model::{In, Op, run_case, sim_config};
+use common::model::{In, Op, run_case, run_case_under, sim_config};
 use runclaim::contract::{ErrorKind, Health, Record};
 use runclaim::driver::abi::Program;
 use runclaim::driver::{Driver, StreamId};
@@ -25,6 +33,19 @@ fn control(ops: &[Op], how: Breakage, expect: &str) {
     assert!(err.contains(expect), "{how:?} caught, but as: {err}");
 }
 
+/// [`control`] under `abi`'s kernel ABI, for a breakage that leaves the
+/// argument blocks alone.
+fn control_under(abi: Abi, ops: &[Op], how: Breakage, expect: &str) {
+    run_case_under::<_, 2>(abi, ops, 1, |s| s).expect("the passing twin");
+    let err = run_case_under::<_, 2>(abi, ops, 1, |s| Broken::new(s, how))
+        .expect_err("the broken driver must be caught");
+    assert!(
+        err.contains(expect),
+        "{}: {how:?} caught, but as: {err}",
+        abi.name()
+    );
+}
+
 fn lifecycle(slot: usize, callable: usize, input: &In) -> Vec<Op> {
     (0..5)
         .map(|_| Op::Advance(slot, callable, input.clone(), 2))
@@ -39,6 +60,12 @@ fn reused_stale_stream_is_caught_by_the_value_and_stale_code_checks() {
     ops.push(Op::Publish(1));
     ops.extend(lifecycle(0, 1, &In::Host(vec![1, 2, 3])));
     control(&ops, Breakage::ReuseStaleStream, "executed stale code");
+    control_under(
+        Abi::A2a3,
+        &ops,
+        Breakage::ReuseStaleStream,
+        "executed stale code",
+    );
 }
 
 #[test]
@@ -111,8 +138,12 @@ fn clearing_a_live_handshake_is_caught_as_a_device_fault() {
 
 /// Launches two runs back to back and drops them; returns the trace and
 /// the runs' ids in launch order.
-fn two_runs<D: Driver + 'static>(driver: D, sim: &SimDriver) -> (Vec<TraceEvent>, Vec<u64>) {
-    let mut dev = Device::<_, 2>::open(driver, DeviceConfig::default()).unwrap();
+fn two_runs<D: Driver + 'static>(
+    abi: Abi,
+    driver: D,
+    sim: &SimDriver,
+) -> (Vec<TraceEvent>, Vec<u64>) {
+    let mut dev = Device::<_, 2>::open(driver, abi.config()).unwrap();
     let runner = dev
         .publish(&[Callable::program("f", &Program::new().add(1))])
         .unwrap();
@@ -126,13 +157,20 @@ fn two_runs<D: Driver + 'static>(driver: D, sim: &SimDriver) -> (Vec<TraceEvent>
 
 #[test]
 fn reordered_launches_are_caught_by_the_device_order_check() {
-    let sim = SimDriver::stepped(sim_config(1));
-    let (trace, ids) = two_runs(sim.clone(), &sim);
-    checks::device_order(&trace, &ids, &ids).expect("the passing twin");
-    let sim = SimDriver::stepped(sim_config(1));
-    let (trace, ids) = two_runs(Broken::new(sim.clone(), Breakage::ReorderLaunches), &sim);
-    let err = checks::device_order(&trace, &ids, &ids).expect_err("reordering must be caught");
-    assert!(err.contains("Aicore kernels enqueued in order"), "{err}");
+    for abi in Abi::ALL {
+        let sim = abi.stepped(sim_config(1));
+        let (trace, ids) = two_runs(abi, sim.clone(), &sim);
+        checks::device_order(&trace, &ids, &ids).expect("the passing twin");
+        let sim = abi.stepped(sim_config(1));
+        let broken = Broken::new(sim.clone(), Breakage::ReorderLaunches);
+        let (trace, ids) = two_runs(abi, broken, &sim);
+        let err = checks::device_order(&trace, &ids, &ids).expect_err("reordering must be caught");
+        assert!(
+            err.contains("Aicore kernels enqueued in order"),
+            "{}: {err}",
+            abi.name()
+        );
+    }
 }
 
 // ----- each checker on a hand-made broken case --------------------------------

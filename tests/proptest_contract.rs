@@ -7,12 +7,17 @@
 //! faults (failed driver calls, kernel faults, lost events, run errors:
 //! every outcome within the documented set, every invariant kept).
 //!
+//! Every property also runs under the a2a3 kernel ABI (`a2a3_*`: the
+//! simulator speaking it, the device opened with its adapter), on the same
+//! generated sequences and against the same model.
+//!
 //! Cases: `PROPTEST_CASES` (CI sets 64; the default is 256). A long soak:
 //! `PROPTEST_CASES=20000 cargo test --release --test proptest_contract`.
 
 mod common;
 
-use common::model::{FaultOp, In, MAX_ELEMS, Op, run_case};
+use common::abi::Abi;
+use common::model::{FaultOp, In, MAX_ELEMS, Op, run_case, run_case_under};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
 
@@ -97,6 +102,29 @@ proptest! {
     fn depth3_keeps_every_invariant_under_faults(ops in ops(Faults::Injected), seed in any::<u64>()) {
         run_case::<_, 3>(&ops, seed, |s| s).map_err(TestCaseError::fail)?;
     }
+
+    // The same properties under the a2a3 kernel ABI: the same sequences,
+    // the same model, the device speaking the epoch-stamped protocol.
+
+    #[test]
+    fn a2a3_depth2_matches_the_model(ops in ops(Faults::None), seed in any::<u64>()) {
+        run_case_under::<_, 2>(Abi::A2a3, &ops, seed, |s| s).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn a2a3_depth3_matches_the_model(ops in ops(Faults::None), seed in any::<u64>()) {
+        run_case_under::<_, 3>(Abi::A2a3, &ops, seed, |s| s).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn a2a3_depth2_keeps_every_invariant_under_faults(ops in ops(Faults::Injected), seed in any::<u64>()) {
+        run_case_under::<_, 2>(Abi::A2a3, &ops, seed, |s| s).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn a2a3_depth3_keeps_every_invariant_under_faults(ops in ops(Faults::Injected), seed in any::<u64>()) {
+        run_case_under::<_, 3>(Abi::A2a3, &ops, seed, |s| s).map_err(TestCaseError::fail)?;
+    }
 }
 
 /// The generated sequences exercise the contract: measured over 200 cases
@@ -104,6 +132,16 @@ proptest! {
 /// fire. A property test whose cases mostly skip would prove nothing.
 #[test]
 fn generated_cases_do_real_work() {
+    cases_do_real_work(Abi::Runclaim);
+}
+
+/// The same measure under the a2a3 kernel ABI: its twins above do as much.
+#[test]
+fn a2a3_generated_cases_do_real_work() {
+    cases_do_real_work(Abi::A2a3);
+}
+
+fn cases_do_real_work(abi: Abi) {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
     for faults in [Faults::None, Faults::Injected] {
@@ -111,15 +149,16 @@ fn generated_cases_do_real_work() {
         let (mut launched, mut finalized, mut calls, mut faulted) = (0, 0, 0, 0);
         for seed in 0..200u64 {
             let ops = ops(faults).new_tree(&mut runner).unwrap().current();
-            let r = run_case::<_, 2>(&ops, seed, |s| s).unwrap();
+            let r = run_case_under::<_, 2>(abi, &ops, seed, |s| s).unwrap();
             launched += r.launched;
             finalized += r.finalized;
             calls += r.driver_calls;
             faulted += r.fault_outcomes;
         }
         println!(
-            "faults {faults:?}: {launched} launched, {finalized} finalized and checked, \
-             {faulted} fault outcomes, {calls} driver calls in 200 cases"
+            "{}, faults {faults:?}: {launched} launched, {finalized} finalized and checked, \
+             {faulted} fault outcomes, {calls} driver calls in 200 cases",
+            abi.name()
         );
         let (min_launched, min_checked) = if faults == Faults::Injected {
             (400, 100)
@@ -128,16 +167,19 @@ fn generated_cases_do_real_work() {
         };
         assert!(
             launched >= min_launched,
-            "faults {faults:?}: only {launched} runs launched"
+            "{}, faults {faults:?}: only {launched} runs launched",
+            abi.name()
         );
         assert!(
             finalized >= min_checked,
-            "faults {faults:?}: only {finalized} runs checked"
+            "{}, faults {faults:?}: only {finalized} runs checked",
+            abi.name()
         );
         assert_eq!(
             faulted > 100,
             faults == Faults::Injected,
-            "faults {faults:?}: {faulted} fault outcomes"
+            "{}, faults {faults:?}: {faulted} fault outcomes",
+            abi.name()
         );
     }
 }

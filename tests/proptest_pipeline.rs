@@ -25,6 +25,12 @@
 //! (an adapter between the pipeline and the harness) and require each
 //! checker to catch its breakage.
 //!
+//! Every property, its real-work measure and the drop-bound checks also
+//! run under the a2a3 kernel ABI (`a2a3_*`, or both in one test): the
+//! simulator speaking it, the device opened with its adapter, the same
+//! sequences and the same model. (The negative controls break the
+//! harness's view of the pipeline, not the device: runclaim's ABI only.)
+//!
 //! Cases: `PROPTEST_CASES` (CI: 256). A long soak:
 //! `PROPTEST_CASES=20000 cargo test --release --test proptest_pipeline`.
 
@@ -32,6 +38,7 @@ mod common;
 
 use std::collections::{HashSet, VecDeque};
 
+use common::abi::Abi;
 use common::checks;
 use common::model::{FaultOp, MAX_ELEMS, SETS, program, sim_config};
 use proptest::prelude::*;
@@ -390,16 +397,30 @@ enum Next {
     Publish(usize),
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "the epoch / session loop in one place"
-)]
 fn run_case<const D: usize>(ops: &[POp], seed: u64, mutation: Mutation) -> Result<Report, String>
 where
     Depth<D>: SupportedDepth,
 {
-    let sim = SimDriver::stepped(sim_config(seed));
-    let cfg = DeviceConfig::default().max_elements(MAX_ELEMS);
+    run_case_under::<D>(Abi::Runclaim, ops, seed, mutation)
+}
+
+/// [`run_case`] with the simulator speaking `abi` and the device opened
+/// with its adapter.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the epoch / session loop in one place"
+)]
+fn run_case_under<const D: usize>(
+    abi: Abi,
+    ops: &[POp],
+    seed: u64,
+    mutation: Mutation,
+) -> Result<Report, String>
+where
+    Depth<D>: SupportedDepth,
+{
+    let sim = abi.stepped(sim_config(seed));
+    let cfg = abi.with(DeviceConfig::default().max_elements(MAX_ELEMS));
     let mut dev = Device::<_, D>::open(sim.clone(), cfg).map_err(|e| format!("open: {e}"))?;
     let fence_steps = u64::try_from(dev.fence_timeout().as_micros()).unwrap_or(u64::MAX);
     // One operation waits at most once per slot, plus a drain.
@@ -832,6 +853,28 @@ proptest! {
     fn depth4_pipeline_keeps_its_promises_under_faults(ops in ops(true), seed in any::<u64>()) {
         run_case::<4>(&ops, seed, Mutation::None).map_err(TestCaseError::fail)?;
     }
+
+    // The same properties under the a2a3 kernel ABI.
+
+    #[test]
+    fn a2a3_depth2_pipeline_matches_the_model(ops in ops(false), seed in any::<u64>()) {
+        run_case_under::<2>(Abi::A2a3, &ops, seed, Mutation::None).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn a2a3_depth3_pipeline_matches_the_model(ops in ops(false), seed in any::<u64>()) {
+        run_case_under::<3>(Abi::A2a3, &ops, seed, Mutation::None).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn a2a3_depth2_pipeline_keeps_its_promises_under_faults(ops in ops(true), seed in any::<u64>()) {
+        run_case_under::<2>(Abi::A2a3, &ops, seed, Mutation::None).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn a2a3_depth4_pipeline_keeps_its_promises_under_faults(ops in ops(true), seed in any::<u64>()) {
+        run_case_under::<4>(Abi::A2a3, &ops, seed, Mutation::None).map_err(TestCaseError::fail)?;
+    }
 }
 
 /// Generated cases over `n` seeds of the deterministic runner.
@@ -850,10 +893,20 @@ fn generated(faults: bool, n: u64) -> Vec<Vec<POp>> {
 /// faults fire. A property whose cases mostly skip would prove nothing.
 #[test]
 fn generated_cases_do_real_work() {
+    cases_do_real_work(Abi::Runclaim);
+}
+
+/// The same measure under the a2a3 kernel ABI: its twins do as much.
+#[test]
+fn a2a3_generated_cases_do_real_work() {
+    cases_do_real_work(Abi::A2a3);
+}
+
+fn cases_do_real_work(abi: Abi) {
     for faults in [false, true] {
         let mut total = Report::default();
         for (seed, ops) in generated(faults, 200).iter().enumerate() {
-            let r = run_case::<2>(ops, seed as u64, Mutation::None).unwrap();
+            let r = run_case_under::<2>(abi, ops, seed as u64, Mutation::None).unwrap();
             total.submitted += r.submitted;
             total.refused += r.refused;
             total.refused_full += r.refused_full;
@@ -867,7 +920,10 @@ fn generated_cases_do_real_work() {
             total.fault_outcomes += r.fault_outcomes;
             total.max_pending = total.max_pending.max(r.max_pending);
         }
-        println!("faults {faults}, 200 cases at depth 2: {total:?}");
+        println!(
+            "{}, faults {faults}, 200 cases at depth 2: {total:?}",
+            abi.name()
+        );
         let t = total;
         assert!(t.submitted >= 1500, "{t:?}");
         assert!(t.checked >= 1000, "{t:?}");
@@ -1004,6 +1060,7 @@ fn lost_fences_then_a_drop() -> Vec<POp> {
 #[test]
 fn regression_dropping_a_pipeline_of_lost_fences_keeps_one_total_bound() {
     run_case::<4>(&lost_fences_then_a_drop(), 0, Mutation::None).unwrap();
+    run_case_under::<4>(Abi::A2a3, &lost_fences_then_a_drop(), 0, Mutation::None).unwrap();
 }
 
 /// Negative control for the drop check of the properties: the same case,
@@ -1069,14 +1126,14 @@ impl Never {
     }
 }
 
-/// A stepped simulator and a depth-`D` device on it, in the properties'
-/// configuration, and the fence timeout in steps.
-fn drop_device<const D: usize>() -> (SimDriver, Device<SimDriver, D>, u64)
+/// A stepped simulator speaking `abi` and a depth-`D` device on it, in the
+/// properties' configuration, and the fence timeout in steps.
+fn drop_device<const D: usize>(abi: Abi) -> (SimDriver, Device<SimDriver, D>, u64)
 where
     Depth<D>: SupportedDepth,
 {
-    let sim = SimDriver::stepped(sim_config(7));
-    let cfg = DeviceConfig::default().max_elements(MAX_ELEMS);
+    let sim = abi.stepped(sim_config(7));
+    let cfg = abi.with(DeviceConfig::default().max_elements(MAX_ELEMS));
     let dev = Device::<_, D>::open(sim.clone(), cfg).unwrap();
     let fence_steps = u64::try_from(dev.fence_timeout().as_micros()).unwrap();
     (sim, dev, fence_steps)
@@ -1085,11 +1142,11 @@ where
 /// A full depth-`D` pipeline whose runs `never` describes (from position
 /// `p`) never complete, dropped: the steps the drop took, the bound, and
 /// the runner's health after it.
-fn drop_full_pipeline<const D: usize>(p: usize, never: Never) -> (u64, u64)
+fn drop_full_pipeline<const D: usize>(abi: Abi, p: usize, never: Never) -> (u64, u64)
 where
     Depth<D>: SupportedDepth,
 {
-    let (sim, mut dev, fence_steps) = drop_device::<D>();
+    let (sim, mut dev, fence_steps) = drop_device::<D>(abi);
     let runner = dev
         .publish(&[Callable::program("p0", &program(0))])
         .unwrap();
@@ -1106,7 +1163,7 @@ where
     drop(pipe);
     let took = sim.stats().steps - before;
     let h = runner.health();
-    let what = format!("depth {D}, {never:?} from run {p}");
+    let what = format!("{}: depth {D}, {never:?} from run {p}", abi.name());
     assert_eq!(
         h.quarantined.len(),
         never.count(p, D),
@@ -1118,29 +1175,32 @@ where
 
 /// The pipeline's drop keeps its one documented bound wherever in the
 /// queue the runs that never complete are — one of them, a stalled stream
-/// from there on, or every run from there on — at depths 2 and 4.
+/// from there on, or every run from there on — at depths 2 and 4, under
+/// both kernel ABIs.
 #[test]
 fn dropping_a_pipeline_keeps_its_bound_wherever_runs_never_complete() {
-    fn at<const D: usize>()
+    fn at<const D: usize>(abi: Abi)
     where
         Depth<D>: SupportedDepth,
     {
         for p in 0..D {
             for never in [Never::Fence, Never::Stream, Never::Tail] {
-                let (took, bound) = drop_full_pipeline::<D>(p, never);
-                println!("depth {D}, {never:?} from run {p}: {took} steps, bound {bound}");
-                checks::bounded(&format!("depth {D}, {never:?} from run {p}"), took, bound)
-                    .unwrap();
+                let what = format!("{}: depth {D}, {never:?} from run {p}", abi.name());
+                let (took, bound) = drop_full_pipeline::<D>(abi, p, never);
+                println!("{what}: {took} steps, bound {bound}");
+                checks::bounded(&what, took, bound).unwrap();
                 if matches!(never, Never::Tail) && p == 0 {
                     // Nothing completes: the drop spends its whole budget,
                     // so the bound is tight, not merely loose enough.
-                    assert_eq!(took, bound, "depth {D}: nothing completes");
+                    assert_eq!(took, bound, "{what}: nothing completes");
                 }
             }
         }
     }
-    at::<2>();
-    at::<4>();
+    for abi in Abi::ALL {
+        at::<2>(abi);
+        at::<4>(abi);
+    }
 }
 
 /// Negative control for the bound: the same full queue, every run never
@@ -1152,7 +1212,7 @@ fn dropping_a_pipeline_keeps_its_bound_wherever_runs_never_complete() {
 /// one more budget; `tests/drop_bounds.rs`.)
 #[test]
 fn waiting_for_runs_one_by_one_with_fresh_budgets_breaks_the_pipeline_bound() {
-    let (sim, mut dev, fence_steps) = drop_device::<4>();
+    let (sim, mut dev, fence_steps) = drop_device::<4>(Abi::Runclaim);
     let fence_timeout = dev.fence_timeout();
     let runner = dev
         .publish(&[Callable::program("p0", &program(0))])
@@ -1206,4 +1266,5 @@ fn regression_draining_a_pipeline_of_lost_fences_keeps_one_total_bound() {
         Drain,
     ];
     run_case::<4>(&ops, 0, Mutation::None).unwrap();
+    run_case_under::<4>(Abi::A2a3, &ops, 0, Mutation::None).unwrap();
 }

@@ -50,6 +50,12 @@
 //! The negative controls at the end break the model or the harness on
 //! purpose and require each checker to catch it.
 //!
+//! Every property and its real-work measure also run under the a2a3
+//! kernel ABI (`a2a3_*`): the simulator speaking it, the device opened with
+//! its adapter, the same sequences and the same model. (The negative
+//! controls flaw the model or the harness, not the device: runclaim's ABI
+//! only.)
+//!
 //! Cases: `PROPTEST_CASES` (CI: 256). A long soak:
 //! `PROPTEST_CASES=20000 cargo test --release --test proptest_workload`.
 
@@ -57,6 +63,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
+use common::abi::Abi;
 use common::checks;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
@@ -633,10 +640,6 @@ fn free_slot(d: usize, hint: usize, busy: &BTreeSet<usize>) -> Option<usize> {
 }
 
 /// Runs a typed case at depth `D`, with an optional flaw.
-#[allow(
-    clippy::too_many_lines,
-    reason = "one interpreter: the borrow structure of a batch reads best in one place"
-)]
 fn typed_case<const D: usize>(
     init: &[Vec<u32>],
     ops: &[TOp],
@@ -647,9 +650,29 @@ where
     Depth<D>: SupportedDepth,
     Typed: Slots<D>,
 {
-    let sim = SimDriver::stepped(sim_config(seed));
-    let mut dev = Device::<_, D>::open(sim.clone(), DeviceConfig::default())
-        .map_err(|e| format!("open: {e}"))?;
+    typed_case_under::<D>(Abi::Runclaim, init, ops, seed, flaw)
+}
+
+/// [`typed_case`] with the simulator speaking `abi` and the device opened
+/// with its adapter.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one interpreter: the borrow structure of a batch reads best in one place"
+)]
+fn typed_case_under<const D: usize>(
+    abi: Abi,
+    init: &[Vec<u32>],
+    ops: &[TOp],
+    seed: u64,
+    flaw: Flaw,
+) -> Result<TReport, String>
+where
+    Depth<D>: SupportedDepth,
+    Typed: Slots<D>,
+{
+    let sim = abi.stepped(sim_config(seed));
+    let mut dev =
+        Device::<_, D>::open(sim.clone(), abi.config()).map_err(|e| format!("open: {e}"))?;
     let mut runner = dev
         .publish(&callables())
         .map_err(|e| format!("publish: {e}"))?;
@@ -1159,6 +1182,23 @@ proptest! {
     fn typed_depth4_buffers_match_the_model((init, ops) in typed_ops(), seed in any::<u64>()) {
         typed_case::<4>(&init, &ops, seed, Flaw::None).map_err(TestCaseError::fail)?;
     }
+
+    // The same properties under the a2a3 kernel ABI.
+
+    #[test]
+    fn a2a3_typed_depth2_buffers_match_the_model((init, ops) in typed_ops(), seed in any::<u64>()) {
+        typed_case_under::<2>(Abi::A2a3, &init, &ops, seed, Flaw::None).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn a2a3_typed_depth3_buffers_match_the_model((init, ops) in typed_ops(), seed in any::<u64>()) {
+        typed_case_under::<3>(Abi::A2a3, &init, &ops, seed, Flaw::None).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn a2a3_typed_depth4_buffers_match_the_model((init, ops) in typed_ops(), seed in any::<u64>()) {
+        typed_case_under::<4>(Abi::A2a3, &init, &ops, seed, Flaw::None).map_err(TestCaseError::fail)?;
+    }
 }
 
 /// The generated typed cases exercise what they claim to: measured over 200
@@ -1168,13 +1208,23 @@ proptest! {
 /// cases mostly skip would prove nothing.
 #[test]
 fn generated_typed_cases_do_real_work() {
+    typed_cases_do_real_work(Abi::Runclaim);
+}
+
+/// The same measure under the a2a3 kernel ABI: its twins do as much.
+#[test]
+fn a2a3_generated_typed_cases_do_real_work() {
+    typed_cases_do_real_work(Abi::A2a3);
+}
+
+fn typed_cases_do_real_work(abi: Abi) {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
     let mut runner = TestRunner::deterministic();
     let mut sum = TReport::default();
     for seed in 0..200u64 {
         let (init, ops) = typed_ops().new_tree(&mut runner).unwrap().current();
-        let r = typed_case::<3>(&init, &ops, seed, Flaw::None).unwrap();
+        let r = typed_case_under::<3>(abi, &init, &ops, seed, Flaw::None).unwrap();
         sum.launched += r.launched;
         sum.finalized += r.finalized;
         sum.forgotten += r.forgotten;
@@ -1185,7 +1235,7 @@ fn generated_typed_cases_do_real_work() {
         sum.quarantined += r.quarantined;
         sum.unwritten_checked += r.unwritten_checked;
     }
-    println!("typed, 200 cases: {sum:?}");
+    println!("{}: typed, 200 cases: {sum:?}", abi.name());
     assert!(sum.launched >= 1000, "{sum:?}");
     assert!(sum.finalized >= 500, "{sum:?}");
     assert!(sum.forgotten >= 100 && sum.dropped >= 100, "{sum:?}");
@@ -1459,16 +1509,30 @@ fn check_handed_back(
     Ok(())
 }
 
-#[allow(
-    clippy::too_many_lines,
-    reason = "one interpreter: the case's borrows (buffer, runner, pipeline) read best in one place"
-)]
 fn pipeline_case<const D: usize>(ops: &[POp], seed: u64, flaw: PFlaw) -> Result<PReport, String>
 where
     Depth<D>: SupportedDepth,
 {
-    let sim = SimDriver::stepped(sim_config(seed));
-    let cfg = DeviceConfig::default().staging_bytes(STAGING);
+    pipeline_case_under::<D>(Abi::Runclaim, ops, seed, flaw)
+}
+
+/// [`pipeline_case`] with the simulator speaking `abi` and the device
+/// opened with its adapter.
+#[allow(
+    clippy::too_many_lines,
+    reason = "one interpreter: the case's borrows (buffer, runner, pipeline) read best in one place"
+)]
+fn pipeline_case_under<const D: usize>(
+    abi: Abi,
+    ops: &[POp],
+    seed: u64,
+    flaw: PFlaw,
+) -> Result<PReport, String>
+where
+    Depth<D>: SupportedDepth,
+{
+    let sim = abi.stepped(sim_config(seed));
+    let cfg = abi.with(DeviceConfig::default().staging_bytes(STAGING));
     let mut dev = Device::<_, D>::open(sim.clone(), cfg).map_err(|e| format!("open: {e}"))?;
     let mut shared = dev
         .alloc_buffer::<u32>(SHARED_LEN)
@@ -1885,6 +1949,23 @@ proptest! {
     fn pipeline_depth4_hands_every_workload_back(ops in pipeline_ops(), seed in any::<u64>()) {
         pipeline_case::<4>(&ops, seed, PFlaw::None).map_err(TestCaseError::fail)?;
     }
+
+    // The same properties under the a2a3 kernel ABI.
+
+    #[test]
+    fn a2a3_pipeline_depth2_hands_every_workload_back(ops in pipeline_ops(), seed in any::<u64>()) {
+        pipeline_case_under::<2>(Abi::A2a3, &ops, seed, PFlaw::None).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn a2a3_pipeline_depth3_hands_every_workload_back(ops in pipeline_ops(), seed in any::<u64>()) {
+        pipeline_case_under::<3>(Abi::A2a3, &ops, seed, PFlaw::None).map_err(TestCaseError::fail)?;
+    }
+
+    #[test]
+    fn a2a3_pipeline_depth4_hands_every_workload_back(ops in pipeline_ops(), seed in any::<u64>()) {
+        pipeline_case_under::<4>(Abi::A2a3, &ops, seed, PFlaw::None).map_err(TestCaseError::fail)?;
+    }
 }
 
 /// The generated pipeline cases exercise what they claim to: over 200
@@ -1892,13 +1973,23 @@ proptest! {
 /// reason, runs read what a queued run wrote, and drains happen.
 #[test]
 fn generated_pipeline_cases_do_real_work() {
+    pipeline_cases_do_real_work(Abi::Runclaim);
+}
+
+/// The same measure under the a2a3 kernel ABI: its twins do as much.
+#[test]
+fn a2a3_generated_pipeline_cases_do_real_work() {
+    pipeline_cases_do_real_work(Abi::A2a3);
+}
+
+fn pipeline_cases_do_real_work(abi: Abi) {
     use proptest::strategy::ValueTree;
     use proptest::test_runner::TestRunner;
     let mut runner = TestRunner::deterministic();
     let mut sum = PReport::default();
     for seed in 0..200u64 {
         let ops = pipeline_ops().new_tree(&mut runner).unwrap().current();
-        let r = pipeline_case::<3>(&ops, seed, PFlaw::None).unwrap();
+        let r = pipeline_case_under::<3>(abi, &ops, seed, PFlaw::None).unwrap();
         sum.submitted += r.submitted;
         sum.completed += r.completed;
         sum.failed += r.failed;
@@ -1909,7 +2000,7 @@ fn generated_pipeline_cases_do_real_work() {
         sum.host_reads += r.host_reads;
         sum.chained += r.chained;
     }
-    println!("pipeline, 200 cases: {sum:?}");
+    println!("{}: pipeline, 200 cases: {sum:?}", abi.name());
     assert!(sum.completed >= 1000, "{sum:?}");
     assert!(sum.failed >= 50, "{sum:?}");
     assert!(sum.staging_full >= 100, "{sum:?}");

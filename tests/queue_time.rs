@@ -14,6 +14,9 @@
 //! - `Drop` survives unwinding: panics with runs launched (the user's, or a
 //!   driver's inside a wait or a launch) neither abort nor hang, and the
 //!   device drops in bounded time.
+//!
+//! Every scenario with a device runs under both built-in kernel ABIs
+//! (`common::abi::each`): runclaim's layout and the a2a3 layout.
 
 mod common;
 
@@ -23,6 +26,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use common::LaunchIn;
+use common::abi::{Abi, each};
 use common::hooked::{Hooked, Hooks};
 use runclaim::contract::{ConfigError, ErrorKind, PoisonCause};
 use runclaim::driver::abi::Program;
@@ -37,12 +41,13 @@ const MS: Duration = Duration::from_millis(1);
 /// kernel) cannot fault the run's AICore kernel.
 const SLACK: Duration = Duration::from_secs(2);
 
-/// A depth-2 device on a stepped simulator (2 ms watchdog) whose host side
-/// can be made to misbehave; the hooks and the simulator come back too.
-fn hooked() -> (Device<Hooked, 2>, Arc<Hooks>, SimDriver) {
-    let hooked = Hooked::new(SimDriver::stepped(SimConfig::default().watchdog(2 * MS)));
+/// A depth-2 device on a stepped simulator (2 ms watchdog), both speaking
+/// `abi`, whose host side can be made to misbehave; the hooks and the
+/// simulator come back too.
+fn hooked(abi: Abi) -> (Device<Hooked, 2>, Arc<Hooks>, SimDriver) {
+    let hooked = Hooked::new(abi.stepped(SimConfig::default().watchdog(2 * MS)));
     let (hooks, sim) = (Arc::clone(&hooked.hooks), hooked.sim.clone());
-    let dev = Device::open(hooked, DeviceConfig::default()).unwrap();
+    let dev = Device::open(hooked, abi.config()).unwrap();
     (dev, hooks, sim)
 }
 
@@ -50,9 +55,10 @@ fn inc() -> [Callable; 1] {
     [Callable::program("inc", &Program::new().add(1))]
 }
 
-/// A real-time device whose kernels take `kernel` under a `watchdog`.
-fn real_time(watchdog: Duration, kernel: Duration) -> SimDriver {
-    SimDriver::real_time(
+/// A real-time device speaking `abi` whose kernels take `kernel` under a
+/// `watchdog`.
+fn real_time(abi: Abi, watchdog: Duration, kernel: Duration) -> SimDriver {
+    abi.real_time(
         SimConfig::default()
             .watchdog(watchdog)
             .latency(LatencyModel::default().kernel(kernel)),
@@ -100,14 +106,16 @@ macro_rules! fence_last_first {
 /// poisoned the runner and quarantined slot 3.
 #[test]
 fn healthy_depth4_queue_fenced_last_first_never_poisons() {
-    let mut dev =
-        Device::<_, 4>::open(real_time(250 * MS, 150 * MS), DeviceConfig::default()).unwrap();
-    let runner = dev.publish(&inc()).unwrap();
-    let code = runner.code("inc").unwrap();
-    let results = fence_last_first!(runner, code, [a = 0, b = 1, c = 2, d = 3]);
-    assert_eq!(results, [(0, 2), (1, 3), (2, 4), (3, 5)]);
-    let h = runner.health();
-    assert_eq!((h.poisoned, h.quarantined.len()), (None, 0));
+    each(|abi| {
+        let mut dev =
+            Device::<_, 4>::open(real_time(abi, 250 * MS, 150 * MS), abi.config()).unwrap();
+        let runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        let results = fence_last_first!(runner, code, [a = 0, b = 1, c = 2, d = 3]);
+        assert_eq!(results, [(0, 2), (1, 3), (2, 4), (3, 5)]);
+        let h = runner.health();
+        assert_eq!((h.poisoned, h.quarantined.len()), (None, 0));
+    });
 }
 
 /// Depth 8, watchdog 150 ms, kernels 45 ms (30 %): eight runs queued, the
@@ -115,18 +123,20 @@ fn healthy_depth4_queue_fenced_last_first_never_poisons() {
 /// per-run budget is 300 ms). The host's margin (above) is 105 ms.
 #[test]
 fn healthy_depth8_queue_fenced_last_first_never_poisons() {
-    let mut dev =
-        Device::<_, 8>::open(real_time(150 * MS, 45 * MS), DeviceConfig::default()).unwrap();
-    let runner = dev.publish(&inc()).unwrap();
-    let code = runner.code("inc").unwrap();
-    let results = fence_last_first!(
-        runner,
-        code,
-        [a = 0, b = 1, c = 2, d = 3, e = 4, f = 5, g = 6, h = 7]
-    );
-    let want: Vec<_> = (0..8).map(|i| (i, u32::try_from(i).unwrap() + 2)).collect();
-    assert_eq!(results, want);
-    assert_eq!(runner.health().poisoned, None);
+    each(|abi| {
+        let mut dev =
+            Device::<_, 8>::open(real_time(abi, 150 * MS, 45 * MS), abi.config()).unwrap();
+        let runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        let results = fence_last_first!(
+            runner,
+            code,
+            [a = 0, b = 1, c = 2, d = 3, e = 4, f = 5, g = 6, h = 7]
+        );
+        let want: Vec<_> = (0..8).map(|i| (i, u32::try_from(i).unwrap() + 2)).collect();
+        assert_eq!(results, want);
+        assert_eq!(runner.health().poisoned, None);
+    });
 }
 
 /// The negative control of the two above: the same queue with kernels that
@@ -134,35 +144,37 @@ fn healthy_depth8_queue_fenced_last_first_never_poisons() {
 /// that overran, not to the run being fenced — and a drain recovers.
 #[test]
 fn kernels_past_the_watchdog_poison_attributed_to_the_run_that_overran() {
-    let sim = real_time(20 * MS, 30 * MS);
-    let mut dev = Device::<_, 4>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    let mut runner = dev.publish(&inc()).unwrap();
-    {
-        let code = runner.code("inc").unwrap();
-        let first = runner.launched::<0>(code, Input::Host(&[1]));
-        let r1 = runner.launched::<1>(code, Input::Previous);
-        let r2 = runner.launched::<2>(code, Input::Previous);
-        let last = runner.launched::<3>(code, Input::Previous);
-        let first_id = first.id();
-        let err = last.fence().unwrap_err();
-        assert!(matches!(err.kind(), ErrorKind::Fault(_)), "{err}");
+    each(|abi| {
+        let sim = real_time(abi, 20 * MS, 30 * MS);
+        let mut dev = Device::<_, 4>::open(sim.clone(), abi.config()).unwrap();
+        let mut runner = dev.publish(&inc()).unwrap();
+        {
+            let code = runner.code("inc").unwrap();
+            let first = runner.launched::<0>(code, Input::Host(&[1]));
+            let r1 = runner.launched::<1>(code, Input::Previous);
+            let r2 = runner.launched::<2>(code, Input::Previous);
+            let last = runner.launched::<3>(code, Input::Previous);
+            let first_id = first.id();
+            let err = last.fence().unwrap_err();
+            assert!(matches!(err.kind(), ErrorKind::Fault(_)), "{err}");
+            assert_eq!(
+                runner.health().poisoned.map(|p| (p.cause, p.run, p.slot)),
+                Some((PoisonCause::DeviceFault, Some(first_id), Some(0))),
+                "the poison names the run that overran"
+            );
+            drop((first, r1, r2, err));
+        }
+        let report = runner.drain().unwrap();
+        assert!(report.cleared.is_some() && report.streams_recreated > 0);
+        drop(runner);
+        // Healthy kernels run again on the recovered device.
+        let mut dev2 = Device::<_, 2>::open(real_time(abi, SLACK, MS), abi.config()).unwrap();
+        let r = dev2.publish(&inc()).unwrap();
         assert_eq!(
-            runner.health().poisoned.map(|p| (p.cause, p.run, p.slot)),
-            Some((PoisonCause::DeviceFault, Some(first_id), Some(0))),
-            "the poison names the run that overran"
+            r.serial::<0>(r.code("inc").unwrap(), Input::Host(&[9])),
+            [10]
         );
-        drop((first, r1, r2, err));
-    }
-    let report = runner.drain().unwrap();
-    assert!(report.cleared.is_some() && report.streams_recreated > 0);
-    drop(runner);
-    // Healthy kernels run again on the recovered device.
-    let mut dev2 = Device::<_, 2>::open(real_time(SLACK, MS), DeviceConfig::default()).unwrap();
-    let r = dev2.publish(&inc()).unwrap();
-    assert_eq!(
-        r.serial::<0>(r.code("inc").unwrap(), Input::Host(&[9])),
-        [10]
-    );
+    });
 }
 
 /// A run whose completion the device never reports (a lost fence event)
@@ -170,39 +182,41 @@ fn kernels_past_the_watchdog_poison_attributed_to_the_run_that_overran() {
 /// run, is named — a run behind it that completes is fenced normally.
 #[test]
 fn a_lost_fence_poisons_naming_its_own_run_only() {
-    let sim = SimDriver::stepped(SimConfig::default().watchdog(2 * MS));
-    let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    let mut runner = dev.publish(&inc()).unwrap();
-    {
-        let code = runner.code("inc").unwrap();
-        let ok0 = runner.launched::<0>(code, Input::Host(&[1]));
-        // Run 1's fence is its launch's second record: records 3 and 4 are
-        // run 1's (run 0 made records 1 and 2).
-        sim.inject(Fault::EventNeverCompletes { nth: 2 });
-        let lost = runner.launched::<1>(code, Input::Host(&[5]));
-        let after = runner.launched::<2>(code, Input::Host(&[7]));
-        let lost_id = lost.id();
-        // The run behind the lost one completes: fenced, nothing poisoned.
-        let mut out = Outputs::<2>::new(1);
-        after.fence().unwrap().finalize(&mut out).unwrap();
-        assert_eq!(out.values(), &[8]);
-        assert_eq!(runner.health().poisoned, None);
-        ok0.fence().unwrap();
-        let err = lost.fence().unwrap_err();
-        assert!(
-            matches!(err.kind(), ErrorKind::Timeout { overran: Some(r), .. } if *r == lost_id),
-            "{err}"
-        );
+    each(|abi| {
+        let sim = abi.stepped(SimConfig::default().watchdog(2 * MS));
+        let mut dev = Device::<_, 3>::open(sim.clone(), abi.config()).unwrap();
+        let mut runner = dev.publish(&inc()).unwrap();
+        {
+            let code = runner.code("inc").unwrap();
+            let ok0 = runner.launched::<0>(code, Input::Host(&[1]));
+            // Run 1's fence is its launch's second record: records 3 and 4 are
+            // run 1's (run 0 made records 1 and 2).
+            sim.inject(Fault::EventNeverCompletes { nth: 2 });
+            let lost = runner.launched::<1>(code, Input::Host(&[5]));
+            let after = runner.launched::<2>(code, Input::Host(&[7]));
+            let lost_id = lost.id();
+            // The run behind the lost one completes: fenced, nothing poisoned.
+            let mut out = Outputs::<2>::new(1);
+            after.fence().unwrap().finalize(&mut out).unwrap();
+            assert_eq!(out.values(), &[8]);
+            assert_eq!(runner.health().poisoned, None);
+            ok0.fence().unwrap();
+            let err = lost.fence().unwrap_err();
+            assert!(
+                matches!(err.kind(), ErrorKind::Timeout { overran: Some(r), .. } if *r == lost_id),
+                "{err}"
+            );
+            assert_eq!(
+                runner.health().poisoned.map(|p| (p.cause, p.run, p.slot)),
+                Some((PoisonCause::Overrun, Some(lost_id), Some(1)))
+            );
+        }
+        assert_eq!(runner.drain().unwrap().released, 1);
         assert_eq!(
-            runner.health().poisoned.map(|p| (p.cause, p.run, p.slot)),
-            Some((PoisonCause::Overrun, Some(lost_id), Some(1)))
+            runner.serial::<1>(runner.code("inc").unwrap(), Input::Host(&[1])),
+            [2]
         );
-    }
-    assert_eq!(runner.drain().unwrap().released, 1);
-    assert_eq!(
-        runner.serial::<1>(runner.code("inc").unwrap(), Input::Host(&[1])),
-        [2]
-    );
+    });
 }
 
 /// A host thread preempted for 20 ms inside every wait — ten times the
@@ -210,27 +224,29 @@ fn a_lost_fence_poisons_naming_its_own_run_only() {
 /// time is virtual and only moves with the device.
 #[test]
 fn a_preempted_host_never_poisons_a_virtual_time_device() {
-    let (mut dev, hooks, sim) = hooked();
-    let runner = dev.publish(&inc()).unwrap();
-    let code = runner.code("inc").unwrap();
-    *hooks.preempted.lock().unwrap() = 20 * MS;
-    // The fence becomes visible 3 ms (virtual) late: within the 4 ms budget.
-    sim.inject(Fault::DelayEvent {
-        nth: 2,
-        delay: 3 * MS,
+    each(|abi| {
+        let (mut dev, hooks, sim) = hooked(abi);
+        let runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        *hooks.preempted.lock().unwrap() = 20 * MS;
+        // The fence becomes visible 3 ms (virtual) late: within the 4 ms budget.
+        sim.inject(Fault::DelayEvent {
+            nth: 2,
+            delay: 3 * MS,
+        });
+        let run = runner.launched::<0>(code, Input::Host(&[1]));
+        // A short wait is only "not yet", however long the host was away.
+        let err = run.fence_for(Duration::from_micros(5)).unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::Timeout { overran: None, .. }),
+            "{err}"
+        );
+        let fenced = err.into_value().fence().unwrap();
+        let mut out = Outputs::<0>::new(1);
+        fenced.finalize(&mut out).unwrap();
+        assert_eq!(out.values(), &[2]);
+        assert_eq!(runner.health().poisoned, None);
     });
-    let run = runner.launched::<0>(code, Input::Host(&[1]));
-    // A short wait is only "not yet", however long the host was away.
-    let err = run.fence_for(Duration::from_micros(5)).unwrap_err();
-    assert!(
-        matches!(err.kind(), ErrorKind::Timeout { overran: None, .. }),
-        "{err}"
-    );
-    let fenced = err.into_value().fence().unwrap();
-    let mut out = Outputs::<0>::new(1);
-    fenced.finalize(&mut out).unwrap();
-    assert_eq!(out.values(), &[2]);
-    assert_eq!(runner.health().poisoned, None);
 }
 
 /// An explicit limit bounds the wait from its very first slice:
@@ -239,28 +255,30 @@ fn a_preempted_host_never_poisons_a_virtual_time_device() {
 /// `fence_timeout / 8` slice a configured fence starts with.
 #[test]
 fn an_explicit_limit_bounds_even_the_first_slice() {
-    let (mut dev, _, sim) = hooked();
-    let runner = dev.publish(&inc()).unwrap();
-    let code = runner.code("inc").unwrap();
-    let run = runner.launched::<0>(code, Input::Host(&[1]));
-    let before = sim.clock();
-    let err = run.fence_for(Duration::from_micros(5)).unwrap_err();
-    assert!(
-        matches!(err.kind(), ErrorKind::Timeout { overran: None, .. }),
-        "{err}"
-    );
-    let waited = sim.clock().saturating_sub(before);
-    assert!(
-        waited < Duration::from_micros(20),
-        "asked the driver for {waited:?}"
-    );
-    let mut out = Outputs::<0>::new(1);
-    err.into_value()
-        .fence()
-        .unwrap()
-        .finalize(&mut out)
-        .unwrap();
-    assert_eq!(out.values(), &[2]);
+    each(|abi| {
+        let (mut dev, _, sim) = hooked(abi);
+        let runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        let run = runner.launched::<0>(code, Input::Host(&[1]));
+        let before = sim.clock();
+        let err = run.fence_for(Duration::from_micros(5)).unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::Timeout { overran: None, .. }),
+            "{err}"
+        );
+        let waited = sim.clock().saturating_sub(before);
+        assert!(
+            waited < Duration::from_micros(20),
+            "asked the driver for {waited:?}"
+        );
+        let mut out = Outputs::<0>::new(1);
+        err.into_value()
+            .fence()
+            .unwrap()
+            .finalize(&mut out)
+            .unwrap();
+        assert_eq!(out.values(), &[2]);
+    });
 }
 
 /// The negative control of the test above: the same wait judged on the
@@ -268,57 +286,61 @@ fn an_explicit_limit_bounds_even_the_first_slice() {
 /// the preempted host for a hung device and poisons a healthy run.
 #[test]
 fn judged_on_host_time_the_same_wait_poisons_a_healthy_run() {
-    let (mut dev, hooks, sim) = hooked();
-    let runner = dev.publish(&inc()).unwrap();
-    let code = runner.code("inc").unwrap();
-    hooks.host_clock.store(true, Ordering::SeqCst);
-    *hooks.preempted.lock().unwrap() = 20 * MS;
-    sim.inject(Fault::DelayEvent {
-        nth: 2,
-        delay: 3 * MS,
+    each(|abi| {
+        let (mut dev, hooks, sim) = hooked(abi);
+        let runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        hooks.host_clock.store(true, Ordering::SeqCst);
+        *hooks.preempted.lock().unwrap() = 20 * MS;
+        sim.inject(Fault::DelayEvent {
+            nth: 2,
+            delay: 3 * MS,
+        });
+        let run = runner.launched::<0>(code, Input::Host(&[1]));
+        let err = run.fence().unwrap_err();
+        assert!(
+            matches!(
+                err.kind(),
+                ErrorKind::Timeout {
+                    overran: Some(_),
+                    ..
+                }
+            ),
+            "host time stood in for device time, so the check must fire: {err}"
+        );
     });
-    let run = runner.launched::<0>(code, Input::Host(&[1]));
-    let err = run.fence().unwrap_err();
-    assert!(
-        matches!(
-            err.kind(),
-            ErrorKind::Timeout {
-                overran: Some(_),
-                ..
-            }
-        ),
-        "host time stood in for device time, so the check must fire: {err}"
-    );
 }
 
 #[test]
 fn extreme_configurations_are_refused_naming_the_value() {
-    let open = |cfg: DeviceConfig| {
-        Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), cfg)
+    each(|abi| {
+        let open = |cfg: DeviceConfig| {
+            Device::<_, 2>::open(abi.stepped(SimConfig::default()), cfg)
+                .map(drop)
+                .unwrap_err()
+                .kind()
+                .clone()
+        };
+        let too_long = |k: &ErrorKind, name: &str| matches!(k, ErrorKind::Config(c) if matches!(**c, ConfigError::TooLong { what, .. } if what == name));
+        let k = open(abi.config().fence_timeout(Duration::MAX));
+        assert!(too_long(&k, "fence_timeout"), "{k}");
+        assert!(k.to_string().contains("fence_timeout"), "{k}");
+        let k = open(abi.config().device_watchdog(Duration::MAX / 2 + MS));
+        assert!(too_long(&k, "device_watchdog"), "{k}");
+        let k = open(abi.config().max_elements(usize::MAX));
+        assert!(
+            matches!(&k, ErrorKind::Config(c) if matches!(**c, ConfigError::ArenaTooLarge { max_elements: usize::MAX, .. })),
+            "{k}"
+        );
+        // A device whose own watchdog is unbounded.
+        let sim = abi.stepped(SimConfig::default().watchdog(Duration::MAX));
+        let k = Device::<_, 2>::open(sim, abi.config())
             .map(drop)
             .unwrap_err()
             .kind()
-            .clone()
-    };
-    let too_long = |k: &ErrorKind, name: &str| matches!(k, ErrorKind::Config(c) if matches!(**c, ConfigError::TooLong { what, .. } if what == name));
-    let k = open(DeviceConfig::default().fence_timeout(Duration::MAX));
-    assert!(too_long(&k, "fence_timeout"), "{k}");
-    assert!(k.to_string().contains("fence_timeout"), "{k}");
-    let k = open(DeviceConfig::default().device_watchdog(Duration::MAX / 2 + MS));
-    assert!(too_long(&k, "device_watchdog"), "{k}");
-    let k = open(DeviceConfig::default().max_elements(usize::MAX));
-    assert!(
-        matches!(&k, ErrorKind::Config(c) if matches!(**c, ConfigError::ArenaTooLarge { max_elements: usize::MAX, .. })),
-        "{k}"
-    );
-    // A device whose own watchdog is unbounded.
-    let sim = SimDriver::stepped(SimConfig::default().watchdog(Duration::MAX));
-    let k = Device::<_, 2>::open(sim, DeviceConfig::default())
-        .map(drop)
-        .unwrap_err()
-        .kind()
-        .clone();
-    assert!(too_long(&k, "the driver's watchdog"), "{k}");
+            .clone();
+        assert!(too_long(&k, "the driver's watchdog"), "{k}");
+    });
 }
 
 /// The longest accepted fence timeout, and `Duration::MAX` where a call
@@ -326,27 +348,30 @@ fn extreme_configurations_are_refused_naming_the_value() {
 /// publication and a drop that each meet a forgotten run.
 #[test]
 fn the_largest_waits_never_overflow() {
-    let cfg = DeviceConfig::default()
-        .device_watchdog(DeviceConfig::MAX_TIMEOUT / 2)
-        .fence_timeout(DeviceConfig::MAX_TIMEOUT);
-    let mut dev = Device::<_, 2>::open(real_time(SLACK, MS), cfg).unwrap();
-    {
-        let mut runner = dev.publish(&inc()).unwrap();
-        let code = runner.code("inc").unwrap();
-        let run = runner.launched::<0>(code, Input::Host(&[1]));
-        let fenced = run.fence_for(Duration::MAX).unwrap();
-        drop(fenced);
-        std::mem::forget(runner.launched::<1>(code, Input::Host(&[1])));
-        runner.drain_for(Duration::MAX).unwrap();
-        let code = runner.code("inc").unwrap();
-        let run = runner.launched::<0>(code, Input::Host(&[1]));
-        run.fence().unwrap();
-        std::mem::forget(runner.launched::<1>(code, Input::Host(&[1])));
-    }
-    // Publication drains the forgotten run first.
-    let runner = dev.publish(&inc()).unwrap();
-    std::mem::forget(runner.launched::<1>(runner.code("inc").unwrap(), Input::Host(&[1])));
-    drop(dev); // and so does dropping the device
+    each(|abi| {
+        let cfg = abi
+            .config()
+            .device_watchdog(DeviceConfig::MAX_TIMEOUT / 2)
+            .fence_timeout(DeviceConfig::MAX_TIMEOUT);
+        let mut dev = Device::<_, 2>::open(real_time(abi, SLACK, MS), cfg).unwrap();
+        {
+            let mut runner = dev.publish(&inc()).unwrap();
+            let code = runner.code("inc").unwrap();
+            let run = runner.launched::<0>(code, Input::Host(&[1]));
+            let fenced = run.fence_for(Duration::MAX).unwrap();
+            drop(fenced);
+            std::mem::forget(runner.launched::<1>(code, Input::Host(&[1])));
+            runner.drain_for(Duration::MAX).unwrap();
+            let code = runner.code("inc").unwrap();
+            let run = runner.launched::<0>(code, Input::Host(&[1]));
+            run.fence().unwrap();
+            std::mem::forget(runner.launched::<1>(code, Input::Host(&[1])));
+        }
+        // Publication drains the forgotten run first.
+        let runner = dev.publish(&inc()).unwrap();
+        std::mem::forget(runner.launched::<1>(runner.code("inc").unwrap(), Input::Host(&[1])));
+        drop(dev); // and so does dropping the device
+    });
 }
 
 /// A simulator configured with absurd latencies and watchdog neither
@@ -354,26 +379,28 @@ fn the_largest_waits_never_overflow() {
 /// `LatencyModel::MAX`, waits saturate.
 #[test]
 fn the_simulator_survives_extreme_settings() {
-    let sim = SimDriver::real_time(
-        SimConfig::default()
-            .watchdog(20 * MS)
-            .latency(LatencyModel::zero().kernel(Duration::MAX)),
-    );
-    assert_eq!(sim.config().latency.kernel, LatencyModel::MAX);
-    let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    let runner = dev.publish(&inc()).unwrap();
-    let run = runner.launched::<0>(runner.code("inc").unwrap(), Input::Host(&[1]));
-    // A one-second kernel under a 20 ms watchdog: the device faults it.
-    assert!(matches!(
-        run.fence().unwrap_err().kind(),
-        ErrorKind::Fault(_)
-    ));
-    // Blocking calls with unbounded timeouts on idle or unknown resources.
-    let s = sim.create_stream().unwrap();
-    sim.sync_stream(s, Duration::MAX).unwrap();
-    let stepped = SimDriver::stepped(SimConfig::default().watchdog(Duration::MAX));
-    let e = stepped.create_event().unwrap();
-    stepped.sync_event(e, Duration::MAX).unwrap();
+    each(|abi| {
+        let sim = abi.real_time(
+            SimConfig::default()
+                .watchdog(20 * MS)
+                .latency(LatencyModel::zero().kernel(Duration::MAX)),
+        );
+        assert_eq!(sim.config().latency.kernel, LatencyModel::MAX);
+        let mut dev = Device::<_, 2>::open(sim.clone(), abi.config()).unwrap();
+        let runner = dev.publish(&inc()).unwrap();
+        let run = runner.launched::<0>(runner.code("inc").unwrap(), Input::Host(&[1]));
+        // A one-second kernel under a 20 ms watchdog: the device faults it.
+        assert!(matches!(
+            run.fence().unwrap_err().kind(),
+            ErrorKind::Fault(_)
+        ));
+        // Blocking calls with unbounded timeouts on idle or unknown resources.
+        let s = sim.create_stream().unwrap();
+        sim.sync_stream(s, Duration::MAX).unwrap();
+        let stepped = abi.stepped(SimConfig::default().watchdog(Duration::MAX));
+        let e = stepped.create_event().unwrap();
+        stepped.sync_event(e, Duration::MAX).unwrap();
+    });
 }
 
 /// The user's own panic while runs are launched: unwinding drops them,
@@ -382,27 +409,29 @@ fn the_simulator_survives_extreme_settings() {
 /// the largest accepted one.
 #[test]
 fn a_user_panic_with_runs_launched_unwinds_cleanly() {
-    for cfg in [
-        DeviceConfig::default(),
-        DeviceConfig::default().fence_timeout(DeviceConfig::MAX_TIMEOUT),
-    ] {
-        let sim = SimDriver::stepped(SimConfig::default().watchdog(2 * MS));
-        let mut dev = Device::<_, 2>::open(sim.clone(), cfg).unwrap();
-        let runner = dev.publish(&inc()).unwrap();
-        let code = runner.code("inc").unwrap();
-        let outcome = catch_unwind(AssertUnwindSafe(|| {
-            let _a = runner.launched::<0>(code, Input::Host(&[1]));
-            let _b = runner.launched::<1>(code, Input::Previous);
-            panic!("the user's own panic");
-        }));
-        assert!(outcome.is_err());
-        let h = runner.health();
-        assert_eq!((h.in_flight, h.poisoned, h.quarantined.len()), (0, None, 0));
-        assert_eq!(runner.serial::<0>(code, Input::Host(&[4])), [5]);
-        drop(runner);
-        drop(dev);
-        assert_eq!(sim.stats().live_streams(), 0, "released");
-    }
+    each(|abi| {
+        for cfg in [
+            abi.config(),
+            abi.config().fence_timeout(DeviceConfig::MAX_TIMEOUT),
+        ] {
+            let sim = abi.stepped(SimConfig::default().watchdog(2 * MS));
+            let mut dev = Device::<_, 2>::open(sim.clone(), cfg).unwrap();
+            let runner = dev.publish(&inc()).unwrap();
+            let code = runner.code("inc").unwrap();
+            let outcome = catch_unwind(AssertUnwindSafe(|| {
+                let _a = runner.launched::<0>(code, Input::Host(&[1]));
+                let _b = runner.launched::<1>(code, Input::Previous);
+                panic!("the user's own panic");
+            }));
+            assert!(outcome.is_err());
+            let h = runner.health();
+            assert_eq!((h.in_flight, h.poisoned, h.quarantined.len()), (0, None, 0));
+            assert_eq!(runner.serial::<0>(code, Input::Host(&[4])), [5]);
+            drop(runner);
+            drop(dev);
+            assert_eq!(sim.stats().live_streams(), 0, "released");
+        }
+    });
 }
 
 /// A panic while the device cannot prove a run complete (its fence event
@@ -410,20 +439,22 @@ fn a_user_panic_with_runs_launched_unwinds_cleanly() {
 /// the slot, and the process survives; a drain recovers.
 #[test]
 fn a_panic_over_a_hung_run_quarantines_and_survives() {
-    let sim = SimDriver::stepped(SimConfig::default().watchdog(2 * MS));
-    let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    let mut runner = dev.publish(&inc()).unwrap();
-    let code = runner.code("inc").unwrap();
-    sim.inject(Fault::EventNeverCompletes { nth: 2 });
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let _hung = runner.launched::<0>(code, Input::Host(&[1]));
-        panic!("while the run cannot complete");
-    }));
-    assert!(outcome.is_err());
-    assert!(runner.health().quarantined.contains(0));
-    runner.drain().unwrap();
-    let code = runner.code("inc").unwrap();
-    assert_eq!(runner.serial::<0>(code, Input::Host(&[1])), [2]);
+    each(|abi| {
+        let sim = abi.stepped(SimConfig::default().watchdog(2 * MS));
+        let mut dev = Device::<_, 2>::open(sim.clone(), abi.config()).unwrap();
+        let mut runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        sim.inject(Fault::EventNeverCompletes { nth: 2 });
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let _hung = runner.launched::<0>(code, Input::Host(&[1]));
+            panic!("while the run cannot complete");
+        }));
+        assert!(outcome.is_err());
+        assert!(runner.health().quarantined.contains(0));
+        runner.drain().unwrap();
+        let code = runner.code("inc").unwrap();
+        assert_eq!(runner.serial::<0>(code, Input::Host(&[1])), [2]);
+    });
 }
 
 /// A driver that panics inside a fence's wait: the panic reaches the
@@ -432,21 +463,23 @@ fn a_panic_over_a_hung_run_quarantines_and_survives() {
 /// does not abort: the slot is quarantined, a drain recovers.
 #[test]
 fn a_driver_panic_inside_drop_while_unwinding_does_not_abort() {
-    let (mut dev, hooks, _) = hooked();
-    let mut runner = dev.publish(&inc()).unwrap();
-    let code = runner.code("inc").unwrap();
-    *hooks.panic_in.lock().unwrap() = Some(Op::SyncEvent);
-    hooks.armed.store(true, Ordering::SeqCst);
-    let outcome = catch_unwind(AssertUnwindSafe(|| {
-        let run = runner.launched::<0>(code, Input::Host(&[1]));
-        let _ = run.fence();
-    }));
-    assert!(outcome.is_err(), "the driver's panic reaches the caller");
-    hooks.armed.store(false, Ordering::SeqCst);
-    assert!(runner.health().quarantined.contains(0));
-    runner.drain().unwrap();
-    let code = runner.code("inc").unwrap();
-    assert_eq!(runner.serial::<0>(code, Input::Host(&[1])), [2]);
+    each(|abi| {
+        let (mut dev, hooks, _) = hooked(abi);
+        let mut runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        *hooks.panic_in.lock().unwrap() = Some(Op::SyncEvent);
+        hooks.armed.store(true, Ordering::SeqCst);
+        let outcome = catch_unwind(AssertUnwindSafe(|| {
+            let run = runner.launched::<0>(code, Input::Host(&[1]));
+            let _ = run.fence();
+        }));
+        assert!(outcome.is_err(), "the driver's panic reaches the caller");
+        hooks.armed.store(false, Ordering::SeqCst);
+        assert!(runner.health().quarantined.contains(0));
+        runner.drain().unwrap();
+        let code = runner.code("inc").unwrap();
+        assert_eq!(runner.serial::<0>(code, Input::Host(&[1])), [2]);
+    });
 }
 
 /// A driver that panics in the middle of a launch (AICore kernel queued,
@@ -455,42 +488,44 @@ fn a_driver_panic_inside_drop_while_unwinding_does_not_abort() {
 /// interrupted run, until a drain proves the queue quiet.
 #[test]
 fn a_driver_panic_mid_launch_poisons_instead_of_hanging() {
-    let (mut dev, hooks, _) = hooked();
-    let mut runner = dev.publish(&inc()).unwrap();
-    let code = runner.code("inc").unwrap();
-    *hooks.panic_in.lock().unwrap() = Some(Op::LaunchAicpu);
-    hooks.armed.store(true, Ordering::SeqCst);
-    let prepared = runner
-        .prepare(
-            runner.take_slot::<0>().unwrap(),
-            RunSpec::new(code, Input::Host(&[1])),
-        )
-        .unwrap();
-    let id = prepared.id();
-    let panicked = catch_unwind(AssertUnwindSafe(|| prepared.launch().map(drop))).is_err();
-    assert!(panicked);
-    hooks.armed.store(false, Ordering::SeqCst);
-    let poison = runner.health().poisoned.expect("poisoned");
-    assert_eq!(
-        (poison.cause, poison.run, poison.slot),
-        (PoisonCause::Interrupted, Some(id), Some(0))
-    );
-    let err = runner
-        .prepare(
-            runner.take_slot::<1>().unwrap(),
-            RunSpec::new(code, Input::Host(&[1])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap_err();
-    assert!(matches!(err.kind(), ErrorKind::Poisoned(_)), "{err}");
-    drop(err);
-    // The orphaned AICore kernel faults on the device's watchdog; the drain
-    // replaces its stream and returns every slot.
-    runner.drain().unwrap();
-    let code = runner.code("inc").unwrap();
-    assert_eq!(runner.serial::<0>(code, Input::Host(&[1])), [2]);
-    assert_eq!(runner.serial::<1>(code, Input::Host(&[2])), [3]);
+    each(|abi| {
+        let (mut dev, hooks, _) = hooked(abi);
+        let mut runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        *hooks.panic_in.lock().unwrap() = Some(Op::LaunchAicpu);
+        hooks.armed.store(true, Ordering::SeqCst);
+        let prepared = runner
+            .prepare(
+                runner.take_slot::<0>().unwrap(),
+                RunSpec::new(code, Input::Host(&[1])),
+            )
+            .unwrap();
+        let id = prepared.id();
+        let panicked = catch_unwind(AssertUnwindSafe(|| prepared.launch().map(drop))).is_err();
+        assert!(panicked);
+        hooks.armed.store(false, Ordering::SeqCst);
+        let poison = runner.health().poisoned.expect("poisoned");
+        assert_eq!(
+            (poison.cause, poison.run, poison.slot),
+            (PoisonCause::Interrupted, Some(id), Some(0))
+        );
+        let err = runner
+            .prepare(
+                runner.take_slot::<1>().unwrap(),
+                RunSpec::new(code, Input::Host(&[1])),
+            )
+            .unwrap()
+            .launch()
+            .unwrap_err();
+        assert!(matches!(err.kind(), ErrorKind::Poisoned(_)), "{err}");
+        drop(err);
+        // The orphaned AICore kernel faults on the device's watchdog; the drain
+        // replaces its stream and returns every slot.
+        runner.drain().unwrap();
+        let code = runner.code("inc").unwrap();
+        assert_eq!(runner.serial::<0>(code, Input::Host(&[1])), [2]);
+        assert_eq!(runner.serial::<1>(code, Input::Host(&[2])), [3]);
+    });
 }
 
 /// Kernel faults met by a later run are attributed to the run that
@@ -498,57 +533,61 @@ fn a_driver_panic_mid_launch_poisons_instead_of_hanging() {
 /// fenced.
 #[test]
 fn a_fault_met_by_a_later_run_names_the_run_that_faulted() {
-    let sim = SimDriver::stepped(SimConfig::default().watchdog(2 * MS));
-    let mut dev = Device::<_, 3>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    let mut runner = dev.publish(&inc()).unwrap();
-    {
-        let code = runner.code("inc").unwrap();
-        let r0 = runner.launched::<0>(code, Input::Host(&[1]));
-        r0.fence().unwrap();
-        sim.inject(Fault::KernelFault {
-            kernel: Kernel::Aicore,
-            nth: 1,
-        });
-        let r1 = runner.launched::<1>(code, Input::Host(&[1]));
-        let r2 = runner.launched::<2>(code, Input::Host(&[1]));
-        let faulty = r1.id();
-        let err = r2.fence().unwrap_err();
-        assert!(matches!(err.kind(), ErrorKind::Fault(_)), "{err}");
-        let p = runner.health().poisoned.unwrap();
-        assert_eq!(
-            (p.cause, p.run, p.slot),
-            (PoisonCause::DeviceFault, Some(faulty), Some(1))
-        );
-        drop((r1, err));
-    }
-    runner.drain().unwrap();
+    each(|abi| {
+        let sim = abi.stepped(SimConfig::default().watchdog(2 * MS));
+        let mut dev = Device::<_, 3>::open(sim.clone(), abi.config()).unwrap();
+        let mut runner = dev.publish(&inc()).unwrap();
+        {
+            let code = runner.code("inc").unwrap();
+            let r0 = runner.launched::<0>(code, Input::Host(&[1]));
+            r0.fence().unwrap();
+            sim.inject(Fault::KernelFault {
+                kernel: Kernel::Aicore,
+                nth: 1,
+            });
+            let r1 = runner.launched::<1>(code, Input::Host(&[1]));
+            let r2 = runner.launched::<2>(code, Input::Host(&[1]));
+            let faulty = r1.id();
+            let err = r2.fence().unwrap_err();
+            assert!(matches!(err.kind(), ErrorKind::Fault(_)), "{err}");
+            let p = runner.health().poisoned.unwrap();
+            assert_eq!(
+                (p.cause, p.run, p.slot),
+                (PoisonCause::DeviceFault, Some(faulty), Some(1))
+            );
+            drop((r1, err));
+        }
+        runner.drain().unwrap();
+    });
 }
 
 /// `Device::close` proves the queue quiet before releasing anything; when it
 /// cannot, the device comes back untouched, to close later.
 #[test]
 fn a_close_that_cannot_drain_hands_the_device_back() {
-    let (mut dev, hooks, sim) = hooked();
-    let runner = dev.publish(&inc()).unwrap();
-    std::mem::forget(runner.launched::<0>(runner.code("inc").unwrap(), Input::Host(&[1])));
-    drop(runner);
-    hooks.stall.store(true, Ordering::SeqCst);
-    let err = dev.close().unwrap_err();
-    assert!(
-        matches!(err.kind(), ErrorKind::Undrained { count: 1, .. }),
-        "{err}"
-    );
-    let dev = err
-        .into_value()
-        .expect("nothing was released: the device comes back");
-    assert_eq!(sim.stats().live_streams(), 2);
-    hooks.stall.store(false, Ordering::SeqCst);
-    dev.close().map_err(runclaim::Error::without_value).unwrap();
-    let s = sim.stats();
-    assert_eq!(
-        (s.live_streams(), s.live_events(), s.live_allocations()),
-        (0, 0, 0)
-    );
+    each(|abi| {
+        let (mut dev, hooks, sim) = hooked(abi);
+        let runner = dev.publish(&inc()).unwrap();
+        std::mem::forget(runner.launched::<0>(runner.code("inc").unwrap(), Input::Host(&[1])));
+        drop(runner);
+        hooks.stall.store(true, Ordering::SeqCst);
+        let err = dev.close().unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::Undrained { count: 1, .. }),
+            "{err}"
+        );
+        let dev = err
+            .into_value()
+            .expect("nothing was released: the device comes back");
+        assert_eq!(sim.stats().live_streams(), 2);
+        hooks.stall.store(false, Ordering::SeqCst);
+        dev.close().map_err(runclaim::Error::without_value).unwrap();
+        let s = sim.stats();
+        assert_eq!(
+            (s.live_streams(), s.live_events(), s.live_allocations()),
+            (0, 0, 0)
+        );
+    });
 }
 
 /// A driver whose clock does not move across a timed-out wait (a virtual
@@ -558,38 +597,40 @@ fn a_close_that_cannot_drain_hands_the_device_back() {
 /// the drop of a launched run spun for ever.
 #[test]
 fn a_frozen_driver_clock_cannot_hang_a_fence_or_a_drop() {
-    let (mut dev, hooks, _) = hooked();
-    let runner = dev.publish(&inc()).unwrap();
-    let code = runner.code("inc").unwrap();
-    hooks.frozen.store(true, Ordering::SeqCst);
-    let run = runner.launched::<0>(code, Input::Host(&[1]));
-    common::or_abort_after(
-        Duration::from_secs(120),
-        "a fence on a frozen clock",
-        || {
-            let err = run.fence_for(10 * MS).unwrap_err();
-            assert!(
-                matches!(err.kind(), ErrorKind::Timeout { overran: None, waited } if *waited >= 10 * MS),
-                "{err}"
-            );
-            let err = err.into_value().fence().unwrap_err();
-            assert!(
-                matches!(err.kind(), ErrorKind::Timeout { overran: None, .. }),
-                "{err}"
-            );
-            drop(err); // the drop waits, bounded, then quarantines
-        },
-    );
-    assert!(runner.health().quarantined.contains(0));
-    // A simulator told to take no step per wait still takes one.
-    let mut cfg = SimConfig::default().watchdog(2 * MS);
-    cfg.max_wait_steps = 0;
-    let mut dev = Device::<_, 2>::open(SimDriver::stepped(cfg), DeviceConfig::default()).unwrap();
-    let r = dev.publish(&inc()).unwrap();
-    assert_eq!(
-        r.serial::<0>(r.code("inc").unwrap(), Input::Host(&[1])),
-        [2]
-    );
+    each(|abi| {
+        let (mut dev, hooks, _) = hooked(abi);
+        let runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        hooks.frozen.store(true, Ordering::SeqCst);
+        let run = runner.launched::<0>(code, Input::Host(&[1]));
+        common::or_abort_after(
+            Duration::from_secs(120),
+            "a fence on a frozen clock",
+            || {
+                let err = run.fence_for(10 * MS).unwrap_err();
+                assert!(
+                    matches!(err.kind(), ErrorKind::Timeout { overran: None, waited } if *waited >= 10 * MS),
+                    "{err}"
+                );
+                let err = err.into_value().fence().unwrap_err();
+                assert!(
+                    matches!(err.kind(), ErrorKind::Timeout { overran: None, .. }),
+                    "{err}"
+                );
+                drop(err); // the drop waits, bounded, then quarantines
+            },
+        );
+        assert!(runner.health().quarantined.contains(0));
+        // A simulator told to take no step per wait still takes one.
+        let mut cfg = SimConfig::default().watchdog(2 * MS);
+        cfg.max_wait_steps = 0;
+        let mut dev = Device::<_, 2>::open(abi.stepped(cfg), abi.config()).unwrap();
+        let r = dev.publish(&inc()).unwrap();
+        assert_eq!(
+            r.serial::<0>(r.code("inc").unwrap(), Input::Host(&[1])),
+            [2]
+        );
+    });
 }
 
 /// A fault on the AICore stream met by a later launch names the run that
@@ -598,34 +639,36 @@ fn a_frozen_driver_clock_cannot_hang_a_fence_or_a_drop() {
 /// only at fences, which the AICPU stream reports later.
 #[test]
 fn a_launch_refused_by_an_earlier_fault_names_the_earlier_run() {
-    let sim = SimDriver::stepped(SimConfig::default());
-    let mut dev = Device::<_, 4>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    let runner = dev.publish(&inc()).unwrap();
-    let code = runner.code("inc").unwrap();
-    sim.inject(Fault::KernelFault {
-        kernel: Kernel::Aicore,
-        nth: 1,
+    each(|abi| {
+        let sim = abi.stepped(SimConfig::default());
+        let mut dev = Device::<_, 4>::open(sim.clone(), abi.config()).unwrap();
+        let runner = dev.publish(&inc()).unwrap();
+        let code = runner.code("inc").unwrap();
+        sim.inject(Fault::KernelFault {
+            kernel: Kernel::Aicore,
+            nth: 1,
+        });
+        let a = runner.launched::<0>(code, Input::Host(&[1]));
+        for _ in 0..5 {
+            sim.step();
+        }
+        let err = runner
+            .prepare(
+                runner.take_slot::<1>().unwrap(),
+                RunSpec::new(code, Input::Host(&[1])),
+            )
+            .unwrap()
+            .launch()
+            .unwrap_err();
+        assert!(err.value().is_some(), "nothing of run B was submitted");
+        let p = runner.health().poisoned.expect("poisoned");
+        assert_eq!(
+            (p.cause, p.run, p.slot),
+            (PoisonCause::DeviceFault, Some(a.id()), Some(0)),
+            "the poison names the run that faulted"
+        );
+        drop((err, a));
     });
-    let a = runner.launched::<0>(code, Input::Host(&[1]));
-    for _ in 0..5 {
-        sim.step();
-    }
-    let err = runner
-        .prepare(
-            runner.take_slot::<1>().unwrap(),
-            RunSpec::new(code, Input::Host(&[1])),
-        )
-        .unwrap()
-        .launch()
-        .unwrap_err();
-    assert!(err.value().is_some(), "nothing of run B was submitted");
-    let p = runner.health().poisoned.expect("poisoned");
-    assert_eq!(
-        (p.cause, p.run, p.slot),
-        (PoisonCause::DeviceFault, Some(a.id()), Some(0)),
-        "the poison names the run that faulted"
-    );
-    drop((err, a));
 }
 
 /// Output buffers of absurd sizes are clamped or refused, never a panic

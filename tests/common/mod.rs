@@ -5,6 +5,7 @@
 
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
+pub mod abi;
 pub mod broken;
 pub mod checks;
 pub mod hooked;

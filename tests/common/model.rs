@@ -21,6 +21,7 @@ use runclaim::{
     RunSpec, Runner, SlotToken,
 };
 
+use super::abi::Abi;
 use super::checks;
 
 /// Elements an arena holds in the model's configuration.
@@ -512,11 +513,7 @@ fn is_undrained(k: &ErrorKind) -> bool {
 }
 
 /// Runs `ops` on a depth-`D` device over `wrap(sim)` and the model, checking
-/// every invariant after every step.
-#[allow(
-    clippy::too_many_lines,
-    reason = "the epoch / session loop reads best in one place"
-)]
+/// every invariant after every step (runclaim's kernel ABI).
 pub fn run_case<Dr, const D: usize>(
     ops: &[Op],
     seed: u64,
@@ -527,8 +524,28 @@ where
     Depth<D>: SupportedDepth,
     Cells: CellsFor<D>,
 {
-    let sim = SimDriver::stepped(sim_config(seed));
-    let cfg = DeviceConfig::default().max_elements(MAX_ELEMS);
+    run_case_under::<Dr, D>(Abi::Runclaim, ops, seed, wrap)
+}
+
+/// [`run_case`] with the simulator speaking `abi` and the device opened
+/// with its adapter: the same model, the same checks.
+#[allow(
+    clippy::too_many_lines,
+    reason = "the epoch / session loop reads best in one place"
+)]
+pub fn run_case_under<Dr, const D: usize>(
+    abi: Abi,
+    ops: &[Op],
+    seed: u64,
+    wrap: impl Fn(SimDriver) -> Dr,
+) -> CaseResult
+where
+    Dr: Driver + 'static,
+    Depth<D>: SupportedDepth,
+    Cells: CellsFor<D>,
+{
+    let sim = abi.stepped(sim_config(seed));
+    let cfg = abi.with(DeviceConfig::default().max_elements(MAX_ELEMS));
     let mut dev = Device::<_, D>::open(wrap(sim.clone()), cfg).map_err(|e| format!("open: {e}"))?;
     let fence_steps = u64::try_from(dev.fence_timeout().as_micros()).unwrap();
     // Every single operation waits at most once per slot plus a drain.
