@@ -390,3 +390,192 @@ fn an_adapter_that_fails_or_panics_fails_its_run_and_nothing_else() {
         assert_eq!(launches.unwrap_or(0), u64::from(how == 6), "{how}");
     }
 }
+
+/// Adapters behind the review's findings, each now refused or survived.
+struct Fickle {
+    how: u8,
+    calls: std::sync::atomic::AtomicU32,
+}
+
+impl Fickle {
+    fn new(how: u8) -> Self {
+        Fickle {
+            how,
+            calls: std::sync::atomic::AtomicU32::new(0),
+        }
+    }
+}
+
+/// A device of its own, for an adapter to call from inside a method.
+static OTHER: std::sync::OnceLock<Device<SimDriver, 2>> = std::sync::OnceLock::new();
+
+impl KernelAbi for Fickle {
+    fn name(&self) -> &'static str {
+        "fickle"
+    }
+    fn regions(&self, shape: &Shape, out: &mut Vec<RegionSpec>) -> Result<(), AbiError> {
+        assert!(self.how != 1, "a panicking regions()");
+        RunclaimAbi.regions(shape, out)
+    }
+    fn max_block_bytes(&self) -> usize {
+        // Asked a second time, it would claim everything.
+        if self.how == 0 && self.calls.fetch_add(1, Ordering::SeqCst) > 0 {
+            return usize::MAX;
+        }
+        RunclaimAbi.max_block_bytes()
+    }
+    fn aicore_block(&self, run: &RunView<'_>, w: &mut BlockWriter<'_>) -> Result<(), AbiError> {
+        if self.how == 3 {
+            // Calls a device while one calls it.
+            let other = OTHER.get_or_init(|| {
+                Device::open(
+                    SimDriver::stepped(SimConfig::default()),
+                    DeviceConfig::default(),
+                )
+                .unwrap()
+            });
+            let _ = other.health();
+        }
+        RunclaimAbi.aicore_block(run, w)
+    }
+    fn aicpu_block(
+        &self,
+        run: &RunView<'_>,
+        w: &mut BlockWriter<'_>,
+    ) -> Result<AicpuBlock, AbiError> {
+        if self.how != 4 {
+            return RunclaimAbi.aicpu_block(run, w);
+        }
+        // A separate AICPU block naming memory that is not there.
+        RunclaimAbi.aicore_block(run, w)?;
+        let at = w.grow(8)?;
+        let forged = DevSpan::new(runclaim::driver::DevPtr::from_raw(0xdead_0000), 8);
+        w.put_addr(at, forged)?;
+        Ok(AicpuBlock::Written)
+    }
+    fn arm(&self, region: usize, id: &RunIdentity, bytes: &mut [u8]) -> Result<(), AbiError> {
+        RunclaimAbi.arm(region, id, bytes)
+    }
+    fn status_record(&self) -> RecordAt {
+        assert!(self.how != 2, "a panicking status_record()");
+        RunclaimAbi.status_record()
+    }
+    fn timing_record(&self) -> RecordAt {
+        RunclaimAbi.timing_record()
+    }
+    fn decode_status(&self, id: &RunIdentity, bytes: &[u8]) -> Result<Verdict, RecordError> {
+        RunclaimAbi.decode_status(id, bytes)
+    }
+    fn decode_timing(&self, id: &RunIdentity, bytes: &[u8]) -> Result<WallRecord, RecordError> {
+        let wall = RunclaimAbi.decode_timing(id, bytes)?;
+        if self.how == 5 {
+            // A lying decoder: another run's wall.
+            return Ok(WallRecord {
+                run_id: wall.run_id + 100,
+                ..wall
+            });
+        }
+        Ok(wall)
+    }
+}
+
+fn inc_once(dev: &mut Device<SimDriver, 2>) -> Result<Vec<u32>, ErrorKind> {
+    let runner = dev
+        .publish(&[Callable::program("inc", &Program::new().add(1))])
+        .unwrap();
+    let mut out = Outputs::<0>::new(1);
+    let spec = RunSpec::new(runner.code("inc").unwrap(), Input::Host(&[1]));
+    runner
+        .run_serial(runner.take_slot::<0>().unwrap(), spec, &mut out)
+        .map(|_| out.values().to_vec())
+        .map_err(|e| e.kind().clone())
+}
+
+#[test]
+fn max_block_bytes_is_asked_once_at_open() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let config = DeviceConfig::default().kernel_abi(Fickle::new(0));
+    let mut dev = Device::<_, 2>::open(sim, config).unwrap();
+    assert_eq!(inc_once(&mut dev), Ok(vec![2]));
+}
+
+#[test]
+fn an_adapter_that_panics_at_open_refuses_the_device_and_hands_the_driver_back() {
+    for how in [1, 2] {
+        let sim = SimDriver::stepped(SimConfig::default());
+        let err = Device::<_, 2>::open(
+            sim.clone(),
+            DeviceConfig::default().kernel_abi(Fickle::new(how)),
+        )
+        .unwrap_err();
+        assert!(
+            matches!(err.kind(), ErrorKind::Config(c) if matches!(**c, ConfigError::Adapter { adapter: "fickle", .. })),
+            "{how}: {err}"
+        );
+        let driver = err.into_value();
+        let s = driver.stats();
+        assert_eq!((s.live_streams(), s.live_allocations()), (0, 0), "{how}");
+        // The driver is whole: a device opens on it.
+        assert!(Device::<_, 2>::open(driver, DeviceConfig::default()).is_ok());
+    }
+}
+
+#[test]
+fn an_adapter_calling_a_device_from_inside_fails_its_run_instead_of_deadlocking() {
+    let (done, wait) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let sim = SimDriver::stepped(SimConfig::default());
+        let mut dev =
+            Device::<_, 2>::open(sim, DeviceConfig::default().kernel_abi(Fickle::new(3))).unwrap();
+        let r = inc_once(&mut dev);
+        let healthy = dev.health().poisoned.is_none();
+        let _ = done.send((r, healthy));
+    });
+    let (r, healthy) = wait
+        .recv_timeout(std::time::Duration::from_secs(60))
+        .expect("the launch returned (a deadlock would not)");
+    assert!(matches!(r, Err(ErrorKind::Adapter(_))), "{r:?}");
+    assert!(healthy, "nothing was submitted: not poisoned");
+}
+
+#[test]
+fn a_bad_aicpu_block_is_refused_before_the_aicore_kernel_is_queued() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = Device::<_, 2>::open(
+        sim.clone(),
+        DeviceConfig::default().kernel_abi(Fickle::new(4)),
+    )
+    .unwrap();
+    let r = inc_once(&mut dev);
+    assert!(
+        matches!(&r, Err(ErrorKind::Driver(e)) if matches!(e.kind(), runclaim::driver::DriverErrorKind::BadAddress { .. })),
+        "{r:?}"
+    );
+    let launches = sim
+        .stats()
+        .calls
+        .get(&runclaim::driver::Op::LaunchAicore)
+        .copied();
+    assert_eq!(launches.unwrap_or(0), 0, "nothing of the run was queued");
+    assert!(
+        dev.health().poisoned.is_none(),
+        "a refusal, not a partial launch"
+    );
+}
+
+#[test]
+fn the_wall_the_contract_hands_out_names_the_run_whatever_the_adapter_decodes() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev =
+        Device::<_, 2>::open(sim, DeviceConfig::default().kernel_abi(Fickle::new(5))).unwrap();
+    assert!(
+        matches!(
+            inc_once(&mut dev),
+            Err(ErrorKind::RecordMismatch {
+                record: Record::Wall,
+                ..
+            })
+        ),
+        "a lying decoder's wall is refused"
+    );
+}

@@ -379,8 +379,9 @@ where
             let fields = WorkArgs::MAX_TENSORS + 2 * MAX_REGIONS;
             let oom = |bytes| ErrorKind::HostOutOfMemory { bytes };
             let block = || {
-                BlockBuf::try_with_capacity(max, fields)
-                    .ok_or(oom(max + fields * size_of::<crate::driver::abi::AddrField>()))
+                BlockBuf::try_with_capacity(max, fields).ok_or(oom(
+                    max + fields * size_of::<crate::driver::abi::AddrField>()
+                ))
             };
             let mut tensors = Vec::new();
             tensors

@@ -79,9 +79,11 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             // A second block is checked whole before the first kernel is
             // queued: refused now, the run comes back unlaunched.
             if !aicpu_args.consistent() {
-                return Err(NotSubmitted(ErrorKind::Adapter(Box::new(AbiError::Unsupported {
-                    what: "an address the AICPU block recorded is no longer in it",
-                }))));
+                return Err(NotSubmitted(ErrorKind::Adapter(Box::new(
+                    AbiError::Unsupported {
+                        what: "an address the AICPU block recorded is no longer in it",
+                    },
+                ))));
             }
             if let Err(e) = d.check_aicpu_args(aicpu_args) {
                 return Err(NotSubmitted(self.driver_error(st, e, info.run, slot, None)));
@@ -486,6 +488,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let wall = self.read_record(slot, info, self.abi.timing, Record::Wall, |id, b| {
             with_abi!(self.abi, |abi| abi.decode_timing(id, b))
         })?;
+        // Whatever the adapter decoded, the wall it hands out names this
+        // run and this slot.
+        if wall.run_id != info.run.get() || wall.slot as usize != slot {
+            return Err(ErrorKind::RecordMismatch {
+                record: Record::Wall,
+                expected: info.run.get(),
+                found: wall.run_id,
+            });
+        }
         if let Verdict::Failed { code } = verdict {
             self.lock().stats.run_failures += 1;
             return Err(ErrorKind::RunFailed { code });

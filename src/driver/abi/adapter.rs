@@ -13,9 +13,15 @@
 //! with every recorded address ([`LaunchArgs`]) and checks each range, and
 //! that the block still holds it where it was written, before C. Every
 //! address runclaim gives an adapter (its regions, its tensors) is a
-//! [`DevSpan`], which has no integer accessor: the only way to put one in a
-//! block is `put_addr`. An integer is an integer — a driver cannot tell a
-//! hand-made number from a count, and does not try.
+//! [`DevSpan`], which offers no integer accessor: the way to put one in a
+//! block is `put_addr`, and both built-in adapters record every address
+//! they write. What this protects against is a *mistake* — a freed or
+//! foreign region, a tensor past its buffer, an integer written over an
+//! address — not an adapter that means harm: an adapter is trusted code,
+//! like the kernels it describes. An address written as an integer (it
+//! can be recovered, from a span's `Debug` or a recorded [`AddrField`])
+//! is an integer to the driver, which cannot tell a hand-made number from
+//! a count and does not try.
 //!
 //! ```
 //! use runclaim::driver::DevPtr;
@@ -39,7 +45,8 @@ use super::workload::Dir;
 use crate::driver::DevPtr;
 
 /// A device range runclaim hands an adapter: where it starts and how many
-/// bytes it spans. Its address has no integer accessor: write it with [`BlockWriter::put_addr`].
+/// bytes it spans. It offers no integer accessor: write it with
+/// [`BlockWriter::put_addr`], which records it for the driver.
 ///
 /// ```
 /// use runclaim::driver::DevPtr;
@@ -617,9 +624,60 @@ impl Shape {
 /// device under its own rules (it decides *when* regions are written and
 /// records are read; the adapter decides *what* and *where*).
 ///
-/// Called on the launch path: no method should allocate or block. Every
-/// method returns its failures; none may panic (a panic is caught where
-/// it could poison the device, and the run fails).
+/// Called on the launch path: no method should allocate or block, and none
+/// may call a device (runclaim may hold the device's lock: such a call
+/// panics there). Every method returns its failures; a panic is caught —
+/// at open the device is refused, at run time the run fails.
+///
+/// An adapter over runclaim's own layout that also counts the verdicts it
+/// decodes (a user adapter speaks its own layout, and on the simulator
+/// comes with a [`DeviceModel`](crate::sim::DeviceModel) for it):
+///
+/// ```
+/// use std::sync::atomic::{AtomicU64, Ordering};
+/// use runclaim::driver::abi::*;
+/// use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// #[derive(Default)]
+/// struct Counted(AtomicU64);
+///
+/// impl KernelAbi for Counted {
+///     fn name(&self) -> &'static str { "counted" }
+///     fn regions(&self, shape: &Shape, out: &mut Vec<RegionSpec>) -> Result<(), AbiError> {
+///         RunclaimAbi.regions(shape, out) // handshake, wall, status
+///     }
+///     fn max_block_bytes(&self) -> usize { RunclaimAbi.max_block_bytes() }
+///     fn aicore_block(&self, run: &RunView<'_>, w: &mut BlockWriter<'_>) -> Result<(), AbiError> {
+///         RunclaimAbi.aicore_block(run, w) // addresses through put_addr
+///     }
+///     fn aicpu_block(&self, _: &RunView<'_>, _: &mut BlockWriter<'_>) -> Result<AicpuBlock, AbiError> {
+///         Ok(AicpuBlock::Same) // both kernels get the AICore block
+///     }
+///     fn arm(&self, region: usize, id: &RunIdentity, bytes: &mut [u8]) -> Result<(), AbiError> {
+///         RunclaimAbi.arm(region, id, bytes)
+///     }
+///     fn status_record(&self) -> RecordAt { RunclaimAbi.status_record() }
+///     fn timing_record(&self) -> RecordAt { RunclaimAbi.timing_record() }
+///     fn decode_status(&self, id: &RunIdentity, bytes: &[u8]) -> Result<Verdict, RecordError> {
+///         let v = RunclaimAbi.decode_status(id, bytes)?; // proves it is `id`'s
+///         self.0.fetch_add(1, Ordering::Relaxed);
+///         Ok(v)
+///     }
+///     fn decode_timing(&self, id: &RunIdentity, bytes: &[u8]) -> Result<WallRecord, RecordError> {
+///         RunclaimAbi.decode_timing(id, bytes)
+///     }
+/// }
+///
+/// let sim = SimDriver::stepped(SimConfig::default()); // its device speaks runclaim's protocol
+/// let mut device = Device::<_, 2>::open(sim, DeviceConfig::default().kernel_abi(Counted::default()))?;
+/// let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+/// let mut out = Outputs::<0>::new(1);
+/// let spec = RunSpec::new(runner.code("inc")?, Input::Host(&[41]));
+/// runner.run_serial(runner.take_slot::<0>()?, spec, &mut out)?;
+/// assert_eq!(out.values(), &[42]);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 pub trait KernelAbi: Send + Sync + 'static {
     /// A short name for errors and docs.
     fn name(&self) -> &'static str;
@@ -686,7 +744,9 @@ pub trait KernelAbi: Send + Sync + 'static {
 
 /// A shared handle to a [`KernelAbi`], as a
 /// [`DeviceConfig`](crate::DeviceConfig) holds it: cheap to clone, and two
-/// handles are equal when their adapters' [`name`](KernelAbi::name)s are.
+/// handles are equal when their adapters' [`name`](KernelAbi::name)s are
+/// (asked once, here) — so give your adapter its own name, not a built-in's
+/// (nothing in runclaim acts on the equality; a `DeviceConfig`'s does).
 ///
 /// ```
 /// use runclaim::driver::abi::{A2a3Abi, KernelAbiRef, RunclaimAbi};
@@ -697,7 +757,7 @@ pub trait KernelAbi: Send + Sync + 'static {
 /// assert_ne!(a, KernelAbiRef::default());
 /// ```
 #[derive(Clone)]
-pub struct KernelAbiRef(std::sync::Arc<dyn KernelAbi>, Builtin);
+pub struct KernelAbiRef(std::sync::Arc<dyn KernelAbi>, Builtin, &'static str);
 
 /// Which built-in adapter a [`KernelAbiRef`] holds, if any: the device
 /// calls a built-in directly (no virtual call, inlined), a user's adapter
@@ -717,7 +777,8 @@ impl KernelAbiRef {
         } else {
             Builtin::User
         };
-        KernelAbiRef(std::sync::Arc::new(abi), builtin)
+        let name = abi.name();
+        KernelAbiRef(std::sync::Arc::new(abi), builtin, name)
     }
 
     /// Which built-in this is (crate-private: the device's fast path).
@@ -728,7 +789,7 @@ impl KernelAbiRef {
     /// The adapter's name.
     #[must_use]
     pub fn name(&self) -> &'static str {
-        self.0.name()
+        self.2
     }
 
     /// The adapter.

@@ -267,7 +267,7 @@ impl Table {
         // would be cut short, so it never reaches C.
         if args.bytes().len() > MAX_HOST_ARGS {
             return Err(invalid(
-                "argument block is longer than the launch's host copy (WorkArgs::MAX_SIZE bytes)",
+                "argument block is longer than the launch's host copy (64 KiB)",
             ));
         }
         if !args.consistent() {

@@ -157,7 +157,13 @@ impl DeviceState {
     fn decode_aicpu_launch(
         &mut self,
         args: LaunchArgs<'_>,
-    ) -> Result<(crate::driver::sim::protocol::ModelHandle, crate::driver::sim::protocol::AicpuLaunch), DriverErrorKind> {
+    ) -> Result<
+        (
+            crate::driver::sim::protocol::ModelHandle,
+            crate::driver::sim::protocol::AicpuLaunch,
+        ),
+        DriverErrorKind,
+    > {
         self.check_fields(args)?;
         let max = self.cfg.max_block_dim;
         let model = self.cfg.device_model.clone();
