@@ -222,6 +222,41 @@ struct SlotHost {
     scratch: Vec<u8>,
 }
 
+impl SlotHost {
+    /// One slot's host buffers, sized for `abi`; a failed host allocation
+    /// is an error, never an abort.
+    fn new(abi: &Abi) -> Result<Self, ErrorKind> {
+        let max = abi.max_block;
+        let fields = WorkArgs::MAX_TENSORS + 2 * MAX_REGIONS;
+        let oom = |bytes| ErrorKind::HostOutOfMemory { bytes };
+        let block = || {
+            BlockBuf::try_with_capacity(max, fields).ok_or(oom(
+                max + fields * size_of::<crate::driver::abi::AddrField>()
+            ))
+        };
+        let mut tensors = Vec::new();
+        tensors
+            .try_reserve_exact(WorkArgs::MAX_TENSORS)
+            .map_err(|_| oom(WorkArgs::MAX_TENSORS * size_of::<TensorView>()))?;
+        let mut scalars = Vec::new();
+        scalars
+            .try_reserve_exact(WorkArgs::MAX_SCALARS)
+            .map_err(|_| oom(WorkArgs::MAX_SCALARS * 8))?;
+        let n = abi.scratch_bytes();
+        let mut scratch = Vec::new();
+        scratch.try_reserve_exact(n).map_err(|_| oom(n))?;
+        scratch.resize(n, 0);
+        Ok(SlotHost {
+            aicore: block()?,
+            aicpu: block()?,
+            shared: false,
+            tensors,
+            scalars,
+            scratch,
+        })
+    }
+}
+
 /// Device resources created so far, released in reverse if open fails.
 struct Building<'d, D: Driver> {
     driver: &'d D,
@@ -374,38 +409,12 @@ where
             buf.resize(n, 0);
             Ok(buf)
         };
-        let slot_host = || -> Result<SlotHost, ErrorKind> {
-            let max = abi.max_block;
-            let fields = WorkArgs::MAX_TENSORS + 2 * MAX_REGIONS;
-            let oom = |bytes| ErrorKind::HostOutOfMemory { bytes };
-            let block = || {
-                BlockBuf::try_with_capacity(max, fields).ok_or(oom(
-                    max + fields * size_of::<crate::driver::abi::AddrField>()
-                ))
-            };
-            let mut tensors = Vec::new();
-            tensors
-                .try_reserve_exact(WorkArgs::MAX_TENSORS)
-                .map_err(|_| oom(WorkArgs::MAX_TENSORS * size_of::<TensorView>()))?;
-            let mut scalars = Vec::new();
-            scalars
-                .try_reserve_exact(WorkArgs::MAX_SCALARS)
-                .map_err(|_| oom(WorkArgs::MAX_SCALARS * 8))?;
-            Ok(SlotHost {
-                aicore: block()?,
-                aicpu: block()?,
-                shared: false,
-                tensors,
-                scalars,
-                scratch: bytes(abi.scratch_bytes())?,
-            })
-        };
         let host = || -> Result<_, ErrorKind> {
             let mut staging = Vec::with_capacity(DEPTH);
             let mut blocks = Vec::with_capacity(DEPTH);
             for _ in 0..DEPTH {
                 staging.push(Mutex::new(bytes(config.arena_half_bytes())?));
-                blocks.push(Mutex::new(slot_host()?));
+                blocks.push(Mutex::new(SlotHost::new(abi)?));
             }
             let broken = |_| ErrorKind::broken("DEPTH host buffers built, not DEPTH");
             Ok((
