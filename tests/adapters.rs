@@ -406,8 +406,10 @@ impl Fickle {
     }
 }
 
-/// A device of its own, for an adapter to call from inside a method.
-static OTHER: std::sync::OnceLock<Device<SimDriver, 2>> = std::sync::OnceLock::new();
+/// The device `Fickle::new(3)` belongs to, for it to call from inside a
+/// method (leaked: the test thread may be stuck in it forever if the guard
+/// breaks).
+static OWN: std::sync::OnceLock<&'static Device<SimDriver, 2>> = std::sync::OnceLock::new();
 
 impl KernelAbi for Fickle {
     fn name(&self) -> &'static str {
@@ -425,16 +427,12 @@ impl KernelAbi for Fickle {
         RunclaimAbi.max_block_bytes()
     }
     fn aicore_block(&self, run: &RunView<'_>, w: &mut BlockWriter<'_>) -> Result<(), AbiError> {
-        if self.how == 3 {
-            // Calls a device while one calls it.
-            let other = OTHER.get_or_init(|| {
-                Device::open(
-                    SimDriver::stepped(SimConfig::default()),
-                    DeviceConfig::default(),
-                )
-                .unwrap()
-            });
-            let _ = other.health();
+        if self.how == 3
+            && let Some(own) = OWN.get()
+        {
+            // Calls its own device while that device calls it (holding
+            // its lock).
+            let _ = own.health();
         }
         RunclaimAbi.aicore_block(run, w)
     }
@@ -525,14 +523,25 @@ fn an_adapter_calling_a_device_from_inside_fails_its_run_instead_of_deadlocking(
     let (done, wait) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
         let sim = SimDriver::stepped(SimConfig::default());
-        let mut dev =
-            Device::<_, 2>::open(sim, DeviceConfig::default().kernel_abi(Fickle::new(3))).unwrap();
-        let r = inc_once(&mut dev);
-        let healthy = dev.health().poisoned.is_none();
+        let dev: &'static mut Device<SimDriver, 2> = Box::leak(Box::new(
+            Device::open(sim, DeviceConfig::default().kernel_abi(Fickle::new(3))).unwrap(),
+        ));
+        let runner: &'static _ = Box::leak(Box::new(
+            dev.publish(&[Callable::program("inc", &Program::new().add(1))])
+                .unwrap(),
+        ));
+        OWN.set(runner.device()).ok();
+        let mut out = Outputs::<0>::new(1);
+        let spec = RunSpec::new(runner.code("inc").unwrap(), Input::Host(&[1]));
+        let r = runner
+            .run_serial(runner.take_slot::<0>().unwrap(), spec, &mut out)
+            .map(|_| ())
+            .map_err(|e| e.kind().clone());
+        let healthy = runner.device().health().poisoned.is_none();
         let _ = done.send((r, healthy));
     });
     let (r, healthy) = wait
-        .recv_timeout(std::time::Duration::from_secs(60))
+        .recv_timeout(std::time::Duration::from_secs(30))
         .expect("the launch returned (a deadlock would not)");
     assert!(matches!(r, Err(ErrorKind::Adapter(_))), "{r:?}");
     assert!(healthy, "nothing was submitted: not poisoned");

@@ -39,8 +39,8 @@ use super::error::{Action, Error, ErrorKind};
 use super::port::Port;
 use super::slot::{Depth, SupportedDepth};
 use crate::driver::abi::{
-    AbiError, BlockBuf, DevSpan, KernelAbiRef, Prep, RecordAt, RegionSpec, Shape, TensorView,
-    WallRecord, WorkArgs,
+    AbiError, BlockBuf, Builtin, DevSpan, KernelAbiRef, Prep, RecordAt, RegionSpec, Shape,
+    TensorView, WallRecord, WorkArgs,
 };
 use crate::driver::{DevPtr, Driver, DriverError, EventId, StreamId};
 
@@ -151,7 +151,7 @@ impl Abi {
         let abi = get.get();
         // Asked once each, through the unwind guard: a panic here is the
         // adapter refusing the device.
-        let declared = transitions::adapter_call(|| {
+        let declared = transitions::adapter_call(0, || {
             let mut regions = Vec::new();
             let r = abi.regions(&Shape::new(config.block_dim, depth), &mut regions);
             (
@@ -460,10 +460,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         // An adapter calling its device while the device calls it (maybe
         // holding this lock): refused loudly, never a deadlock. The panic
         // is caught where the adapter was called, and that run fails.
-        assert!(
-            !transitions::in_adapter(),
-            "a kernel ABI adapter called into a device from inside an adapter method"
-        );
+        if self.abi.get.builtin() == Builtin::User {
+            refuse_reentry(self.id);
+        }
         self.state.lock().unwrap_or_else(|poisoned| {
             // A panic (a driver's, or a bug) interrupted a transition while
             // it held the state: what reached the device is unknown. The
@@ -597,6 +596,17 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
     }
+}
+
+/// Panics when `device`'s own user adapter is running on this thread
+/// (see `Device::lock`).
+#[cold]
+#[inline(never)]
+fn refuse_reentry(device: u64) {
+    assert!(
+        !transitions::in_adapter_of(device),
+        "a kernel ABI adapter called into its device from inside an adapter method"
+    );
 }
 
 impl<D: Driver, const DEPTH: usize> Drop for Device<D, DEPTH> {

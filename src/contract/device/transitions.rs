@@ -390,7 +390,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         };
         let view = RunView::new(self.identity(slot, run), regions, tensors, scalars, simple);
         let e = |err| ErrorKind::Adapter(Box::new(err));
-        let (core, cpu) = with_abi!(self.abi, |abi| {
+        let (core, cpu) = with_abi!(self, |abi| {
             let core = abi.aicore_block(&view, &mut aicore.writer());
             (core, abi.aicpu_block(&view, &mut aicpu.writer()))
         })
@@ -428,7 +428,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     };
                     // Not armed: the run could not prove its record, so it
                     // must not run.
-                    with_abi!(self.abi, |abi| abi.arm(i, &id, bytes))
+                    with_abi!(self, |abi| abi.arm(i, &id, bytes))
                         .and_then(|r| r)
                         .map_err(|err| ErrorKind::Adapter(Box::new(err)))?;
                     d.copy_to_device(span.ptr(), bytes).map_err(e)?;
@@ -483,10 +483,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         info: &RunInfo,
     ) -> Result<WallRecord, ErrorKind> {
         let verdict = self.read_record(slot, info, self.abi.status, Record::Status, |id, b| {
-            with_abi!(self.abi, |abi| abi.decode_status(id, b))
+            with_abi!(self, |abi| abi.decode_status(id, b))
         })?;
         let wall = self.read_record(slot, info, self.abi.timing, Record::Wall, |id, b| {
-            with_abi!(self.abi, |abi| abi.decode_timing(id, b))
+            with_abi!(self, |abi| abi.decode_timing(id, b))
         })?;
         // Whatever the adapter decoded, the wall it hands out names this
         // run and this slot.
@@ -509,15 +509,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
 /// dispatch, inlined: it cannot panic), a user's through the trait object
 /// and [`adapter_call`]. `Result<T, AbiError>` either way.
 macro_rules! with_abi {
-    ($abi:expr, |$a:ident| $body:expr) => {
-        match $abi.get.builtin() {
+    ($dev:expr, |$a:ident| $body:expr) => {
+        match $dev.abi.get.builtin() {
             Builtin::Runclaim => {
                 let $a = &RunclaimAbi;
                 Ok::<_, AbiError>($body)
             }
             Builtin::User => {
-                let $a = $abi.get.get();
-                adapter_call(|| $body)
+                let $a = $dev.abi.get.get();
+                adapter_call($dev.id, || $body)
             }
         }
     };
@@ -531,11 +531,12 @@ const SMALL_RECORD: usize = 128;
 /// run — nothing submitted, or the record refused — instead of unwinding
 /// through the device's bookkeeping.
 ///
-/// While a user's adapter runs, its thread is marked: a call back into a
-/// device from inside it (its state lock may be held) panics there —
-/// caught here, failing the run — instead of deadlocking.
-pub(super) fn adapter_call<T>(f: impl FnOnce() -> T) -> Result<T, AbiError> {
-    let outer = IN_ADAPTER.with(|a| a.replace(true));
+/// While a device's user adapter runs, its thread is marked with the
+/// device: a call back into that device from inside it (its state lock
+/// may be held) panics there — caught here, failing the run — instead of
+/// deadlocking. `device` 0: no device yet (at open).
+pub(super) fn adapter_call<T>(device: u64, f: impl FnOnce() -> T) -> Result<T, AbiError> {
+    let outer = IN_ADAPTER.with(|a| a.replace(device));
     let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
     IN_ADAPTER.with(|a| a.set(outer));
     r.map_err(|_| AbiError::Unsupported {
@@ -544,11 +545,12 @@ pub(super) fn adapter_call<T>(f: impl FnOnce() -> T) -> Result<T, AbiError> {
 }
 
 thread_local! {
-    /// Set while a user's adapter runs on this thread (see `adapter_call`).
-    static IN_ADAPTER: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    /// The device whose user adapter runs on this thread (0: none; see
+    /// `adapter_call`). `Copy` data, no destructor: always accessible.
+    static IN_ADAPTER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
-/// `true` while a user's kernel ABI adapter runs on this thread.
-pub(super) fn in_adapter() -> bool {
-    IN_ADAPTER.try_with(std::cell::Cell::get).unwrap_or(false)
+/// `true` while device `device`'s user adapter runs on this thread.
+pub(super) fn in_adapter_of(device: u64) -> bool {
+    IN_ADAPTER.with(std::cell::Cell::get) == device
 }
