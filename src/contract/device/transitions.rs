@@ -438,18 +438,16 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         Ok(())
     }
 
-    /// Reads one record back into the slot's scratch buffer and decodes it.
+    /// Reads one record back: into `small` when it fits, else into the
+    /// slot's scratch buffer (its token is held), then `decode`s it.
     fn read_record<T>(
         &self,
         slot: usize,
         info: &RunInfo,
         at: RecordAt,
         record: Record,
-        decode: impl FnOnce(&RunIdentity, &[u8]) -> Result<Result<T, RecordError>, AbiError>,
+        decode: impl FnOnce(&[u8]) -> Result<T, RecordError>,
     ) -> Result<T, ErrorKind> {
-        let e = |err: DriverError| {
-            self.driver_error(&mut self.lock(), err, info.run, slot, Some(info.seq))
-        };
         let mut small = [0u8; SMALL_RECORD];
         let mut host;
         let bytes = if at.bytes <= SMALL_RECORD {
@@ -459,20 +457,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             &mut host.scratch[..at.bytes]
         };
         let src = self.regions[slot].abi[at.region].ptr().offset(at.offset);
-        self.driver.copy_from_device(bytes, src).map_err(e)?;
-        let id = self.identity(slot, info.run);
-        let decoded = decode(&id, bytes).map_err(|_| RecordError::Malformed {
-            what: "the kernel ABI adapter panicked decoding it",
-        });
-        decoded.and_then(|r| r).map_err(|err| match err {
-            RecordError::Mismatch { expected, found } => ErrorKind::RecordMismatch {
-                record,
-                expected,
-                found,
-            },
-            RecordError::Missing => ErrorKind::RecordMissing(record),
-            RecordError::Malformed { what } => ErrorKind::RecordMalformed { record, what },
-        })
+        if let Err(err) = self.driver.copy_from_device(bytes, src) {
+            return Err(self.driver_error(&mut self.lock(), err, info.run, slot, Some(info.seq)));
+        }
+        decode(bytes).map_err(|err| record_error(record, err))
     }
 
     /// Reads the slot's status and timing records back and checks that
@@ -482,11 +470,29 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         slot: usize,
         info: &RunInfo,
     ) -> Result<WallRecord, ErrorKind> {
-        let verdict = self.read_record(slot, info, self.abi.status, Record::Status, |id, b| {
-            with_abi!(self, |abi| abi.decode_status(id, b))
-        })?;
-        let wall = self.read_record(slot, info, self.abi.timing, Record::Wall, |id, b| {
-            with_abi!(self, |abi| abi.decode_timing(id, b))
+        let id = self.identity(slot, info.run);
+        let user = self.abi.get.get();
+        let panicked = RecordError::Malformed {
+            what: "the kernel ABI adapter panicked decoding it",
+        };
+        let verdict =
+            self.read_record(slot, info, self.abi.status, Record::Status, |b| match self
+                .abi
+                .get
+                .builtin()
+            {
+                Builtin::Runclaim => RunclaimAbi.decode_status(&id, b),
+                Builtin::User => {
+                    adapter_call(self.id, || user.decode_status(&id, b)).unwrap_or(Err(panicked))
+                }
+            })?;
+        let wall = self.read_record(slot, info, self.abi.timing, Record::Wall, |b| {
+            match self.abi.get.builtin() {
+                Builtin::Runclaim => RunclaimAbi.decode_timing(&id, b),
+                Builtin::User => {
+                    adapter_call(self.id, || user.decode_timing(&id, b)).unwrap_or(Err(panicked))
+                }
+            }
         })?;
         // Whatever the adapter decoded, the wall it hands out names this
         // run and this slot.
@@ -502,6 +508,19 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             return Err(ErrorKind::RunFailed { code });
         }
         Ok(wall)
+    }
+}
+
+/// What a record that is not this run's result is, as the contract says it.
+fn record_error(record: Record, err: RecordError) -> ErrorKind {
+    match err {
+        RecordError::Mismatch { expected, found } => ErrorKind::RecordMismatch {
+            record,
+            expected,
+            found,
+        },
+        RecordError::Missing => ErrorKind::RecordMissing(record),
+        RecordError::Malformed { what } => ErrorKind::RecordMalformed { record, what },
     }
 }
 
