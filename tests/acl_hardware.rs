@@ -8,9 +8,12 @@
 //! cargo test --test acl_hardware -- --ignored --test-threads=1
 //! ```
 //!
-//! The kernels must implement runclaim's device ABI (`runclaim::driver::abi`):
-//! the handshake, the device-wall and status records. `RUNCLAIM_DEVICE`
-//! picks the device (default 0).
+//! The kernels must implement the device side of the kernel ABI the run
+//! tests use: `RUNCLAIM_KERNEL_ABI=runclaim` (the default: runclaim's
+//! handshake, device-wall and status records, `driver::abi::RunclaimAbi`) or
+//! `RUNCLAIM_KERNEL_ABI=a2a3` (the a2a3 protocol, `driver::abi::A2a3Abi`;
+//! `RUNCLAIM_AICPU_FUNCTION` names its AICPU entry, default
+//! `runclaim_aicpu_run`). `RUNCLAIM_DEVICE` picks the device (default 0).
 
 #![cfg(feature = "acl")]
 
@@ -30,8 +33,20 @@ fn hardware() -> Option<AclDriver> {
     let binary = std::env::var("RUNCLAIM_AICPU_BINARY").expect("RUNCLAIM_AICPU_BINARY");
     let device =
         std::env::var("RUNCLAIM_DEVICE").map_or(0, |d| d.parse().expect("RUNCLAIM_DEVICE"));
-    let cfg = AclConfig::new(device, binary).op_watchdog(Duration::from_secs(5));
+    let mut cfg = AclConfig::new(device, binary).op_watchdog(Duration::from_secs(5));
+    if let Ok(f) = std::env::var("RUNCLAIM_AICPU_FUNCTION") {
+        cfg.aicpu_function = f;
+    }
     Some(AclDriver::open(cfg).expect("open the Ascend runtime"))
+}
+
+/// The device configuration for the kernel ABI `RUNCLAIM_KERNEL_ABI` names.
+fn config() -> DeviceConfig {
+    match std::env::var("RUNCLAIM_KERNEL_ABI").as_deref() {
+        Ok("a2a3") => DeviceConfig::default().kernel_abi(runclaim::driver::abi::A2a3Abi),
+        Ok("runclaim") | Err(_) => DeviceConfig::default(),
+        Ok(other) => panic!("RUNCLAIM_KERNEL_ABI: runclaim or a2a3, not {other:?}"),
+    }
 }
 
 #[test]
@@ -60,13 +75,13 @@ fn runtime_loads_and_device_memory_round_trips() {
 }
 
 #[test]
-#[ignore = "needs an Ascend NPU and runclaim-ABI kernels: see the file header"]
+#[ignore = "needs an Ascend NPU and kernels of the chosen ABI: see the file header"]
 fn queued_runs_complete_with_their_own_records() {
     let Some(d) = hardware() else { return };
     let elf =
         std::fs::read(std::env::var("RUNCLAIM_AICORE_KERNEL").expect("RUNCLAIM_AICORE_KERNEL"))
             .expect("read the AICore kernel");
-    let mut dev = Device::<_, 2>::open(d, DeviceConfig::default()).unwrap();
+    let mut dev = Device::<_, 2>::open(d, config()).unwrap();
     let runner = dev.publish(&[Callable::new("k", elf)]).unwrap();
     let code = runner.code("k").unwrap();
     let input: Vec<u32> = (0..1024).collect();
