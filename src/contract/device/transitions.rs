@@ -15,8 +15,8 @@ use crate::contract::spec::Input;
 use crate::contract::workload::Workload;
 use crate::contract::workload::sealed::Sealed as Marks;
 use crate::driver::abi::{
-    AbiError, AicpuBlock, Builtin, DevSpan, Dir, KernelAbi, Prep, RecordAt, RecordError,
-    RunIdentity, RunView, RunclaimAbi, SimpleIo, TensorView, Verdict, WallRecord,
+    AbiError, AicpuBlock, Builtin, DevSpan, Dir, KernelAbi, Prep, RecordAt, RecordError, RunArgs,
+    RunIdentity, RunView, RunclaimAbi, SimpleIo, TensorView, V1Block, Verdict, WallRecord,
 };
 use crate::driver::{CodeHandle, Driver, DriverError};
 
@@ -58,24 +58,33 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             (r.input, info.len)
         };
         // The blocks are built here, where the chained input is known, into
-        // the slot's host buffers (the slot is held: they are this run's).
-        let mut host = self.block(slot);
+        // the slot's host buffers (the slot is held: they are this run's) —
+        // or, for a `RunSpec` run under runclaim's own layout, its 72-byte
+        // block on the stack (the same encoding: `RunclaimAbi`'s).
         let simple = (!bound.is_workload()).then(|| SimpleIo {
             input: DevSpan::new(input, len as u64 * 4),
             output: DevSpan::new(r.output, len as u64 * 4),
             len: len as u64,
         });
-        self.build_blocks(&mut host, slot, info.run, simple)
-            .map_err(NotSubmitted)?;
-        let aicore_args = host.aicore.args();
-        let aicpu_args = if host.shared {
-            aicore_args
-        } else {
-            host.aicpu.args()
+        let v1;
+        let mut host;
+        let (aicore_args, aicpu_args, shared) = match simple {
+            Some(io) if self.abi.get.builtin() == Builtin::Runclaim => {
+                v1 = V1Block::new(&self.v1_args(slot, info.run, io));
+                (v1.args(), v1.args(), true)
+            }
+            _ => {
+                host = self.block(slot);
+                self.build_blocks(&mut host, slot, info.run, simple)
+                    .map_err(NotSubmitted)?;
+                let core = host.aicore.args();
+                let cpu = if host.shared { core } else { host.aicpu.args() };
+                (core, cpu, host.shared)
+            }
         };
         let (aicore, aicpu) = (st.streams.aicore(), st.streams.aicpu());
         let d = &self.driver;
-        if !host.shared {
+        if !shared {
             // A second block is checked whole before the first kernel is
             // queued: refused now, the run comes back unlaunched.
             if !aicpu_args.consistent() {
@@ -354,6 +363,24 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
     }
 
+    /// A `RunSpec` run's version-1 block under runclaim's own layout, as
+    /// `RunclaimAbi::aicore_block` writes it.
+    fn v1_args(&self, slot: usize, run: RunId, io: SimpleIo) -> RunArgs {
+        let id = self.identity(slot, run);
+        let region = |i: usize| self.regions[slot].abi[i].ptr().raw();
+        RunArgs {
+            run_id: id.run_id,
+            slot: id.slot,
+            block_dim: id.block_dim,
+            len: io.len,
+            input: io.input.ptr().raw(),
+            output: io.output.ptr().raw(),
+            handshake: region(RunclaimAbi::HANDSHAKE),
+            wall: region(RunclaimAbi::WALL),
+            status: region(RunclaimAbi::STATUS),
+        }
+    }
+
     /// Builds the run's two argument blocks through the adapter. `simple`:
     /// a `RunSpec` run's input and output (shown to the adapter as two
     /// tensors too); otherwise the workload's tensors and scalars prepare
@@ -475,17 +502,18 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let panicked = RecordError::Malformed {
             what: "the kernel ABI adapter panicked decoding it",
         };
-        let verdict =
-            self.read_record(slot, info, self.abi.status, Record::Status, |b| match self
-                .abi
-                .get
-                .builtin()
-            {
-                Builtin::Runclaim => RunclaimAbi.decode_status(&id, b),
-                Builtin::User => {
-                    adapter_call(self.id, || user.decode_status(&id, b)).unwrap_or(Err(panicked))
-                }
-            })?;
+        // The verdict as a code (0: succeeded), a plain word to carry.
+        let code = |v: Verdict| match v {
+            Verdict::Succeeded => 0,
+            Verdict::Failed { code } => code,
+        };
+        let status = |b: &[u8]| match self.abi.get.builtin() {
+            Builtin::Runclaim => RunclaimAbi.decode_status(&id, b).map(code),
+            Builtin::User => adapter_call(self.id, || user.decode_status(&id, b))
+                .unwrap_or(Err(panicked))
+                .map(code),
+        };
+        let failed = self.read_record(slot, info, self.abi.status, Record::Status, status)?;
         let wall = self.read_record(slot, info, self.abi.timing, Record::Wall, |b| {
             match self.abi.get.builtin() {
                 Builtin::Runclaim => RunclaimAbi.decode_timing(&id, b),
@@ -503,9 +531,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 found: wall.run_id,
             });
         }
-        if let Verdict::Failed { code } = verdict {
+        if failed != 0 {
             self.lock().stats.run_failures += 1;
-            return Err(ErrorKind::RunFailed { code });
+            return Err(ErrorKind::RunFailed { code: failed });
         }
         Ok(wall)
     }

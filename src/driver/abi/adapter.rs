@@ -129,6 +129,12 @@ pub struct LaunchArgs<'a> {
 }
 
 impl<'a> LaunchArgs<'a> {
+    /// A block and its recorded addresses, made inside the crate from a
+    /// writer's output (a driver checks them as any other).
+    pub(crate) fn from_parts(bytes: &'a [u8], fields: &'a [AddrField]) -> Self {
+        LaunchArgs { bytes, fields }
+    }
+
     /// The block's bytes (what the kernel receives).
     #[must_use]
     pub fn bytes(&self) -> &'a [u8] {

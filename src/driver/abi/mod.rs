@@ -48,6 +48,7 @@ pub(crate) use program::work_operands;
 pub use program::{CodeError, Instr, Program};
 pub use records::{RunArgs, StatusRecord, WallRecord};
 pub use runclaim::RunclaimAbi;
+pub(crate) use runclaim::V1Block;
 pub use workload::{ArgBlock, Dir, TensorArg, WorkArgs};
 
 /// Device timestamp counter frequency of the a2a3 generation (50 MHz).

@@ -14,8 +14,8 @@
 //! as "missing").
 
 use super::adapter::{
-    AbiError, AicpuBlock, BlockBuf, BlockWriter, DevSpan, KernelAbi, Prep, RecordAt, RecordError,
-    RegionSpec, RunIdentity, RunView, Shape, Verdict,
+    AbiError, AddrField, AicpuBlock, BlockBuf, BlockWriter, DevSpan, KernelAbi, LaunchArgs, Prep,
+    RecordAt, RecordError, RegionSpec, RunIdentity, RunView, Shape, Verdict,
 };
 use super::workload::{TensorArg, WorkArgs};
 use super::{RunArgs, StatusRecord, WallRecord, handshake_bytes_checked};
@@ -53,20 +53,54 @@ fn write_v1(w: &mut BlockWriter<'_>, a: &RunArgs) -> Result<(), AbiError> {
     Ok(())
 }
 
+/// The addresses a 72-byte header holds, at their offsets in it: input,
+/// output (each `len` × 4 bytes), handshake, wall, status.
+fn header_fields(a: &RunArgs) -> [AddrField; 5] {
+    let field = |at: usize, addr: u64, len: u64| AddrField {
+        at,
+        addr: DevPtr::from_raw(addr),
+        len,
+    };
+    let elems = a.len.saturating_mul(4);
+    let hs = handshake_bytes_checked(a.block_dim).map_or(u64::MAX, |n| n as u64);
+    [
+        field(32, a.input, elems),
+        field(40, a.output, elems),
+        field(48, a.handshake, hs),
+        field(56, a.wall, WallRecord::SIZE as u64),
+        field(64, a.status, StatusRecord::SIZE as u64),
+    ]
+}
+
 /// Records the addresses a 72-byte header at `at` holds: its record
 /// addresses, and its input and output when `io` (a version-2 block names
 /// neither).
 fn record_header(w: &mut BlockWriter<'_>, at: usize, a: &RunArgs, io: bool) {
-    let span = |addr: u64, len: u64| DevSpan::new(DevPtr::from_raw(addr), len);
-    if io {
-        let elems = a.len.saturating_mul(4);
-        w.record_addr(at + 32, span(a.input, elems));
-        w.record_addr(at + 40, span(a.output, elems));
+    let fields = header_fields(a);
+    for f in &fields[if io { 0 } else { 2 }..] {
+        w.record_addr(at + f.at, DevSpan::new(f.addr, f.len));
     }
-    let hs = handshake_bytes_checked(a.block_dim).map_or(u64::MAX, |n| n as u64);
-    w.record_addr(at + 48, span(a.handshake, hs));
-    w.record_addr(at + 56, span(a.wall, WallRecord::SIZE as u64));
-    w.record_addr(at + 64, span(a.status, StatusRecord::SIZE as u64));
+}
+
+/// A version-1 block and its five addresses on the stack: what
+/// [`write_v1`] writes into a [`BlockBuf`], for the device's `RunSpec`
+/// launches under runclaim's own layout (no buffer, no lock).
+pub(crate) struct V1Block {
+    bytes: [u8; RunArgs::SIZE],
+    fields: [AddrField; 5],
+}
+
+impl V1Block {
+    pub(crate) fn new(a: &RunArgs) -> Self {
+        V1Block {
+            bytes: a.to_bytes(),
+            fields: header_fields(a),
+        }
+    }
+
+    pub(crate) fn args(&self) -> LaunchArgs<'_> {
+        LaunchArgs::from_parts(&self.bytes, &self.fields)
+    }
 }
 
 /// Writes a version-2 block (`header`'s `len`, `input`, `output` are
