@@ -422,6 +422,10 @@ mod tests {
         let lens: Vec<u64> = buf.args().fields().iter().map(|f| f.len).collect();
         assert_eq!(lens, [12, 12, handshake_bytes(2) as u64, 48, 16]);
         assert!(buf.args().consistent());
+        // The device's stack copy of the same block is the same block.
+        let stack = V1Block::new(&expected);
+        assert_eq!(stack.args().bytes(), buf.args().bytes());
+        assert_eq!(stack.args().fields(), buf.args().fields());
     }
 
     #[test]
