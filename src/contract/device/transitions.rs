@@ -417,12 +417,21 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         };
         let view = RunView::new(self.identity(slot, run), regions, tensors, scalars, simple);
         let e = |err| ErrorKind::Adapter(Box::new(err));
-        let (core, cpu) = with_abi!(self, |abi| {
-            let core = abi.aicore_block(&view, &mut aicore.writer());
-            (core, abi.aicpu_block(&view, &mut aicpu.writer()))
-        })
-        .map_err(e)?;
-        core.map_err(e)?;
+        // runclaim's own directly (static dispatch: it cannot panic), a
+        // user's through the trait object and the unwind guard.
+        let cpu = match self.abi.get.builtin() {
+            Builtin::Runclaim => RunclaimAbi
+                .aicore_block(&view, &mut aicore.writer())
+                .and_then(|()| RunclaimAbi.aicpu_block(&view, &mut aicpu.writer())),
+            Builtin::User => {
+                let abi = self.abi.get.get();
+                adapter_call(self.id, || {
+                    abi.aicore_block(&view, &mut aicore.writer())
+                        .and_then(|()| abi.aicpu_block(&view, &mut aicpu.writer()))
+                })
+                .and_then(|r| r)
+            }
+        };
         *shared = cpu.map_err(e)? == AicpuBlock::Same;
         Ok(())
     }
@@ -455,9 +464,14 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     };
                     // Not armed: the run could not prove its record, so it
                     // must not run.
-                    with_abi!(self, |abi| abi.arm(i, &id, bytes))
-                        .and_then(|r| r)
-                        .map_err(|err| ErrorKind::Adapter(Box::new(err)))?;
+                    let armed = match self.abi.get.builtin() {
+                        Builtin::Runclaim => RunclaimAbi.arm(i, &id, bytes),
+                        Builtin::User => {
+                            let abi = self.abi.get.get();
+                            adapter_call(self.id, || abi.arm(i, &id, bytes)).and_then(|r| r)
+                        }
+                    };
+                    armed.map_err(|err| ErrorKind::Adapter(Box::new(err)))?;
                     d.copy_to_device(span.ptr(), bytes).map_err(e)?;
                 }
             }
@@ -487,7 +501,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         if let Err(err) = self.driver.copy_from_device(bytes, src) {
             return Err(self.driver_error(&mut self.lock(), err, info.run, slot, Some(info.seq)));
         }
-        decode(bytes).map_err(|err| record_error(record, err))
+        match decode(bytes) {
+            Ok(v) => Ok(v),
+            Err(err) => Err(record_error(record, err)),
+        }
     }
 
     /// Reads the slot's status and timing records back and checks that
@@ -539,7 +556,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     }
 }
 
-/// What a record that is not this run's result is, as the contract says it.
+/// What a record that is not this run's result is, as the contract says it
+/// (out of line: the common path moves no error).
+#[cold]
+#[inline(never)]
 fn record_error(record: Record, err: RecordError) -> ErrorKind {
     match err {
         RecordError::Mismatch { expected, found } => ErrorKind::RecordMismatch {
@@ -551,25 +571,6 @@ fn record_error(record: Record, err: RecordError) -> ErrorKind {
         RecordError::Malformed { what } => ErrorKind::RecordMalformed { record, what },
     }
 }
-
-/// Calls the device's adapter as `$a`: runclaim's own directly (static
-/// dispatch, inlined: it cannot panic), a user's through the trait object
-/// and [`adapter_call`]. `Result<T, AbiError>` either way.
-macro_rules! with_abi {
-    ($dev:expr, |$a:ident| $body:expr) => {
-        match $dev.abi.get.builtin() {
-            Builtin::Runclaim => {
-                let $a = &RunclaimAbi;
-                Ok::<_, AbiError>($body)
-            }
-            Builtin::User => {
-                let $a = $dev.abi.get.get();
-                adapter_call($dev.id, || $body)
-            }
-        }
-    };
-}
-use with_abi;
 
 /// Records and armed regions up to this size go through the stack.
 const SMALL_RECORD: usize = 128;
