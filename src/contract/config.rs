@@ -6,8 +6,11 @@ use crate::driver::DriverInfo;
 use crate::driver::abi::{self, AbiError, KernelAbi, KernelAbiRef};
 
 /// Queue entries one run puts on its busiest stream: on the AICPU stream its
-/// kernel, a wait on the AICore stream's event, and its fence record.
-pub(crate) const TASKS_PER_RUN: usize = 3;
+/// kernel, a wait on the AICore stream's event, its fence record, and the
+/// completion notification a driver may queue behind it
+/// ([`Driver::queue_notify`](crate::driver::Driver::queue_notify): the `acl`
+/// driver's host callback).
+pub(crate) const TASKS_PER_RUN: usize = 4;
 
 /// How a [`Device`](super::Device) is opened.
 ///
@@ -564,7 +567,7 @@ mod tests {
         assert_eq!(
             DeviceConfig::default().resolve(&i, 3),
             Err(ConfigError::QueueTooShallow {
-                needed: 9,
+                needed: 12,
                 capacity: 8
             })
         );

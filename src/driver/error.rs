@@ -62,13 +62,17 @@ pub enum Op {
     LaunchAicore,
     /// [`Driver::launch_aicpu`](super::Driver::launch_aicpu).
     LaunchAicpu,
+    /// [`Driver::queue_notify`](super::Driver::queue_notify).
+    QueueNotify,
+    /// [`Driver::notify_event`](super::Driver::notify_event).
+    NotifyEvent,
     /// Driver set-up outside the trait (loading a library, binding a device).
     Open,
 }
 
 impl Op {
     /// Every operation, in declaration order (for sweeps and tables).
-    pub const ALL: [Op; 24] = [
+    pub const ALL: [Op; 26] = [
         Op::Alloc,
         Op::Free,
         Op::CopyToDevice,
@@ -92,6 +96,8 @@ impl Op {
         Op::ReleaseCode,
         Op::LaunchAicore,
         Op::LaunchAicpu,
+        Op::QueueNotify,
+        Op::NotifyEvent,
         Op::Open,
     ];
 
@@ -122,6 +128,8 @@ impl Op {
             Op::ReleaseCode => "release_code",
             Op::LaunchAicore => "launch_aicore",
             Op::LaunchAicpu => "launch_aicpu",
+            Op::QueueNotify => "queue_notify",
+            Op::NotifyEvent => "notify_event",
             Op::Open => "open",
         }
     }

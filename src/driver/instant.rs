@@ -59,7 +59,7 @@ use std::time::Duration;
 use super::abi::{self, ArgBlock, LaunchArgs, Program, StatusRecord, WallRecord};
 use super::{
     Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
-    EventId, HandleKind, Op, Registration, StreamId,
+    EventId, HandleKind, Notice, Op, Registration, StreamId,
 };
 
 const BASE: u64 = 0x1_0000_0000;
@@ -473,6 +473,23 @@ impl Driver for InstantDriver {
             e.raw(),
         )?;
         Ok(Completion::Complete)
+    }
+
+    /// Every recorded event is complete at once: [`Notice::Ready`], and no
+    /// waker is kept.
+    fn notify_event(
+        &self,
+        e: EventId,
+        _within: Duration,
+        _waker: &std::task::Waker,
+    ) -> Result<Notice, DriverError> {
+        Inner::check(
+            &self.lock().events,
+            Op::NotifyEvent,
+            HandleKind::Event,
+            e.raw(),
+        )?;
+        Ok(Notice::Ready)
     }
 
     fn sync_event(&self, e: EventId, _timeout: Duration) -> Result<(), DriverError> {

@@ -45,13 +45,16 @@ mod error;
 mod handles;
 mod info;
 pub mod instant;
+mod notify;
 pub mod sim;
 
+use std::task::Waker;
 use std::time::Duration;
 
 pub use error::{DriverError, DriverErrorKind, FaultKind, HandleKind, Native, Op};
 pub use handles::{CodeHandle, DevPtr, EventId, StreamId};
 pub use info::{Capabilities, Completion, DriverInfo, Registration};
+pub use notify::{Notice, wake_after};
 
 /// The device surface the claim contract is written against.
 ///
@@ -347,6 +350,59 @@ pub trait Driver: Send + Sync {
         let _ = args;
         Ok(())
     }
+
+    // ----- completion notifications (see `Notice`) ----------------------
+
+    /// Queues on `stream`, behind everything queued on it so far, the
+    /// host notification of `event` — which the caller has just recorded
+    /// on the same stream — where the driver learns of completion through
+    /// a stream task. The contract calls it at every launch, right after
+    /// the run's fence record on the AICPU stream (a stream that has
+    /// waited for both of the run's streams), so that
+    /// [`notify_event`](Driver::notify_event) can wake on completion.
+    ///
+    /// *After*: `Ok` — a notification task may have been queued: it counts
+    /// against the stream's capacity like any task (the contract's
+    /// admission rule leaves room for it). `Err` — nothing was queued; the
+    /// run is unaffected, and `notify_event` on `event` answers
+    /// [`Notice::Timer`] until its next record. The default queues nothing
+    /// and returns `Ok` (right for a driver that sees completion without a
+    /// task, like the simulator).
+    fn queue_notify(&self, stream: StreamId, event: EventId) -> Result<(), DriverError> {
+        let _ = (stream, event);
+        Ok(())
+    }
+
+    /// Arranges for `waker` to be woken once `event`'s last record has
+    /// completed or its stream has faulted, or once `within` has passed on
+    /// the driver's [`clock`](Driver::clock), whichever comes first, and
+    /// says which of these the driver can see ([`Notice`]). It never
+    /// blocks (it is called from inside `Future::poll`).
+    ///
+    /// *After*: [`Notice::Ready`] — the event is already complete (or its
+    /// stream faulted): nothing is armed. [`Notice::Completion`] — armed
+    /// for completion, fault and time. [`Notice::Timer`] — armed for time
+    /// only. A wake is a hint: the woken task queries the event again, so
+    /// an early or extra wake is harmless and a missed one is a bug. A
+    /// driver that answers `Completion` must wake a waker armed *after* the
+    /// event completed too (or answer `Ready`). Every call may arm another
+    /// wake: a driver drops a waker once it has woken it, and bounds what
+    /// it keeps for an event.
+    ///
+    /// The default is [`wake_after`]`(within)` on the host's clock, and
+    /// [`Notice::Timer`]: it cannot see completion (a driver need not be
+    /// `'static`, so no helper thread may call it), and it keeps today's
+    /// drivers working — their futures complete when they look again.
+    fn notify_event(
+        &self,
+        event: EventId,
+        within: Duration,
+        waker: &Waker,
+    ) -> Result<Notice, DriverError> {
+        let _ = event;
+        wake_after(within, waker);
+        Ok(Notice::Timer)
+    }
 }
 
 macro_rules! forward_driver {
@@ -402,6 +458,12 @@ macro_rules! forward_driver {
             }
             fn check_aicpu_args(&self, a: abi::LaunchArgs<'_>) -> Result<(), DriverError> {
                 (**self).check_aicpu_args(a)
+            }
+            fn queue_notify(&self, s: StreamId, e: EventId) -> Result<(), DriverError> {
+                (**self).queue_notify(s, e)
+            }
+            fn notify_event(&self, e: EventId, t: Duration, w: &Waker) -> Result<Notice, DriverError> {
+                (**self).notify_event(e, t, w)
             }
         }
     )*};

@@ -156,6 +156,11 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             };
             return Err(Lost(kind));
         }
+        // The run is whole on the streams. Its completion notification
+        // (a host callback behind the fence, where the driver uses one) is
+        // a hint for awaiting futures only: a driver that could not queue
+        // it wakes them on time instead, so a failure here changes nothing.
+        let _ = d.queue_notify(aicpu, r.ev_fence);
         st.stats.launched += 1;
         match st.queue.admit(info.run, slot, Proof::Pending) {
             Ok(seq) => {

@@ -1,0 +1,243 @@
+//! Completion notifications: how a [`Driver`](super::Driver) wakes a task
+//! that awaits an event, instead of a thread that blocks on it.
+//!
+//! Two driver calls make it up:
+//!
+//! - [`Driver::queue_notify`](super::Driver::queue_notify), made by the
+//!   contract at launch, right after a run's fence record: a driver that
+//!   learns of completion through a stream task (the `acl` driver's host
+//!   callback) queues it there. The default queues nothing.
+//! - [`Driver::notify_event`](super::Driver::notify_event), made by an
+//!   awaiting future that found its event not complete: the driver keeps
+//!   the [`Waker`] and wakes it once the event completes or its stream
+//!   faults, or once the given time has passed, whichever comes first, and
+//!   says with a [`Notice`] which of these it can see.
+//!
+//! The default [`notify_event`](super::Driver::notify_event) cannot see
+//! completion: a driver need not be `'static`, so no helper thread may call
+//! it. It hands the waker to [`wake_after`]'s process-wide timer thread and
+//! answers [`Notice::Timer`]; the awaiting future then looks again when the
+//! timer fires, backing off, so a driver that implements neither call still
+//! completes every future (later than one that notifies).
+//!
+//! A wake is a hint, never a verdict: whoever is woken queries the event
+//! again, so a spurious or early wake costs a query and nothing else.
+
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
+use std::task::Waker;
+use std::time::{Duration, Instant};
+
+/// What [`Driver::notify_event`](super::Driver::notify_event) arranged.
+///
+/// ```
+/// use std::task::Waker;
+/// use std::time::Duration;
+/// use runclaim::driver::{Driver, Notice};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let sim = SimDriver::stepped(SimConfig::default());
+/// let never_recorded = sim.create_event()?;
+/// // A never-recorded event is complete: nothing to wait for.
+/// let notice = sim.notify_event(never_recorded, Duration::from_millis(1), Waker::noop())?;
+/// assert_eq!(notice, Notice::Ready);
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Notice {
+    /// The event is complete, or its stream faulted, already: nothing was
+    /// armed and the waker will not be woken for it — look now.
+    Ready,
+    /// Armed: the waker is woken once the event completes or its stream
+    /// faults, and at the latest once the time asked for has passed.
+    Completion,
+    /// Armed on time only: the waker is woken once the time asked for has
+    /// passed (the driver cannot see the event complete). The caller looks
+    /// again then, and should ask for short times first.
+    Timer,
+}
+
+/// Wakes `waker` once `after` has passed on the host's monotonic clock, from
+/// one process-wide timer thread: the default of
+/// [`Driver::notify_event`](super::Driver::notify_event), public for drivers
+/// that want the same fallback for some events.
+///
+/// The thread starts at the first call and lives as long as the process,
+/// asleep (no CPU) whenever nothing is armed. A time past the end of the
+/// clock is never reached: nothing is armed for it. If the thread cannot be
+/// started, the waker is woken at once (the caller looks again: a busy
+/// loop, never a lost wake).
+///
+/// ```
+/// use std::sync::Arc;
+/// use std::sync::atomic::{AtomicBool, Ordering};
+/// use std::task::{Wake, Waker};
+/// use std::time::{Duration, Instant};
+///
+/// struct Flag(AtomicBool, std::thread::Thread);
+/// impl Wake for Flag {
+///     fn wake(self: Arc<Self>) {
+///         self.0.store(true, Ordering::Release);
+///         self.1.unpark();
+///     }
+/// }
+/// let flag = Arc::new(Flag(AtomicBool::new(false), std::thread::current()));
+/// let start = Instant::now();
+/// runclaim::driver::wake_after(Duration::from_millis(2), &Waker::from(flag.clone()));
+/// while !flag.0.load(Ordering::Acquire) {
+///     std::thread::park();
+/// }
+/// assert!(start.elapsed() >= Duration::from_millis(2));
+/// ```
+pub fn wake_after(after: Duration, waker: &Waker) {
+    let Some(at) = Instant::now().checked_add(after) else {
+        return;
+    };
+    let Some(timer) = Timer::get() else {
+        waker.wake_by_ref();
+        return;
+    };
+    let mut heap = timer.heap.lock().unwrap_or_else(PoisonError::into_inner);
+    heap.next_seq = heap.next_seq.wrapping_add(1);
+    let seq = heap.next_seq;
+    let earliest = heap.entries.peek().is_none_or(|Reverse(e)| at < e.at);
+    heap.entries.push(Reverse(Armed {
+        at,
+        seq,
+        waker: waker.clone(),
+    }));
+    drop(heap);
+    if earliest {
+        timer.changed.notify_one();
+    }
+}
+
+/// The process-wide timer behind [`wake_after`].
+struct Timer {
+    heap: Mutex<Heap>,
+    changed: Condvar,
+}
+
+struct Heap {
+    entries: BinaryHeap<Reverse<Armed>>,
+    next_seq: u64,
+}
+
+/// One armed wake. Ordered by time, then by arming order (`seq`).
+struct Armed {
+    at: Instant,
+    seq: u64,
+    waker: Waker,
+}
+
+impl PartialEq for Armed {
+    fn eq(&self, other: &Self) -> bool {
+        (self.at, self.seq) == (other.at, other.seq)
+    }
+}
+impl Eq for Armed {}
+impl PartialOrd for Armed {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for Armed {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        (self.at, self.seq).cmp(&(other.at, other.seq))
+    }
+}
+
+impl Timer {
+    /// The timer, its thread started at the first call (`None` if the
+    /// thread could not be started).
+    fn get() -> Option<&'static Timer> {
+        static TIMER: OnceLock<Option<&'static Timer>> = OnceLock::new();
+        *TIMER.get_or_init(|| {
+            let timer: &'static Timer = Box::leak(Box::new(Timer {
+                heap: Mutex::new(Heap {
+                    entries: BinaryHeap::new(),
+                    next_seq: 0,
+                }),
+                changed: Condvar::new(),
+            }));
+            std::thread::Builder::new()
+                .name("runclaim-timer".into())
+                .spawn(move || timer.run())
+                .ok()
+                .map(|_| timer)
+        })
+    }
+
+    /// The thread: wakes what is due, sleeps until the next, and without
+    /// anything armed sleeps until something is.
+    fn run(&self) {
+        let mut heap = self.heap.lock().unwrap_or_else(PoisonError::into_inner);
+        loop {
+            let now = Instant::now();
+            let mut due = Vec::new();
+            while heap.entries.peek().is_some_and(|Reverse(e)| e.at <= now) {
+                if let Some(Reverse(e)) = heap.entries.pop() {
+                    due.push(e.waker);
+                }
+            }
+            if !due.is_empty() {
+                // Wake outside the lock: a waker may arm again at once.
+                drop(heap);
+                for w in due {
+                    // A waker that panics must not stop every later wake.
+                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
+                }
+                heap = self.heap.lock().unwrap_or_else(PoisonError::into_inner);
+                continue;
+            }
+            heap = match heap.entries.peek().map(|Reverse(e)| e.at) {
+                Some(at) => {
+                    let left = at.saturating_duration_since(now);
+                    self.changed
+                        .wait_timeout(heap, left)
+                        .map_or_else(|e| e.into_inner().0, |(g, _)| g)
+                }
+                None => self
+                    .changed
+                    .wait(heap)
+                    .unwrap_or_else(PoisonError::into_inner),
+            };
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::task::Wake;
+
+    struct Count(AtomicUsize);
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+
+    #[test]
+    fn wakes_each_armed_waker_once_and_arms_nothing_past_the_clock() {
+        let a = Arc::new(Count(AtomicUsize::new(0)));
+        let b = Arc::new(Count(AtomicUsize::new(0)));
+        let never = Arc::new(Count(AtomicUsize::new(0)));
+        wake_after(Duration::from_millis(30), &Waker::from(b.clone()));
+        wake_after(Duration::ZERO, &Waker::from(a.clone()));
+        wake_after(Duration::MAX, &Waker::from(never.clone()));
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while b.0.load(Ordering::Acquire) == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(a.0.load(Ordering::Acquire), 1);
+        assert_eq!(b.0.load(Ordering::Acquire), 1);
+        assert_eq!(never.0.load(Ordering::Acquire), 0);
+        // Nothing armed for `Duration::MAX`: the waker was not even kept.
+        assert_eq!(Arc::strong_count(&never), 1);
+    }
+}
