@@ -11,6 +11,7 @@
 //! | [`Workload`] | a run's tensors (host slices, device buffers) and scalars |
 //! | [`DeviceBuffer`] | typed device memory that outlives code generations |
 //! | [`Pipeline`] | all of a runner's slots kept busy: submit specs, complete results in order |
+//! | [`FenceFuture`], [`DrainFuture`] | a fence or a drain awaited: no thread parked on the device |
 //!
 //! See the [crate documentation](crate) for the rules and what enforces each.
 
@@ -19,6 +20,7 @@ mod code;
 mod config;
 mod device;
 mod error;
+mod futures;
 mod inflight;
 mod outputs;
 mod pipeline;
@@ -37,6 +39,7 @@ pub use code::{Callable, CodeRef};
 pub use config::{ConfigError, DeviceConfig};
 pub use device::{ContractStats, Device, DrainReport, Health};
 pub use error::{Action, BufferId, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
+pub use futures::{DrainFuture, FenceFuture};
 pub use outputs::{Finalized, Outputs};
 pub use pipeline::{Completed, CompletedWork, Pipeline, Rejected, Returned, Unfinished};
 pub use prepare::Spec;

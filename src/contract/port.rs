@@ -2,9 +2,11 @@
 //! `Run<'r, State, I>` needs neither the driver type nor `DEPTH`: the
 //! [`Port`] trait the device implements, and what crosses it.
 
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use super::code::CodeRef;
+use super::device::AsyncWait;
 use super::error::{ErrorKind, RunId};
 use super::spec::Input;
 use super::workload::Workload;
@@ -80,6 +82,16 @@ pub(crate) trait Port: Sync {
         bound: &dyn Marks,
     ) -> Result<Submitted, LaunchFail>;
     fn wait(&self, slot: usize, lease: u64, info: &RunInfo, how: Wait) -> Result<(), ErrorKind>;
+    /// One non-blocking look at the run's fence for a future; `Pending`
+    /// with `waker` armed.
+    fn poll_wait(
+        &self,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+        wait: &mut AsyncWait,
+        waker: &Waker,
+    ) -> Poll<Result<(), ErrorKind>>;
     fn finalize(
         &self,
         slot: usize,

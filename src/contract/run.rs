@@ -6,9 +6,12 @@
 
 use std::fmt;
 use std::marker::PhantomData;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
+use super::device::AsyncWait;
 use super::error::{Action, Error, ErrorKind, RunId};
+use super::futures::FenceFuture;
 use super::outputs::{ErasedOutputs, Finalized, Outputs};
 use super::port::{LaunchFail, RunInfo, Wait};
 use super::slot::{Claim, ErasedToken, SlotToken};
@@ -307,6 +310,36 @@ impl<K: Claim, B: Bindings> RunOf<Launched, K, B> {
     pub(crate) fn fence(self) -> Result<RunOf<Fenced, K, B>, Error<Self>> {
         self.wait(Wait::Configured, Action::Fence)
     }
+
+    /// One non-blocking look at the run's fence for a future (see
+    /// `device/awaiting.rs`); the run stays where it is. After `Ready(Ok)`
+    /// the device has settled the run complete: turn it
+    /// [`fenced`](Self::fenced). After `Ready(Err)`, hand it back
+    /// [`refused`](Self::refused).
+    #[inline]
+    pub(crate) fn poll_fence(
+        &self,
+        wait: &mut AsyncWait,
+        waker: &Waker,
+    ) -> Poll<Result<(), ErrorKind>> {
+        let (slot, lease) = (self.token.slot(), self.token.lease());
+        self.token
+            .port()
+            .poll_wait(slot, lease, &self.info, wait, waker)
+    }
+
+    /// The run, fenced: only after [`poll_fence`](Self::poll_fence)
+    /// returned `Ready(Ok)` for it (the device settled it complete then).
+    #[inline]
+    pub(crate) fn fenced(self) -> RunOf<Fenced, K, B> {
+        self.into_state()
+    }
+
+    /// The run handed back inside the error a fence of `action` met.
+    #[cold]
+    pub(crate) fn refused(self, action: Action, kind: ErrorKind) -> Error<Self> {
+        self.fail((), action, kind).map_value(|()| self)
+    }
 }
 
 impl<K: Claim, B: Bindings> RunOf<Fenced, K, B> {
@@ -413,6 +446,23 @@ impl<S: State, const I: usize, B: Bindings> Run<'_, S, I, B> {
     #[inline]
     pub fn is_empty(&self) -> bool {
         self.0.info.len == 0
+    }
+}
+
+impl<'r, S: State, const I: usize, B: Bindings> Run<'r, S, I, B> {
+    #[inline]
+    pub(crate) fn inner(&self) -> &RunOf<S, SlotToken<'r, I>, B> {
+        &self.0
+    }
+
+    #[inline]
+    pub(crate) fn into_inner(self) -> RunOf<S, SlotToken<'r, I>, B> {
+        self.0
+    }
+
+    #[inline]
+    pub(crate) fn from_inner(run: RunOf<S, SlotToken<'r, I>, B>) -> Self {
+        Run(run)
     }
 }
 
@@ -537,6 +587,60 @@ impl<'r, const I: usize, B: Bindings> Run<'r, Launched, I, B> {
     #[inline]
     pub fn fence_for(self, timeout: Duration) -> Result<Run<'r, Fenced, I, B>, Error<Self>> {
         self.wait(Wait::For(timeout), Action::Fence)
+    }
+
+    /// [`fence`](Run::fence), awaited: a future that resolves as `fence`
+    /// returns — the same budget and verdicts on the driver's clock —
+    /// with no thread parked on the device while it waits (the driver
+    /// wakes the task: see [`FenceFuture`]). `run.await` is the same.
+    /// Dropping the future early never blocks: see [`FenceFuture`] for
+    /// where the run goes.
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+    /// # use runclaim::driver::abi::Program;
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    /// let mut device = Device::<_, 2>::open(SimDriver::real_time(SimConfig::default()), DeviceConfig::default())?;
+    /// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+    /// # let code = runner.code("f")?;
+    /// let run = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[41])))?.launch()?;
+    /// let fenced = pollster::block_on(run.fence_async())?;
+    /// let mut out = Outputs::<0>::new(1);
+    /// fenced.finalize(&mut out)?;
+    /// assert_eq!(out.values(), &[42]);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    #[inline]
+    pub fn fence_async(self) -> FenceFuture<'r, I, B> {
+        FenceFuture::new(self, Wait::Configured)
+    }
+
+    /// [`fence_for`](Run::fence_for), awaited: at most `timeout` in total
+    /// on the driver's clock (`Duration::MAX`: no limit); running out of
+    /// time hands the run back, nothing poisoned, unless an overrun was
+    /// proven — as `fence_for` decides. See [`FenceFuture`].
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use runclaim::{Callable, Device, DeviceConfig, Input, RunSpec};
+    /// # use runclaim::driver::abi::Program;
+    /// use runclaim::contract::ErrorKind;
+    /// use runclaim::sim::{Fault, SimConfig, SimDriver};
+    /// let sim = SimDriver::real_time(SimConfig::default());
+    /// let mut device = Device::<_, 2>::open(sim.clone(), DeviceConfig::default())?;
+    /// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+    /// # let code = runner.code("f")?;
+    /// sim.inject(Fault::EventNeverCompletes { nth: 2 }); // this run's fence never completes
+    /// let run = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?;
+    /// let e = pollster::block_on(run.fence_for_async(Duration::from_millis(5))).unwrap_err();
+    /// assert!(matches!(e.kind(), ErrorKind::Timeout { overran: None, .. }));
+    /// assert!(runner.health().poisoned.is_none()); // only "not yet"
+    /// std::mem::forget(e.into_value()); // (its drop would wait for it)
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    #[inline]
+    pub fn fence_for_async(self, timeout: Duration) -> FenceFuture<'r, I, B> {
+        FenceFuture::new(self, Wait::For(timeout))
     }
 
     /// Polls this run's fence event once. Never poisons on "not yet".

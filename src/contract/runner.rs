@@ -6,6 +6,7 @@ use std::time::Duration;
 use super::code::{CodeEntry, CodeRef};
 use super::device::{Device, DrainReport, Health};
 use super::error::{Action, Error, ErrorKind};
+use super::futures::DrainFuture;
 use super::outputs::{Finalized, Outputs};
 use super::prepare::Spec;
 use super::run::{Run, RunOf};
@@ -267,6 +268,31 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
         self.device
             .drain(None)
             .map_err(|k| Error::plain(Action::Drain, k))
+    }
+
+    /// [`drain`](Runner::drain), awaited: resolves as `drain` returns,
+    /// within the same bound, with no thread parked on the device. See
+    /// [`DrainFuture`](super::DrainFuture).
+    pub fn drain_async(&mut self) -> DrainFuture<'_, 'p, D, DEPTH> {
+        DrainFuture::new(self, None)
+    }
+
+    /// [`drain_for`](Runner::drain_for), awaited (`Duration::MAX`: no
+    /// deadline).
+    ///
+    /// ```
+    /// # use std::time::Duration;
+    /// # use runclaim::{Callable, Device, DeviceConfig};
+    /// # use runclaim::driver::abi::Program;
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::real_time(SimConfig::default()), DeviceConfig::default())?;
+    /// let mut runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+    /// let report = pollster::block_on(runner.drain_for_async(Duration::MAX))?; // nothing to wait for
+    /// assert_eq!(report.retired, 0);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    pub fn drain_for_async(&mut self, timeout: Duration) -> DrainFuture<'_, 'p, D, DEPTH> {
+        DrainFuture::new(self, Some(timeout))
     }
 
     /// [`drain`](Runner::drain) with an explicit timeout; `Duration::MAX`

@@ -12,10 +12,12 @@
 //! | `buffers.rs` | typed device buffers: allocation, host access, freeing what no run can touch |
 //! | `streams.rs` | readying the stream pair for a launch; creating and retiring streams |
 //! | `fence.rs` | waiting for a run's fence; the queue-aware time rule and its verdict |
+//! | `awaiting.rs` | the same wait, and the drain, one non-blocking look at a time, for the futures |
 //! | `faults.rs` | whom a device fault belongs to |
 //! | `recovery.rs` | drain, close, teardown |
 //! | `publication.rs` | `Device::publish`: pins, code generations |
 
+mod awaiting;
 mod buffers;
 mod faults;
 mod fence;
@@ -31,6 +33,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+pub(crate) use self::awaiting::{AsyncWait, DrainWait};
 pub use self::report::{ContractStats, DrainReport, Health};
 use self::state::State;
 use super::buffer::SharedLedger;
@@ -115,6 +118,9 @@ pub struct Device<D: Driver, const DEPTH: usize = 2> {
     /// hands its memory back here).
     buffers: SharedLedger,
     state: Mutex<State<DEPTH>>,
+    /// What the driver's first `notify_event` answer said it can see
+    /// (`awaiting.rs`): whether awaited waits back off on time.
+    notices: std::sync::atomic::AtomicU8,
     /// Set once resources are released (or deliberately leaked).
     closed: bool,
 }
@@ -450,6 +456,7 @@ where
             buffers: SharedLedger::default(),
             state: Mutex::new(State::new(aicore, aicpu, aicore_epoch)),
             driver,
+            notices: std::sync::atomic::AtomicU8::new(awaiting::NOTICE_UNKNOWN),
             closed: false,
         }
     }

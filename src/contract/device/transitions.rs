@@ -4,8 +4,11 @@
 
 use super::state::{Release, State};
 
+use std::task::{Poll, Waker};
+
 use super::Device;
 use super::SlotHost;
+use super::awaiting::AsyncWait;
 use crate::contract::code::CodeRef;
 use crate::contract::error::RunId;
 use crate::contract::error::{ErrorKind, PoisonCause, Record};
@@ -313,6 +316,17 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
             Wait::For(t) => self.wait_queued(slot, lease, info, Some(t)),
             Wait::Configured => self.wait_queued(slot, lease, info, None),
         }
+    }
+
+    fn poll_wait(
+        &self,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+        wait: &mut AsyncWait,
+        waker: &Waker,
+    ) -> Poll<Result<(), ErrorKind>> {
+        self.poll_queued(slot, lease, info, wait, waker)
     }
 
     fn finalize_work(

@@ -1,0 +1,311 @@
+//! The non-blocking twins of `fence.rs`'s wait and `recovery.rs`'s drain,
+//! for the crate's futures: one poll looks (queries, never waits), judges
+//! on the driver's clock exactly as the blocking wait does, and otherwise
+//! asks the driver to wake the task ([`Driver::notify_event`]).
+//!
+//! What a future keeps between polls is an [`AsyncWait`] (or a
+//! [`DrainWait`]): when its wait began and the limit it judges against.
+//! Nothing else survives a poll, so a future dropped between two polls
+//! leaves the device as a poll found it.
+
+use std::sync::atomic::Ordering;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use super::{Device, DrainReport, MIN_SLICE};
+use crate::contract::error::ErrorKind;
+use crate::contract::inflight::Proof;
+use crate::contract::port::{RunInfo, Wait};
+use crate::driver::{Completion, Driver, DriverErrorKind, EventId, Notice, wake_after};
+
+/// The first time-only wake of a driver that cannot see completion
+/// ([`Notice::Timer`]); each later one doubles, up to a look-around slice.
+const FIRST_BACKOFF: Duration = Duration::from_micros(50);
+
+/// What the device learned of its driver's notifications (the first
+/// answer decides; a device asks one driver).
+pub(super) const NOTICE_UNKNOWN: u8 = 0;
+const NOTICE_COMPLETION: u8 = 1;
+const NOTICE_TIMER: u8 = 2;
+
+/// What an awaited fence keeps between polls.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AsyncWait {
+    how: Wait,
+    /// Driver-clock time the wait began (the first poll that found the
+    /// run not complete); `None` until then.
+    start: Option<Duration>,
+    limit: Duration,
+    /// `false`: the limit lies past the end of the clock (no deadline).
+    limited: bool,
+    /// The limit was capped behind an unproven head (see `wait_queued`).
+    capped: bool,
+    /// The next time-only wake, for a driver that cannot see completion.
+    backoff: Duration,
+}
+
+impl AsyncWait {
+    /// A wait of `how` (`Wait::Poll` behaves as one look).
+    pub(crate) const fn new(how: Wait) -> Self {
+        AsyncWait {
+            how,
+            start: None,
+            limit: Duration::ZERO,
+            limited: true,
+            capped: false,
+            backoff: FIRST_BACKOFF,
+        }
+    }
+}
+
+/// What an awaited drain keeps between polls.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct DrainWait {
+    /// `None`: the queue budget, fixed at the first poll.
+    timeout: Option<Duration>,
+    start: Option<(Duration, Duration, usize)>,
+    backoff: Duration,
+}
+
+impl DrainWait {
+    /// A drain waiting at most `timeout` (`None`: the queue budget).
+    pub(crate) const fn new(timeout: Option<Duration>) -> Self {
+        DrainWait {
+            timeout,
+            start: None,
+            backoff: FIRST_BACKOFF,
+        }
+    }
+}
+
+/// How one look ended short of a verdict: what to arm.
+#[derive(Clone, Copy)]
+enum Arm {
+    /// Wake the task when `event` completes or after `within`.
+    Event(EventId, Duration),
+    /// Nothing to wait on but time.
+    Time(Duration),
+}
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    /// One look at run `seq`'s fence — [`Device::wait_queued`]'s rule, in
+    /// steps: complete, a fault, an overrun proven by a query after the
+    /// budget ran out, the limit spent; or `Pending`, with the task's
+    /// waker armed for the run's fence event and for the next time a
+    /// verdict could fall (the limit, the head's budget, a look-around
+    /// slice). Never blocks.
+    pub(crate) fn poll_queued(
+        &self,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+        w: &mut AsyncWait,
+        waker: &Waker,
+    ) -> Poll<Result<(), ErrorKind>> {
+        let d = &self.driver;
+        let budget = self.config.fence_timeout;
+        let slice_cap = (budget / 8).max(MIN_SLICE);
+        let ev = self.regions[slot].ev_fence;
+        // A driver that answers `Ready` (the event completed between the
+        // query and the arming) is looked at again at once, a few times.
+        for _ in 0..4 {
+            if let Err(k) = self.in_flight_entry(slot, lease, info.seq) {
+                return Poll::Ready(Err(k));
+            }
+            match d.query_event(ev) {
+                Ok(Completion::Complete) => {
+                    // Dated when the wait had begun: then a run behind it
+                    // may be judged on the date.
+                    let at = w.start.map(|_| d.clock());
+                    self.settle_complete(slot, lease, info.seq, at);
+                    return Poll::Ready(Ok(()));
+                }
+                Ok(Completion::NotReady) => {}
+                Err(e) => return Poll::Ready(Err(self.settle_error(e, info.run, slot, info.seq))),
+            }
+            let start = if let Some(start) = w.start {
+                start
+            } else {
+                let limit = match w.how {
+                    Wait::Poll => return Poll::Ready(Err(ErrorKind::NotReady)),
+                    Wait::For(t) => t,
+                    Wait::Configured => {
+                        let ahead = self.lock().queue.runs().ahead_of(info.seq);
+                        self.config.queue_budget(ahead).saturating_add(slice_cap)
+                    }
+                };
+                let start = d.clock();
+                w.start = Some(start);
+                w.limit = limit;
+                w.limited = start.checked_add(limit).is_some();
+                start
+            };
+            if let Some(hung) = self.look_ahead(info.seq) {
+                return Poll::Ready(Err(ErrorKind::Timeout {
+                    waited: d.clock().saturating_sub(start),
+                    overran: Some(hung),
+                }));
+            }
+            let now = d.clock();
+            let elapsed = now.saturating_sub(start);
+            if w.limited && elapsed >= w.limit {
+                return Poll::Ready(Err(ErrorKind::Timeout {
+                    waited: elapsed,
+                    overran: None,
+                }));
+            }
+            let head = {
+                let mut st = self.lock();
+                st.queue.date(now);
+                st.queue.runs().head().copied()
+            };
+            if matches!(w.how, Wait::Configured)
+                && !w.capped
+                && head.is_some_and(|h| h.proof == Proof::Unproven && h.seq != info.seq)
+            {
+                // Behind a head that cannot be proven complete: one more
+                // budget from here, as `wait_queued` decides.
+                w.limit = w.limit.min(elapsed.saturating_add(budget));
+                w.limited = start.checked_add(w.limit).is_some();
+                w.capped = true;
+            }
+            let mut slice = slice_cap;
+            if w.limited {
+                slice = slice.min(w.limit.saturating_sub(elapsed));
+            }
+            if let Some(verdict_at) = head
+                .filter(|h| h.proof == Proof::Pending)
+                .and_then(|h| h.head_since()?.checked_add(budget))
+            {
+                slice = slice.min(verdict_at.saturating_sub(now));
+            }
+            let armed = self.arm(
+                Arm::Event(ev, slice.max(MIN_SLICE)),
+                &mut w.backoff,
+                slice_cap,
+                waker,
+            );
+            if armed.is_some() {
+                return Poll::Pending;
+            }
+        }
+        // The driver kept answering `Ready` for an event its query calls
+        // not ready: look again on the next turn of the executor.
+        waker.wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Arms the task's waker: for `what`, shortened to the backoff where
+    /// the driver wakes on time only (or nothing but time is armed). `None`: the driver answered
+    /// [`Notice::Ready`] (look again now).
+    fn arm(&self, what: Arm, backoff: &mut Duration, cap: Duration, waker: &Waker) -> Option<()> {
+        let mut short = |within: Duration| {
+            let ask = within.min(*backoff).max(MIN_SLICE);
+            *backoff = backoff.saturating_mul(2).min(cap.max(FIRST_BACKOFF));
+            ask
+        };
+        let (ev, within) = match what {
+            Arm::Event(ev, within) => {
+                if self.notices.load(Ordering::Relaxed) == NOTICE_COMPLETION {
+                    (ev, within)
+                } else {
+                    (ev, short(within))
+                }
+            }
+            // Time alone: always backing off.
+            Arm::Time(within) => {
+                wake_after(short(within), waker);
+                return Some(());
+            }
+        };
+        match self.driver.notify_event(ev, within, waker) {
+            Ok(Notice::Ready) => None,
+            Ok(Notice::Completion) => {
+                self.notices.store(NOTICE_COMPLETION, Ordering::Relaxed);
+                Some(())
+            }
+            answer => {
+                // On time only (or the driver could not arm at all: the
+                // shared timer then stands in for it).
+                if answer.is_err() {
+                    wake_after(within, waker);
+                }
+                self.notices.store(NOTICE_TIMER, Ordering::Relaxed);
+                Some(())
+            }
+        }
+    }
+
+    /// One look at the queue for an awaited drain: `Ready` with
+    /// [`Device::drain`]'s answer once both streams are quiet (or stopped
+    /// on a fault) — the blocking drain then finds nothing to wait for —
+    /// or with [`ErrorKind::Undrained`] once the limit is spent; otherwise
+    /// `Pending`, armed for the newest run's fence that is not complete.
+    pub(crate) fn poll_drain(
+        &self,
+        w: &mut DrainWait,
+        waker: &Waker,
+    ) -> Poll<Result<DrainReport, ErrorKind>> {
+        let d = &self.driver;
+        let slice_cap = (self.config.fence_timeout / 8).max(MIN_SLICE);
+        let (needs_sync, in_flight, streams, fences) = {
+            let st = self.lock();
+            let runs = st.queue.runs();
+            let mut fences = [None::<EventId>; DEPTH];
+            for (f, e) in fences.iter_mut().zip(
+                runs.iter()
+                    .filter(|e| e.proof == Proof::Pending && !e.observed),
+            ) {
+                *f = Some(self.regions[e.slot].ev_fence);
+            }
+            (
+                !runs.is_empty() || st.queue.poison().is_some(),
+                runs.len(),
+                [st.streams.aicpu(), st.streams.aicore()],
+                fences,
+            )
+        };
+        if !needs_sync {
+            return Poll::Ready(self.drain(Some(MIN_SLICE)));
+        }
+        let (start, limit, count) = *w.start.get_or_insert_with(|| {
+            let limit = w
+                .timeout
+                .unwrap_or_else(|| self.config.queue_budget(in_flight));
+            (d.clock(), limit, in_flight)
+        });
+        let mut quiet = true;
+        for s in streams {
+            match d.query_stream(s) {
+                Ok(Completion::Complete) => {}
+                Ok(Completion::NotReady) => quiet = false,
+                Err(e) if matches!(e.kind(), DriverErrorKind::KernelFault(_)) => {}
+                Err(e) => return Poll::Ready(Err(ErrorKind::from_driver(e))),
+            }
+        }
+        if quiet {
+            // Nothing is left to wait for: the blocking drain only looks.
+            return Poll::Ready(self.drain(Some(MIN_SLICE)));
+        }
+        let elapsed = d.clock().saturating_sub(start);
+        if start.checked_add(limit).is_some() && elapsed >= limit {
+            return Poll::Ready(Err(ErrorKind::Undrained {
+                count,
+                waited: elapsed,
+            }));
+        }
+        let within = slice_cap.min(limit.saturating_sub(elapsed)).max(MIN_SLICE);
+        // The newest fence not complete covers everything ahead of it.
+        for ev in fences.iter().rev().flatten() {
+            if self
+                .arm(Arm::Event(*ev, within), &mut w.backoff, slice_cap, waker)
+                .is_some()
+            {
+                return Poll::Pending;
+            }
+        }
+        // Work no fence covers (a partial launch): on time only.
+        self.arm(Arm::Time(within), &mut w.backoff, slice_cap, waker);
+        Poll::Pending
+    }
+}

@@ -1,0 +1,234 @@
+//! Awaiting the device without a parked thread: a launched run's fence
+//! ([`FenceFuture`]) and a runner's drain ([`DrainFuture`]) as
+//! `std::future::Future`s. (The pipeline's are in `pipeline/future.rs`.)
+//!
+//! Each poll *looks* — it queries the run's own fence event, and the
+//! fences of the runs ahead of it, and never waits — and judges by the
+//! same rules as the blocking call, on the driver's clock: the queue-aware
+//! time rule, the "device overran" verdict, the limit. Short of a verdict
+//! it asks the driver to wake the task when the event completes, or when
+//! the next verdict could fall ([`Driver::notify_event`]). Which driver
+//! wakes how:
+//!
+//! | driver | what wakes an awaiting task |
+//! |---|---|
+//! | real-time simulator | its device thread, when the run's events complete (or its stream faults), or at the next verdict time |
+//! | stepped simulator | nothing moves unless driven: whoever steps it (`step`, `run_until_idle`, a blocking call) wakes what completed |
+//! | instant driver | nothing: every run is complete when first polled |
+//! | `acl` | the device's reactor thread: the run's host callback, the process-wide exception callback, or the deadline |
+//! | a driver without notifications | the default: a process-wide timer, backing off from 50 µs |
+//!
+//! No async runtime is a dependency: any executor drives these futures.
+//!
+//! [`Driver::notify_event`]: crate::driver::Driver::notify_event
+
+use std::future::{Future, IntoFuture};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use super::DrainReport;
+use super::device::{AsyncWait, DrainWait};
+use super::error::{Action, Error, ErrorKind};
+use super::port::Wait;
+use super::run::Run;
+use super::runner::Runner;
+use super::states::{Fenced, Launched};
+use super::workload::{Bindings, Simple};
+use crate::driver::Driver;
+
+/// A launched run's fence, awaited: what [`Run::fence_async`] (or
+/// `run.await`) and [`Run::fence_for_async`] return.
+///
+/// It resolves as [`Run::fence`] / [`Run::fence_for`] return: the
+/// [`Fenced`] run, or the error with the launched run handed back inside
+/// it — the same verdicts, on the same clock.
+///
+/// **Dropping it before it resolves never blocks** (a blocking
+/// [`Run`]'s drop waits for its fence; this does not): it looks at the
+/// fence once, and a run found complete gives its slot back at once;
+/// otherwise the run is handed to the device **as a forgotten run**: it
+/// stays in the device's in-flight set, and its slot stays taken until a
+/// drain ([`Runner::drain`], [`Runner::drain_async`]) or a publication
+/// proves it complete. Dropping the device meanwhile waits for it, bounded,
+/// as for any forgotten run. Polled again after it resolved, it stays
+/// pending.
+///
+/// ```
+/// use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+/// use runclaim::driver::abi::Program;
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let mut device = Device::<_, 2>::open(SimDriver::real_time(SimConfig::default()), DeviceConfig::default())?;
+/// let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+/// let code = runner.code("inc")?;
+/// let mut out = Outputs::<1>::new(1);
+/// pollster::block_on(async {
+///     let a = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?;
+///     let b = runner.prepare(runner.take_slot::<1>()?, RunSpec::new(code, Input::Previous))?.launch()?;
+///     let b = b.await?; // no thread parked on the device: the task is woken
+///     let a = a.fence_async().await?;
+///     b.finalize(&mut out)?;
+///     drop(a);
+///     Ok::<_, runclaim::Error>(())
+/// })?;
+/// assert_eq!(out.values(), &[3]);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+#[must_use = "a future does nothing unless awaited; dropped, it hands its run to the device as a forgotten run"]
+pub struct FenceFuture<'r, const I: usize, B: Bindings = Simple> {
+    run: Option<Run<'r, Launched, I, B>>,
+    wait: AsyncWait,
+}
+
+impl<'r, const I: usize, B: Bindings> FenceFuture<'r, I, B> {
+    pub(crate) fn new(run: Run<'r, Launched, I, B>, how: Wait) -> Self {
+        FenceFuture {
+            run: Some(run),
+            wait: AsyncWait::new(how),
+        }
+    }
+}
+
+// Nothing in it is ever pinned (no field is projected): moving it is fine.
+impl<const I: usize, B: Bindings> Unpin for FenceFuture<'_, I, B> {}
+
+impl<const I: usize, B: Bindings> std::fmt::Debug for FenceFuture<'_, I, B> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FenceFuture")
+            .field("run", &self.run)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<'r, const I: usize, B: Bindings> Future for FenceFuture<'r, I, B> {
+    type Output = Result<Run<'r, Fenced, I, B>, Error<Run<'r, Launched, I, B>>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let Some(run) = this.run.as_ref() else {
+            // Resolved already: stays pending (never a panic).
+            return Poll::Pending;
+        };
+        let verdict = match run.inner().poll_fence(&mut this.wait, cx.waker()) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(v) => v,
+        };
+        let Some(run) = this.run.take() else {
+            return Poll::Pending;
+        };
+        Poll::Ready(match verdict {
+            Ok(()) => Ok(Run::from_inner(run.into_inner().fenced())),
+            Err(kind) => Err(run
+                .into_inner()
+                .refused(Action::Fence, kind)
+                .map_value(Run::from_inner)),
+        })
+    }
+}
+
+impl<const I: usize, B: Bindings> Drop for FenceFuture<'_, I, B> {
+    fn drop(&mut self) {
+        let Some(run) = self.run.take() else {
+            return;
+        };
+        // One look, never a wait. A driver that panics here must not
+        // unwind out of a drop: the run is then kept, as a forgotten one.
+        let looked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run.try_fence()));
+        match looked {
+            // Complete: its token goes back as the fenced run drops.
+            Ok(Ok(fenced)) => drop(fenced),
+            // Not yet (or it failed: the device has poisoned and kept
+            // what it must): the device keeps the run, as a forgotten one.
+            Ok(Err(e)) => std::mem::forget(e.into_value()),
+            Err(_) => {}
+        }
+    }
+}
+
+impl<'r, const I: usize, B: Bindings> IntoFuture for Run<'r, Launched, I, B> {
+    type Output = Result<Run<'r, Fenced, I, B>, Error<Run<'r, Launched, I, B>>>;
+    type IntoFuture = FenceFuture<'r, I, B>;
+
+    /// `run.await` is [`run.fence_async()`](Run::fence_async).
+    fn into_future(self) -> Self::IntoFuture {
+        FenceFuture::new(self, Wait::Configured)
+    }
+}
+
+/// A runner's drain, awaited: what [`Runner::drain_async`] and
+/// [`Runner::drain_for_async`] return. It resolves as [`Runner::drain`]
+/// returns, within the same bound.
+///
+/// It changes nothing until it resolves: dropping it early leaves the
+/// runner as it was (still poisoned, if it was), and the next drain starts
+/// over.
+///
+/// ```
+/// use runclaim::{Callable, Device, DeviceConfig, Input, RunSpec};
+/// use runclaim::driver::abi::Program;
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let mut device = Device::<_, 2>::open(SimDriver::real_time(SimConfig::default()), DeviceConfig::default())?;
+/// let mut runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+/// let code = runner.code("inc")?;
+/// let run = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?;
+/// std::mem::forget(run); // its slot is kept until a drain proves it complete
+/// let report = pollster::block_on(runner.drain_async())?;
+/// assert_eq!(report.retired, 1);
+/// assert!(runner.take_slot::<0>().is_ok());
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+#[must_use = "a future does nothing unless awaited"]
+pub struct DrainFuture<'a, 'p, D: Driver, const DEPTH: usize> {
+    runner: &'a mut Runner<'p, D, DEPTH>,
+    wait: DrainWait,
+    done: bool,
+}
+
+impl<'a, 'p, D: Driver, const DEPTH: usize> DrainFuture<'a, 'p, D, DEPTH> {
+    pub(crate) fn new(runner: &'a mut Runner<'p, D, DEPTH>, timeout: Option<Duration>) -> Self {
+        DrainFuture {
+            runner,
+            wait: DrainWait::new(timeout),
+            done: false,
+        }
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> std::fmt::Debug for DrainFuture<'_, '_, D, DEPTH> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("DrainFuture")
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> Future for DrainFuture<'_, '_, D, DEPTH> {
+    type Output = Result<DrainReport, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Pending;
+        }
+        match this.runner.device().poll_drain(&mut this.wait, cx.waker()) {
+            Poll::Pending => Poll::Pending,
+            Poll::Ready(r) => {
+                this.done = true;
+                Poll::Ready(r.map_err(|k: ErrorKind| Error::plain(Action::Drain, k)))
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::sim::SimDriver;
+    use static_assertions::assert_impl_all;
+
+    assert_impl_all!(FenceFuture<'static, 0>: Send, Sync, Unpin);
+    assert_impl_all!(FenceFuture<'static, 1, crate::contract::Bound<'static, 'static>>: Send, Unpin);
+    assert_impl_all!(DrainFuture<'static, 'static, SimDriver, 2>: Send, Sync, Unpin);
+}
