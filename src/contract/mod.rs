@@ -11,7 +11,7 @@
 //! | [`Workload`] | a run's tensors (host slices, device buffers) and scalars |
 //! | [`DeviceBuffer`] | typed device memory that outlives code generations |
 //! | [`Pipeline`] | all of a runner's slots kept busy: submit specs, complete results in order |
-//! | [`FenceFuture`], [`DrainFuture`] | a fence or a drain awaited: no thread parked on the device |
+//! | [`FenceFuture`], [`DrainFuture`], [`CompleteFuture`], … | a fence, a drain, a pipeline's completion awaited: no thread parked on the device |
 //!
 //! See the [crate documentation](crate) for the rules and what enforces each.
 
@@ -41,7 +41,10 @@ pub use device::{ContractStats, Device, DrainReport, Health};
 pub use error::{Action, BufferId, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
 pub use futures::{DrainFuture, FenceFuture};
 pub use outputs::{Finalized, Outputs};
-pub use pipeline::{Completed, CompletedWork, Pipeline, Rejected, Returned, Unfinished};
+pub use pipeline::{
+    CompleteFuture, CompleteWorkFuture, Completed, CompletedWork, Pipeline, PipelineDrainFuture,
+    Rejected, Returned, Unfinished,
+};
 pub use prepare::Spec;
 pub use run::Run;
 pub use runner::Runner;

@@ -7,8 +7,10 @@
 )]
 
 use std::mem;
+use std::task::{Poll, Waker};
 use std::time::Duration;
 
+use crate::contract::device::AsyncWait;
 use crate::contract::error::{Action, Error, ErrorKind, RunId};
 use crate::contract::outputs::ErasedOutputs;
 use crate::contract::port::Wait;
@@ -236,6 +238,39 @@ impl<'r, T> Lane<'r, T> {
             idle @ LaneState::Idle(_) => (idle, None),
         });
         Some((owed?, self.out.values()))
+    }
+
+    /// One non-blocking look at the pending run, for a future: `Ready`
+    /// once the lane owes no pending run any more — its fence's verdict
+    /// came (the run is retired, its outcome kept for `complete`, exactly
+    /// as [`settle`](Self::settle) keeps it) or nothing was pending.
+    /// `Pending` leaves the lane untouched, so a future dropped here
+    /// loses nothing.
+    pub(super) fn poll_settle(&mut self, wait: &mut AsyncWait, waker: &Waker) -> Poll<()> {
+        let verdict = match &self.state {
+            LaneState::Pending { run, .. } => match run.poll_fence(wait, waker) {
+                Poll::Pending => return Poll::Pending,
+                Poll::Ready(v) => v,
+            },
+            _ => return Poll::Ready(()),
+        };
+        self.transition(|state, out| match state {
+            LaneState::Pending { mut ticket, run } => {
+                let fenced = match verdict {
+                    Ok(()) => Ok(run.fenced()),
+                    Err(kind) => Err(run.refused(Action::Fence, kind)),
+                };
+                let (outcome, then) = finish(fenced, out, ticket.work.as_mut());
+                let settled = LaneState::Settled {
+                    ticket,
+                    outcome,
+                    then,
+                };
+                (settled, ())
+            }
+            other => (other, ()),
+        });
+        Poll::Ready(())
     }
 
     /// Retires the pending run, if any, keeping its outcome for

@@ -44,11 +44,15 @@
     reason = "a refused or failed workload comes back by value inside the error: never lost"
 )]
 
+mod future;
 mod lane;
 
 use std::fmt;
+use std::task::{Poll, Waker};
 
+pub use self::future::{CompleteFuture, CompleteWorkFuture, PipelineDrainFuture};
 use self::lane::Lane;
+use crate::contract::device::AsyncWait;
 use crate::contract::device::DrainReport;
 use crate::contract::error::{Action, Error, ErrorKind, RunId};
 use crate::contract::runner::Runner;
@@ -696,11 +700,45 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
         let report = device
             .drain(Some(left()))
             .map_err(|k| Error::plain(Action::Drain, k))?;
+        self.renew_lanes();
+        Ok(report)
+    }
+
+    /// After a drain: a fresh token for every lane's slot.
+    fn renew_lanes(&mut self) {
         let runner = self.runner;
         for lane in &mut self.lanes {
             lane.renew(runner);
         }
-        Ok(report)
+    }
+
+    /// One non-blocking look at the oldest pending run, for a future:
+    /// `Ready` once its verdict is in its lane (or nothing is pending).
+    fn poll_head(&mut self, wait: &mut AsyncWait, waker: &Waker) -> Poll<()> {
+        if self.len == 0 {
+            return Poll::Ready(());
+        }
+        self.lanes[self.head].poll_settle(wait, waker)
+    }
+
+    /// [`complete`](Pipeline::complete), awaited: resolves as `complete`
+    /// returns, with no thread parked on the device; cancel-safe (see
+    /// [`CompleteFuture`]).
+    pub fn complete_async(&mut self) -> CompleteFuture<'_, 'r, D, DEPTH, T> {
+        CompleteFuture::new(self)
+    }
+
+    /// [`complete_work`](Pipeline::complete_work), awaited; cancel-safe
+    /// (see [`CompleteWorkFuture`]).
+    pub fn complete_work_async(&mut self) -> CompleteWorkFuture<'_, 'r, D, DEPTH, T> {
+        CompleteWorkFuture::new(self)
+    }
+
+    /// [`drain`](Pipeline::drain), awaited: resolves as `drain` returns,
+    /// within the same one total bound; cancel-safe (see
+    /// [`PipelineDrainFuture`]).
+    pub fn drain_async(&mut self) -> PipelineDrainFuture<'_, 'r, D, DEPTH, T> {
+        PipelineDrainFuture::new(self)
     }
 
     /// Runs pending: submitted, not yet handed back by
@@ -831,4 +869,7 @@ mod tests {
     assert_not_impl_any!(Pipeline<'static, SimDriver, 2>: Clone);
     assert_impl_all!(Rejected<'static, u64>: Send, Sync);
     assert_impl_all!(Completed<'static, u64>: Send, Sync);
+    assert_impl_all!(CompleteFuture<'static, 'static, SimDriver, 2, u64>: Send, Sync, Unpin);
+    assert_impl_all!(CompleteWorkFuture<'static, 'static, SimDriver, 4, u64>: Send, Unpin);
+    assert_impl_all!(PipelineDrainFuture<'static, 'static, SimDriver, 2, u64>: Send, Unpin);
 }

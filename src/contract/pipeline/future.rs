@@ -1,0 +1,293 @@
+//! The pipeline's waits, awaited: [`CompleteFuture`] (complete and
+//! complete-work) and [`PipelineDrainFuture`]. Each borrows the pipeline
+//! for as long as it lives, and moves nothing out of it until it resolves:
+//! a poll that finds the oldest run's verdict retires the run into its
+//! lane (as a drain settles it) and pays it out in the same poll. So a
+//! future dropped while pending loses no result and no tag — the run stays
+//! pending in the pipeline, and the next call returns it.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use super::{Completed, CompletedWork, Pipeline, Returned, Unfinished};
+use crate::contract::DrainReport;
+use crate::contract::device::{AsyncWait, DrainWait};
+use crate::contract::error::{Action, Error};
+use crate::contract::port::Wait;
+use crate::driver::Driver;
+
+/// The oldest pending run's wait, shared by the two complete futures: the
+/// pipeline's borrow, moved out once the head's verdict is in its lane.
+struct HeadWait<'a, 'r, D: Driver, const DEPTH: usize, T> {
+    pipe: Option<&'a mut Pipeline<'r, D, DEPTH, T>>,
+    wait: AsyncWait,
+}
+
+impl<'a, 'r, D: Driver, const DEPTH: usize, T> HeadWait<'a, 'r, D, DEPTH, T> {
+    fn new(pipe: &'a mut Pipeline<'r, D, DEPTH, T>) -> Self {
+        HeadWait {
+            pipe: Some(pipe),
+            wait: AsyncWait::new(Wait::Configured),
+        }
+    }
+
+    /// The pipeline, once its oldest run's verdict is in (or nothing is
+    /// pending); `Pending` otherwise, and for ever once it was handed out.
+    fn poll(&mut self, cx: &mut Context<'_>) -> Poll<&'a mut Pipeline<'r, D, DEPTH, T>> {
+        let Some(pipe) = self.pipe.as_mut() else {
+            // Resolved already: stays pending (never a panic).
+            return Poll::Pending;
+        };
+        if pipe.poll_head(&mut self.wait, cx.waker()).is_pending() {
+            return Poll::Pending;
+        }
+        self.pipe.take().map_or(Poll::Pending, Poll::Ready)
+    }
+}
+
+/// [`Pipeline::complete`], awaited: what [`Pipeline::complete_async`]
+/// returns. It resolves as `complete` returns — the same budget, verdicts
+/// and errors, results in submission order.
+///
+/// **Cancel-safe.** Dropped before it resolves, it has taken nothing: the
+/// run is still pending in the pipeline, and the next `complete` (or
+/// `complete_async`) returns it with its tag. (A new call's wait starts
+/// its budget anew, as a new `fence` would.) Dropping it never blocks;
+/// dropping the *pipeline* waits for its runs, bounded, as it always does.
+///
+/// ```
+/// use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
+/// use runclaim::driver::abi::Program;
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let mut device = Device::<_, 4>::open(SimDriver::real_time(SimConfig::default()), DeviceConfig::default())?;
+/// let runner = device.publish(&[Callable::program("x3", &Program::new().mul(3))])?;
+/// let code = runner.code("x3")?;
+/// let mut pipe = Pipeline::new(&runner)?;
+/// let sum = pollster::block_on(async {
+///     let mut sum = 0;
+///     for i in 0..16u32 {
+///         if pipe.is_full() {
+///             sum += pipe.complete_async().await?.expect("pending").values[0];
+///         }
+///         pipe.submit(RunSpec::new(code, Input::Host(&[i])), i)?;
+///     }
+///     while let Some(done) = pipe.complete_async().await? {
+///         sum += done.values[0];
+///     }
+///     Ok::<_, runclaim::Error>(sum)
+/// })?;
+/// assert_eq!(sum, (0..16).map(|i| 3 * i).sum::<u32>());
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+#[must_use = "a future does nothing unless awaited"]
+pub struct CompleteFuture<'a, 'r, D: Driver, const DEPTH: usize, T> {
+    head: HeadWait<'a, 'r, D, DEPTH, T>,
+}
+
+impl<'a, 'r, D: Driver, const DEPTH: usize, T> CompleteFuture<'a, 'r, D, DEPTH, T> {
+    pub(super) fn new(pipe: &'a mut Pipeline<'r, D, DEPTH, T>) -> Self {
+        CompleteFuture {
+            head: HeadWait::new(pipe),
+        }
+    }
+}
+
+impl<D: Driver, const DEPTH: usize, T> std::fmt::Debug for CompleteFuture<'_, '_, D, DEPTH, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompleteFuture")
+            .field("resolved", &self.head.pipe.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+// Nothing in these futures is ever pinned (no field is projected).
+impl<D: Driver, const DEPTH: usize, T> Unpin for CompleteFuture<'_, '_, D, DEPTH, T> {}
+
+impl<'a, D: Driver, const DEPTH: usize, T> Future for CompleteFuture<'a, '_, D, DEPTH, T> {
+    type Output = Result<Option<Completed<'a, T>>, Error<Unfinished<T>>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        // The head's verdict is in its lane: paid out now, in order.
+        self.get_mut().head.poll(cx).map(Pipeline::complete)
+    }
+}
+
+/// [`Pipeline::complete_work`], awaited: what
+/// [`Pipeline::complete_work_async`] returns; cancel-safe as
+/// [`CompleteFuture`] is (the workload stays in the pipeline until the
+/// future resolves with it).
+///
+/// ```
+/// use runclaim::{Callable, Device, DeviceConfig, Pipeline, Workload};
+/// use runclaim::driver::abi::{Dir, Program};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let mut device = Device::<_, 2>::open(SimDriver::real_time(SimConfig::default()), DeviceConfig::default())?;
+/// let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+/// let inc = runner.code("inc")?;
+/// let mut pipe = Pipeline::new(&runner)?;
+/// let mut w = Workload::new(inc);
+/// w.owned(vec![1u32; 4], Dir::In).owned(vec![0u32; 4], Dir::Out);
+/// pipe.submit_work(w, "a")?;
+/// let done = pollster::block_on(pipe.complete_work_async())?.expect("pending");
+/// assert_eq!(done.work.and_then(|mut w| w.take_owned::<u32>(1)), Some(vec![2; 4]));
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+#[must_use = "a future does nothing unless awaited"]
+pub struct CompleteWorkFuture<'a, 'r, D: Driver, const DEPTH: usize, T> {
+    head: HeadWait<'a, 'r, D, DEPTH, T>,
+}
+
+impl<'a, 'r, D: Driver, const DEPTH: usize, T> CompleteWorkFuture<'a, 'r, D, DEPTH, T> {
+    pub(super) fn new(pipe: &'a mut Pipeline<'r, D, DEPTH, T>) -> Self {
+        CompleteWorkFuture {
+            head: HeadWait::new(pipe),
+        }
+    }
+}
+
+impl<D: Driver, const DEPTH: usize, T> std::fmt::Debug for CompleteWorkFuture<'_, '_, D, DEPTH, T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CompleteWorkFuture")
+            .field("resolved", &self.head.pipe.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver, const DEPTH: usize, T> Unpin for CompleteWorkFuture<'_, '_, D, DEPTH, T> {}
+
+impl<'r, D: Driver, const DEPTH: usize, T> Future for CompleteWorkFuture<'_, 'r, D, DEPTH, T> {
+    type Output = Result<Option<CompletedWork<'r, T>>, Error<Returned<'r, T>>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        self.get_mut().head.poll(cx).map(Pipeline::complete_work)
+    }
+}
+
+/// [`Pipeline::drain`], awaited: what [`Pipeline::drain_async`] returns.
+/// It resolves as `drain` returns, within the same one total bound.
+///
+/// **Cancel-safe.** Each pending run it settles keeps its outcome in the
+/// pipeline for [`complete`](Pipeline::complete), as `drain` keeps it;
+/// dropped early, it loses none of them, and the runner stays as the last
+/// poll left it (still poisoned, until a drain resolves).
+///
+/// ```
+/// use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
+/// use runclaim::contract::ErrorKind;
+/// use runclaim::driver::abi::Program;
+/// use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
+///
+/// let sim = SimDriver::real_time(SimConfig::default());
+/// let mut device = Device::<_, 2>::open(sim.clone(), DeviceConfig::default())?;
+/// let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// let code = runner.code("f")?;
+/// let mut pipe = Pipeline::new(&runner)?;
+/// sim.inject(Fault::KernelFault { kernel: Kernel::Aicpu, nth: 1 });
+/// pipe.submit(RunSpec::new(code, Input::Host(&[1])), "faults")?;
+/// pollster::block_on(async {
+///     let report = pipe.drain_async().await?; // settles the run, re-creates the stream
+///     assert!(report.cleared.is_some());
+///     let e = pipe.complete_async().await.unwrap_err(); // its outcome was kept
+///     assert!(matches!(e.kind(), ErrorKind::Fault(_)));
+///     pipe.submit(RunSpec::new(code, Input::Host(&[1])), "again")?;
+///     assert_eq!(pipe.complete_async().await?.map(|d| d.values[0]), Some(2));
+///     Ok::<_, runclaim::Error>(())
+/// })?;
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+#[must_use = "a future does nothing unless awaited"]
+pub struct PipelineDrainFuture<'a, 'r, D: Driver, const DEPTH: usize, T> {
+    pipe: &'a mut Pipeline<'r, D, DEPTH, T>,
+    /// The drain's one bound, fixed at the first poll: (start, budget).
+    budget: Option<(Duration, Duration)>,
+    /// Pending runs (from the head) settled so far.
+    settled: usize,
+    /// The wait of the run being settled.
+    wait: Option<AsyncWait>,
+    drain: Option<DrainWait>,
+    done: bool,
+}
+
+impl<'a, 'r, D: Driver, const DEPTH: usize, T> PipelineDrainFuture<'a, 'r, D, DEPTH, T> {
+    pub(super) fn new(pipe: &'a mut Pipeline<'r, D, DEPTH, T>) -> Self {
+        PipelineDrainFuture {
+            pipe,
+            budget: None,
+            settled: 0,
+            wait: None,
+            drain: None,
+            done: false,
+        }
+    }
+}
+
+impl<D: Driver, const DEPTH: usize, T> std::fmt::Debug
+    for PipelineDrainFuture<'_, '_, D, DEPTH, T>
+{
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PipelineDrainFuture")
+            .field("settled", &self.settled)
+            .field("done", &self.done)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver, const DEPTH: usize, T> Unpin for PipelineDrainFuture<'_, '_, D, DEPTH, T> {}
+
+impl<D: Driver, const DEPTH: usize, T> Future for PipelineDrainFuture<'_, '_, D, DEPTH, T> {
+    type Output = Result<DrainReport, Error>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        if this.done {
+            return Poll::Pending;
+        }
+        let device = this.pipe.runner.device();
+        let clock = || device.driver().clock();
+        // One budget for the whole drain, as `Pipeline::drain` has.
+        let (start, budget) = *this.budget.get_or_insert_with(|| {
+            let runs =
+                u32::try_from(device.health().in_flight.saturating_add(1)).unwrap_or(u32::MAX);
+            (clock(), device.fence_timeout().saturating_mul(runs))
+        });
+        let left = || budget.saturating_sub(clock().saturating_sub(start));
+        while this.settled < this.pipe.len {
+            let index = (this.pipe.head + this.settled) % DEPTH;
+            let left = left();
+            if left.is_zero() {
+                // Spent: only looked at (a run not complete is settled as
+                // a timeout after the whole budget), as `drain` does.
+                this.pipe.lanes[index].settle(Duration::ZERO, budget);
+            } else {
+                let wait = this
+                    .wait
+                    .get_or_insert_with(|| AsyncWait::new(Wait::For(left)));
+                if this.pipe.lanes[index]
+                    .poll_settle(wait, cx.waker())
+                    .is_pending()
+                {
+                    return Poll::Pending;
+                }
+            }
+            this.wait = None;
+            this.settled += 1;
+        }
+        let drain = this
+            .drain
+            .get_or_insert_with(|| DrainWait::new(Some(left())));
+        let report = match device.poll_drain(drain, cx.waker()) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(r) => r,
+        };
+        this.done = true;
+        // Sound as `Pipeline::drain` is: this future holds the pipeline
+        // exclusively, and the pipeline every token and run of the device.
+        let report = report.map_err(|k| Error::plain(Action::Drain, k))?;
+        this.pipe.renew_lanes();
+        Poll::Ready(Ok(report))
+    }
+}
