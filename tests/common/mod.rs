@@ -6,6 +6,7 @@
 #![allow(dead_code, reason = "each test binary uses a different subset")]
 
 pub mod abi;
+pub mod async_suite;
 pub mod broken;
 pub mod checks;
 pub mod hooked;
