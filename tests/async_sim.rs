@@ -6,3 +6,359 @@
 mod common;
 
 async_suite!(common::Sim);
+
+use std::cell::RefCell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::task::{Poll, Waker};
+use std::time::Duration;
+
+use common::LaunchIn;
+use common::async_suite::{Counted, poll_once};
+use runclaim::driver::abi::{LaunchArgs, Program};
+use runclaim::driver::instant::InstantDriver;
+use runclaim::driver::{
+    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, EventId, Registration,
+    StreamId,
+};
+use runclaim::sim::{SimConfig, SimDriver, StepOutcome};
+use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, Pipeline, RunSpec};
+
+fn f(x: u32) -> u32 {
+    x.wrapping_mul(3).wrapping_add(1)
+}
+
+fn callables() -> [Callable; 1] {
+    [Callable::program("f", &Program::new().mul(3).add(1))]
+}
+
+/// Steps `sim` until `woken` counts a wake (or the device is idle), at most
+/// `max` steps; the steps taken.
+fn step_until_woken(sim: &SimDriver, woken: &Counted, max: u64) -> u64 {
+    let before = woken.0.load(Ordering::Acquire);
+    for n in 1..=max {
+        let idle = sim.step() == StepOutcome::Idle;
+        if woken.0.load(Ordering::Acquire) != before || idle {
+            return n;
+        }
+    }
+    max
+}
+
+/// Nothing moves on a stepped simulator unless driven: a pending fence
+/// future stays pending however long the host waits, and the clock stands
+/// still; the test drives it (`step`), and the future resolves.
+#[test]
+fn a_stepped_simulator_moves_only_when_driven() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&callables()).unwrap();
+    let code = runner.code("f").unwrap();
+    let run = runner.launched::<0>(code, Input::Host(&[5]));
+    let mut fut = run.fence_async();
+    let woken = Arc::new(Counted::default());
+    let waker = Waker::from(woken.clone());
+    assert!(poll_once(&mut fut, &waker).is_pending());
+    let t = sim.now_ticks();
+    std::thread::sleep(Duration::from_millis(20));
+    assert!(poll_once(&mut fut, &waker).is_pending());
+    assert_eq!(sim.now_ticks(), t, "nothing drove the device");
+    // The driver: this test (an idle hook of an executor would do the same).
+    let steps = step_until_woken(&sim, &woken, 1_000_000);
+    assert!(steps < 1_000_000);
+    let mut out = Outputs::<0>::new(1);
+    let fenced = loop {
+        match poll_once(&mut fut, &waker) {
+            Poll::Ready(r) => break r.unwrap(),
+            Poll::Pending => {
+                sim.step();
+            }
+        }
+    };
+    fenced.finalize(&mut out).unwrap();
+    assert_eq!(out.values(), &[f(5)]);
+}
+
+/// Polls `fut` with `waker` until it resolves, stepping `sim` once between
+/// polls; the polls it took.
+fn polls_to_finish<F: Future + Unpin>(sim: &SimDriver, fut: &mut F, waker: &Waker) -> usize {
+    for n in 1.. {
+        if poll_once(fut, waker).is_ready() {
+            return n;
+        }
+        sim.step();
+    }
+    unreachable!()
+}
+
+/// A task that submits `n` runs through the pipeline and awaits each
+/// completion when the pipeline is full; what it got back goes to `got`.
+async fn submit_and_complete(
+    pipe: &mut Pipeline<'_, SimDriver, 2, u32>,
+    code: runclaim::CodeRef<'_>,
+    n: u32,
+    submitted: &RefCell<u32>,
+    got: &RefCell<Vec<(u32, u32)>>,
+) {
+    for x in 0..n {
+        if pipe.is_full() {
+            let done = pipe.complete_async().await.unwrap().expect("pending");
+            got.borrow_mut().push((done.tag, done.values[0]));
+        }
+        pipe.submit(RunSpec::new(code, Input::Host(&[x])), x)
+            .unwrap();
+        *submitted.borrow_mut() += 1;
+    }
+    while let Some(done) = pipe.complete_async().await.unwrap() {
+        got.borrow_mut().push((done.tag, done.values[0]));
+    }
+}
+
+/// Cancellation at every await point, deterministically: the task is
+/// dropped after its `k`-th poll, for every `k` up to the polls it needs
+/// to finish; then the rest is completed the blocking way. No result and
+/// no tag is lost, none comes back twice, all in order.
+#[test]
+fn cancellation_at_every_poll_of_a_pipeline_task_loses_nothing() {
+    const N: u32 = 6;
+    let full = {
+        let sim = SimDriver::stepped(SimConfig::default());
+        let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+        let runner = dev.publish(&callables()).unwrap();
+        let code = runner.code("f").unwrap();
+        let mut pipe = Pipeline::<_, 2, u32>::new(&runner).unwrap();
+        let (submitted, got) = (RefCell::new(0), RefCell::new(Vec::new()));
+        let mut task = Box::pin(submit_and_complete(&mut pipe, code, N, &submitted, &got));
+        polls_to_finish(&sim, &mut task, Waker::noop())
+    };
+    assert!(full > 2, "the task awaited something ({full} polls)");
+    for k in 0..=full {
+        let sim = SimDriver::stepped(SimConfig::default());
+        let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+        let runner = dev.publish(&callables()).unwrap();
+        let code = runner.code("f").unwrap();
+        let mut pipe = Pipeline::<_, 2, u32>::new(&runner).unwrap();
+        let (submitted, got) = (RefCell::new(0), RefCell::new(Vec::new()));
+        {
+            let mut task: Pin<Box<dyn Future<Output = ()>>> =
+                Box::pin(submit_and_complete(&mut pipe, code, N, &submitted, &got));
+            for _ in 0..k {
+                if poll_once(&mut task, Waker::noop()).is_ready() {
+                    break;
+                }
+                sim.step();
+            }
+        }
+        while let Some(done) = pipe.complete().unwrap() {
+            got.borrow_mut().push((done.tag, done.values[0]));
+        }
+        let n = *submitted.borrow();
+        let want: Vec<_> = (0..n).map(|x| (x, f(x))).collect();
+        assert_eq!(*got.borrow(), want, "cancelled after {k} polls");
+        let h = runner.health();
+        assert_eq!((h.in_flight, h.poisoned), (0, None), "after {k} polls");
+    }
+}
+
+/// A fence future and a runner's drain, each dropped after every number of
+/// polls: a run found complete gave its slot back; one not yet complete
+/// was left to the device, and a drain returns its slot; nothing is
+/// poisoned either way.
+#[test]
+fn a_fence_and_a_drain_can_be_cancelled_at_every_poll() {
+    let full = {
+        let sim = SimDriver::stepped(SimConfig::default());
+        let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+        let runner = dev.publish(&callables()).unwrap();
+        let code = runner.code("f").unwrap();
+        let mut fut = runner.launched::<0>(code, Input::Host(&[1])).fence_async();
+        polls_to_finish(&sim, &mut fut, Waker::noop())
+    };
+    for k in 0..=full {
+        let sim = SimDriver::stepped(SimConfig::default());
+        let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+        let mut runner = dev.publish(&callables()).unwrap();
+        let code = runner.code("f").unwrap();
+        let mut fut = runner.launched::<0>(code, Input::Host(&[1])).fence_async();
+        let mut resolved = None;
+        for _ in 0..k {
+            if let Poll::Ready(r) = poll_once(&mut fut, Waker::noop()) {
+                resolved = Some(r.unwrap());
+                break;
+            }
+            sim.step();
+        }
+        drop(fut);
+        drop(resolved);
+        // The drain, cancelled after `k` polls too, then run to the end.
+        {
+            let mut drain = runner.drain_async();
+            for _ in 0..k {
+                if poll_once(&mut drain, Waker::noop()).is_ready() {
+                    break;
+                }
+                sim.step();
+            }
+        }
+        // (The blocking drain drives a stepped device itself; an awaited
+        // one would wait for whoever drives it.)
+        runner.drain().unwrap();
+        let h = runner.health();
+        assert_eq!(
+            (h.in_flight, h.poisoned, h.quarantined.len()),
+            (0, None, 0),
+            "after {k} polls"
+        );
+        assert!(runner.take_slot::<0>().is_ok(), "after {k} polls");
+    }
+}
+
+/// The instant driver completes every run at its launch: each future
+/// resolves at its first poll, with a waker that could wake nothing.
+#[test]
+fn the_instant_driver_resolves_every_future_at_its_first_poll() {
+    let mut dev = Device::<_, 2>::open(InstantDriver::new(), DeviceConfig::default()).unwrap();
+    let mut runner = dev.publish(&callables()).unwrap();
+    {
+        let code = runner.code("f").unwrap();
+        let mut fut = runner.launched::<0>(code, Input::Host(&[2])).fence_async();
+        let Poll::Ready(fenced) = poll_once(&mut fut, Waker::noop()) else {
+            panic!("not ready at the first poll");
+        };
+        let mut out = Outputs::<0>::new(1);
+        fenced.unwrap().finalize(&mut out).unwrap();
+        assert_eq!(out.values(), &[f(2)]);
+        let mut pipe = Pipeline::<_, 2>::new(&runner).unwrap();
+        pipe.submit(RunSpec::new(code, Input::Host(&[3])), ())
+            .unwrap();
+        let mut complete = pipe.complete_async();
+        match poll_once(&mut complete, Waker::noop()) {
+            Poll::Ready(done) => assert_eq!(done.unwrap().map(|d| d.values[0]), Some(f(3))),
+            Poll::Pending => panic!("not ready at the first poll"),
+        }
+    }
+    assert!(poll_once(&mut runner.drain_async(), Waker::noop()).is_ready());
+}
+
+/// A driver that implements only the required methods — no notification
+/// of its own — over the real-time simulator: its futures are woken by the
+/// default (the shared timer), and every one completes right.
+struct Plain(SimDriver);
+
+impl Driver for Plain {
+    fn info(&self) -> DriverInfo {
+        self.0.info()
+    }
+    fn alloc(&self, bytes: usize) -> Result<DevPtr, DriverError> {
+        self.0.alloc(bytes)
+    }
+    fn free(&self, ptr: DevPtr) -> Result<(), DriverError> {
+        self.0.free(ptr)
+    }
+    fn copy_to_device(&self, dst: DevPtr, src: &[u8]) -> Result<(), DriverError> {
+        self.0.copy_to_device(dst, src)
+    }
+    fn copy_from_device(&self, dst: &mut [u8], src: DevPtr) -> Result<(), DriverError> {
+        self.0.copy_from_device(dst, src)
+    }
+    fn memset(&self, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError> {
+        self.0.memset(dst, value, len)
+    }
+    fn create_stream(&self) -> Result<StreamId, DriverError> {
+        self.0.create_stream()
+    }
+    fn destroy_stream(&self, stream: StreamId) -> Result<(), DriverError> {
+        self.0.destroy_stream(stream)
+    }
+    fn query_stream(&self, stream: StreamId) -> Result<Completion, DriverError> {
+        self.0.query_stream(stream)
+    }
+    fn sync_stream(&self, stream: StreamId, timeout: Duration) -> Result<(), DriverError> {
+        self.0.sync_stream(stream, timeout)
+    }
+    fn create_event(&self) -> Result<EventId, DriverError> {
+        self.0.create_event()
+    }
+    fn destroy_event(&self, event: EventId) -> Result<(), DriverError> {
+        self.0.destroy_event(event)
+    }
+    fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), DriverError> {
+        self.0.record_event(event, stream)
+    }
+    fn query_event(&self, event: EventId) -> Result<Completion, DriverError> {
+        self.0.query_event(event)
+    }
+    fn sync_event(&self, event: EventId, timeout: Duration) -> Result<(), DriverError> {
+        self.0.sync_event(event, timeout)
+    }
+    fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), DriverError> {
+        self.0.stream_wait_event(stream, event)
+    }
+    fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
+        self.0.register_code(code)
+    }
+    fn code_epoch(&self) -> u64 {
+        self.0.code_epoch()
+    }
+    fn clock(&self) -> Duration {
+        self.0.clock()
+    }
+    fn launch_aicore(
+        &self,
+        stream: StreamId,
+        code: CodeHandle,
+        block_dim: u32,
+        args: LaunchArgs<'_>,
+    ) -> Result<(), DriverError> {
+        self.0.launch_aicore(stream, code, block_dim, args)
+    }
+    fn launch_aicpu(&self, stream: StreamId, args: LaunchArgs<'_>) -> Result<(), DriverError> {
+        self.0.launch_aicpu(stream, args)
+    }
+}
+
+#[test]
+fn a_driver_without_notifications_still_completes_every_future() {
+    common::or_abort_after(Duration::from_secs(120), "a plain driver", || {
+        let sim = SimDriver::real_time(SimConfig::default());
+        let mut dev = Device::<_, 2>::open(Plain(sim), DeviceConfig::default()).unwrap();
+        let runner = dev.publish(&callables()).unwrap();
+        let code = runner.code("f").unwrap();
+        let mut pipe = Pipeline::<_, 2, u32>::new(&runner).unwrap();
+        let back = pollster::block_on(async {
+            let mut back = Vec::new();
+            for x in 0..100u32 {
+                if pipe.is_full() {
+                    let d = pipe.complete_async().await.unwrap().expect("pending");
+                    assert_eq!(d.values, &[f(d.tag)]);
+                    back.push(d.tag);
+                }
+                pipe.submit(RunSpec::new(code, Input::Host(&[x])), x)
+                    .unwrap();
+            }
+            while let Some(d) = pipe.complete_async().await.unwrap() {
+                assert_eq!(d.values, &[f(d.tag)]);
+                back.push(d.tag);
+            }
+            back
+        });
+        assert_eq!(back, (0..100).collect::<Vec<_>>());
+    });
+}
+
+/// The futures are `Send`: a run launched here is awaited on another
+/// thread, and its fenced run comes back to be finalized here.
+#[test]
+fn a_fence_future_is_awaited_on_another_thread() {
+    let sim = SimDriver::real_time(SimConfig::default());
+    let mut dev = Device::<_, 2>::open(sim, DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&callables()).unwrap();
+    let code = runner.code("f").unwrap();
+    let fut = runner.launched::<1>(code, Input::Host(&[9])).fence_async();
+    let fenced = std::thread::scope(|s| s.spawn(|| pollster::block_on(fut)).join().unwrap());
+    let mut out = Outputs::<1>::new(1);
+    fenced.unwrap().finalize(&mut out).unwrap();
+    assert_eq!(out.values(), &[f(9)]);
+}
