@@ -9,8 +9,10 @@ use std::time::Instant;
 
 mod code;
 mod enqueue;
+mod notify;
 mod stepping;
 
+pub(super) use self::notify::Notify;
 pub(super) use self::stepping::StepResult;
 
 use super::faults::{FaultPlan, RecordFate};
@@ -117,6 +119,9 @@ pub(crate) struct Event {
     completed_at: u64,
     /// A fault that stopped the stream carrying record `failed.0`.
     failed: Option<(u64, FaultKind)>,
+    /// The stream the last record was queued on (0 = never recorded): where
+    /// an armed notification looks for it.
+    stream: u64,
 }
 
 impl Event {
@@ -157,6 +162,8 @@ pub(crate) struct DeviceState {
     /// The Rust kernels registered on this simulator, by id.
     kernels: HashMap<u64, SimKernel>,
     pub faults: FaultPlan,
+    /// The wakers armed by `notify_event`.
+    pub notify: Notify,
     pub stats: SimStats,
     pub trace: VecDeque<TraceEvent>,
     pub trace_dropped: u64,
@@ -184,6 +191,7 @@ impl DeviceState {
             uploads: 0,
             kernels: HashMap::new(),
             faults: FaultPlan::default(),
+            notify: Notify::default(),
             stats: SimStats::default(),
             trace_dropped: 0,
             next_handle: 1,

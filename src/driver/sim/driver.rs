@@ -5,13 +5,15 @@
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use super::SimDriver;
+use std::task::Waker;
+
 use super::device_state::DeviceState;
 use super::realtime::spin_for;
+use super::{SimDriver, release};
 use crate::driver::abi::LaunchArgs;
 use crate::driver::{
     Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
-    EventId, Op, Registration, StreamId, abi, host_clock,
+    EventId, Notice, Op, Registration, StreamId, abi, host_clock,
 };
 
 impl Driver for SimDriver {
@@ -188,6 +190,51 @@ impl Driver for SimDriver {
             c.enqueue_aicpu(stream.raw(), args)
         })
     }
+
+    // `queue_notify` stays the default (nothing queued): the simulator sees
+    // completion itself.
+
+    /// A driver call like [`query_event`](Driver::query_event) — counted,
+    /// subject to `Fault::FailCall { op: Op::NotifyEvent, .. }`, and moving
+    /// the simulation exactly as far as a query does (real time: up to the
+    /// wall clock; stepped: not at all) — that answers
+    /// [`Notice::Ready`] when the event is complete (never recorded
+    /// included) or its stream faulted, and otherwise keeps `waker` and
+    /// answers [`Notice::Completion`]. A forged or destroyed event is
+    /// refused with [`DriverErrorKind::BadHandle`].
+    ///
+    /// The waker is woken (once, then dropped) by whatever next moves the
+    /// simulation past the event's completion, its stream's fault, its
+    /// destruction, or `within` on [`clock`](Driver::clock): in real time
+    /// the device thread, which spins through the last moments before a
+    /// gate that may complete an armed event so that the wake follows the
+    /// completion closely; in stepped mode only the host driving the
+    /// simulation ([`SimDriver::step`], [`SimDriver::run_until_idle`], a
+    /// blocking call) — see the [module documentation](super#awaiting-an-event).
+    /// Re-arming with a waker that [`will_wake`](Waker::will_wake) one
+    /// already armed for the event keeps one entry; at most 64 distinct
+    /// wakers are kept per event (an arm beyond that wakes the oldest).
+    fn notify_event(
+        &self,
+        event: EventId,
+        within: Duration,
+        waker: &Waker,
+    ) -> Result<Notice, DriverError> {
+        let op = Op::NotifyEvent;
+        let mut core = self.lock();
+        core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
+        self.advance(&mut core);
+        let r = core
+            .arm_notify(event.raw(), within, waker)
+            .map_err(|k| DriverError::new(op, k));
+        let kick = r == Ok(Notice::Completion) && self.device_sleeps_past_target(&core);
+        release(core);
+        self.notify_progress();
+        if kick {
+            self.shared().kick.notify_all();
+        }
+        r
+    }
 }
 
 impl SimDriver {
@@ -204,7 +251,7 @@ impl SimDriver {
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
         self.advance(&mut core);
         let r = f(&mut core).map_err(|k| DriverError::new(op, k));
-        drop(core);
+        release(core);
         self.notify_progress();
         r
     }
@@ -230,7 +277,8 @@ impl SimDriver {
         core.check_stream(stream)
             .map_err(|k| DriverError::new(op, k))?;
         let capacity = core.cfg.stream_capacity;
-        if core.queued(stream) >= capacity {
+        let waited = core.queued(stream) >= capacity;
+        if waited {
             // A real enqueue would block this thread; wait (bounded) instead.
             core.stats.blocked_enqueues += 1;
             let room =
@@ -238,14 +286,21 @@ impl SimDriver {
             core = self
                 .wait(core, Duration::from_secs(10), room)
                 .map_err(|_| DriverError::new(op, DriverErrorKind::QueueFull { capacity }))?;
-            core.check_stream(stream)
-                .map_err(|k| DriverError::new(op, k))?;
+            if let Err(k) = core.check_stream(stream) {
+                release(core);
+                return Err(DriverError::new(op, k));
+            }
         }
         let r = f(&mut core).map_err(|k| DriverError::new(op, k));
         // The published gate predates this task: until the device thread has
         // seen it, nobody may sleep on the old gate.
         self.shared().next_gate.store(0, Ordering::Release);
-        drop(core);
+        if waited {
+            // The wait moved the simulation: what it made due is woken.
+            release(core);
+        } else {
+            drop(core);
+        }
         r
     }
 
@@ -264,12 +319,14 @@ impl SimDriver {
                 return Err(DriverError::new(op, DriverErrorKind::Timeout { waited }));
             }
         };
-        match done(&core) {
-            Ok(Some(at)) => {
-                Self::host_wake(core, at);
-                Ok(())
-            }
-            Ok(None) => Err(DriverError::new(
+        let r = done(&core);
+        if let Ok(Some(at)) = r {
+            Self::host_wake(core, at);
+            return Ok(());
+        }
+        release(core);
+        match r {
+            Ok(_) => Err(DriverError::new(
                 op,
                 DriverErrorKind::Timeout { waited: timeout },
             )),

@@ -90,6 +90,68 @@
 //! assert_eq!(out, [0xab; 16]);
 //! # Ok::<(), runclaim::driver::DriverError>(())
 //! ```
+//!
+//! # Awaiting an event
+//!
+//! [`Driver::notify_event`] keeps the caller's [`Waker`]
+//! in the device state and answers
+//! [`Notice::Completion`](crate::driver::Notice::Completion) (or
+//! [`Notice::Ready`](crate::driver::Notice::Ready) when the event is
+//! already complete or its stream faulted; [`Driver::queue_notify`] queues
+//! nothing: the simulator sees completion itself). The waker is woken once,
+//! then dropped, by **whatever moves the simulation** past the event's
+//! completion, its stream's fault, the event's destruction, or the
+//! deadline `within` on [`Driver::clock`]; always after the simulator's
+//! lock is released (a woken task may call the driver at once):
+//!
+//! - **Real time**: the device thread, promptly — while a notification is
+//!   armed it sleeps only until a margin before the next moment one may be
+//!   due and spins the rest, so the wake follows the completion (on the
+//!   host clock, [`SimDriver::tick_instant`]) by microseconds. Any host call
+//!   that brings the simulation up to the wall clock wakes what it made
+//!   due, too.
+//! - **Stepped**: nothing moves unless driven, so nothing is woken unless
+//!   driven — by [`SimDriver::step`], [`SimDriver::step_stream`],
+//!   [`SimDriver::run_until_idle`] or a blocking call that steps
+//!   ([`Driver::sync_event`], [`Driver::sync_stream`], a submission waiting
+//!   for room). A deadline is virtual: it passes only as steps move the
+//!   virtual clock. A future awaiting a stepped simulator completes only
+//!   if someone drives it: the test itself, between polls, or the
+//!   executor's idle hook (when no task is ready, call `step()` — or
+//!   `run_until_idle` — and poll what was woken). An executor that parks
+//!   with nothing driving the simulator parks for ever.
+//!
+//! ```
+//! use std::sync::Arc;
+//! use std::sync::atomic::{AtomicUsize, Ordering};
+//! use std::task::{Wake, Waker};
+//! use std::time::Duration;
+//! use runclaim::driver::{Completion, Driver, Notice};
+//! use runclaim::sim::{SimConfig, SimDriver};
+//!
+//! /// Counts its wakes.
+//! struct Count(AtomicUsize);
+//! impl Wake for Count {
+//!     fn wake(self: Arc<Self>) {
+//!         self.0.fetch_add(1, Ordering::SeqCst);
+//!     }
+//! }
+//!
+//! let sim = SimDriver::stepped(SimConfig::default());
+//! let (s, e, p) = (sim.create_stream()?, sim.create_event()?, sim.alloc(64)?);
+//! sim.memset_async(s, p, 7, 64)?;
+//! sim.record_event(e, s)?;
+//! let count = Arc::new(Count(AtomicUsize::new(0)));
+//! let waker = Waker::from(count.clone());
+//! assert_eq!(sim.notify_event(e, Duration::from_secs(1), &waker)?, Notice::Completion);
+//! assert_eq!(count.0.load(Ordering::SeqCst), 0); // nothing moved: nothing woken
+//! sim.run_until_idle(100).unwrap(); // the driver of a stepped simulator
+//! assert_eq!(count.0.load(Ordering::SeqCst), 1);
+//! assert_eq!(sim.query_event(e)?, Completion::Complete);
+//! // Complete now: nothing is armed, look at once.
+//! assert_eq!(sim.notify_event(e, Duration::from_secs(1), &waker)?, Notice::Ready);
+//! # Ok::<(), runclaim::driver::DriverError>(())
+//! ```
 
 mod config;
 mod device_state;
@@ -111,16 +173,17 @@ pub use self::stats::SimStats;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::task::Waker;
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use self::device_state::{DeviceState, StepResult};
 use self::realtime::device_thread;
 use self::trace::TraceEvent;
-use super::{CodeHandle, StreamId};
+use super::{CodeHandle, StreamId, abi};
 
 #[cfg(doc)]
-use super::{Driver, DriverErrorKind, abi};
+use super::{Driver, DriverErrorKind};
 
 /// The result of one device step (stepped mode).
 ///
@@ -188,11 +251,18 @@ impl Drop for Handle {
     fn drop(&mut self) {
         // Even when a panic poisoned the lock, the device thread must learn
         // to stop: else the join below would wait for ever.
-        self.shared
+        let mut core = self
+            .shared
             .state
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .shutdown = true;
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        core.shutdown = true;
+        // Nobody can look at an event of this simulator any more: the armed
+        // wakers are dropped, not woken — outside the lock, as dropping one
+        // may run its task's destructors.
+        let armed = core.notify.take_all();
+        drop(core);
+        drop(armed);
         self.shared.kick.notify_all();
         let thread = self
             .thread
@@ -200,9 +270,31 @@ impl Drop for Handle {
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take();
         if let Some(t) = thread {
-            // A panicking device thread has already reported; nothing to add.
-            let _ = t.join();
+            // The last clone can be dropped on the device thread itself (by
+            // a waker it woke, whose task held it): joining itself would
+            // panic. It stops on its own, having seen `shutdown`.
+            if t.thread().id() != std::thread::current().id() {
+                // A panicking device thread has already reported; nothing to add.
+                let _ = t.join();
+            }
         }
+    }
+}
+
+/// Releases the simulator's lock, then wakes the wakers the simulation made
+/// due ([`DeviceState::due_wakers`]): never under the lock, since a woken
+/// task may call the driver at once.
+fn release(mut core: MutexGuard<'_, DeviceState>) {
+    let due = core.due_wakers();
+    drop(core);
+    wake_all(due);
+}
+
+/// Wakes each waker; one that panics does not stop the others (nor the
+/// device thread).
+fn wake_all(wakers: Vec<Waker>) {
+    for w in wakers {
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
     }
 }
 
@@ -407,6 +499,33 @@ impl SimDriver {
         self.lock().now()
     }
 
+    /// Real-time mode: the host [`Instant`] at which the wall clock the
+    /// device follows reads device tick `ticks` — e.g. when an event whose
+    /// [`event_timestamp`](Driver::event_timestamp) is `ticks` completed, on
+    /// the host's clock. `None` in stepped mode, whose device time is
+    /// virtual (or for a tick past the end of the host's clock).
+    ///
+    /// ```
+    /// use std::time::{Duration, Instant};
+    /// use runclaim::driver::Driver;
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    ///
+    /// let sim = SimDriver::real_time(SimConfig::default());
+    /// let (s, e, p) = (sim.create_stream()?, sim.create_event()?, sim.alloc(4)?);
+    /// sim.memset_async(s, p, 0, 4)?;
+    /// sim.record_event(e, s)?;
+    /// sim.sync_event(e, Duration::from_secs(5))?;
+    /// let done = sim.tick_instant(sim.event_timestamp(e)?).expect("real time");
+    /// assert!(done <= Instant::now());
+    /// assert_eq!(SimDriver::stepped(SimConfig::default()).tick_instant(0), None);
+    /// # Ok::<(), runclaim::driver::DriverError>(())
+    /// ```
+    #[must_use]
+    pub fn tick_instant(&self, ticks: u64) -> Option<Instant> {
+        let base = self.lock().base()?;
+        base.checked_add(Duration::from_nanos(abi::ticks_to_nanos(ticks)))
+    }
+
     /// Stepped mode: performs one device action on a stream picked by the
     /// seeded policy, and advances the device clock by one step. Real-time
     /// mode: does nothing and returns [`StepOutcome::Idle`].
@@ -420,7 +539,7 @@ impl SimDriver {
             return StepOutcome::Idle;
         }
         let out = core.policy_step();
-        drop(core);
+        release(core);
         self.notify_progress();
         out
     }
@@ -442,7 +561,7 @@ impl SimDriver {
             StepResult::Blocked(_) => StepOutcome::Blocked(stream),
             StepResult::Idle => StepOutcome::Idle,
         };
-        drop(core);
+        release(core);
         self.notify_progress();
         out
     }
@@ -460,11 +579,13 @@ impl SimDriver {
         let mut n = 0;
         while core.has_work() {
             if n == max_steps {
+                release(core);
                 return Err(n);
             }
             core.policy_step();
             n += 1;
         }
+        release(core);
         Ok(n)
     }
 }

@@ -70,6 +70,7 @@ impl DeviceState {
         let generation = match self.events.get_mut(&event) {
             Some(e) => {
                 e.recorded += 1;
+                e.stream = stream;
                 e.recorded
             }
             None => 0,
