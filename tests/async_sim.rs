@@ -65,6 +65,7 @@ fn a_stepped_simulator_moves_only_when_driven() {
     std::thread::sleep(Duration::from_millis(20));
     assert!(poll_once(&mut fut, &waker).is_pending());
     assert_eq!(sim.now_ticks(), t, "nothing drove the device");
+    assert_eq!(woken.0.load(Ordering::Acquire), 0, "woken with nothing moved");
     // The driver: this test (an idle hook of an executor would do the same).
     let steps = step_until_woken(&sim, &woken, 1_000_000);
     assert!(steps < 1_000_000);
@@ -361,4 +362,38 @@ fn a_fence_future_is_awaited_on_another_thread() {
     let mut out = Outputs::<1>::new(1);
     fenced.unwrap().finalize(&mut out).unwrap();
     assert_eq!(out.values(), &[f(9)]);
+}
+
+/// A driver whose notification fails, every time: the future falls back
+/// to the shared timer and completes all the same. (The negative control:
+/// without the fallback, nothing would ever wake it.)
+#[test]
+fn a_failing_notification_falls_back_to_the_timer() {
+    common::or_abort_after(Duration::from_secs(120), "a failing notify", || {
+        // 20 ms kernels: every run is still pending at its first poll.
+        let latency = runclaim::sim::LatencyModel::default().kernel(Duration::from_millis(20));
+        let sim = SimDriver::real_time(SimConfig::default().latency(latency));
+        let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+        let runner = dev.publish(&callables()).unwrap();
+        let code = runner.code("f").unwrap();
+        // Every one of the next 500 notifications fails.
+        for nth in 1..=500 {
+            sim.inject(runclaim::sim::Fault::FailCall {
+                op: runclaim::driver::Op::NotifyEvent,
+                nth,
+            });
+        }
+        for x in 0..5u32 {
+            let run = runner.launched::<0>(code, Input::Host(&[x]));
+            let mut out = Outputs::<0>::new(1);
+            pollster::block_on(run.fence_async())
+                .unwrap()
+                .finalize(&mut out)
+                .unwrap();
+            assert_eq!(out.values(), &[f(x)]);
+        }
+        let failed = sim.stats().calls.get(&runclaim::driver::Op::NotifyEvent).copied();
+        assert!(failed.is_some_and(|n| (5..500).contains(&n)), "{failed:?} notifications");
+        sim.clear_faults();
+    });
 }
