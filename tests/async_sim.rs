@@ -65,7 +65,11 @@ fn a_stepped_simulator_moves_only_when_driven() {
     std::thread::sleep(Duration::from_millis(20));
     assert!(poll_once(&mut fut, &waker).is_pending());
     assert_eq!(sim.now_ticks(), t, "nothing drove the device");
-    assert_eq!(woken.0.load(Ordering::Acquire), 0, "woken with nothing moved");
+    assert_eq!(
+        woken.0.load(Ordering::Acquire),
+        0,
+        "woken with nothing moved"
+    );
     // The driver: this test (an idle hook of an executor would do the same).
     let steps = step_until_woken(&sim, &woken, 1_000_000);
     assert!(steps < 1_000_000);
@@ -392,8 +396,15 @@ fn a_failing_notification_falls_back_to_the_timer() {
                 .unwrap();
             assert_eq!(out.values(), &[f(x)]);
         }
-        let failed = sim.stats().calls.get(&runclaim::driver::Op::NotifyEvent).copied();
-        assert!(failed.is_some_and(|n| (5..500).contains(&n)), "{failed:?} notifications");
+        let failed = sim
+            .stats()
+            .calls
+            .get(&runclaim::driver::Op::NotifyEvent)
+            .copied();
+        assert!(
+            failed.is_some_and(|n| (5..500).contains(&n)),
+            "{failed:?} notifications"
+        );
         sim.clear_faults();
     });
 }

@@ -10,6 +10,8 @@ pub mod async_suite;
 pub mod broken;
 pub mod checks;
 pub mod hooked;
+#[path = "../../examples/support/join.rs"]
+pub mod join;
 pub mod listed;
 pub mod model;
 pub mod pipeline_suite;

@@ -172,6 +172,9 @@ impl SimDriver {
 const SLEEP_THRESHOLD: Duration = Duration::from_micros(300);
 /// Longest the device thread sleeps with nothing due.
 const DEVICE_IDLE_NAP: Duration = Duration::from_millis(1);
+/// Longest the device thread sleeps towards the next gate while a waker
+/// is armed (a bound, in case a gate moves without a kick).
+const ARMED_NAP_CAP: Duration = Duration::from_millis(50);
 /// Shortest device-thread nap (sleeps overshoot anyway).
 const DEVICE_MIN_NAP: Duration = Duration::from_micros(50);
 /// How much of a long wait is spun rather than slept: covers the ~100 µs a
@@ -237,11 +240,20 @@ pub(super) fn device_thread(shared: &Shared) {
             continue;
         }
         let now = core.now();
+        let target = core.wake_target(next);
+        // With a waker armed, nothing can become due before the next gate
+        // or the wake target (an arm due earlier kicks this thread), so the
+        // nap runs to the gate: a long awaited kernel costs a handful of
+        // wake-ups, not one per millisecond.
+        let cap = if target.is_some() {
+            ARMED_NAP_CAP
+        } else {
+            DEVICE_IDLE_NAP
+        };
         let nap = next.map_or(DEVICE_IDLE_NAP, |t| {
             Duration::from_nanos(abi::ticks_to_nanos(t.saturating_sub(now)))
-                .clamp(DEVICE_MIN_NAP, DEVICE_IDLE_NAP)
+                .clamp(DEVICE_MIN_NAP, cap)
         });
-        let target = core.wake_target(next);
         if let Some(t) = target.filter(|&t| t <= now.saturating_add(margin)) {
             // The last margin before a moment a wake may be due: spin to it
             // without the lock, then advance at once.
