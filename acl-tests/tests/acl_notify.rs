@@ -8,8 +8,10 @@
 //!
 //! Runs are driven by hand (as the contract drives them: the AICore kernel
 //! and its record, then on the AICPU stream the AICPU kernel, a wait on the
-//! AICore record, the fence record and its notification). Every wait is
-//! generous: these tests pass on a loaded machine.
+//! AICore record, the fence record and its notification). Where a waker
+//! must be armed before its fence completes, the device is stepped — it
+//! moves only when the test drives it — so no test races the device; every
+//! wait is generous, so they pass on a loaded machine.
 
 mod common;
 
@@ -223,27 +225,31 @@ fn complete_and_never_recorded_events_are_ready_and_arm_nothing() {
     }
 }
 
+/// A stepped device: nothing moves until the test drives it (a blocking
+/// wait), so a waker is always armed before its fence completes.
+fn stepped() -> SimConfig {
+    SimConfig::default().watchdog(Duration::from_secs(30))
+}
+
 #[test]
 fn the_callback_wakes_the_waker_when_the_fence_completes() {
-    let d = open(
-        &real_time(Duration::from_millis(300), Duration::from_secs(30)),
-        true,
-    );
+    let d = open(&stepped(), false);
     let id = d.device_id();
     let p = Pair::new(&d);
     let run = HandRun::new(&d, 1, &[1, 2]);
     let (count, waker) = counted();
-    let start = Instant::now();
     p.launch(&d, &run);
-    // A deadline far beyond the run: a wake before it is the callback's.
+    // A deadline far beyond the test: a wake before it is the callback's.
     let notice = d.notify_event(p.fence, PATIENCE * 3, &waker).unwrap();
     assert_eq!(
         notice,
         Notice::Completion,
         "a callback is queued for the fence"
     );
+    assert_eq!(count.get(), 0);
+    // Drive the device through the run and its callback's task.
+    d.sync_stream(p.aicpu, PATIENCE).unwrap();
     wait_for("the wake", || count.get() >= 1);
-    assert!(start.elapsed() < PATIENCE * 2, "woken before the deadline");
     assert_eq!(d.query_event(p.fence).unwrap(), Completion::Complete);
     let c = control().callbacks(id);
     assert_eq!((c.launched, c.run, c.dropped), (1, 1, 0), "{c:?}");
@@ -421,59 +427,45 @@ fn the_callback_runs_only_after_the_tasks_ahead_of_it_on_its_thread() {
 
 #[test]
 fn a_kernel_fault_under_stop_on_failure_wakes_through_the_exception_callback() {
-    // The fault must come after the waker is armed: the run waits behind a
-    // gate. A machine so loaded that the gate passed first is tried again.
-    for attempt in 0..3 {
-        let d = open(
-            &real_time(Duration::from_micros(50), Duration::from_secs(30)),
-            true,
-        );
-        let id = d.device_id();
-        control().stop_on_failure(id, true);
-        let p = Pair::new(&d);
-        let run = HandRun::new(&d, 1, &[1]);
-        gate(&d, p.aicpu, Duration::from_millis(800));
-        control().inject(
-            id,
-            &Fault::KernelFault {
-                kernel: Kernel::Aicpu,
-                nth: 1,
-            },
-        );
-        // The AICPU half alone: its kernel faults as it starts.
-        p.fence_after_aicpu(&d, &run);
-        let (count, waker) = counted();
-        let start = Instant::now();
-        let notice = d.notify_event(p.fence, PATIENCE * 3, &waker).unwrap();
-        if notice == Notice::Ready {
-            assert!(attempt < 2, "the gate passed before every attempt's arming");
-            assert!(
-                d.query_event(p.fence).is_err(),
-                "Ready: the fault is visible"
-            );
-            continue;
-        }
-        assert_eq!(notice, Notice::Completion);
-        wait_for("the exception wake", || count.get() >= 1);
-        assert!(
-            start.elapsed() < PATIENCE * 2,
-            "woken long before the deadline"
-        );
-        let err = d.query_event(p.fence).unwrap_err();
-        assert!(err.is_device_fault(), "{err}");
-        wait_for("the callback dropped", || {
-            control().callbacks(id).dropped == 1
-        });
-        let c = control().callbacks(id);
-        assert_eq!(c.run, 0, "stop-on-failure: the callback never ran ({c:?})");
-        assert!(c.exceptions >= 1, "{c:?}");
-        assert_eq!(
-            control().exception_registrations(),
-            1,
-            "registered once for the process"
-        );
-        return;
-    }
+    let d = open(&stepped(), false);
+    let id = d.device_id();
+    control().stop_on_failure(id, true);
+    let p = Pair::new(&d);
+    let run = HandRun::new(&d, 1, &[1]);
+    control().inject(
+        id,
+        &Fault::KernelFault {
+            kernel: Kernel::Aicpu,
+            nth: 1,
+        },
+    );
+    // The AICPU half alone: its kernel faults as it starts.
+    p.fence_after_aicpu(&d, &run);
+    let (count, waker) = counted();
+    let notice = d.notify_event(p.fence, PATIENCE * 3, &waker).unwrap();
+    assert_eq!(notice, Notice::Completion);
+    // Drive the device: the kernel faults, the stream drops the rest.
+    let err = d.sync_stream(p.aicpu, PATIENCE).unwrap_err();
+    assert!(err.is_device_fault(), "{err}");
+    wait_for("the exception wake", || count.get() >= 1);
+    let err = d.query_event(p.fence).unwrap_err();
+    assert!(err.is_device_fault(), "{err}");
+    wait_for("the callback dropped", || {
+        control().callbacks(id).dropped == 1
+    });
+    let c = control().callbacks(id);
+    assert_eq!(c.run, 0, "stop-on-failure: the callback never ran ({c:?})");
+    assert_eq!(c.exceptions, 1, "{c:?}");
+    assert_eq!(
+        control().exception_registrations(),
+        1,
+        "registered once for the process"
+    );
+    // Now the fence's stream faulted: nothing to wait for.
+    assert_eq!(
+        d.notify_event(p.fence, PATIENCE, &waker).unwrap(),
+        Notice::Ready
+    );
 }
 
 #[test]
@@ -541,36 +533,42 @@ fn without_the_callback_symbols_the_timer_wakes_the_waker() {
 
 #[test]
 fn a_record_again_makes_the_last_callback_stale() {
-    let d = open(
-        &real_time(Duration::from_micros(50), Duration::from_secs(30)),
-        true,
-    );
+    let d = open(&stepped(), false);
     let id = d.device_id();
-    let s = d.create_stream().unwrap();
-    let f = d.create_event().unwrap();
-    d.record_event(f, s).unwrap();
-    d.queue_notify(s, f).unwrap();
+    let p = Pair::new(&d);
+    d.record_event(p.fence, p.aicpu).unwrap();
+    d.queue_notify(p.aicpu, p.fence).unwrap();
+    d.sync_stream(p.aicpu, PATIENCE).unwrap();
     wait_for("the first callback", || control().callbacks(id).run == 1);
     let (count, waker) = counted();
-    assert_eq!(d.notify_event(f, PATIENCE, &waker).unwrap(), Notice::Ready);
-    // Recorded again behind a gate, with no notification queued: the
-    // callback that ran proves nothing of this record.
-    gate(&d, s, Duration::from_secs(2));
-    d.record_event(f, s).unwrap();
-    let n = d
-        .notify_event(f, Duration::from_millis(20), &waker)
-        .unwrap();
-    assert!(
-        n == Notice::Timer || d.query_event(f).unwrap() == Completion::Complete,
-        "{n:?} for a record with no callback"
+    assert_eq!(
+        d.notify_event(p.fence, PATIENCE, &waker).unwrap(),
+        Notice::Ready
     );
-    // With one queued for it, the waker is armed for completion.
-    d.queue_notify(s, f).unwrap();
-    let n = d.notify_event(f, PATIENCE * 3, &waker).unwrap();
-    assert!(n == Notice::Completion || n == Notice::Ready, "{n:?}");
+    // Recorded again behind a kernel, with no notification queued: the
+    // callback that ran proves nothing of this record.
+    let run = HandRun::new(&d, 1, &[1]);
+    let block = run.args.block();
+    d.launch_aicore(p.aicore, p.code, run.args.block_dim, block.args())
+        .unwrap();
+    d.launch_aicpu(p.aicpu, block.args()).unwrap();
+    d.record_event(p.fence, p.aicpu).unwrap();
+    let within = Duration::from_millis(20);
+    assert_eq!(
+        d.notify_event(p.fence, within, &waker).unwrap(),
+        Notice::Timer
+    );
+    wait_for("the timer wake", || count.get() >= 1);
+    // With one queued for this record, the waker is armed for completion.
+    d.queue_notify(p.aicpu, p.fence).unwrap();
+    assert_eq!(
+        d.notify_event(p.fence, PATIENCE * 3, &waker).unwrap(),
+        Notice::Completion
+    );
+    d.sync_stream(p.aicpu, PATIENCE).unwrap();
     wait_for("the second callback", || control().callbacks(id).run == 2);
-    wait_for("its wake", || count.get() >= 1);
-    assert_eq!(d.query_event(f).unwrap(), Completion::Complete);
+    wait_for("its wake", || count.get() >= 2);
+    assert_eq!(d.query_event(p.fence).unwrap(), Completion::Complete);
 }
 
 #[test]
