@@ -720,14 +720,29 @@ extern "C" fn on_exception(info: *mut c_void) {
 }
 
 /// Registers [`on_exception`] with the first runtime that offers
-/// `aclrtSetExceptionInfoCallback`, once for the process.
+/// `aclrtSetExceptionInfoCallback`, once for the process. The runtime is
+/// noted first (the handler may run as soon as it is registered) and the
+/// call is made without holding [`EXCEPTIONS`], which the handler takes:
+/// a runtime that waits for a running handler while it registers cannot
+/// deadlock with it.
 fn register_exception_callback(api: &Arc<Api>) {
-    let mut registered = lock(&EXCEPTIONS);
-    if registered.is_some() {
+    static REGISTERING: Mutex<()> = Mutex::new(());
+    if api.set_exception_info_callback.is_none() {
         return;
     }
-    if let Some(Ok(())) = result::set_exception_info_callback(api, on_exception) {
-        *registered = Some(Arc::clone(api));
+    let _one_at_a_time = lock(&REGISTERING);
+    {
+        let mut noted = lock(&EXCEPTIONS);
+        if noted.is_some() {
+            return;
+        }
+        *noted = Some(Arc::clone(api));
+    }
+    if !matches!(
+        result::set_exception_info_callback(api, on_exception),
+        Some(Ok(()))
+    ) {
+        *lock(&EXCEPTIONS) = None;
     }
 }
 
