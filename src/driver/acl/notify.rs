@@ -74,7 +74,7 @@
 //! offers it): its handler reads the device from the info
 //! (`aclrtGetDeviceIdFromExceptionInfo`, the only call it makes) and wakes
 //! every armed waker of that device's reactor — of every reactor when the
-//! runtime does not say. The runtime keeps one such callback per process:
+//! runtime does not say, or names a device no reactor serves. The runtime keeps one such callback per process:
 //! another component that sets its own replaces this one, and from then
 //! on a fault wakes the futures at their deadline instead (CANN 9.2
 //! deprecates the call in favour of `aclrtExceptionInfoCallbackRegister`,
@@ -710,11 +710,15 @@ extern "C" fn on_exception(info: *mut c_void) {
         let api = lock(&EXCEPTIONS).clone();
         // SAFETY: the info the runtime handed to this callback, during it.
         let device = api.and_then(|api| unsafe { result::exception_device_id(&api, info) });
-        for hub in live_hubs() {
-            if device.is_none_or(|d| d == hub.device.cast_unsigned()) {
-                let woken = hub.lock().take_armed();
-                wake_all(woken);
-            }
+        let hubs = live_hubs();
+        // A device no reactor serves (a numbering this driver does not
+        // know) tells nothing: every reactor's wakers look (a spurious wake
+        // costs a query).
+        let named = |h: &Hub| device.is_some_and(|d| d == h.device.cast_unsigned());
+        let any = hubs.iter().any(|h| named(h));
+        for hub in hubs.iter().filter(|h| !any || named(h)) {
+            let woken = hub.lock().take_armed();
+            wake_all(woken);
         }
     }));
 }
