@@ -372,3 +372,45 @@ pub fn decode_fault(kind: u32, a: u32, nth: u64, arg: u64) -> Option<Fault> {
         _ => return None,
     })
 }
+
+/// What the fake runtime saw of one device's host callbacks
+/// (`runclaim_fake_callbacks`).
+#[repr(C)]
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct FakeCallbacks {
+    /// Streams of the device with a subscribed thread now.
+    pub subscriptions: u64,
+    /// Successful `aclrtSubscribeReport` calls.
+    pub subscribes: u64,
+    /// Successful `aclrtUnSubscribeReport` calls.
+    pub unsubscribes: u64,
+    /// `aclrtSubscribeReport` calls refused: the stream already had a
+    /// subscriber (107011), or the thread serves another device (107012).
+    pub subscribe_refused: u64,
+    /// Callbacks queued by `aclrtLaunchCallback`.
+    pub launched: u64,
+    /// `aclrtLaunchCallback` calls refused: no thread subscribed to the
+    /// stream (107015).
+    pub launch_refused: u64,
+    /// Callbacks delivered to their subscribed thread by
+    /// `aclrtProcessReport` (counted as they are called).
+    pub run: u64,
+    /// Callbacks that will never run: queued behind a fault under
+    /// stop-on-failure, or their stream unsubscribed or device released
+    /// before they were delivered.
+    pub dropped: u64,
+    /// `aclrtProcessReport` calls on a thread serving this device.
+    pub process_reports: u64,
+    /// `aclrtProcessReport` calls refused for their timeout (0 or below
+    /// -1: 100000), on a thread bound to this device.
+    pub process_report_invalid: u64,
+    /// `aclrtProcessReport` calls that found nothing due (507012).
+    pub report_timeouts: u64,
+    /// Threads inside `aclrtProcessReport` for this device now.
+    pub in_process_report: u64,
+    /// Exception-info callbacks called for faults of this device.
+    pub exceptions: u64,
+    /// 1 while stop-on-failure is set for the device
+    /// (`runclaim_fake_stop_on_failure`).
+    pub stop_on_failure: u64,
+}

@@ -5,18 +5,19 @@ use std::ffi::{CString, c_char};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicI32, Ordering};
 use std::sync::{Arc, OnceLock};
+use std::task::Waker;
 use std::time::Duration;
 
 use fake_acl::control::{
-    FakeConfig, FakeRuntime, FakeStats, FakeTraceEntry, INJECT_CODE, INJECT_ELAPSED, decode_trace,
-    encode_fault,
+    FakeCallbacks, FakeConfig, FakeRuntime, FakeStats, FakeTraceEntry, INJECT_CODE, INJECT_ELAPSED,
+    decode_trace, encode_fault,
 };
 use libloading::Library;
 use runclaim::DeviceConfig;
 use runclaim::driver::abi::{A2a3Abi, LaunchArgs};
 use runclaim::driver::acl::{AclConfig, AclDriver};
 use runclaim::driver::{
-    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, EventId, Registration,
+    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, EventId, Notice, Registration,
     StreamId,
 };
 use runclaim::sim::trace::TraceEvent;
@@ -46,6 +47,9 @@ type Runtime = unsafe extern "C" fn(i32, *mut FakeRuntime) -> i32;
 type Release = unsafe extern "C" fn(i32) -> i32;
 type SetVersion = unsafe extern "C" fn(i32, i32, i32) -> i32;
 type DeviceModel = unsafe extern "C" fn(i32, *const c_char) -> i32;
+type Callbacks = unsafe extern "C" fn(i32, *mut FakeCallbacks) -> i32;
+type StopOnFailure = unsafe extern "C" fn(i32, u32) -> i32;
+type Registrations = unsafe extern "C" fn() -> u64;
 
 /// The fake's test-control functions, resolved from the same loaded library
 /// the driver uses (one dlopen handle per path).
@@ -58,6 +62,9 @@ pub struct Control {
     runtime: Runtime,
     release: Release,
     device_model: DeviceModel,
+    callbacks: Callbacks,
+    stop_on_failure: StopOnFailure,
+    registrations: Registrations,
     /// Absent from the lite variant (an optional-symbols control).
     set_version: Option<SetVersion>,
     _lib: Library,
@@ -81,6 +88,13 @@ impl Control {
                 release: *lib.get::<Release>("runclaim_fake_release").unwrap(),
                 device_model: *lib
                     .get::<DeviceModel>("runclaim_fake_device_model")
+                    .unwrap(),
+                callbacks: *lib.get::<Callbacks>("runclaim_fake_callbacks").unwrap(),
+                stop_on_failure: *lib
+                    .get::<StopOnFailure>("runclaim_fake_stop_on_failure")
+                    .unwrap(),
+                registrations: *lib
+                    .get::<Registrations>("runclaim_fake_exception_registrations")
                     .unwrap(),
                 set_version: lib
                     .get::<SetVersion>("runclaim_fake_set_version")
@@ -155,6 +169,29 @@ impl Control {
     pub fn release(&self, device: i32) -> bool {
         // SAFETY: plain value.
         unsafe { (self.release)(device) == 0 }
+    }
+
+    /// What the fake saw of `device`'s host callbacks.
+    pub fn callbacks(&self, device: i32) -> FakeCallbacks {
+        let mut c = FakeCallbacks::default();
+        // SAFETY: `c` is a valid out-pointer.
+        let rc = unsafe { (self.callbacks)(device, &raw mut c) };
+        assert_eq!(rc, 0);
+        c
+    }
+
+    /// Stop-on-failure for `device`: callbacks queued behind a fault never
+    /// run.
+    pub fn stop_on_failure(&self, device: i32, on: bool) {
+        // SAFETY: plain values.
+        let rc = unsafe { (self.stop_on_failure)(device, u32::from(on)) };
+        assert_eq!(rc, 0);
+    }
+
+    /// `aclrtSetExceptionInfoCallback` calls in this process.
+    pub fn exception_registrations(&self) -> u64 {
+        // SAFETY: no arguments.
+        unsafe { (self.registrations)() }
     }
 
     /// Makes `aclrtGetVersion` report `v` on the calling thread (`None`:
@@ -292,6 +329,16 @@ impl Driver for FakeAcl {
 
     fn clock(&self) -> Duration {
         self.control.clock(self.acl.device_id())
+    }
+
+    // The completion notifications, forwarded too: the contract's launches
+    // queue the driver's host callbacks on the fake.
+    fn queue_notify(&self, s: StreamId, e: EventId) -> Result<(), DriverError> {
+        self.acl.queue_notify(s, e)
+    }
+
+    fn notify_event(&self, e: EventId, within: Duration, w: &Waker) -> Result<Notice, DriverError> {
+        self.acl.notify_event(e, within, w)
     }
 }
 

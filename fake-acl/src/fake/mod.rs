@@ -46,6 +46,15 @@
 //!   refused as the runtime does. The fake records each memory call's
 //!   `destMax` / `count` for tests.
 //!
+//! - **Host callbacks.** `aclrtSubscribeReport` / `aclrtLaunchCallback` /
+//!   `aclrtProcessReport` with one subscribed thread per stream, one device
+//!   per thread, a callback that is a stream task (it takes a queue slot and
+//!   is due only once everything ahead of it completed), delivery on the
+//!   subscribed thread only, and the exception-info callback called from a
+//!   thread of the fake's on every stream fault; a stop-on-failure knob
+//!   makes callbacks behind a fault never run (`callbacks.rs`). Optional
+//!   symbols: absent from the lite variant.
+//!
 //! Nothing here panics on bad input or during thread teardown.
 //!
 //! | file | owns |
@@ -59,12 +68,14 @@
 //! | `code.rs` | `rtRegisterAllKernel` / `rtDevBinaryUnRegister` and each device's registration table |
 //! | `launch.rs` | the two kernel launches with the fake's own launch-struct layouts, the AICPU op-info binary |
 //! | `hooks.rs` | the `runclaim_fake_*` entry points behind the control API, the device model included |
+//! | `callbacks.rs` | host callbacks (subscribe, launch, process report) and exception reports, with the runtime's constraints; their control hooks |
 
 #![allow(
     clippy::missing_safety_doc,
     reason = "C entry points; the safety contract is the ACL API's"
 )]
 
+mod callbacks;
 mod code;
 mod devices;
 mod events;

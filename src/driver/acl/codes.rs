@@ -31,6 +31,25 @@ pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: i32 = 507_047;
 /// `rtRegisterAllKernel`: the runtime holds as many registered programs as
 /// it can ("program register num use out").
 pub const ACL_ERROR_RT_PROGRAM_USE_OUT: i32 = 507_032;
+/// ACL's own parameter check refused an argument (`acl_base_rt.h`): what
+/// `aclrtProcessReport` returns for a timeout of 0 or below -1, and
+/// `aclrtLaunchCallback` for an unknown block type.
+pub const ACL_ERROR_INVALID_PARAM: i32 = 100_000;
+/// The stream's callback subscription does not allow it ("error subscribe
+/// stream"): `aclrtSubscribeReport` of a stream that already has a
+/// subscribed thread, `aclrtUnSubscribeReport` of one that has none.
+pub const ACL_ERROR_RT_STREAM_SUBSCRIBE: i32 = 107_011;
+/// The thread's callback subscription does not allow it ("error subscribe
+/// thread"): `aclrtProcessReport` on a thread no stream is subscribed to,
+/// `aclrtSubscribeReport` of a thread that already serves another device,
+/// `aclrtUnSubscribeReport` by another thread than the stream's.
+pub const ACL_ERROR_RT_THREAD_SUBSCRIBE: i32 = 107_012;
+/// `aclrtLaunchCallback` on a stream no thread is subscribed to ("callback
+/// not register to stream").
+pub const ACL_ERROR_RT_STREAM_NO_CB_REG: i32 = 107_015;
+/// `aclrtProcessReport`: no callback was due within the timeout (an
+/// answer, not an error).
+pub const ACL_ERROR_RT_REPORT_TIMEOUT: i32 = 507_012;
 
 /// The named codes and their meaning (see [`named`]).
 const NAMED: &[(i32, &str)] = &[

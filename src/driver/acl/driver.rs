@@ -5,17 +5,19 @@
 //! needs to be sound is carried by the tokens the table's checks return.
 
 use std::sync::atomic::Ordering;
+use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use super::AclDriver;
 use super::call::elapsed_of;
 use super::ffi::{ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE};
+use super::notify;
 use super::result::{self, HostCopy};
 use super::table::Table;
 use crate::driver::abi::{LaunchArgs, TICKS_PER_SEC};
 use crate::driver::{
-    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo, EventId, Op,
-    Registration, StreamId,
+    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo, EventId,
+    Notice, Op, Registration, StreamId,
 };
 
 impl Driver for AclDriver {
@@ -146,7 +148,9 @@ impl Driver for AclDriver {
         }
         // aclrtDestroyStream would wait for queued work; the trait refuses it
         // instead, and never syncs an error-state stream before destroying it.
-        let destroyed = match result::stream_query(&self.api, s.live()) {
+        let faulted = match result::stream_query(&self.api, s.live()) {
+            // Busy with this driver's own callback tasks only: done now.
+            Ok(Completion::NotReady) if self.only_callbacks_left(&t, s.live()) => false,
             Ok(Completion::NotReady) => {
                 t.put_back_stream(s);
                 return Err(DriverError::new(
@@ -154,13 +158,25 @@ impl Driver for AclDriver {
                     DriverErrorKind::StreamBusy { queued: 1 },
                 ));
             }
-            Ok(Completion::Complete) => result::destroy_stream(&self.api, s),
-            Err(_) => result::destroy_stream_force(&self.api, s),
+            Ok(Completion::Complete) => false,
+            Err(_) => true,
         };
-        destroyed.map_err(|(s, f)| {
+        // A subscribed stream is unsubscribed before it goes (`notify`).
+        let woken = self.unsubscribe(s.live().ptr());
+        let destroyed = if faulted {
+            result::destroy_stream_force(&self.api, s)
+        } else {
+            result::destroy_stream(&self.api, s)
+        };
+        let destroyed = destroyed.map_err(|(s, f)| {
             t.put_back_stream(s);
             f.at(op)
-        })
+        });
+        drop(t);
+        // Whoever awaited its callbacks looks again (no lock held: a waker
+        // may poll at once).
+        notify::wake_all(woken);
+        destroyed
     }
 
     fn query_stream(&self, stream: StreamId) -> Result<Completion, DriverError> {
@@ -231,7 +247,10 @@ impl Driver for AclDriver {
         result::destroy_event(&self.api, e).map_err(|(e, f)| {
             t.put_back_event(e);
             f.at(op)
-        })
+        })?;
+        drop(t);
+        self.forget_event(event.raw());
+        Ok(())
     }
 
     fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), DriverError> {
@@ -241,7 +260,7 @@ impl Driver for AclDriver {
         let s = t.stream(op, stream.raw())?.live();
         self.bind(op)?;
         result::record_event(&self.api, e.live(), s).map_err(|f| f.at(op))?;
-        e.recorded.store(true, Ordering::Release);
+        e.note_record();
         Ok(())
     }
 
@@ -403,5 +422,25 @@ impl Driver for AclDriver {
         self.bind(op)?;
         result::launch_cpu_kernel(&self.api, kernel, self.aicpu_threads, args, s)
             .map_err(|f| f.at(op))
+    }
+
+    /// Queues a host callback behind `event`'s record on `stream`
+    /// (`aclrtLaunchCallback`, on the device's reactor thread; see the
+    /// module documentation). Without the callback symbols nothing is
+    /// queued and it returns `Ok`.
+    fn queue_notify(&self, stream: StreamId, event: EventId) -> Result<(), DriverError> {
+        self.queue_notify_impl(stream, event)
+    }
+
+    /// [`Notice::Ready`] for a complete event (or a faulted stream),
+    /// [`Notice::Completion`] when a callback is queued for its last record,
+    /// [`Notice::Timer`] otherwise (see the module documentation).
+    fn notify_event(
+        &self,
+        event: EventId,
+        within: Duration,
+        waker: &Waker,
+    ) -> Result<Notice, DriverError> {
+        self.notify_event_impl(event, within, waker)
     }
 }

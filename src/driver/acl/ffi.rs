@@ -52,6 +52,9 @@ pub const ACL_EVENT_RECORDED_STATUS_COMPLETE: u32 = 1;
 /// (the workspace's fake libraries) to check against.
 pub const RT_DEV_BINARY_MAGIC_ELF: u32 = 0x4355_4245;
 pub const RT_SCHEM_MODE_BATCH: u8 = 1;
+/// `aclrtCallbackBlockType`: the callback task does not hold back the tasks
+/// queued after it.
+pub const ACL_CALLBACK_NO_BLOCK: u32 = 0;
 /// `rtLoadBinaryOption`: CPU kernel mode (0 = op-info JSON only).
 pub const RT_LOAD_BINARY_OPT_CPU_KERNEL_MODE: u32 = 3;
 
@@ -275,6 +278,14 @@ const_assert_eq!(size_of::<RtKernelLaunchCfg>(), P + size_of::<usize>());
 const_assert_eq!(size_of::<RtLoadBinaryOption>(), 4 + 16);
 const_assert_eq!(size_of::<RtLoadBinaryConfig>(), P + size_of::<usize>());
 
+/// `aclrtCallback`: `void (*)(void* userData)`. Declared as the safe
+/// function type this driver passes (a safe function pointer coerces to
+/// the C one; the ABI is the same).
+pub type AclrtCallback = extern "C" fn(user_data: *mut c_void);
+/// `aclrtExceptionInfoCallback`: `void (*)(aclrtExceptionInfo*)`, the info
+/// opaque (read through its accessors).
+pub type AclrtExceptionInfoCallback = extern "C" fn(info: *mut c_void);
+
 // Function-pointer types, one per C prototype used (`acl/acl_rt.h`,
 // `runtime/rt_external_kernel.h`, `runtime/runtime/kernel.h`,
 // `runtime/runtime/rts/rts_kernel.h`).
@@ -359,3 +370,22 @@ pub type FnLaunchCpuKernel = unsafe extern "C" fn(
     cfg: *const RtKernelLaunchCfg,
     args: *mut RtCpuKernelArgs,
 ) -> AclError;
+/// `aclrtSubscribeReport` / `aclrtUnSubscribeReport(uint64_t threadId,
+/// aclrtStream stream)`.
+pub type FnSubscribeReport = unsafe extern "C" fn(thread_id: u64, stream: AclrtStream) -> AclError;
+/// `aclrtProcessReport(int32_t timeout)`.
+pub type FnProcessReport = unsafe extern "C" fn(timeout_ms: i32) -> AclError;
+/// `aclrtLaunchCallback(aclrtCallback fn, void* userData,
+/// aclrtCallbackBlockType blockType, aclrtStream stream)`.
+pub type FnLaunchCallback = unsafe extern "C" fn(
+    callback: AclrtCallback,
+    user_data: *mut c_void,
+    block_type: u32,
+    stream: AclrtStream,
+) -> AclError;
+/// `aclrtSetExceptionInfoCallback(aclrtExceptionInfoCallback callback)`.
+pub type FnSetExceptionInfoCallback =
+    unsafe extern "C" fn(callback: AclrtExceptionInfoCallback) -> AclError;
+/// `uint32_t aclrtGetDeviceIdFromExceptionInfo(const aclrtExceptionInfo*)`
+/// (0xFFFFFFFF for NULL).
+pub type FnExceptionInfoField = unsafe extern "C" fn(info: *const c_void) -> u32;

@@ -4,8 +4,8 @@
 
 use std::ffi::CString;
 use std::path::Path;
-use std::sync::RwLock;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use super::load::{self, Api, Lib, LoadError};
@@ -36,7 +36,7 @@ impl AclDriver {
         let acl = load::open(Lib::AscendCl, config.ascendcl.as_deref(), &env);
         let rt = load::open(Lib::Runtime, config.runtime.as_deref(), &env);
         let api = match (acl, rt) {
-            (Ok(acl), Ok(rt)) => Api::resolve(acl, rt)?,
+            (Ok(acl), Ok(rt)) => Arc::new(Api::resolve(acl, rt)?),
             (Err(a), Err(r)) => {
                 return Err(LoadError::Both {
                     ascendcl: Box::new(a),
@@ -85,6 +85,8 @@ impl AclDriver {
             ex_events,
             table: RwLock::new(Table::new(instance)),
         };
+        // Counted from here: the drop balances it.
+        d.shared.notify.driver_opened();
         // From here on, a failure drops `d`, whose `Drop` balances what was
         // done so far (resets, finalize reference).
         let open = |f: result::Failed| OpenError::from(f.at(Op::Open));
@@ -173,6 +175,9 @@ impl Drop for AclDriver {
         // nothing here panics (the table lock is poison-tolerant, the
         // thread-local has no destructor).
         let bound = self.bind(Op::Open).is_ok();
+        // The last driver of the device ends its callback reactor (bounded;
+        // see `notify`), before any reset.
+        self.shared.notify.driver_closed(bound);
         let code = std::mem::take(&mut self.write().code);
         for r in code {
             if bound {

@@ -21,11 +21,12 @@ use libloading::Library;
 use super::ffi::{
     FnAclFinalizeReference, FnAclGetRecentErrMsg, FnAclInit, FnBinaryLoadFromFile, FnBinaryUnload,
     FnCreateEventWithFlag, FnCreateStream, FnDevBinaryUnRegister, FnEvent, FnEventElapsed,
-    FnEventSyncTimeout, FnEventTimestamp, FnFree, FnFuncGetByName, FnGetCurrentContext,
-    FnGetVersion, FnKernelLaunchWithHandleV2, FnLaunchCpuKernel, FnMalloc, FnMemcpy, FnMemcpyAsync,
-    FnMemset, FnMemsetAsync, FnQueryEventStatus, FnRecordEvent, FnRegisterAllKernel,
-    FnSetCurrentContext, FnSetDevice, FnSetOpTimeout, FnStream, FnStreamQuery, FnStreamSyncTimeout,
-    FnStreamWaitEvent,
+    FnEventSyncTimeout, FnEventTimestamp, FnExceptionInfoField, FnFree, FnFuncGetByName,
+    FnGetCurrentContext, FnGetVersion, FnKernelLaunchWithHandleV2, FnLaunchCallback,
+    FnLaunchCpuKernel, FnMalloc, FnMemcpy, FnMemcpyAsync, FnMemset, FnMemsetAsync, FnProcessReport,
+    FnQueryEventStatus, FnRecordEvent, FnRegisterAllKernel, FnSetCurrentContext, FnSetDevice,
+    FnSetExceptionInfoCallback, FnSetOpTimeout, FnStream, FnStreamQuery, FnStreamSyncTimeout,
+    FnStreamWaitEvent, FnSubscribeReport,
 };
 
 /// Which vendor library.
@@ -455,6 +456,12 @@ api_table! {
         get_version: FnGetVersion = AscendCl "aclrtGetVersion";
         binary_unload: FnBinaryUnload = Runtime "rtsBinaryUnload";
         dev_binary_unregister: FnDevBinaryUnRegister = Runtime "rtDevBinaryUnRegister";
+        subscribe_report: FnSubscribeReport = AscendCl "aclrtSubscribeReport";
+        unsubscribe_report: FnSubscribeReport = AscendCl "aclrtUnSubscribeReport";
+        process_report: FnProcessReport = AscendCl "aclrtProcessReport";
+        launch_callback: FnLaunchCallback = AscendCl "aclrtLaunchCallback";
+        set_exception_info_callback: FnSetExceptionInfoCallback = AscendCl "aclrtSetExceptionInfoCallback";
+        exception_device_id: FnExceptionInfoField = AscendCl "aclrtGetDeviceIdFromExceptionInfo";
     }
 }
 

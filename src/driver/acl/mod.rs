@@ -60,6 +60,8 @@
 //! | `aclrtGetVersion` | — | the version is not checked |
 //! | `rtDevBinaryUnRegister` | — | registered code is kept for the process's life |
 //! | `aclFinalizeReference`, `rtsBinaryUnload` | — | not called at drop |
+//! | `aclrtSubscribeReport`, `aclrtUnSubscribeReport`, `aclrtLaunchCallback`, `aclrtProcessReport` | — | no completion callbacks: `notify_event` wakes on time ([`Notice::Timer`]) |
+//! | `aclrtSetExceptionInfoCallback`, `aclrtGetDeviceIdFromExceptionInfo` | — | a fault wakes the awaiting futures at their deadline (without the accessor: every device's) |
 //!
 //! # Handles
 //!
@@ -102,6 +104,21 @@
 //! timeout is a single status query, and a timeout below a millisecond is
 //! rounded up to 1 ms. A timeout above `i32::MAX` ms is clamped to it; the
 //! polling fallback treats a timeout too large for a deadline as no limit.
+//!
+//! # Completion notifications
+//!
+//! [`Driver::queue_notify`] queues a host callback behind a run's fence
+//! (`aclrtLaunchCallback`, `ACL_CALLBACK_NO_BLOCK`), delivered on one
+//! reactor thread per device that loops `aclrtProcessReport`;
+//! [`Driver::notify_event`] keeps the awaiting future's waker until that
+//! callback runs, an exception report for the device comes
+//! (`aclrtSetExceptionInfoCallback`, registered once per process), or its
+//! deadline passes — and answers [`Notice::Timer`] where no callback is
+//! queued for the event's last record. The callback's user data is an
+//! integer key (nothing to free, nothing freed early); the reactor starts
+//! at the first notification and ends, joined within about 100 ms, when
+//! the device's last driver drops. The details, and why: the `notify`
+//! module's source documentation.
 //!
 //! # Kernels
 //!
@@ -147,6 +164,9 @@
 //!
 //! [`Driver`]: super::Driver
 //! [`Driver::create_event`]: super::Driver::create_event
+//! [`Driver::queue_notify`]: super::Driver::queue_notify
+//! [`Driver::notify_event`]: super::Driver::notify_event
+//! [`Notice::Timer`]: super::Notice::Timer
 //! [`DriverError`]: super::DriverError
 //! [`DriverErrorKind::BadHandle`]: super::DriverErrorKind::BadHandle
 //! [`DriverErrorKind::BadAddress`]: super::DriverErrorKind::BadAddress
@@ -164,6 +184,7 @@ mod driver;
 mod ffi;
 mod lifecycle;
 mod load;
+mod notify;
 mod registry;
 mod result;
 mod table;
@@ -196,13 +217,15 @@ use super::Capabilities;
 /// let (required, optional) = AclDriver::symbols();
 /// assert!(required.contains(&"rtKernelLaunchWithHandleV2"));
 /// assert!(optional.contains(&"aclrtSynchronizeEventWithTimeout"));
+/// assert!(optional.contains(&"aclrtLaunchCallback")); // completion callbacks are optional
 /// // On an Ascend machine: AclDriver::open(AclConfig::new(0, "op-info.json"))?
 /// # let _ = AclConfig::new(0, "x");
 /// ```
 ///
 /// [`Driver`]: super::Driver
 pub struct AclDriver {
-    api: Api,
+    /// Shared with the device's reactor thread (`notify`).
+    api: Arc<Api>,
     instance: u64,
     device: i32,
     shared: Arc<DeviceShared>,

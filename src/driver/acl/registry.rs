@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 
 use super::AclDriver;
+use super::notify::DeviceNotify;
 use super::result;
 use super::table::Resident;
 use crate::driver::{CodeHandle, DriverError, DriverErrorKind, HandleKind, Op, Registration};
@@ -22,6 +23,9 @@ pub(super) struct DeviceShared {
     /// Registrations the drivers of this process hold on the device (what
     /// a full code memory is reported as holding).
     pub(super) programs: AtomicUsize,
+    /// The device's drivers and its completion-notification reactor
+    /// (`notify`).
+    pub(super) notify: DeviceNotify,
 }
 
 pub(super) fn device_shared(device: i32) -> Arc<DeviceShared> {

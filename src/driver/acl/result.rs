@@ -30,12 +30,17 @@ use super::table::{Alloc, Span, Stream};
 use crate::driver::{DriverError, DriverErrorKind, Native, Op};
 
 mod kernel;
+mod notify;
 mod queue;
 
 pub(super) use self::kernel::{
     AicpuKernel, MAX_HOST_ARGS, Program, binary_load_from_file, binary_unload,
     dev_binary_unregister, func_get_by_name, kernel_launch_with_handle_v2, launch_cpu_kernel,
     register_all_kernel,
+};
+pub(super) use self::notify::{
+    Report, exception_device_id, launch_callback, process_report, set_exception_info_callback,
+    subscribe_report, unsubscribe_report,
 };
 pub(super) use self::queue::{
     create_event_ex_with_flag, create_event_with_flag, create_stream, destroy_event,

@@ -28,7 +28,7 @@
 use std::cell::RefCell;
 use std::marker::PhantomData;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
 use self::tokens::Mark;
 pub(super) use self::tokens::{Args, Event, EventWait, Span, Stream, StreamWait};
@@ -85,6 +85,12 @@ pub(super) struct EventEntry {
     pub legacy: bool,
     /// Recorded at least once.
     pub recorded: AtomicBool,
+    /// Which record is the last: a number unique to this event in its high
+    /// 32 bits (no two events of the process share it, whatever their
+    /// handles), the count of its records in the low 32 (0: never
+    /// recorded). Completion notifications are kept per record: a record
+    /// makes what was noted for the previous one stale.
+    generation: AtomicU64,
     /// Threads blocked in `sync_event` on it right now.
     waiters: Arc<AtomicU32>,
 }
@@ -111,7 +117,21 @@ impl EventEntry {
     pub fn recorded(&self) -> bool {
         self.recorded.load(Ordering::Acquire)
     }
+
+    /// Notes a successful record: recorded, and a new generation.
+    pub fn note_record(&self) {
+        self.recorded.store(true, Ordering::Release);
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// The generation of its last record (see the field).
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
+    }
 }
+
+/// Source of the numbers that tell events' generations apart.
+static EVENT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 /// One registration the runtime holds (`rtRegisterAllKernel`).
 #[derive(Debug)]
@@ -381,6 +401,7 @@ impl Table {
             ptr,
             legacy,
             recorded: AtomicBool::new(false),
+            generation: AtomicU64::new(EVENT_SERIAL.fetch_add(1, Ordering::Relaxed) << 32),
             waiters: Arc::new(AtomicU32::new(0)),
         });
     }
