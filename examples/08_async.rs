@@ -34,6 +34,9 @@ use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, Pipeline, RunSpec
 mod cpu;
 #[path = "support/join.rs"]
 mod join;
+#[path = "support/quantiles.rs"]
+mod quantiles;
+use quantiles::{quantile, us};
 
 fn f(x: u32) -> u32 {
     x.wrapping_mul(3).wrapping_add(1)
@@ -101,7 +104,7 @@ impl Wake for Stamp {
         if let Some(w) = self
             .inner
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .as_ref()
         {
             w.wake_by_ref();
@@ -114,22 +117,14 @@ static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
 impl<F: Future + Unpin> Future for Stamped<F> {
     type Output = F::Output;
     fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        *self.woke.inner.lock().unwrap_or_else(|e| e.into_inner()) = Some(cx.waker().clone());
+        *self
+            .woke
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(cx.waker().clone());
         let waker = Waker::from(self.woke.clone());
         Pin::new(&mut self.fut).poll(&mut Context::from_waker(&waker))
     }
-}
-
-fn quantile(sorted: &[Duration], q: f64) -> Duration {
-    if sorted.is_empty() {
-        return Duration::ZERO;
-    }
-    let i = ((sorted.len() - 1) as f64 * q).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
 
 /// One run of a 1 s kernel, awaited; whether its value was right.
@@ -152,9 +147,11 @@ fn long_wait() -> Result<bool, runclaim::Error> {
             RunSpec::new(code, Input::Host(&[7])),
         )?
         .launch()?;
-    let (cpu0, t0) = (cpu::process_cpu(), Instant::now());
+    // Every live thread's CPU time, to the nanosecond (no thread exits
+    // during the wait).
+    let (cpu0, t0) = (cpu::threads_cpu(), Instant::now());
     let fenced = pollster::block_on(run.fence_async())?;
-    let (cpu, wall) = (cpu::since(cpu0, cpu::process_cpu()), t0.elapsed());
+    let (cpu, wall) = (cpu::since(cpu0, cpu::threads_cpu()), t0.elapsed());
     let mut out = Outputs::<0>::new(1);
     fenced.finalize(&mut out)?;
     println!(
@@ -207,8 +204,8 @@ fn latencies(runs: u32) -> Result<(Vec<Duration>, Vec<Duration>, LatencyModel), 
         if at == u64::MAX {
             continue; // complete at its first poll: nothing to wake
         }
-        let woke = origin + Duration::from_nanos(at);
-        wake.push(woke.saturating_duration_since(end));
+        let woken_at = origin + Duration::from_nanos(at);
+        wake.push(woken_at.saturating_duration_since(end));
         resumed.push(back.saturating_duration_since(end));
     }
     Ok((wake, resumed, model))

@@ -34,7 +34,10 @@ use runclaim::sim::{LatencyModel, SimConfig, SimDriver};
 
 #[path = "support/cpu.rs"]
 mod cpu;
+#[path = "support/quantiles.rs"]
+mod quantiles;
 use cpu::{percent, process_cpu, since, threads_cpu};
+use quantiles::{quantile, us};
 
 /// Not woken yet.
 const NOT_WOKEN: u64 = u64::MAX;
@@ -161,24 +164,6 @@ fn await_run(sim: &SimDriver, run: &mut Run, stamp: &Arc<Stamp>) -> Result<Optio
         wake: woke - done,
         observed: resumed - done,
     }))
-}
-
-/// The `p` quantile (0..=1) of sorted `v`.
-fn quantile(v: &[Duration], p: f64) -> Duration {
-    if v.is_empty() {
-        return Duration::ZERO;
-    }
-    #[allow(
-        clippy::cast_possible_truncation,
-        clippy::cast_sign_loss,
-        reason = "an index into a non-empty vector, rounded"
-    )]
-    let i = ((v.len() - 1) as f64 * p).round() as usize;
-    v[i.min(v.len() - 1)]
-}
-
-fn us(d: Duration) -> f64 {
-    d.as_secs_f64() * 1e6
 }
 
 fn summary(what: &str, mut v: Vec<Duration>) {
