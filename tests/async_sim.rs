@@ -1,7 +1,9 @@
 //! The awaited waits on the simulator: the async suite (real time), and
 //! what only the simulator can show deterministically — a stepped device
 //! moves only when driven, cancellation at every poll, the instant driver
-//! and a driver without notifications.
+//! and notifications that fail. (A driver without notifications of its
+//! own: `the_default_notification_completes_every_awaited_run` in
+//! `src/driver/mod.rs`.)
 
 mod common;
 
@@ -17,12 +19,8 @@ use std::time::Duration;
 
 use common::LaunchIn;
 use common::async_suite::{Counted, poll_once};
-use runclaim::driver::abi::{LaunchArgs, Program};
+use runclaim::driver::abi::Program;
 use runclaim::driver::instant::InstantDriver;
-use runclaim::driver::{
-    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, EventId, Registration,
-    StreamId,
-};
 use runclaim::sim::{SimConfig, SimDriver, StepOutcome};
 use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, Pipeline, RunSpec};
 
@@ -245,112 +243,6 @@ fn the_instant_driver_resolves_every_future_at_its_first_poll() {
         }
     }
     assert!(poll_once(&mut runner.drain_async(), Waker::noop()).is_ready());
-}
-
-/// A driver that implements only the required methods — no notification
-/// of its own — over the real-time simulator: its futures are woken by the
-/// default (the shared timer), and every one completes right.
-struct Plain(SimDriver);
-
-impl Driver for Plain {
-    fn info(&self) -> DriverInfo {
-        self.0.info()
-    }
-    fn alloc(&self, bytes: usize) -> Result<DevPtr, DriverError> {
-        self.0.alloc(bytes)
-    }
-    fn free(&self, ptr: DevPtr) -> Result<(), DriverError> {
-        self.0.free(ptr)
-    }
-    fn copy_to_device(&self, dst: DevPtr, src: &[u8]) -> Result<(), DriverError> {
-        self.0.copy_to_device(dst, src)
-    }
-    fn copy_from_device(&self, dst: &mut [u8], src: DevPtr) -> Result<(), DriverError> {
-        self.0.copy_from_device(dst, src)
-    }
-    fn memset(&self, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError> {
-        self.0.memset(dst, value, len)
-    }
-    fn create_stream(&self) -> Result<StreamId, DriverError> {
-        self.0.create_stream()
-    }
-    fn destroy_stream(&self, stream: StreamId) -> Result<(), DriverError> {
-        self.0.destroy_stream(stream)
-    }
-    fn query_stream(&self, stream: StreamId) -> Result<Completion, DriverError> {
-        self.0.query_stream(stream)
-    }
-    fn sync_stream(&self, stream: StreamId, timeout: Duration) -> Result<(), DriverError> {
-        self.0.sync_stream(stream, timeout)
-    }
-    fn create_event(&self) -> Result<EventId, DriverError> {
-        self.0.create_event()
-    }
-    fn destroy_event(&self, event: EventId) -> Result<(), DriverError> {
-        self.0.destroy_event(event)
-    }
-    fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), DriverError> {
-        self.0.record_event(event, stream)
-    }
-    fn query_event(&self, event: EventId) -> Result<Completion, DriverError> {
-        self.0.query_event(event)
-    }
-    fn sync_event(&self, event: EventId, timeout: Duration) -> Result<(), DriverError> {
-        self.0.sync_event(event, timeout)
-    }
-    fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), DriverError> {
-        self.0.stream_wait_event(stream, event)
-    }
-    fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
-        self.0.register_code(code)
-    }
-    fn code_epoch(&self) -> u64 {
-        self.0.code_epoch()
-    }
-    fn clock(&self) -> Duration {
-        self.0.clock()
-    }
-    fn launch_aicore(
-        &self,
-        stream: StreamId,
-        code: CodeHandle,
-        block_dim: u32,
-        args: LaunchArgs<'_>,
-    ) -> Result<(), DriverError> {
-        self.0.launch_aicore(stream, code, block_dim, args)
-    }
-    fn launch_aicpu(&self, stream: StreamId, args: LaunchArgs<'_>) -> Result<(), DriverError> {
-        self.0.launch_aicpu(stream, args)
-    }
-}
-
-#[test]
-fn a_driver_without_notifications_still_completes_every_future() {
-    common::or_abort_after(Duration::from_secs(120), "a plain driver", || {
-        let sim = SimDriver::real_time(SimConfig::default());
-        let mut dev = Device::<_, 2>::open(Plain(sim), DeviceConfig::default()).unwrap();
-        let runner = dev.publish(&callables()).unwrap();
-        let code = runner.code("f").unwrap();
-        let mut pipe = Pipeline::<_, 2, u32>::new(&runner).unwrap();
-        let back = pollster::block_on(async {
-            let mut back = Vec::new();
-            for x in 0..100u32 {
-                if pipe.is_full() {
-                    let d = pipe.complete_async().await.unwrap().expect("pending");
-                    assert_eq!(d.values, &[f(d.tag)]);
-                    back.push(d.tag);
-                }
-                pipe.submit(RunSpec::new(code, Input::Host(&[x])), x)
-                    .unwrap();
-            }
-            while let Some(d) = pipe.complete_async().await.unwrap() {
-                assert_eq!(d.values, &[f(d.tag)]);
-                back.push(d.tag);
-            }
-            back
-        });
-        assert_eq!(back, (0..100).collect::<Vec<_>>());
-    });
 }
 
 /// The futures are `Send`: a run launched here is awaited on another

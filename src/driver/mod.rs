@@ -597,4 +597,42 @@ mod tests {
             .unwrap();
         assert_eq!(out.values(), &[2]);
     }
+
+    /// The default notification (the shared timer, `Notice::Timer`) keeps
+    /// a driver without one working: every awaited run over the real-time
+    /// simulator completes, right, in order.
+    #[test]
+    fn the_default_notification_completes_every_awaited_run() {
+        let d = Minimal(SimDriver::real_time(SimConfig::default()));
+        let never = d.create_event().unwrap();
+        assert_eq!(
+            d.notify_event(never, Duration::ZERO, std::task::Waker::noop()),
+            Ok(Notice::Timer)
+        );
+        let mut dev = crate::Device::<_, 2>::open(d, crate::DeviceConfig::default()).unwrap();
+        let runner = dev
+            .publish(&[crate::Callable::program("f", &abi::Program::new().mul(3))])
+            .unwrap();
+        let code = runner.code("f").unwrap();
+        let mut pipe = crate::Pipeline::<_, 2, u32>::new(&runner).unwrap();
+        let back = pollster::block_on(async {
+            let mut back = Vec::new();
+            for x in 0..100u32 {
+                if pipe.is_full() {
+                    let d = pipe.complete_async().await.unwrap().expect("pending");
+                    assert_eq!(d.values, &[3 * d.tag]);
+                    back.push(d.tag);
+                }
+                let input = [x];
+                pipe.submit(crate::RunSpec::new(code, crate::Input::Host(&input)), x)
+                    .unwrap();
+            }
+            while let Some(d) = pipe.complete_async().await.unwrap() {
+                assert_eq!(d.values, &[3 * d.tag]);
+                back.push(d.tag);
+            }
+            back
+        });
+        assert_eq!(back, (0..100).collect::<Vec<_>>());
+    }
 }

@@ -254,21 +254,12 @@ impl<'r, T> Lane<'r, T> {
             },
             _ => return Poll::Ready(()),
         };
-        self.transition(|state, out| match state {
-            LaneState::Pending { mut ticket, run } => {
-                let fenced = match verdict {
-                    Ok(()) => Ok(run.fenced()),
-                    Err(kind) => Err(run.refused(Action::Fence, kind)),
-                };
-                let (outcome, then) = finish(fenced, out, ticket.work.as_mut());
-                let settled = LaneState::Settled {
-                    ticket,
-                    outcome,
-                    then,
-                };
-                (settled, ())
-            }
-            other => (other, ()),
+        self.settle_with(|run, out, work| {
+            let fenced = match verdict {
+                Ok(()) => Ok(run.fenced()),
+                Err(kind) => Err(run.refused(Action::Fence, kind)),
+            };
+            finish(fenced, out, work)
         });
         Poll::Ready(())
     }
@@ -277,9 +268,22 @@ impl<'r, T> Lane<'r, T> {
     /// `complete`: its fence waited for at most `left` of the drain's
     /// `budget` (once it is spent, only looked at).
     pub(super) fn settle(&mut self, left: Duration, budget: Duration) {
+        self.settle_with(|run, out, work| retire_within(run, out, work, left, budget));
+    }
+
+    /// A pending run retired by `retire` (which fences and finalizes it),
+    /// its outcome kept for `complete`; any other state is left as it is.
+    fn settle_with(
+        &mut self,
+        retire: impl FnOnce(
+            ErasedRun<'r, Launched>,
+            &mut ErasedOutputs,
+            Option<&mut Workload<'_>>,
+        ) -> (Result<WallRecord, Error>, Idle<'r>),
+    ) {
         self.transition(|state, out| match state {
             LaneState::Pending { mut ticket, run } => {
-                let (outcome, then) = retire_within(run, out, ticket.work.as_mut(), left, budget);
+                let (outcome, then) = retire(run, out, ticket.work.as_mut());
                 let settled = LaneState::Settled {
                     ticket,
                     outcome,
