@@ -37,13 +37,18 @@
 mod common;
 
 use std::collections::{HashSet, VecDeque};
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll, Waker};
 
 use common::abi::Abi;
 use common::checks;
 use common::model::{FaultOp, MAX_ELEMS, SETS, program, sim_config};
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use runclaim::contract::{Depth, DrainReport, ErrorKind, RunId, SupportedDepth};
+use runclaim::contract::{
+    Completed, Depth, DrainReport, Error, ErrorKind, RunId, SupportedDepth, Unfinished,
+};
 use runclaim::driver::abi::WallRecord;
 use runclaim::sim::{Fault, SimDriver};
 use runclaim::{Callable, CodeRef, Device, DeviceConfig, Input, Pipeline, RunSpec};
@@ -67,6 +72,10 @@ enum POp {
     Submit(usize, PIn),
     /// Complete the oldest run.
     Complete,
+    /// Complete the oldest run by awaiting `complete_async`: polled up to
+    /// `.0 + 1` times, one device step between polls, then dropped if it
+    /// has not resolved (a cancelled call: nothing may be lost).
+    CompleteAsync(u8),
     /// Advance the device this many actions.
     Step(u8),
     /// Drop the pipeline mid-stream and make a new one.
@@ -95,6 +104,9 @@ enum Mutation {
     WrongError,
     /// Hand the wrong tag back with the first refused submit.
     WrongTagBack,
+    /// The first awaited complete that is cancelled takes the oldest
+    /// result with it (a future that is not cancel-safe).
+    CancelTakes,
     /// Drop the pipeline as it was dropped before its drop had one total
     /// bound: every pending run waited for with its own fresh budget (a
     /// `complete` fences as a run's drop waits), one after the other.
@@ -104,6 +116,8 @@ enum Mutation {
 /// An owned `complete` outcome.
 #[derive(Debug, Clone)]
 enum Got {
+    /// An awaited `complete_async` dropped before it resolved.
+    Cancelled,
     Nothing,
     Done {
         tag: u64,
@@ -115,6 +129,23 @@ enum Got {
         tag: u64,
         kind: ErrorKind,
     },
+}
+
+/// What `complete` (or `complete_async`) answered, owned.
+fn owned(r: Result<Option<Completed<'_, u64>>, Error<Unfinished<u64>>>) -> Got {
+    match r {
+        Ok(None) => Got::Nothing,
+        Ok(Some(d)) => Got::Done {
+            tag: d.tag,
+            run: d.run,
+            values: d.values.to_vec(),
+            wall: d.wall,
+        },
+        Err(e) => Got::Failed {
+            kind: e.kind().clone(),
+            tag: e.into_value().tag,
+        },
+    }
 }
 
 /// A refused submit: the error, the run it names, and what came back.
@@ -164,27 +195,37 @@ impl<'r, const D: usize> Pipe<'r, D> {
     }
 
     fn real(&mut self) -> Got {
-        match self.inner.complete() {
-            Ok(None) => Got::Nothing,
-            Ok(Some(d)) => Got::Done {
-                tag: d.tag,
-                run: d.run,
-                values: d.values.to_vec(),
-                wall: d.wall,
-            },
-            Err(e) => Got::Failed {
-                kind: e.kind().clone(),
-                tag: e.into_value().tag,
-            },
-        }
+        owned(self.inner.complete())
     }
 
-    fn complete(&mut self) -> Got {
+    /// `complete_async`, polled at most `polls + 1` times with a step of
+    /// `sim` between polls; dropped unresolved: [`Got::Cancelled`].
+    fn real_async(&mut self, polls: u8, sim: &SimDriver) -> Got {
+        let mut fut = self.inner.complete_async();
+        for _ in 0..=polls {
+            let cx = &mut Context::from_waker(Waker::noop());
+            if let Poll::Ready(r) = Pin::new(&mut fut).poll(cx) {
+                return owned(r);
+            }
+            sim.step();
+        }
+        drop(fut);
+        if self.mutation == Mutation::CancelTakes && !self.fired && !self.inner.is_empty() {
+            self.fired = true;
+            let _ = self.real();
+        }
+        Got::Cancelled
+    }
+
+    fn complete(&mut self, via: Option<(u8, &SimDriver)>) -> Got {
         if let Some(held) = self.held.take() {
             return held;
         }
         let pending = self.inner.len();
-        let mut got = self.real();
+        let mut got = match via {
+            None => self.real(),
+            Some((polls, sim)) => self.real_async(polls, sim),
+        };
         let first_done = matches!(got, Got::Done { .. }) && !self.fired;
         match self.mutation {
             Mutation::Corrupt if first_done => {
@@ -279,6 +320,10 @@ struct Report {
     publishes: usize,
     fault_outcomes: usize,
     max_pending: usize,
+    /// Awaited completes dropped before they resolved.
+    cancelled: usize,
+    /// Awaited completes that resolved (checked as any other).
+    awaited: usize,
 }
 
 struct Model {
@@ -697,11 +742,22 @@ fn step<const D: usize>(
                 }
             }
         }
-        POp::Complete => {
-            let got = pipe.complete();
+        POp::Complete | POp::CompleteAsync(_) => {
+            let got = match op {
+                POp::CompleteAsync(polls) => pipe.complete(Some((*polls, sim))),
+                _ => pipe.complete(None),
+            };
+            if matches!(got, Got::Cancelled) {
+                // Nothing taken: the run is still the oldest outstanding.
+                m.report.cancelled += 1;
+                return Ok(());
+            }
             check_not_lost(m, &got)?;
+            if matches!(op, POp::CompleteAsync(_)) && !matches!(got, Got::Nothing) {
+                m.report.awaited += 1;
+            }
             let (tag, outcome) = match got {
-                Got::Nothing => return Ok(()),
+                Got::Nothing | Got::Cancelled => return Ok(()),
                 Got::Done {
                     tag,
                     run,
@@ -805,6 +861,7 @@ fn op() -> impl Strategy<Value = POp> {
     prop_oneof![
         12 => (0..3usize, input()).prop_map(|(c, i)| POp::Submit(c, i)),
         8 => Just(POp::Complete),
+        3 => prop_oneof![0..4u8, 4..160u8].prop_map(POp::CompleteAsync),
         2 => (1..40u8).prop_map(POp::Step),
         1 => Just(POp::Drop),
         1 => Just(POp::Drain),
@@ -919,6 +976,8 @@ fn cases_do_real_work(abi: Abi) {
             total.publishes += r.publishes;
             total.fault_outcomes += r.fault_outcomes;
             total.max_pending = total.max_pending.max(r.max_pending);
+            total.cancelled += r.cancelled;
+            total.awaited += r.awaited;
         }
         println!(
             "{}, faults {faults}, 200 cases at depth 2: {total:?}",
@@ -933,6 +992,7 @@ fn cases_do_real_work(abi: Abi) {
         assert!(t.drains >= 100 && t.settled_by_drain >= 20, "{t:?}");
         assert!(t.publishes >= 100, "{t:?}");
         assert_eq!(t.max_pending, 2, "{t:?}");
+        assert!(t.cancelled >= 100 && t.awaited >= 100, "{t:?}");
         assert_eq!(t.fault_outcomes > 200, faults, "{t:?}");
     }
 }
@@ -1007,6 +1067,14 @@ fn a_wrong_tag_handed_back_is_caught_by_the_handed_back_check() {
     );
 }
 
+#[test]
+fn a_result_a_cancelled_complete_took_is_caught_by_the_health_check() {
+    let ops = [host(&[1]), host(&[2]), POp::CompleteAsync(0), POp::Complete];
+    run_case::<2>(&ops, 1, Mutation::None).expect("the passing twin");
+    // Noticed at once: the device has one run fewer in flight than the model.
+    control(&ops, Mutation::CancelTakes, "health");
+}
+
 /// Every breakage is also caught in generated cases, not only in the fixed
 /// sequences above: the properties would see it.
 #[test]
@@ -1019,6 +1087,7 @@ fn every_breakage_is_caught_in_generated_cases() {
         (Mutation::Duplicate, "duplicated"),
         (Mutation::WrongError, "errors"),
         (Mutation::WrongTagBack, "handed back"),
+        (Mutation::CancelTakes, "health"),
     ] {
         let caught = cases
             .iter()
