@@ -300,3 +300,171 @@ fn a_failing_notification_falls_back_to_the_timer() {
         sim.clear_faults();
     });
 }
+
+/// A waker that calls its device (`health`), woken while a blocking drain
+/// holds the device's state lock and drives the simulator: the simulator
+/// hands it to the timer thread instead of waking it on the draining
+/// thread, so the drain completes and the waker then runs. (Woken inline,
+/// the waker would wait for the lock its own thread holds: a deadlock.)
+#[test]
+fn a_waker_that_calls_its_device_during_a_blocking_drain_does_not_deadlock() {
+    use runclaim::driver::Driver as _;
+    struct Health(&'static Device<SimDriver, 2>, Counted);
+    impl std::task::Wake for Health {
+        fn wake(self: Arc<Self>) {
+            let _ = self.0.health();
+            self.1.0.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+    common::or_abort_after(Duration::from_secs(60), "a re-entrant waker", || {
+        let sim = SimDriver::stepped(SimConfig::default());
+        let dev: &'static mut Device<SimDriver, 2> = Box::leak(Box::new(
+            Device::open(sim.clone(), DeviceConfig::default()).unwrap(),
+        ));
+        let mut runner = dev.publish(&callables()).unwrap();
+        let code = runner.code("f").unwrap();
+        // A forgotten run: the drain must step the device to prove it.
+        std::mem::forget(runner.launched::<0>(code, Input::Host(&[1])));
+        // An event of our own behind some work, completing as the drain
+        // steps the device; a waker armed on it that calls the device.
+        let (s, e) = (sim.create_stream().unwrap(), sim.create_event().unwrap());
+        let buf = sim.alloc(64).unwrap();
+        for _ in 0..4 {
+            sim.memset_async(s, buf, 1, 64).unwrap();
+        }
+        sim.record_event(e, s).unwrap();
+        let health = Arc::new(Health(runner.device(), Counted::default()));
+        let waker = Waker::from(health.clone());
+        assert_eq!(
+            sim.notify_event(e, Duration::from_secs(3600), &waker)
+                .unwrap(),
+            runclaim::driver::Notice::Completion
+        );
+        runner.drain().unwrap();
+        assert_eq!(
+            sim.query_event(e).unwrap(),
+            runclaim::driver::Completion::Complete
+        );
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        while health.1.0.load(Ordering::Acquire) == 0 && std::time::Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(health.1.0.load(Ordering::Acquire), 1, "the waker ran once");
+    });
+}
+
+/// The same in real time, with two such wakers falling due (at their
+/// deadlines) while a blocking drain waits 30 ms for a forgotten run: the
+/// first, woken on the device thread, waits for the drain's lock; the
+/// draining thread moves the simulator itself meanwhile and must not wake
+/// the second on itself. (It did: the drain then deadlocked, every time.)
+#[test]
+fn wakers_that_call_their_device_during_a_real_time_drain_do_not_deadlock() {
+    use runclaim::driver::Driver as _;
+    struct Health(&'static Device<SimDriver, 2>, Counted);
+    impl std::task::Wake for Health {
+        fn wake(self: Arc<Self>) {
+            let _ = self.0.health();
+            self.1.0.fetch_add(1, Ordering::AcqRel);
+        }
+    }
+    common::or_abort_after(
+        Duration::from_secs(60),
+        "re-entrant wakers in real time",
+        || {
+            let latency = runclaim::sim::LatencyModel::default().kernel(Duration::from_millis(30));
+            let sim = SimDriver::real_time(SimConfig::default().latency(latency));
+            let dev: &'static mut Device<SimDriver, 2> = Box::leak(Box::new(
+                Device::open(sim.clone(), DeviceConfig::default()).unwrap(),
+            ));
+            let mut runner = dev.publish(&callables()).unwrap();
+            let code = runner.code("f").unwrap();
+            std::mem::forget(runner.launched::<0>(code, Input::Host(&[1])));
+            let (s, e) = (sim.create_stream().unwrap(), sim.create_event().unwrap());
+            sim.inject(runclaim::sim::Fault::EventNeverCompletes { nth: 1 });
+            sim.record_event(e, s).unwrap();
+            let wakers: Vec<_> = [5, 10]
+                .map(|ms| {
+                    let h = Arc::new(Health(runner.device(), Counted::default()));
+                    let w = Waker::from(h.clone());
+                    sim.notify_event(e, Duration::from_millis(ms), &w).unwrap();
+                    h
+                })
+                .into();
+            runner.drain().unwrap();
+            let deadline = std::time::Instant::now() + Duration::from_secs(30);
+            while wakers.iter().any(|h| h.1.0.load(Ordering::Acquire) == 0)
+                && std::time::Instant::now() < deadline
+            {
+                std::thread::sleep(Duration::from_millis(1));
+            }
+            assert!(wakers.iter().all(|h| h.1.0.load(Ordering::Acquire) == 1));
+            sim.clear_faults();
+        },
+    );
+}
+
+/// A driver whose clock stands still (and whose waits time out at once):
+/// an awaited fence still ends — with a timeout, after its budget on the
+/// host's time — as a blocking fence does; it never stays pending for
+/// ever. (The negative control: without counting the wakes the clock did
+/// not show, this hangs.)
+#[test]
+fn an_awaited_fence_ends_when_the_drivers_clock_stands_still() {
+    common::or_abort_after(Duration::from_secs(60), "a frozen clock", || {
+        let sim = SimDriver::real_time(SimConfig::default().watchdog(Duration::from_millis(10)));
+        let hooked = common::hooked::Hooked::new(sim.clone());
+        let hooks = hooked.hooks.clone();
+        let config = DeviceConfig::default().fence_timeout(Duration::from_millis(20));
+        let mut dev = Device::<_, 2>::open(hooked, config).unwrap();
+        let runner = dev.publish(&callables()).unwrap();
+        let code = runner.code("f").unwrap();
+        sim.inject(runclaim::sim::Fault::EventNeverCompletes { nth: 2 });
+        let run = runner.launched::<0>(code, Input::Host(&[1]));
+        hooks.frozen.store(true, Ordering::SeqCst);
+        let e = pollster::block_on(run.fence_async()).unwrap_err();
+        assert!(
+            matches!(e.kind(), runclaim::contract::ErrorKind::Timeout { .. }),
+            "{e}"
+        );
+        hooks.frozen.store(false, Ordering::SeqCst);
+        std::mem::forget(e.into_value());
+    });
+}
+
+/// A driver that panics in `query_event` while a pending fence future is
+/// dropped: the drop makes no blocking call (the run is not moved into
+/// the panicking look, so no launched run's drop waits on its fence while
+/// unwinding) and leaves the run to the device.
+#[test]
+fn dropping_a_pending_fence_with_a_panicking_driver_never_waits() {
+    let sim = SimDriver::real_time(SimConfig::default());
+    let hooked = common::hooked::Hooked::new(sim.clone());
+    let hooks = hooked.hooks.clone();
+    let mut dev = Device::<_, 2>::open(hooked, DeviceConfig::default()).unwrap();
+    let runner = dev.publish(&callables()).unwrap();
+    let code = runner.code("f").unwrap();
+    sim.inject(runclaim::sim::Fault::EventNeverCompletes { nth: 2 });
+    let mut fut = runner.launched::<0>(code, Input::Host(&[1])).fence_async();
+    assert!(poll_once(&mut fut, Waker::noop()).is_pending());
+    let syncs = || {
+        let c = sim.stats().calls;
+        [
+            runclaim::driver::Op::SyncEvent,
+            runclaim::driver::Op::SyncStream,
+        ]
+        .map(|op| c.get(&op).copied().unwrap_or(0))
+    };
+    let before = syncs();
+    *hooks.panic_in.lock().unwrap() = Some(runclaim::driver::Op::QueryEvent);
+    hooks.armed.store(true, Ordering::SeqCst);
+    drop(fut);
+    hooks.armed.store(false, Ordering::SeqCst);
+    assert_eq!(syncs(), before, "the drop waited on the driver");
+    assert_eq!(
+        runner.health().in_flight,
+        1,
+        "the run was left to the device"
+    );
+    sim.clear_faults();
+}

@@ -20,6 +20,17 @@
 //!
 //! No async runtime is a dependency: any executor drives these futures.
 //!
+//! Two promises come from the driver and are not checked here: a driver
+//! that answers [`Notice::Completion`](crate::driver::Notice::Completion)
+//! wakes the task (a driver that never does leaves the future pending —
+//! it blocks no thread), and one that answers
+//! [`Notice::Ready`](crate::driver::Notice::Ready) for an event its query
+//! calls not ready (a driver bug) makes the future look again on the
+//! shared timer, backing off, never in a busy loop. A driver whose clock
+//! stands still cannot keep a future pending for ever: a wake that came
+//! with the clock unmoved counts as the time it asked for, as a blocking
+//! fence counts a timed-out wait.
+//!
 //! [`Driver::notify_event`]: crate::driver::Driver::notify_event
 
 use std::future::{Future, IntoFuture};
@@ -132,16 +143,18 @@ impl<const I: usize, B: Bindings> Drop for FenceFuture<'_, I, B> {
         let Some(run) = self.run.take() else {
             return;
         };
-        // One look, never a wait. A driver that panics here must not
-        // unwind out of a drop: the run is then kept, as a forgotten one.
-        let looked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run.try_fence()));
-        match looked {
+        // One look, never a wait, the run not moved: a driver that panics
+        // here unwinds through nothing that waits (a launched run's drop
+        // would), and is caught.
+        let looked = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| run.inner().look()));
+        if let Ok(Ok(())) = looked {
             // Complete: its token goes back as the fenced run drops.
-            Ok(Ok(fenced)) => drop(fenced),
-            // Not yet (or it failed: the device has poisoned and kept
-            // what it must): the device keeps the run, as a forgotten one.
-            Ok(Err(e)) => std::mem::forget(e.into_value()),
-            Err(_) => {}
+            drop(Run::from_inner(run.into_inner().fenced()));
+        } else {
+            // Not yet, a failure (the device has poisoned and kept what it
+            // must) or a panic: the device keeps the run, as a forgotten
+            // one.
+            std::mem::forget(run);
         }
     }
 }

@@ -328,8 +328,19 @@ impl<K: Claim, B: Bindings> RunOf<Launched, K, B> {
             .poll_wait(slot, lease, &self.info, wait, waker)
     }
 
-    /// The run, fenced: only after [`poll_fence`](Self::poll_fence)
-    /// returned `Ready(Ok)` for it (the device settled it complete then).
+    /// One query of the run's fence, the run left where it is: `Ok` when
+    /// the device settled it complete (then turn it
+    /// [`fenced`](Self::fenced)), [`ErrorKind::NotReady`] or another
+    /// verdict otherwise.
+    #[inline]
+    pub(crate) fn look(&self) -> Result<(), ErrorKind> {
+        let (slot, lease) = (self.token.slot(), self.token.lease());
+        self.token.port().wait(slot, lease, &self.info, Wait::Poll)
+    }
+
+    /// The run, fenced: only after [`poll_fence`](Self::poll_fence) or
+    /// [`look`](Self::look) said `Ok` for it (the device settled it
+    /// complete then).
     #[inline]
     pub(crate) fn fenced(self) -> RunOf<Fenced, K, B> {
         self.into_state()

@@ -387,7 +387,11 @@ pub trait Driver: Send + Sync {
     /// driver that answers `Completion` must wake a waker armed *after* the
     /// event completed too (or answer `Ready`). Every call may arm another
     /// wake: a driver drops a waker once it has woken it, and bounds what
-    /// it keeps for an event.
+    /// it keeps for an event. **A driver never wakes a waker on the thread
+    /// of one of its own calls** (this one or any other): the caller may
+    /// hold locks of its own that the woken task needs — the contract calls
+    /// its driver under its state lock. It wakes from a thread of its own,
+    /// or hands the waker to [`wake_after`]`(Duration::ZERO)`.
     ///
     /// The default is [`wake_after`]`(within)` on the host's clock, and
     /// [`Notice::Timer`]: it cannot see completion (a driver need not be

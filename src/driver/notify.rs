@@ -65,7 +65,10 @@ pub enum Notice {
 /// that want the same fallback for some events.
 ///
 /// The thread starts at the first call and lives as long as the process,
-/// asleep (no CPU) whenever nothing is armed. A time past the end of the
+/// asleep (no CPU) whenever nothing is armed. A waker that
+/// [`will_wake`](Waker::will_wake) the same task as one already armed
+/// keeps a single entry, at the earlier of the two times: what is armed is
+/// bounded by the tasks waiting, not by how often they poll. A time past the end of the
 /// clock is never reached: nothing is armed for it. If the thread cannot be
 /// started, the waker is woken at once (the caller looks again: a busy
 /// loop, never a lost wake).
@@ -100,6 +103,20 @@ pub fn wake_after(after: Duration, waker: &Waker) {
         return;
     };
     let mut heap = timer.heap.lock().unwrap_or_else(PoisonError::into_inner);
+    // One entry per task: a waker that would wake the same task as an
+    // armed one keeps the earlier time (a task polled a million times
+    // arms one wake, not a million).
+    let mut same = heap
+        .entries
+        .iter()
+        .filter(|Reverse(e)| e.waker.will_wake(waker))
+        .map(|Reverse(e)| e.at);
+    if let Some(armed) = same.next() {
+        if armed <= at {
+            return;
+        }
+        heap.entries.retain(|Reverse(e)| !e.waker.will_wake(waker));
+    }
     heap.next_seq = heap.next_seq.wrapping_add(1);
     let seq = heap.next_seq;
     let earliest = heap.entries.peek().is_none_or(|Reverse(e)| at < e.at);
@@ -220,6 +237,29 @@ mod tests {
         fn wake(self: Arc<Self>) {
             self.0.fetch_add(1, Ordering::AcqRel);
         }
+    }
+
+    #[test]
+    fn a_task_re_arming_keeps_one_entry_at_its_earliest_time() {
+        let task = Arc::new(Count(AtomicUsize::new(0)));
+        let waker = Waker::from(task.clone());
+        for _ in 0..10_000 {
+            wake_after(Duration::from_secs(3600), &waker);
+        }
+        // One clone kept (plus ours and the test's): not 10,000.
+        assert!(
+            Arc::strong_count(&task) <= 3,
+            "{}",
+            Arc::strong_count(&task)
+        );
+        // An earlier time replaces the later one, and fires.
+        wake_after(Duration::from_millis(1), &waker);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while task.0.load(Ordering::Acquire) == 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        assert_eq!(task.0.load(Ordering::Acquire), 1);
+        assert_eq!(Arc::strong_count(&task), 2, "nothing left armed for it");
     }
 
     #[test]

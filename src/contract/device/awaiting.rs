@@ -10,7 +10,7 @@
 
 use std::sync::atomic::Ordering;
 use std::task::{Poll, Waker};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use super::{Device, DrainReport, MIN_SLICE};
 use crate::contract::error::ErrorKind;
@@ -42,6 +42,37 @@ pub(crate) struct AsyncWait {
     capped: bool,
     /// The next time-only wake, for a driver that cannot see completion.
     backoff: Duration,
+    stall: Stall,
+}
+
+/// Time the driver's clock did not show (see `wait_queued`): a wake asked
+/// for after `t` that came with the clock standing still — although the
+/// host's time passed `t` — counts as `t`, so a stalled clock delays a
+/// verdict but never keeps a future pending for ever.
+#[derive(Debug, Clone, Copy, Default)]
+struct Stall {
+    /// The last arming: the driver's clock then, the host's, and the time
+    /// asked for.
+    armed: Option<(Duration, Instant, Duration)>,
+    unshown: Duration,
+}
+
+impl Stall {
+    /// At a poll, the driver's clock now `clock`: the unshown time so far.
+    fn note_unshown(&mut self, clock: Duration) -> Duration {
+        if let Some((at, host, within)) = self.armed.take()
+            && clock <= at
+            && host.elapsed() >= within
+        {
+            self.unshown = self.unshown.saturating_add(within);
+        }
+        self.unshown
+    }
+
+    /// After arming for `within` at driver-clock time `clock`.
+    fn note_armed(&mut self, clock: Duration, within: Duration) {
+        self.armed = Some((clock, Instant::now(), within));
+    }
 }
 
 impl AsyncWait {
@@ -54,6 +85,10 @@ impl AsyncWait {
             limited: true,
             capped: false,
             backoff: FIRST_BACKOFF,
+            stall: Stall {
+                armed: None,
+                unshown: Duration::ZERO,
+            },
         }
     }
 }
@@ -65,6 +100,7 @@ pub(crate) struct DrainWait {
     timeout: Option<Duration>,
     start: Option<(Duration, Duration, usize)>,
     backoff: Duration,
+    stall: Stall,
 }
 
 impl DrainWait {
@@ -74,6 +110,10 @@ impl DrainWait {
             timeout,
             start: None,
             backoff: FIRST_BACKOFF,
+            stall: Stall {
+                armed: None,
+                unshown: Duration::ZERO,
+            },
         }
     }
 }
@@ -140,14 +180,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 w.limited = start.checked_add(limit).is_some();
                 start
             };
+            let unshown = w.stall.note_unshown(d.clock());
             if let Some(hung) = self.look_ahead(info.seq) {
                 return Poll::Ready(Err(ErrorKind::Timeout {
-                    waited: d.clock().saturating_sub(start),
+                    waited: d.clock().saturating_sub(start).saturating_add(unshown),
                     overran: Some(hung),
                 }));
             }
             let now = d.clock();
-            let elapsed = now.saturating_sub(start);
+            let elapsed = now.saturating_sub(start).saturating_add(unshown);
             if w.limited && elapsed >= w.limit {
                 return Poll::Ready(Err(ErrorKind::Timeout {
                     waited: elapsed,
@@ -185,20 +226,30 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 slice_cap,
                 waker,
             );
-            if armed.is_some() {
+            if let Some(within) = armed {
+                w.stall.note_armed(now, within);
                 return Poll::Pending;
             }
         }
         // The driver kept answering `Ready` for an event its query calls
-        // not ready: look again on the next turn of the executor.
-        waker.wake_by_ref();
+        // not ready (a driver bug): look again after a backoff, never in a
+        // busy loop.
+        let within = self.arm(Arm::Time(slice_cap), &mut w.backoff, slice_cap, waker);
+        w.stall.note_armed(d.clock(), within.unwrap_or(MIN_SLICE));
         Poll::Pending
     }
 
     /// Arms the task's waker: for `what`, shortened to the backoff where
-    /// the driver wakes on time only (or nothing but time is armed). `None`: the driver answered
-    /// [`Notice::Ready`] (look again now).
-    fn arm(&self, what: Arm, backoff: &mut Duration, cap: Duration, waker: &Waker) -> Option<()> {
+    /// the driver wakes on time only (or nothing but time is armed); the
+    /// time asked for. `None`: the driver answered [`Notice::Ready`] (look
+    /// again now).
+    fn arm(
+        &self,
+        what: Arm,
+        backoff: &mut Duration,
+        cap: Duration,
+        waker: &Waker,
+    ) -> Option<Duration> {
         let mut short = |within: Duration| {
             let ask = within.min(*backoff).max(MIN_SLICE);
             *backoff = backoff.saturating_mul(2).min(cap.max(FIRST_BACKOFF));
@@ -214,15 +265,16 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             }
             // Time alone: always backing off.
             Arm::Time(within) => {
-                wake_after(short(within), waker);
-                return Some(());
+                let within = short(within);
+                wake_after(within, waker);
+                return Some(within);
             }
         };
         match self.driver.notify_event(ev, within, waker) {
             Ok(Notice::Ready) => None,
             Ok(Notice::Completion) => {
                 self.notices.store(NOTICE_COMPLETION, Ordering::Relaxed);
-                Some(())
+                Some(within)
             }
             answer => {
                 // On time only (or the driver could not arm at all: the
@@ -231,7 +283,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     wake_after(within, waker);
                 }
                 self.notices.store(NOTICE_TIMER, Ordering::Relaxed);
-                Some(())
+                Some(within)
             }
         }
     }
@@ -287,7 +339,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             // Nothing is left to wait for: the blocking drain only looks.
             return Poll::Ready(self.drain(Some(MIN_SLICE)));
         }
-        let elapsed = d.clock().saturating_sub(start);
+        let now = d.clock();
+        let elapsed = now
+            .saturating_sub(start)
+            .saturating_add(w.stall.note_unshown(now));
         if start.checked_add(limit).is_some() && elapsed >= limit {
             return Poll::Ready(Err(ErrorKind::Undrained {
                 count,
@@ -295,17 +350,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             }));
         }
         let within = slice_cap.min(limit.saturating_sub(elapsed)).max(MIN_SLICE);
-        // The newest fence not complete covers everything ahead of it.
-        for ev in fences.iter().rev().flatten() {
-            if self
-                .arm(Arm::Event(*ev, within), &mut w.backoff, slice_cap, waker)
-                .is_some()
-            {
-                return Poll::Pending;
-            }
-        }
-        // Work no fence covers (a partial launch): on time only.
-        self.arm(Arm::Time(within), &mut w.backoff, slice_cap, waker);
+        // The newest fence not complete covers everything ahead of it;
+        // work no fence covers (a partial launch) is looked at on time only.
+        let armed = fences
+            .iter()
+            .rev()
+            .flatten()
+            .find_map(|ev| self.arm(Arm::Event(*ev, within), &mut w.backoff, slice_cap, waker))
+            .or_else(|| self.arm(Arm::Time(within), &mut w.backoff, slice_cap, waker));
+        w.stall.note_armed(now, armed.unwrap_or(MIN_SLICE));
         Poll::Pending
     }
 }

@@ -173,9 +173,9 @@ impl Driver for AclDriver {
             f.at(op)
         });
         drop(t);
-        // Whoever awaited its callbacks looks again (no lock held: a waker
-        // may poll at once).
-        notify::wake_all(woken);
+        // Whoever awaited its callbacks looks again (woken on the timer
+        // thread: the caller may hold locks of its own).
+        notify::wake_elsewhere(woken);
         destroyed
     }
 

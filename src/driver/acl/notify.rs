@@ -151,6 +151,17 @@ pub(super) fn wake_all(wakers: Vec<Waker>) {
     }
 }
 
+/// Hands `wakers` to the shared timer thread, to be woken at once: for the
+/// wakes a driver call makes (a destroyed stream or event, a callback that
+/// could not be queued, the last driver's drop). Never on the caller's
+/// thread: it may hold locks of its own that a woken task needs (the
+/// contract calls its driver under its state lock).
+pub(super) fn wake_elsewhere(wakers: Vec<Waker>) {
+    for w in wakers {
+        crate::driver::wake_after(Duration::ZERO, &w);
+    }
+}
+
 /// A device's notification state: its drivers and its running reactor.
 #[derive(Debug, Default)]
 pub(super) struct DeviceNotify {
@@ -674,9 +685,9 @@ impl Hub {
         }
         self.wake.notify_all();
         self.join();
-        wake_all(woken);
+        wake_elsewhere(woken);
         let rest = self.lock().take_armed();
-        wake_all(rest);
+        wake_elsewhere(rest);
     }
 }
 
@@ -791,8 +802,8 @@ impl AclDriver {
         match launched {
             Some(Ok(())) => Ok(()),
             failed => {
-                // Woken outside the table's lock (a waker may poll at once).
-                wake_all(hub.cancel(ticket));
+                // Woken elsewhere (the caller may hold its own locks).
+                wake_elsewhere(hub.cancel(ticket));
                 failed.map_or(Ok(()), |r| r.map_err(|f| f.at(op)))
             }
         }
@@ -884,10 +895,10 @@ impl AclDriver {
     }
 
     /// After `event` was destroyed: nothing is kept for it; its wakers are
-    /// woken. The caller holds no lock.
+    /// woken, on the timer thread.
     pub(super) fn forget_event(&self, event: u64) {
         if let Some(hub) = self.shared.notify.running() {
-            wake_all(hub.forget_event(event));
+            wake_elsewhere(hub.forget_event(event));
         }
     }
 }

@@ -7,9 +7,9 @@ use std::time::Duration;
 
 use std::task::Waker;
 
+use super::SimDriver;
 use super::device_state::DeviceState;
 use super::realtime::spin_for;
-use super::{SimDriver, release};
 use crate::driver::abi::LaunchArgs;
 use crate::driver::{
     Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
@@ -228,7 +228,7 @@ impl Driver for SimDriver {
             .arm_notify(event.raw(), within, waker)
             .map_err(|k| DriverError::new(op, k));
         let kick = r == Ok(Notice::Completion) && self.device_sleeps_past_target(&core);
-        release(core);
+        self.release(core);
         self.notify_progress();
         if kick {
             self.shared().kick.notify_all();
@@ -251,7 +251,7 @@ impl SimDriver {
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
         self.advance(&mut core);
         let r = f(&mut core).map_err(|k| DriverError::new(op, k));
-        release(core);
+        self.release(core);
         self.notify_progress();
         r
     }
@@ -287,7 +287,7 @@ impl SimDriver {
                 .wait(core, Duration::from_secs(10), room)
                 .map_err(|_| DriverError::new(op, DriverErrorKind::QueueFull { capacity }))?;
             if let Err(k) = core.check_stream(stream) {
-                release(core);
+                self.release(core);
                 return Err(DriverError::new(op, k));
             }
         }
@@ -297,7 +297,7 @@ impl SimDriver {
         self.shared().next_gate.store(0, Ordering::Release);
         if waited {
             // The wait moved the simulation: what it made due is woken.
-            release(core);
+            self.release(core);
         } else {
             drop(core);
         }
@@ -321,10 +321,10 @@ impl SimDriver {
         };
         let r = done(&core);
         if let Ok(Some(at)) = r {
-            Self::host_wake(core, at);
+            self.host_wake(core, at);
             return Ok(());
         }
-        release(core);
+        self.release(core);
         match r {
             Ok(_) => Err(DriverError::new(
                 op,

@@ -102,19 +102,25 @@
 //! then dropped, by **whatever moves the simulation** past the event's
 //! completion, its stream's fault, the event's destruction, or the
 //! deadline `within` on [`Driver::clock`]; always after the simulator's
-//! lock is released (a woken task may call the driver at once):
+//! lock is released (a woken task may call the driver at once), and
+//! **never on the thread of another [`Driver`] call**: that caller may hold
+//! locks of its own that the woken task needs (the contract calls its
+//! driver under its state lock), so what a driver call made due is handed
+//! to the shared timer thread ([`wake_after`](crate::driver::wake_after),
+//! at once):
 //!
-//! - **Real time**: the device thread, promptly — while a notification is
-//!   armed it sleeps only until a margin before the next moment one may be
-//!   due and spins the rest, so the wake follows the completion (on the
-//!   host clock, [`SimDriver::tick_instant`]) by microseconds. Any host call
-//!   that brings the simulation up to the wall clock wakes what it made
-//!   due, too.
+//! - **Real time**: the device thread, promptly, on itself — while a
+//!   notification is armed it sleeps only until a margin before the next
+//!   moment one may be due and spins the rest, so the wake follows the
+//!   completion (on the host clock, [`SimDriver::tick_instant`]) by
+//!   microseconds. A host call that brings the simulation up to the wall
+//!   clock hands what it made due to the timer thread.
 //! - **Stepped**: nothing moves unless driven, so nothing is woken unless
 //!   driven — by [`SimDriver::step`], [`SimDriver::step_stream`],
-//!   [`SimDriver::run_until_idle`] or a blocking call that steps
-//!   ([`Driver::sync_event`], [`Driver::sync_stream`], a submission waiting
-//!   for room). A deadline is virtual: it passes only as steps move the
+//!   [`SimDriver::run_until_idle`] (on the calling thread: the one
+//!   driving) or a blocking call that steps ([`Driver::sync_event`],
+//!   [`Driver::sync_stream`], a submission waiting for room: through the
+//!   timer thread). A deadline is virtual: it passes only as steps move the
 //!   virtual clock. A future awaiting a stepped simulator completes only
 //!   if someone drives it: the test itself, between polls, or the
 //!   executor's idle hook (when no task is ready, call `step()` — or
@@ -281,10 +287,37 @@ impl Drop for Handle {
     }
 }
 
-/// Releases the simulator's lock, then wakes the wakers the simulation made
-/// due ([`DeviceState::due_wakers`]): never under the lock, since a woken
-/// task may call the driver at once.
-fn release(mut core: MutexGuard<'_, DeviceState>) {
+impl SimDriver {
+    /// Releases the simulator's lock at the end of a [`Driver`] call. The
+    /// wakers the simulation made due ([`DeviceState::due_wakers`]) are
+    /// never woken on the caller's thread, which may hold locks of its own
+    /// that a woken task needs (the contract calls its driver under its
+    /// state lock): in real time they stay armed for the device thread,
+    /// which wakes them on itself (kicked, should it nap); stepped, they go
+    /// to the shared timer thread ([`wake_after`](crate::driver::wake_after),
+    /// at once).
+    fn release(&self, mut core: MutexGuard<'_, DeviceState>) {
+        if core.is_real_time() {
+            let due = core.has_due_wakers();
+            drop(core);
+            if due {
+                self.shared().kick.notify_all();
+            }
+            return;
+        }
+        let due = core.due_wakers();
+        drop(core);
+        for w in due {
+            crate::driver::wake_after(std::time::Duration::ZERO, &w);
+        }
+    }
+}
+
+/// Releases the lock and wakes what is due right here: for the control
+/// calls that drive a stepped device (`step`, `step_stream`,
+/// `run_until_idle`) — the caller is the one driving — and for the device
+/// thread.
+fn release_waking_here(mut core: MutexGuard<'_, DeviceState>) {
     let due = core.due_wakers();
     drop(core);
     wake_all(due);
@@ -539,7 +572,7 @@ impl SimDriver {
             return StepOutcome::Idle;
         }
         let out = core.policy_step();
-        release(core);
+        release_waking_here(core);
         self.notify_progress();
         out
     }
@@ -561,7 +594,7 @@ impl SimDriver {
             StepResult::Blocked(_) => StepOutcome::Blocked(stream),
             StepResult::Idle => StepOutcome::Idle,
         };
-        release(core);
+        release_waking_here(core);
         self.notify_progress();
         out
     }
@@ -579,13 +612,13 @@ impl SimDriver {
         let mut n = 0;
         while core.has_work() {
             if n == max_steps {
-                release(core);
+                release_waking_here(core);
                 return Err(n);
             }
             core.policy_step();
             n += 1;
         }
-        release(core);
+        release_waking_here(core);
         Ok(n)
     }
 }

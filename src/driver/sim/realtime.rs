@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::device_state::DeviceState;
-use super::{Shared, SimDriver, release, wake_all};
+use super::{Shared, SimDriver, wake_all};
 use crate::driver::abi;
 
 impl SimDriver {
@@ -48,7 +48,7 @@ impl SimDriver {
                 if steps >= budget {
                     // The steps taken moved the simulation: what they made
                     // due is woken.
-                    release(core);
+                    self.release(core);
                     return Err(step.saturating_mul(u32::try_from(steps).unwrap_or(u32::MAX)));
                 }
                 core.policy_step();
@@ -67,14 +67,10 @@ impl SimDriver {
             if cond(&core) {
                 return Ok(core);
             }
-            // What this host's advance made due is woken by it, outside the
-            // lock, before it sleeps or spins again.
-            let due = core.due_wakers();
-            if !due.is_empty() {
-                drop(core);
-                wake_all(due);
-                core = self.lock();
-                continue;
+            // What this host's advance made due is the device thread's to
+            // wake (never woken here: this host may hold its own locks).
+            if core.has_due_wakers() {
+                self.shared().kick.notify_all();
             }
             let now = Instant::now();
             if deadline.is_some_and(|d| now >= d) {
@@ -135,14 +131,14 @@ impl SimDriver {
 
     /// After a blocking wait observed completion at device tick `at`, the
     /// host wakes `host_wake` later (real-time mode).
-    pub(super) fn host_wake(core: MutexGuard<'_, DeviceState>, at: u64) {
+    pub(super) fn host_wake(&self, core: MutexGuard<'_, DeviceState>, at: u64) {
         if !core.is_real_time() {
-            release(core);
+            self.release(core);
             return;
         }
         let target = at.saturating_add(abi::duration_to_ticks(core.cfg.latency.host_wake));
         let base = core.base();
-        release(core);
+        self.release(core);
         let deadline =
             base.and_then(|b| b.checked_add(Duration::from_nanos(abi::ticks_to_nanos(target))));
         if let Some(deadline) = deadline {

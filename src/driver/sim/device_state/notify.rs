@@ -115,6 +115,21 @@ impl DeviceState {
         u64::try_from(at.as_nanos().div_ceil(per_tick)).unwrap_or(u64::MAX)
     }
 
+    /// Whether [`due_wakers`](Self::due_wakers) would take any out now
+    /// (nothing is taken).
+    pub fn has_due_wakers(&self) -> bool {
+        if !self.notify.evicted.is_empty() {
+            return true;
+        }
+        let now = self.now();
+        self.notify.armed.iter().any(|(id, list)| {
+            self.events
+                .get(id)
+                .is_none_or(|e| !matches!(e.done(e.recorded, now), Ok(None)))
+                || list.iter().any(|a| a.deadline <= now)
+        })
+    }
+
     /// Takes out every waker that is due now — its event's last record
     /// completed, its stream faulted, the event was destroyed, or its
     /// deadline passed — to be woken once the lock is released. Cheap when
@@ -298,7 +313,16 @@ mod tests {
         }
         assert_eq!(armed(&sim), MAX_WAKERS_PER_EVENT);
         let kept = counts.len() - MAX_WAKERS_PER_EVENT;
-        // The oldest were woken once and let go; the newest are still kept.
+        // The oldest were woken once (on the timer thread: never on the
+        // arming caller's) and let go; the newest are still kept.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while counts[..kept]
+            .iter()
+            .any(|c| c.0.load(Ordering::SeqCst) == 0 || Arc::strong_count(c) > 1)
+            && std::time::Instant::now() < deadline
+        {
+            std::thread::sleep(Duration::from_millis(1));
+        }
         for (i, c) in counts.iter().enumerate() {
             let (wakes, held) = (c.0.load(Ordering::SeqCst), Arc::strong_count(c));
             if i < kept {
