@@ -412,10 +412,10 @@ fn wakers_that_call_their_device_during_a_real_time_drain_do_not_deadlock() {
 #[test]
 fn an_awaited_fence_ends_when_the_drivers_clock_stands_still() {
     common::or_abort_after(Duration::from_secs(60), "a frozen clock", || {
-        let sim = SimDriver::real_time(SimConfig::default().watchdog(Duration::from_millis(10)));
+        let sim = SimDriver::real_time(SimConfig::default().watchdog(Duration::from_millis(50)));
         let hooked = common::hooked::Hooked::new(sim.clone());
         let hooks = hooked.hooks.clone();
-        let config = DeviceConfig::default().fence_timeout(Duration::from_millis(20));
+        let config = DeviceConfig::default().fence_timeout(Duration::from_millis(100));
         let mut dev = Device::<_, 2>::open(hooked, config).unwrap();
         let runner = dev.publish(&callables()).unwrap();
         let code = runner.code("f").unwrap();
