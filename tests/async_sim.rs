@@ -301,6 +301,16 @@ fn a_failing_notification_falls_back_to_the_timer() {
     });
 }
 
+/// A waker that calls its device (`health`) when woken, and counts.
+struct Health(&'static Device<SimDriver, 2>, Counted);
+
+impl std::task::Wake for Health {
+    fn wake(self: Arc<Self>) {
+        let _ = self.0.health();
+        self.1.0.fetch_add(1, Ordering::AcqRel);
+    }
+}
+
 /// A waker that calls its device (`health`), woken while a blocking drain
 /// holds the device's state lock and drives the simulator: the simulator
 /// hands it to the timer thread instead of waking it on the draining
@@ -309,13 +319,6 @@ fn a_failing_notification_falls_back_to_the_timer() {
 #[test]
 fn a_waker_that_calls_its_device_during_a_blocking_drain_does_not_deadlock() {
     use runclaim::driver::Driver as _;
-    struct Health(&'static Device<SimDriver, 2>, Counted);
-    impl std::task::Wake for Health {
-        fn wake(self: Arc<Self>) {
-            let _ = self.0.health();
-            self.1.0.fetch_add(1, Ordering::AcqRel);
-        }
-    }
     common::or_abort_after(Duration::from_secs(60), "a re-entrant waker", || {
         let sim = SimDriver::stepped(SimConfig::default());
         let dev: &'static mut Device<SimDriver, 2> = Box::leak(Box::new(
@@ -361,13 +364,6 @@ fn a_waker_that_calls_its_device_during_a_blocking_drain_does_not_deadlock() {
 #[test]
 fn wakers_that_call_their_device_during_a_real_time_drain_do_not_deadlock() {
     use runclaim::driver::Driver as _;
-    struct Health(&'static Device<SimDriver, 2>, Counted);
-    impl std::task::Wake for Health {
-        fn wake(self: Arc<Self>) {
-            let _ = self.0.health();
-            self.1.0.fetch_add(1, Ordering::AcqRel);
-        }
-    }
     common::or_abort_after(
         Duration::from_secs(60),
         "re-entrant wakers in real time",
