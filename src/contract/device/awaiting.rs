@@ -12,6 +12,7 @@ use std::sync::atomic::Ordering;
 use std::task::{Poll, Waker};
 use std::time::{Duration, Instant};
 
+use super::fence::WaitClock;
 use super::{Device, DrainReport, MIN_SLICE};
 use crate::contract::error::ErrorKind;
 use crate::contract::inflight::Proof;
@@ -32,14 +33,9 @@ const NOTICE_TIMER: u8 = 2;
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AsyncWait {
     how: Wait,
-    /// Driver-clock time the wait began (the first poll that found the
-    /// run not complete); `None` until then.
-    start: Option<Duration>,
-    limit: Duration,
-    /// `false`: the limit lies past the end of the clock (no deadline).
-    limited: bool,
-    /// The limit was capped behind an unproven head (see `wait_queued`).
-    capped: bool,
+    /// The wait's clock (`fence.rs`), from the first poll that found the
+    /// run not complete; `None` until then.
+    clock: Option<WaitClock>,
     /// The next time-only wake, for a driver that cannot see completion.
     backoff: Duration,
     stall: Stall,
@@ -80,10 +76,7 @@ impl AsyncWait {
     pub(crate) const fn new(how: Wait) -> Self {
         AsyncWait {
             how,
-            start: None,
-            limit: Duration::ZERO,
-            limited: true,
-            capped: false,
+            clock: None,
             backoff: FIRST_BACKOFF,
             stall: Stall {
                 armed: None,
@@ -143,8 +136,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         waker: &Waker,
     ) -> Poll<Result<(), ErrorKind>> {
         let d = &self.driver;
-        let budget = self.config.fence_timeout;
-        let slice_cap = (budget / 8).max(MIN_SLICE);
+        let slice_cap = self.slice_cap();
         let ev = self.regions[slot].ev_fence;
         // A driver that answers `Ready` (the event completed between the
         // query and the arming) is looked at again at once, a few times.
@@ -156,76 +148,30 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 Ok(Completion::Complete) => {
                     // Dated when the wait had begun: then a run behind it
                     // may be judged on the date.
-                    let at = w.start.map(|_| d.clock());
+                    let at = w.clock.map(|_| d.clock());
                     self.settle_complete(slot, lease, info.seq, at);
                     return Poll::Ready(Ok(()));
                 }
                 Ok(Completion::NotReady) => {}
                 Err(e) => return Poll::Ready(Err(self.settle_error(e, info.run, slot, info.seq))),
             }
-            let start = if let Some(start) = w.start {
-                start
-            } else {
-                let limit = match w.how {
-                    Wait::Poll => return Poll::Ready(Err(ErrorKind::NotReady)),
-                    Wait::For(t) => t,
-                    Wait::Configured => {
-                        let ahead = self.lock().queue.runs().ahead_of(info.seq);
-                        self.config.queue_budget(ahead).saturating_add(slice_cap)
-                    }
-                };
-                let start = d.clock();
-                w.start = Some(start);
-                w.limit = limit;
-                w.limited = start.checked_add(limit).is_some();
-                start
+            let clock = match (w.clock.as_mut(), w.how) {
+                (Some(clock), _) => clock,
+                (None, Wait::Poll) => return Poll::Ready(Err(ErrorKind::NotReady)),
+                (None, Wait::For(t)) => {
+                    w.clock
+                        .insert(self.wait_clock(info.seq, d.clock(), Some(t)))
+                }
+                (None, Wait::Configured) => {
+                    w.clock.insert(self.wait_clock(info.seq, d.clock(), None))
+                }
             };
             let unshown = w.stall.note_unshown(d.clock());
-            if let Some(hung) = self.look_ahead(info.seq) {
-                return Poll::Ready(Err(ErrorKind::Timeout {
-                    waited: d.clock().saturating_sub(start).saturating_add(unshown),
-                    overran: Some(hung),
-                }));
-            }
-            let now = d.clock();
-            let elapsed = now.saturating_sub(start).saturating_add(unshown);
-            if w.limited && elapsed >= w.limit {
-                return Poll::Ready(Err(ErrorKind::Timeout {
-                    waited: elapsed,
-                    overran: None,
-                }));
-            }
-            let head = {
-                let mut st = self.lock();
-                st.queue.date(now);
-                st.queue.runs().head().copied()
+            let (slice, now) = match self.judge(info.seq, clock, unshown) {
+                Ok(next) => next,
+                Err(verdict) => return Poll::Ready(Err(verdict)),
             };
-            if matches!(w.how, Wait::Configured)
-                && !w.capped
-                && head.is_some_and(|h| h.proof == Proof::Unproven && h.seq != info.seq)
-            {
-                // Behind a head that cannot be proven complete: one more
-                // budget from here, as `wait_queued` decides.
-                w.limit = w.limit.min(elapsed.saturating_add(budget));
-                w.limited = start.checked_add(w.limit).is_some();
-                w.capped = true;
-            }
-            let mut slice = slice_cap;
-            if w.limited {
-                slice = slice.min(w.limit.saturating_sub(elapsed));
-            }
-            if let Some(verdict_at) = head
-                .filter(|h| h.proof == Proof::Pending)
-                .and_then(|h| h.head_since()?.checked_add(budget))
-            {
-                slice = slice.min(verdict_at.saturating_sub(now));
-            }
-            let armed = self.arm(
-                Arm::Event(ev, slice.max(MIN_SLICE)),
-                &mut w.backoff,
-                slice_cap,
-                waker,
-            );
+            let armed = self.arm(Arm::Event(ev, slice), &mut w.backoff, slice_cap, waker);
             if let Some(within) = armed {
                 w.stall.note_armed(now, within);
                 return Poll::Pending;
@@ -299,7 +245,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         waker: &Waker,
     ) -> Poll<Result<DrainReport, ErrorKind>> {
         let d = &self.driver;
-        let slice_cap = (self.config.fence_timeout / 8).max(MIN_SLICE);
+        let slice_cap = self.slice_cap();
         let (needs_sync, in_flight, streams, fences) = {
             let st = self.lock();
             let runs = st.queue.runs();

@@ -205,7 +205,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             let n = self.lock().queue.runs().len();
             self.config.queue_budget(n)
         };
-        let slice_cap = (self.config.fence_timeout / 8).max(MIN_SLICE);
+        let slice_cap = self.slice_cap();
         let start = d.clock();
         // As in `wait_queued`: a wait that timed out while the clock stood
         // still counts as the time it asked for.

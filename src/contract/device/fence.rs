@@ -12,6 +12,20 @@ use crate::contract::inflight::{Entry, Proof};
 use crate::contract::port::RunInfo;
 use crate::driver::{Completion, Driver};
 
+/// A wait's clock: when it began and the limit it is judged against, on
+/// the driver's clock ([`Device::wait_clock`], [`Device::judge`]).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct WaitClock {
+    pub(super) start: Duration,
+    limit: Duration,
+    /// `false`: the limit lies past the end of the clock (no deadline).
+    limited: bool,
+    /// The configured queue budget (not a caller's limit): capped once
+    /// behind a head that cannot be proven complete.
+    configured: bool,
+    capped: bool,
+}
+
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// Run `seq` in `slot` was observed complete at driver-clock time `at`
     /// (`None`: not dated, on the fast paths): it leaves the in-flight set,
@@ -79,9 +93,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         limit: Option<Duration>,
     ) -> Result<(), ErrorKind> {
         let d = &self.driver;
-        let budget = self.config.fence_timeout;
         // Wake up now and then to look at the runs ahead.
-        let slice_cap = (budget / 8).max(MIN_SLICE);
+        let slice_cap = self.slice_cap();
         let ev = self.regions[slot].ev_fence;
         self.in_flight_entry(slot, lease, info.seq)?;
         // The common case first, with no bookkeeping: the run completes
@@ -97,74 +110,17 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             Err(e) => return Err(self.settle_error(e, info.run, slot, info.seq)),
         }
         // The first slice counts towards the limit.
-        let start = d.clock().saturating_sub(first);
-        let configured = limit.is_none();
-        let mut limit = limit.unwrap_or_else(|| {
-            // The runs ahead and this one, each its budget — plus one slice:
-            // a run the fast path did not date is dated when first looked
-            // at, up to a slice late, and a verdict must still fit.
-            let ahead = self.lock().queue.runs().ahead_of(info.seq);
-            self.config.queue_budget(ahead).saturating_add(slice_cap)
-        });
-        // No deadline when the limit lies past the end of the clock.
-        let mut limited = start.checked_add(limit).is_some();
-        let mut capped = false;
+        let mut clock = self.wait_clock(info.seq, d.clock().saturating_sub(first), limit);
         // Time the driver's clock did not show: a wait that timed out
         // while the clock stood still counts as the time it asked for, so a
         // driver whose clock does not move (a stalled virtual clock) cannot
         // keep the wait — or a `Drop` — going for ever. A clock that moves
         // at all is trusted.
         let mut unshown = Duration::ZERO;
-        let mut before = start;
+        let mut before = clock.start;
         loop {
-            if let Some(hung) = self.look_ahead(info.seq) {
-                return Err(ErrorKind::Timeout {
-                    waited: d.clock().saturating_sub(start).saturating_add(unshown),
-                    overran: Some(hung),
-                });
-            }
-            let now = d.clock();
-            let elapsed = now.saturating_sub(start).saturating_add(unshown);
-            if limited && elapsed >= limit {
-                return Err(ErrorKind::Timeout {
-                    waited: elapsed,
-                    overran: None,
-                });
-            }
             self.in_flight_entry(slot, lease, info.seq)?;
-            let head = {
-                let mut st = self.lock();
-                st.queue.date(now);
-                st.queue.runs().head().copied()
-            };
-            if configured
-                && !capped
-                && head.is_some_and(|h| h.proof == Proof::Unproven && h.seq != info.seq)
-            {
-                // The head of the queue could not be proven complete (it
-                // overran or faulted: the runner is poisoned). Nothing behind
-                // it can be dated any more, so the rest of the queue budget
-                // would prove nothing sooner: one more budget from here,
-                // then "not yet" (the run comes back, or its drop
-                // quarantines the slot). So runs dropped one after another
-                // behind a hung run wait one budget each, not a growing
-                // queue budget each.
-                limit = limit.min(elapsed.saturating_add(budget));
-                limited = start.checked_add(limit).is_some();
-                capped = true;
-            }
-            let mut slice = slice_cap;
-            if limited {
-                slice = slice.min(limit.saturating_sub(elapsed));
-            }
-            if let Some(verdict_at) = head
-                .filter(|h| h.proof == Proof::Pending)
-                .and_then(|h| h.head_since()?.checked_add(budget))
-            {
-                slice = slice.min(verdict_at.saturating_sub(now));
-            }
-            // At least a little, so that even a virtual clock moves on.
-            let ask = slice.max(MIN_SLICE);
+            let (ask, _) = self.judge(info.seq, &mut clock, unshown)?;
             match d.sync_event(ev, ask) {
                 Ok(()) => {
                     self.settle_complete(slot, lease, info.seq, Some(d.clock()));
@@ -180,6 +136,105 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 Err(e) => return Err(self.settle_error(e, info.run, slot, info.seq)),
             }
         }
+    }
+
+    /// How long a wait waits at most before it looks at the runs ahead
+    /// again: an eighth of the fence timeout (at least [`MIN_SLICE`]).
+    pub(super) fn slice_cap(&self) -> Duration {
+        (self.config.fence_timeout / 8).max(MIN_SLICE)
+    }
+
+    /// The clock of a wait on run `seq` that began at `start`: `limit`, or
+    /// (`None`) the queue budget — the runs ahead and this one, each its
+    /// budget, plus one slice: a run the fast path did not date is dated
+    /// when first looked at, up to a slice late, and a verdict must still
+    /// fit.
+    pub(super) fn wait_clock(
+        &self,
+        seq: u64,
+        start: Duration,
+        limit: Option<Duration>,
+    ) -> WaitClock {
+        let configured = limit.is_none();
+        let limit = limit.unwrap_or_else(|| {
+            let ahead = self.lock().queue.runs().ahead_of(seq);
+            self.config
+                .queue_budget(ahead)
+                .saturating_add(self.slice_cap())
+        });
+        WaitClock {
+            start,
+            limit,
+            // No deadline when the limit lies past the end of the clock.
+            limited: start.checked_add(limit).is_some(),
+            configured,
+            capped: false,
+        }
+    }
+
+    /// One judgement of a wait on run `seq`, for the blocking wait and the
+    /// awaited one alike (`unshown`: time the driver's clock did not show):
+    /// `Err` with the verdict — an overrun at the head of the queue, proven
+    /// by a query after its budget ran out, or the limit spent — or `Ok`
+    /// with how long to wait before judging again (at least a little, so
+    /// that even a virtual clock moves on: never past a verdict, the limit,
+    /// or a look-around slice) and the driver-clock time judged at.
+    pub(super) fn judge(
+        &self,
+        seq: u64,
+        clock: &mut WaitClock,
+        unshown: Duration,
+    ) -> Result<(Duration, Duration), ErrorKind> {
+        let d = &self.driver;
+        let budget = self.config.fence_timeout;
+        if let Some(hung) = self.look_ahead(seq) {
+            return Err(ErrorKind::Timeout {
+                waited: d
+                    .clock()
+                    .saturating_sub(clock.start)
+                    .saturating_add(unshown),
+                overran: Some(hung),
+            });
+        }
+        let now = d.clock();
+        let elapsed = now.saturating_sub(clock.start).saturating_add(unshown);
+        if clock.limited && elapsed >= clock.limit {
+            return Err(ErrorKind::Timeout {
+                waited: elapsed,
+                overran: None,
+            });
+        }
+        let head = {
+            let mut st = self.lock();
+            st.queue.date(now);
+            st.queue.runs().head().copied()
+        };
+        if clock.configured
+            && !clock.capped
+            && head.is_some_and(|h| h.proof == Proof::Unproven && h.seq != seq)
+        {
+            // The head of the queue could not be proven complete (it
+            // overran or faulted: the runner is poisoned). Nothing behind
+            // it can be dated any more, so the rest of the queue budget
+            // would prove nothing sooner: one more budget from here, then
+            // "not yet" (the run comes back, or its drop quarantines the
+            // slot). So runs dropped one after another behind a hung run
+            // wait one budget each, not a growing queue budget each.
+            clock.limit = clock.limit.min(elapsed.saturating_add(budget));
+            clock.limited = clock.start.checked_add(clock.limit).is_some();
+            clock.capped = true;
+        }
+        let mut slice = self.slice_cap();
+        if clock.limited {
+            slice = slice.min(clock.limit.saturating_sub(elapsed));
+        }
+        if let Some(verdict_at) = head
+            .filter(|h| h.proof == Proof::Pending)
+            .and_then(|h| h.head_since()?.checked_add(budget))
+        {
+            slice = slice.min(verdict_at.saturating_sub(now));
+        }
+        Ok((slice.max(MIN_SLICE), now))
     }
 
     /// Waits for every launched run still in flight, oldest first, within
