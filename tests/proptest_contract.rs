@@ -35,13 +35,14 @@ fn input() -> impl Strategy<Value = In> {
 fn op() -> impl Strategy<Value = Op> {
     let slot = 0..4usize;
     prop_oneof![
-        24 => (slot.clone(), 0..3usize, input(), 0..4u8).prop_map(|(s, c, i, h)| Op::Advance(s, c, i, h)),
+        24 => (slot.clone(), 0..3usize, input(), 0..16u8).prop_map(|(s, c, i, h)| Op::Advance(s, c, i, h)),
         2 => slot.clone().prop_map(Op::Take),
         2 => (slot.clone(), 0..3usize, input()).prop_map(|(s, c, i)| Op::Prepare(s, c, i)),
         2 => slot.clone().prop_map(Op::Launch),
         2 => slot.clone().prop_map(Op::TryFence),
         2 => slot.clone().prop_map(Op::FenceShort),
         2 => slot.clone().prop_map(Op::Fence),
+        2 => (slot.clone(), prop_oneof![3 => 0..3u8, 1 => 3..120u8]).prop_map(|(s, p)| Op::FenceAsync(s, p)),
         2 => slot.clone().prop_map(Op::Finalize),
         1 => slot.clone().prop_map(Op::Drop),
         1 => slot.prop_map(Op::Forget),
@@ -145,6 +146,7 @@ fn cases_do_real_work(abi: Abi, n: usize) {
     for faults in [Faults::None, Faults::Injected] {
         let mut runner = TestRunner::deterministic();
         let (mut launched, mut finalized, mut calls, mut faulted) = (0, 0, 0, 0);
+        let (mut cancelled, mut awaited) = (0, 0);
         for seed in 0..n as u64 {
             let ops = ops(faults).new_tree(&mut runner).unwrap().current();
             let r = run_case_under::<_, 2>(abi, &ops, seed, |s| s).unwrap();
@@ -152,10 +154,18 @@ fn cases_do_real_work(abi: Abi, n: usize) {
             finalized += r.finalized;
             calls += r.driver_calls;
             faulted += r.fault_outcomes;
+            cancelled += r.cancelled_fences;
+            awaited += r.awaited_fences;
         }
         println!(
             "{}, faults {faults:?}: {launched} launched, {finalized} finalized and checked, \
-             {faulted} fault outcomes, {calls} driver calls in {n} cases",
+             {faulted} fault outcomes, {calls} driver calls, {awaited} awaited fences resolved and \
+             {cancelled} cancelled in {n} cases",
+            abi.name()
+        );
+        assert!(
+            cancelled >= 20 * n / 200 && awaited >= 20 * n / 200,
+            "{}, faults {faults:?}: {awaited} awaited fences resolved, {cancelled} cancelled",
             abi.name()
         );
         let (min_launched, min_checked) = if faults == Faults::Injected {

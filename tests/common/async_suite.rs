@@ -239,27 +239,20 @@ pub fn awaited_overrun_names_the_hung_run<T: Target>(t: &T) {
 /// back, nothing is poisoned, and it can be awaited again.
 pub fn awaited_fence_for_runs_out_as_not_yet<T: Target>(t: &T) {
     or_abort_after(BACKSTOP, "an awaited fence_for", || {
-        let d = t.real_time(cfg());
+        // 50 ms kernels: the run is not complete at the first look.
+        let d = t.real_time(slow());
         let mut dev = Device::<_, 2>::open(d, t.config()).unwrap();
         let runner = dev.publish(&callables()).unwrap();
         let code = runner.code("f").unwrap();
         // A zero limit: out of time at the first look that finds the run
         // not complete.
         let run = runner.launched::<0>(code, Input::Host(&[1]));
-        let run = match pollster::block_on(run.fence_for_async(Duration::ZERO)) {
-            // The device may have been quicker than the first look.
-            Ok(fenced) => {
-                drop(fenced);
-                return;
-            }
-            Err(e) => {
-                assert!(
-                    matches!(e.kind(), ErrorKind::Timeout { overran: None, .. }),
-                    "{e}"
-                );
-                e.into_value()
-            }
-        };
+        let e = pollster::block_on(run.fence_for_async(Duration::ZERO)).unwrap_err();
+        assert!(
+            matches!(e.kind(), ErrorKind::Timeout { overran: None, .. }),
+            "{e}"
+        );
+        let run = e.into_value();
         assert_eq!(runner.health().poisoned, None);
         let mut out = Outputs::<0>::new(1);
         pollster::block_on(run.fence_async())
@@ -337,7 +330,11 @@ pub fn a_forgotten_future_then_the_device_dropped_is_bounded<T: Target>(t: &T) {
 /// and no tag is lost; every run comes back exactly once, in order.
 pub fn cancelled_completes_lose_no_result_and_no_tag<T: Target>(t: &T) {
     or_abort_after(BACKSTOP, "cancelled completes", || {
-        let mut dev = Device::<_, 4>::open(t.real_time(cfg()), t.config()).unwrap();
+        // 5 ms kernels: the oldest run is still running at most first
+        // looks, so completes are cancelled (counted below).
+        let latency = runclaim::sim::LatencyModel::default().kernel(Duration::from_millis(5));
+        let sim = t.real_time(cfg().latency(latency));
+        let mut dev = Device::<_, 4>::open(sim, t.config()).unwrap();
         let runner = dev.publish(&callables()).unwrap();
         let code = runner.code("f").unwrap();
         let mut pipe = Pipeline::<_, 4, u32>::new(&runner).unwrap();
@@ -367,8 +364,9 @@ pub fn cancelled_completes_lose_no_result_and_no_tag<T: Target>(t: &T) {
             back.push(done.tag);
         }
         assert_eq!(back, (0..40).collect::<Vec<_>>());
-        // (How many polls found nothing yet depends on the machine.)
-        let _ = cancelled;
+        // Cancellations happened (how many depends on the machine): the
+        // scenario tested what it names.
+        assert!(cancelled > 0, "no complete was ever cancelled");
     });
 }
 

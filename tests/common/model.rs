@@ -9,6 +9,7 @@
 //! accepts exactly the outcomes the contract documents and follows the one
 //! that happened. The invariant checkers in [`super::checks`] run throughout.
 
+use std::future::Future as _;
 use std::time::Duration;
 
 use proptest::prelude::{Just, Strategy, prop_oneof};
@@ -106,8 +107,9 @@ impl FaultOp {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Op {
     /// The slot's next natural transition: take, prepare (callable, input),
-    /// launch, fence (0 = poll, 1 = short, else the configured timeout),
-    /// finalize — so sequences form whole lifecycles, interleaved across slots.
+    /// launch, fence (by `.3 % 4`: 0 = poll, 1 = short, 2 = the configured
+    /// timeout, 3 = awaited, polled at most 201 times), finalize — so sequences
+    /// form whole lifecycles, interleaved across slots.
     Advance(usize, usize, In, u8),
     Take(usize),
     Prepare(usize, usize, In),
@@ -115,6 +117,11 @@ pub enum Op {
     TryFence(usize),
     FenceShort(usize),
     Fence(usize),
+    /// `fence_async`, polled at most `.1 + 1` times with one device step
+    /// between polls, then dropped if unresolved (the run goes back to the
+    /// device: its slot freed when the drop found it complete, else kept as
+    /// a forgotten run's).
+    FenceAsync(usize, u8),
     Finalize(usize),
     Drop(usize),
     Forget(usize),
@@ -159,6 +166,12 @@ pub trait Cell<'r> {
         reason = "three ways to fence: poll, configured, explicit"
     )]
     fn fence(&mut self, timeout: Option<Option<Duration>>) -> Result<(), ErrorKind>;
+    /// `fence_async`, polled at most `polls + 1` times with a step of `sim`
+    /// between polls: `Some` with what it resolved to (a failed one keeps
+    /// the run), `None` when it was dropped unresolved (the cell is empty).
+    fn fence_async(&mut self, polls: u8, sim: &SimDriver) -> Option<Result<(), ErrorKind>>;
+    /// Whether the slot's token can be taken now (it is given back at once).
+    fn slot_free(&self) -> bool;
     /// `Ok((values, wall))`; on `Err` the token is kept.
     fn finalize(&mut self) -> Result<(Vec<u32>, WallRecord), ErrorKind>;
     fn drop_held(&mut self);
@@ -258,6 +271,35 @@ where
                 Err(kind)
             }
         }
+    }
+
+    fn fence_async(&mut self, polls: u8, sim: &SimDriver) -> Option<Result<(), ErrorKind>> {
+        let Held::Launched(run) = std::mem::replace(&mut self.held, Held::Empty) else {
+            unreachable!("fence_async needs a launched run");
+        };
+        let mut fut = run.fence_async();
+        for _ in 0..=polls {
+            let cx = &mut std::task::Context::from_waker(std::task::Waker::noop());
+            if let std::task::Poll::Ready(r) = std::pin::Pin::new(&mut fut).poll(cx) {
+                return Some(match r {
+                    Ok(f) => {
+                        self.held = Held::Fenced(f);
+                        Ok(())
+                    }
+                    Err(e) => {
+                        let kind = e.kind().clone();
+                        self.held = Held::Launched(e.into_value());
+                        Err(kind)
+                    }
+                });
+            }
+            sim.step();
+        }
+        None
+    }
+
+    fn slot_free(&self) -> bool {
+        self.runner.take_slot::<I>().is_ok()
     }
 
     fn finalize(&mut self) -> Result<(Vec<u32>, WallRecord), ErrorKind> {
@@ -390,6 +432,10 @@ pub struct Model {
     pub finalized: usize,
     /// Errors accepted because a fault was injected.
     pub fault_outcomes: usize,
+    /// Awaited fences dropped unresolved.
+    pub cancelled_fences: usize,
+    /// Awaited fences that resolved.
+    pub awaited_fences: usize,
 }
 
 impl Model {
@@ -405,6 +451,8 @@ impl Model {
             launched_aicpu: Vec::new(),
             finalized: 0,
             fault_outcomes: 0,
+            cancelled_fences: 0,
+            awaited_fences: 0,
         }
     }
 
@@ -463,6 +511,9 @@ pub struct CaseReport {
     pub driver_calls: u64,
     /// Errors the model accepted because a fault had been injected.
     pub fault_outcomes: usize,
+    /// Awaited fences dropped unresolved, and resolved.
+    pub cancelled_fences: usize,
+    pub awaited_fences: usize,
 }
 
 fn expected(which: usize, input: &[u32]) -> Vec<u32> {
@@ -665,6 +716,8 @@ where
     report.launched = model.launched.len();
     report.finalized = model.finalized;
     report.fault_outcomes = model.fault_outcomes;
+    report.cancelled_fences = model.cancelled_fences;
+    report.awaited_fences = model.awaited_fences;
     report.driver_calls = sim.stats().total_calls();
     drop(dev);
     let stats = sim.stats();
@@ -705,10 +758,11 @@ fn step<'r, Dr: Driver, const D: usize>(
                 Kind::Empty => Op::Take(*s),
                 Kind::Token => Op::Prepare(*s, *c, input.clone()),
                 Kind::Prepared => Op::Launch(*s),
-                Kind::Launched => match how % 3 {
+                Kind::Launched => match how % 4 {
                     0 => Op::TryFence(*s),
                     1 => Op::FenceShort(*s),
-                    _ => Op::Fence(*s),
+                    2 => Op::Fence(*s),
+                    _ => Op::FenceAsync(*s, 200),
                 },
                 Kind::Fenced => Op::Finalize(*s),
             };
@@ -890,6 +944,57 @@ fn step<'r, Dr: Driver, const D: usize>(
                 Err(ErrorKind::NotReady) if !must => {}
                 Err(ErrorKind::Timeout { overran: None, .. }) if !must && how.is_some() => {}
                 Err(k) => return Err(format!("fence: {k} (a later run complete: {must})")),
+            }
+        }
+        Op::FenceAsync(s, polls) => {
+            let s = slot(*s);
+            if cells[s].kind() != Kind::Launched {
+                return Ok(());
+            }
+            let MSlot::Launched(mut run) = m.slots[s].clone() else {
+                return Err(format!("cell launched, model {:?}", m.slots[s]));
+            };
+            let awaited = cells[s].fence_async(*polls, sim);
+            m.awaited_fences += usize::from(awaited.is_some());
+            match awaited {
+                Some(Ok(())) => {
+                    run.complete = true;
+                    m.slots[s] = MSlot::Fenced(run);
+                }
+                Some(Err(k)) if m.faulty => {
+                    allowed("awaited fence", &k, &[is_driver, is_fault, is_timeout])?;
+                    m.fault_outcomes += 1;
+                    if is_fault(&k)
+                        || matches!(
+                            k,
+                            ErrorKind::Timeout {
+                                overran: Some(_),
+                                ..
+                            }
+                        )
+                    {
+                        m.poisoned = true;
+                        m.chain = None;
+                    }
+                }
+                // Healthy: no verdict can fall within a few steps.
+                Some(Err(k)) => return Err(format!("awaited fence: {k}")),
+                None => {
+                    // Cancelled. A run known complete resolves at its first
+                    // poll, so it cannot be cancelled.
+                    if !m.faulty && m.surely_complete(run.seq) {
+                        return Err(format!(
+                            "an awaited fence of complete run #{} stayed pending",
+                            run.id
+                        ));
+                    }
+                    m.cancelled_fences += 1;
+                    m.slots[s] = if cells[s].slot_free() {
+                        MSlot::Free
+                    } else {
+                        MSlot::Forgotten(run)
+                    };
+                }
             }
         }
         Op::Finalize(s) => {
