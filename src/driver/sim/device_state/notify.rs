@@ -121,6 +121,9 @@ impl DeviceState {
         if !self.notify.evicted.is_empty() {
             return true;
         }
+        if self.notify.armed.is_empty() {
+            return false;
+        }
         let now = self.now();
         self.notify.armed.iter().any(|(id, list)| {
             self.events
