@@ -14,7 +14,7 @@ fn main() -> Result<(), runclaim::Error> {
     let runner = device.publish(&[Callable::program("axpb", &Program::new().mul(2).add(1))])?;
     let code = runner.code("axpb")?;
     let inputs: Vec<Vec<u32>> = (0..12).map(|i| vec![i, i + 100]).collect();
-    let show = |done: Completed<'_, usize>| {
+    let show = |done: Completed<'_, '_, usize>| {
         let x = &inputs[done.tag];
         assert_eq!(done.values, [2 * x[0] + 1, 2 * x[1] + 1]);
         println!(

@@ -8,7 +8,7 @@
 //! - `x_k` is a per-run host input and `out_k` a per-run host output (both
 //!   owned by the workload): the kernel copies the new `y` into `out_k`, so
 //!   the host sees every intermediate `y` without touching the buffer.
-//! - Workloads are reused: each one comes back from `complete_work` with
+//! - Workloads are reused: each one comes back from `complete` with
 //!   its tensors, is refilled (`owned_mut`) and submitted again — at most
 //!   DEPTH workloads ever exist.
 //!
@@ -120,7 +120,7 @@ where
         while seen < runs {
             while next < runs && !pipe.is_full() {
                 let work = if let Some(mut w) = spare.pop() {
-                    // A workload back from `complete_work`: refill x, resubmit.
+                    // A workload back from `complete`: refill x, resubmit.
                     fill_x(next, w.owned_mut::<f32>(X).ok_or("tensor x")?);
                     w
                 } else {
@@ -134,12 +134,12 @@ where
                         .scalar(u64::from(A.to_bits()));
                     w
                 };
-                pipe.submit_work(work, next)
+                pipe.submit(work, next)
                     .map_err(runclaim::Error::without_value)?;
                 next += 1;
             }
             let done = pipe
-                .complete_work()
+                .complete()
                 .map_err(runclaim::Error::without_value)?
                 .ok_or("a run is pending")?;
             if done.tag != seen {

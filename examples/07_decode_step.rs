@@ -7,7 +7,7 @@
 //!   queued run — shared in stream order, never copied again.
 //! - `x` (`COLS`) and `y` (`ROWS`) are per-run host tensors: borrowed in
 //!   the serial loop, owned by the workload in the pipeline (each comes
-//!   back from `complete_work`, is refilled and resubmitted).
+//!   back from `complete`, is refilled and resubmitted).
 //! - The kernel is a Rust simulator kernel (each AICore worker computes
 //!   its share of the rows) and the device speaks the a2a3 protocol
 //!   ([`A2a3Abi`] on the host, [`A2a3Model`] on the simulated device): a
@@ -222,12 +222,12 @@ where
                     .scalar(COLS as u64);
                 w
             };
-            pipe.submit_work(work, next)
+            pipe.submit(work, next)
                 .map_err(runclaim::Error::without_value)?;
             next += 1;
         }
         let done = pipe
-            .complete_work()
+            .complete()
             .map_err(runclaim::Error::without_value)?
             .ok_or("a run is pending")?;
         if done.tag != seen {

@@ -222,7 +222,7 @@ where
     let t0 = Instant::now();
     for i in 0..opts.runs {
         if pipe.is_full()
-            && let Some(done) = pipe.complete()?
+            && let Some(done) = pipe.complete().map_err(runclaim::Error::without_value)?
         {
             work.check(done.tag, done.values, done.wall)?;
         }
@@ -230,7 +230,7 @@ where
         pipe.submit(spec, i)
             .map_err(runclaim::Error::without_value)?;
     }
-    while let Some(done) = pipe.complete()? {
+    while let Some(done) = pipe.complete().map_err(runclaim::Error::without_value)? {
         work.check(done.tag, done.values, done.wall)?;
     }
     Ok((work, t0.elapsed()))

@@ -144,13 +144,7 @@ impl KernelAbi for Decoy {
         }
         let region = |i| run.region(i).ok_or(AbiError::NoRegion { index: i });
         let regions: [DevSpan; 3] = [region(0)?, region(3)?, region(2)?];
-        let view = RunView::new(
-            *run.identity(),
-            &regions,
-            run.tensors(),
-            run.scalars(),
-            run.simple(),
-        );
+        let view = RunView::new(*run.identity(), &regions, run.tensors(), run.scalars());
         A2a3Abi.aicpu_block(&view, w)
     }
     fn status_record(&self) -> RecordAt {

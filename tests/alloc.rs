@@ -12,8 +12,8 @@ use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
 
 use runclaim::contract::{Depth, Slot, SlotOf, SupportedDepth};
-use runclaim::driver::abi::Dir;
 use runclaim::driver::abi::Program;
+use runclaim::driver::abi::{Dir, Home};
 use runclaim::driver::instant::InstantDriver;
 use runclaim::{
     Callable, Device, DeviceBuffer, DeviceConfig, Input, Outputs, Pipeline, RunSpec, Runner,
@@ -263,7 +263,7 @@ fn no_allocation_per_workload_launch_on_the_instant_driver() {
         span: span(p, 64),
         elem_size: 4,
         dir,
-        staged: true,
+        home: Home::Staging,
     };
     let tensors = [
         tensor(y, Dir::Out),
@@ -288,7 +288,7 @@ fn no_allocation_per_workload_launch_on_the_instant_driver() {
                 slot: 0,
                 block_dim: 4,
             };
-            let view = RunView::new(id, &regions, &tensors, &[1, 2], None);
+            let view = RunView::new(id, &regions, &tensors, &[1, 2]);
             RunclaimAbi
                 .aicore_block(&view, &mut block.writer())
                 .unwrap();
@@ -339,7 +339,11 @@ fn no_allocation_per_run_in_the_a2a3_adapters_blocks_and_records() {
                 span: DevSpan::new(DevPtr::from_raw(0x100_0000 + 0x1000 * i as u64), 256),
                 elem_size: 4,
                 dir: dirs[i % 3],
-                staged: i % 2 == 0,
+                home: if i % 2 == 0 {
+                    Home::Staging
+                } else {
+                    Home::Buffer
+                },
             })
             .collect();
         let scalars: Vec<u64> = (0..8).collect();
@@ -354,7 +358,7 @@ fn no_allocation_per_run_in_the_a2a3_adapters_blocks_and_records() {
                     slot: u32::try_from(run_id % 2).unwrap(),
                     block_dim,
                 };
-                let view = RunView::new(id, &regions, &tensors, &scalars, None);
+                let view = RunView::new(id, &regions, &tensors, &scalars);
                 abi.aicore_block(&view, &mut aicore.writer()).unwrap();
                 let written = abi.aicpu_block(&view, &mut aicpu.writer()).unwrap();
                 assert_eq!(written, AicpuBlock::Written);
@@ -409,7 +413,7 @@ fn no_allocation_per_run_in_the_a2a3_adapters_blocks_and_records() {
         slot: 0,
         block_dim,
     };
-    let view = RunView::new(id, &regions, &[], &[], None);
+    let view = RunView::new(id, &regions, &[], &[]);
     let n = allocations_in(|| {
         for _ in 0..10 {
             let mut fresh = BlockBuf::with_capacity(abi.max_block_bytes(), 300);
@@ -543,7 +547,7 @@ fn no_allocation_per_typed_workload_run_with_4_16_and_32_arguments() {
 
 /// Through a pipeline, workloads pass in and out by ownership: once each
 /// lane's workload exists (its owned tensors boxed once), refilling and
-/// resubmitting the one `complete_work` hands back allocates nothing —
+/// resubmitting the one `complete` hands back allocates nothing —
 /// 1,000 runs at depth 2 and 4, values checked.
 fn pipeline_workload_runs<const D: usize>() -> usize
 where
@@ -562,15 +566,15 @@ where
         w.owned(vec![k; 8], Dir::In)
             .owned(vec![0u32; 8], Dir::Out)
             .buffer(&shared, Dir::In);
-        pipe.submit_work(w, k).unwrap();
+        pipe.submit(w, k).unwrap();
     }
     let mut next = u32::try_from(D).unwrap();
     let mut turn = || {
-        let done = pipe.complete_work().unwrap().expect("a pending run");
+        let done = pipe.complete().unwrap().expect("a pending run");
         let mut w = done.work.expect("a workload");
         assert_eq!(w.owned_at::<u32>(1).map(|o| o[0]), Some(done.tag + 1));
         w.owned_mut::<u32>(0).unwrap().fill(next);
-        pipe.submit_work(w, next).unwrap();
+        pipe.submit(w, next).unwrap();
         next += 1;
     };
     for _ in 0..50 {

@@ -132,7 +132,7 @@ enum Got {
 }
 
 /// What `complete` (or `complete_async`) answered, owned.
-fn owned(r: Result<Option<Completed<'_, u64>>, Error<Unfinished<u64>>>) -> Got {
+fn owned(r: Result<Option<Completed<'_, '_, u64>>, Error<Unfinished<'_, u64>>>) -> Got {
     match r {
         Ok(None) => Got::Nothing,
         Ok(Some(d)) => Got::Done {
@@ -188,7 +188,7 @@ impl<'r, const D: usize> Pipe<'r, D> {
             Refused {
                 kind,
                 run,
-                spec: back.spec,
+                spec: back.work,
                 tag,
             }
         })

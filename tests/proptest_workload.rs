@@ -36,7 +36,7 @@
 //! - at the end, with the device dropped: no allocation, stream or event
 //!   left.
 //!
-//! **Pipeline** (`pipeline_*`): random `submit_work` / `complete_work` /
+//! **Pipeline** (`pipeline_*`): random `submit` / `complete` /
 //! drain sequences of workloads with owned host tensors (random sizes: some
 //! do not fit the staging region) and one shared device buffer that runs
 //! write and read in stream order, at depth 2, 3 and 4, with kernel faults
@@ -1354,7 +1354,7 @@ enum POp {
     /// Submit a workload: its kind, its owned tensors' length, the first
     /// input value, its program.
     Submit(PKind, usize, u32, usize),
-    /// `complete_work`.
+    /// `complete`.
     Complete,
     /// `Pipeline::drain`.
     Drain,
@@ -1586,7 +1586,7 @@ where
                     next_tag += 1;
                     made += 1;
                     let work = build(codes[p.program], &shared, &p);
-                    match pipe.submit_work(work, p.tag) {
+                    match pipe.submit(work, p.tag) {
                         Ok(_) => {
                             if pending.len() >= D {
                                 return Err(at("submitted past the depth".into()));
@@ -1601,17 +1601,16 @@ where
                         }
                         Err(e) => {
                             let kind_e = e.kind().clone();
-                            let mut r = e.into_value();
-                            if flaw == PFlaw::KeepRefused {
-                                r.work = None;
-                            }
+                            let r = e.into_value();
+                            // The negative control: a pipeline that kept the refused workload.
+                            let work = (flaw != PFlaw::KeepRefused).then_some(r.work);
                             if r.tag != p.tag {
                                 return Err(at(format!(
                                     "handed back: tag {} for {}",
                                     r.tag, p.tag
                                 )));
                             }
-                            check_handed_back("a refused submit", r.work.as_ref(), &p, None)
+                            check_handed_back("a refused submit", work.as_ref(), &p, None)
                                 .map_err(at)?;
                             account(&mut back, p.tag).map_err(at)?;
                             let expected = if pending.len() >= D {
@@ -1748,7 +1747,7 @@ where
             settled: false,
         };
         made += 1;
-        pipe.submit_work(build(codes[0], &shared, &p), p.tag)
+        pipe.submit(build(codes[0], &shared, &p), p.tag)
             .map_err(|e| format!("after the drain: submit: {}", e.kind()))?;
         pending.push_back(p);
         complete(
@@ -1782,7 +1781,7 @@ where
     Ok(report)
 }
 
-/// `complete_work` once, checked against the model.
+/// `complete` once, checked against the model.
 #[allow(
     clippy::too_many_arguments,
     clippy::many_single_char_names,
@@ -1798,7 +1797,7 @@ fn complete<const D: usize>(
     flaw: PFlaw,
     fired: &mut bool,
 ) -> Result<(), String> {
-    let mut got = pipe.complete_work();
+    let mut got = pipe.complete();
     if flaw == PFlaw::Lose && !*fired && matches!(got, Ok(Some(_))) {
         *fired = true;
         got = Ok(None);

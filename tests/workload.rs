@@ -556,10 +556,10 @@ fn a_pipeline_passes_owned_tensors_in_and_out() {
                         .buffer(&bias, Dir::In);
                     w
                 };
-                pipe.submit_work(work, next).unwrap();
+                pipe.submit(work, next).unwrap();
                 next += 1;
             }
-            let done = pipe.complete_work().unwrap().expect("pending");
+            let done = pipe.complete().unwrap().expect("pending");
             assert_eq!(done.tag, seen);
             let work = done.work.expect("a workload");
             assert_eq!(work.owned_at::<u32>(1), Some(&[seen + 1; 8][..]));
@@ -581,16 +581,11 @@ fn a_refused_workload_submit_hands_everything_back() {
         let mut pipe = Pipeline::new(&runner).unwrap();
         let mut too_big = Workload::new(f);
         too_big.owned(vec![0u8; 17], Dir::In);
-        let e = pipe.submit_work(too_big, "t").unwrap_err();
+        let e = pipe.submit(too_big, "t").unwrap_err();
         assert!(matches!(e.kind(), ErrorKind::StagingFull { tensor: 0, .. }));
         let back = e.into_value();
         assert_eq!(back.tag, "t");
-        assert_eq!(
-            back.work
-                .and_then(|mut w| w.take_owned::<u8>(0))
-                .map(|v| v.len()),
-            Some(17)
-        );
+        assert_eq!({ back.work }.take_owned::<u8>(0).map(|v| v.len()), Some(17));
     });
 }
 
@@ -746,24 +741,25 @@ fn a_scratch_check_observes_a_pipeline_orphan_without_settling_it() {
             let mut w = Workload::new(f);
             w.owned(vec![0u32; 4], Dir::Out)
                 .scratch(&mut scratch, &init);
-            pipe.submit_work(w, "a").unwrap();
+            pipe.submit(w, "a").unwrap();
             sim.inject(Fault::FailCall {
                 op: Op::SyncEvent,
                 nth: 1,
             });
-            let e = pipe.complete_work().unwrap_err();
+            let e = pipe.complete().unwrap_err();
             assert!(matches!(e.kind(), K::Driver(_)), "{e}");
             assert!(runner.health().poisoned.is_none());
             let w = e.into_value().work.expect("the workload comes back");
-            pipe.submit_work(w, "b").unwrap(); // waits for the orphan, observing it
-            let b = pipe.complete_work().unwrap().expect("b");
+            pipe.submit(w, "b").unwrap(); // waits for the orphan, observing it
+            let b = pipe.complete().unwrap().expect("b");
             assert_eq!(
                 b.work.as_ref().and_then(|w| w.owned_at::<u32>(0)),
                 Some(&[11, 21, 31, 41][..])
             );
             // Lane 0 reclaims its orphan by its own fence, and goes on.
-            pipe.submit_work(b.work.unwrap(), "c").unwrap();
-            let c = pipe.complete_work().unwrap().expect("c");
+            let w = b.work.expect("the workload comes back");
+            pipe.submit(w, "c").unwrap();
+            let c = pipe.complete().unwrap().expect("c");
             assert_eq!(c.tag, "c");
         }
         drop(runner);
@@ -868,7 +864,7 @@ fn host_access_after_a_forgotten_pipeline_waits_for_its_runs() {
                 let mut w = Workload::new(f);
                 w.owned(vec![k * 10; 4], Dir::In)
                     .buffer(h.slice(0..4), Dir::Out);
-                pipe.submit_work(w, 0).unwrap();
+                pipe.submit(w, 0).unwrap();
             }
             std::mem::forget(pipe); // three runs in flight, nobody to fence them
             assert_eq!(

@@ -606,7 +606,7 @@ impl AbiSlot {
             .iter()
             .map(|&(p, n, _)| DevSpan::new(p, n as u64))
             .collect();
-        let run = RunView::new(*id, &spans, tensors, scalars, None);
+        let run = RunView::new(*id, &spans, tensors, scalars);
         let a = self.abi.adapter();
         let mut core = BlockBuf::with_capacity(a.max_block_bytes(), 3 + tensors.len());
         a.aicore_block(&run, &mut core.writer()).unwrap();
@@ -668,7 +668,7 @@ fn view(p: DevPtr, bytes: u64, dir: Dir) -> TensorView {
         span: DevSpan::new(p, bytes),
         elem_size: 4,
         dir,
-        staged: false,
+        home: runclaim::driver::abi::Home::Buffer,
     }
 }
 
@@ -943,16 +943,16 @@ fn workloads_run_through_the_contract_over_the_fake(abi: Abi) {
         let mut pipe = Pipeline::<_, 2, u32>::new(&runner).unwrap();
         for k in 0..6u32 {
             if pipe.is_full() {
-                let done = pipe.complete_work().unwrap().expect("pending");
+                let done = pipe.complete().unwrap().expect("pending");
                 let w = done.work.expect("a workload");
                 assert_eq!(w.owned_at::<u32>(1), Some(&[done.tag * 2 + 1; 4][..]));
             }
             let mut work = Workload::new(f);
             work.owned(vec![k; 4], Dir::In)
                 .owned(vec![0u32; 4], Dir::Out);
-            pipe.submit_work(work, k).unwrap();
+            pipe.submit(work, k).unwrap();
         }
-        while let Some(done) = pipe.complete_work().unwrap() {
+        while let Some(done) = pipe.complete().unwrap() {
             let w = done.work.expect("a workload");
             assert_eq!(w.owned_at::<u32>(1), Some(&[done.tag * 2 + 1; 4][..]));
         }

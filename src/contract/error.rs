@@ -111,6 +111,10 @@ pub enum Action {
     Read,
     /// [`Device::write_buffer`](super::Device::write_buffer).
     Write,
+    /// Refilling a [`Workload`](super::Workload) in place
+    /// ([`Workload::set_scalar`](super::Workload::set_scalar) and its
+    /// siblings).
+    Refill,
 }
 
 impl fmt::Display for Action {
@@ -130,6 +134,7 @@ impl fmt::Display for Action {
             Action::Alloc => "alloc",
             Action::Read => "read",
             Action::Write => "write",
+            Action::Refill => "refill a workload",
         })
     }
 }
@@ -550,6 +555,31 @@ pub enum ErrorKind {
         len: usize,
         /// `size_of` the element type.
         elem_size: usize,
+    },
+    /// A refill names a tensor the workload does not have.
+    #[error("the workload has {count} tensors: there is no tensor {index}")]
+    NoTensor {
+        /// The index asked for.
+        index: usize,
+        /// Tensors the workload has.
+        count: usize,
+    },
+    /// A refill names a scalar the workload does not have.
+    #[error("the workload has {count} scalars: there is no scalar {index}")]
+    NoScalar {
+        /// The index asked for.
+        index: usize,
+        /// Scalars the workload has.
+        count: usize,
+    },
+    /// A refill would change what a tensor is: its kind (a host input, a
+    /// host output, a device buffer, …) or its element type.
+    #[error("tensor {tensor} is {is}: a refill keeps what a tensor is")]
+    TensorMismatch {
+        /// The tensor's index in the workload.
+        tensor: usize,
+        /// What it is ("a host input", …, or "of another element type").
+        is: &'static str,
     },
 }
 

@@ -42,8 +42,7 @@ pub use error::{Action, BufferId, Error, ErrorKind, Poison, PoisonCause, Record,
 pub use futures::{DrainFuture, FenceFuture};
 pub use outputs::{Finalized, Outputs};
 pub use pipeline::{
-    CompleteFuture, CompleteWorkFuture, Completed, CompletedWork, Pipeline, PipelineDrainFuture,
-    Rejected, Returned, Unfinished,
+    CompleteFuture, Completed, Pipeline, PipelineDrainFuture, Rejected, Submit, Unfinished,
 };
 pub use prepare::Spec;
 pub use run::Run;

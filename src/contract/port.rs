@@ -8,9 +8,8 @@ use std::time::Duration;
 use super::code::CodeRef;
 use super::device::AsyncWait;
 use super::error::{ErrorKind, RunId};
-use super::spec::Input;
-use super::workload::Workload;
-use super::workload::sealed::Sealed as Marks;
+use super::workload::Args;
+use super::workload::sealed::Marks;
 use crate::driver::CodeHandle;
 use crate::driver::abi::WallRecord;
 
@@ -23,7 +22,12 @@ pub(crate) struct RunInfo {
     /// Elements (fixed at launch for a chained input).
     pub len: usize,
     pub code: CodeHandle,
+    /// The run reads the arena output of the run launched just before it
+    /// (a `RunSpec` of `Input::Previous`), fixed at launch.
     pub chained: bool,
+    /// The run writes an arena output a successor may chain on (a
+    /// `RunSpec` run's): the chain moves to it at launch.
+    pub chainable: bool,
 }
 
 /// How a fence waits.
@@ -58,28 +62,24 @@ pub(crate) trait Port: Sync {
     fn device_id(&self) -> u64;
     /// A token of `slot` with `lease` is dropped.
     fn release(&self, slot: usize, lease: u64);
+    /// Prepares a run of `code` into the slot from `args` — a workload's,
+    /// or a `RunSpec` lowered into two tensors: host tensors staged, the
+    /// records armed, the tensors resolved for the blocks built at launch.
     fn prepare(
         &self,
         slot: usize,
         lease: u64,
         code: CodeRef<'_>,
-        input: Input<'_>,
+        args: Args<'_, '_>,
     ) -> Result<RunInfo, ErrorKind>;
-    /// A workload run prepared into the slot: its host tensors copied in,
-    /// its argument block built.
-    fn prepare_work(
-        &self,
-        slot: usize,
-        lease: u64,
-        work: &mut Workload<'_>,
-    ) -> Result<RunInfo, ErrorKind>;
-    /// `bound`: a workload run's bindings, whose buffers the launch marks.
+    /// Launches the prepared run; `marks`: what it binds, marked with the
+    /// run once its AICore kernel is queued.
     fn launch(
         &self,
         slot: usize,
         lease: u64,
         info: &RunInfo,
-        bound: &dyn Marks,
+        marks: &dyn Marks,
     ) -> Result<Submitted, LaunchFail>;
     fn wait(&self, slot: usize, lease: u64, info: &RunInfo, how: Wait) -> Result<(), ErrorKind>;
     /// One non-blocking look at the run's fence for a future; `Pending`
@@ -92,19 +92,15 @@ pub(crate) trait Port: Sync {
         wait: &mut AsyncWait,
         waker: &Waker,
     ) -> Poll<Result<(), ErrorKind>>;
+    /// Finalizes the fenced run: its records checked to be its own, then —
+    /// only if it succeeded — its outputs copied back into `args` (the
+    /// same tensors it was prepared from; a `RunSpec`'s output into the
+    /// buffer its lowering names).
     fn finalize(
         &self,
         slot: usize,
         lease: u64,
         info: &RunInfo,
-        out: &mut [u32],
-    ) -> Result<WallRecord, ErrorKind>;
-    /// Finalizes a workload run: records, then its host outputs.
-    fn finalize_work(
-        &self,
-        slot: usize,
-        lease: u64,
-        info: &RunInfo,
-        work: &mut Workload<'_>,
+        args: Args<'_, '_>,
     ) -> Result<WallRecord, ErrorKind>;
 }

@@ -3,8 +3,8 @@
 
 use super::error::ErrorKind;
 use super::port::{Port, RunInfo};
-use super::spec::RunSpec;
-use super::workload::{Bindings, Bound, Simple, Workload};
+use super::spec::{Input, RunSpec};
+use super::workload::{Bindings, Bound, Data, Simple, Workload, lowered, lowered_args};
 
 /// What a run can be prepared from ([`Runner::prepare`](super::Runner::prepare)):
 /// a [`RunSpec`] (one `u32` input, outputs into an
@@ -37,13 +37,26 @@ impl<'w, 'a> Spec for &'w mut Workload<'a> {
     type Bindings = Bound<'w, 'a>;
 }
 
+/// A workload a pipeline's lane holds, prepared without the run keeping a
+/// borrow of it (the lane hands it to the launch and the finalize).
+pub(crate) struct Lent<'w, 'a>(pub &'w mut Workload<'a>);
+
+impl Spec for Lent<'_, '_> {
+    type Bindings = Simple;
+}
+
 #[allow(
     private_interfaces,
     reason = "sealed: the trait is unnameable outside the crate, so its method (and the crate-private types it names) cannot be called or implemented there"
 )]
 pub(crate) mod sealed {
-    use super::{ErrorKind, Port, RunInfo, Spec};
+    use super::{
+        Bound, Data, ErrorKind, Input, Lent, Port, RunInfo, RunSpec, Simple, Spec, Workload,
+        lowered, lowered_args,
+    };
 
+    /// How each kind of spec reaches the device's one prepare: a workload
+    /// with its own arguments, a `RunSpec` lowered into two tensors.
     pub trait Sealed {
         /// Prepares the run in `slot` (held with `lease`) on `port`.
         fn prepare_on(
@@ -56,7 +69,7 @@ pub(crate) mod sealed {
             Self: Spec;
     }
 
-    impl Sealed for super::RunSpec<'_> {
+    impl Sealed for RunSpec<'_> {
         #[inline]
         fn prepare_on(
             self,
@@ -64,12 +77,18 @@ pub(crate) mod sealed {
             slot: usize,
             lease: u64,
         ) -> Result<(RunInfo, <Self as Spec>::Bindings), ErrorKind> {
-            let info = port.prepare(slot, lease, self.code, self.input)?;
-            Ok((info, super::Simple))
+            let input = match self.input {
+                Input::Host(data) => Data::ArenaIn(bytemuck::cast_slice(data)),
+                Input::Previous => Data::Chained,
+            };
+            // The output's buffer is given at finalize.
+            let mut tensors = lowered(input, &mut []);
+            let info = port.prepare(slot, lease, self.code, lowered_args(&mut tensors))?;
+            Ok((info, Simple))
         }
     }
 
-    impl Sealed for &mut super::Workload<'_> {
+    impl Sealed for &mut Workload<'_> {
         #[inline]
         fn prepare_on(
             self,
@@ -77,8 +96,21 @@ pub(crate) mod sealed {
             slot: usize,
             lease: u64,
         ) -> Result<(RunInfo, <Self as Spec>::Bindings), ErrorKind> {
-            let info = port.prepare_work(slot, lease, self)?;
-            Ok((info, super::Bound { work: self }))
+            let info = port.prepare(slot, lease, self.code, self.args())?;
+            Ok((info, Bound { work: self }))
+        }
+    }
+
+    impl Sealed for Lent<'_, '_> {
+        #[inline]
+        fn prepare_on(
+            self,
+            port: &dyn Port,
+            slot: usize,
+            lease: u64,
+        ) -> Result<(RunInfo, <Self as Spec>::Bindings), ErrorKind> {
+            let info = port.prepare(slot, lease, self.0.code, self.0.args())?;
+            Ok((info, Simple))
         }
     }
 }

@@ -8,12 +8,12 @@ use super::device::{Device, DrainReport, Health};
 use super::error::{Action, Error, ErrorKind};
 use super::futures::DrainFuture;
 use super::outputs::{Finalized, Outputs};
-use super::prepare::Spec;
+use super::prepare::{Lent, Spec};
 use super::run::{Run, RunOf};
 use super::slot::{Claim, ErasedToken, Slot, SlotOf, SlotToken};
 use super::spec::RunSpec;
 use super::states::Prepared;
-use super::workload::{Simple, Workload};
+use super::workload::Workload;
 use crate::driver::Driver;
 
 /// The runs of one code generation.
@@ -212,15 +212,7 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
         token: K,
         work: &mut Workload<'_>,
     ) -> Result<RunOf<Prepared, K>, Error<K>> {
-        let slot = token.slot();
-        let fail = |token, k| Error::new(token, Action::Prepare, None, Some(slot), k);
-        if token.port().device_id() != self.device.id() {
-            return Err(fail(token, ErrorKind::ForeignHandle));
-        }
-        match self.device.port().prepare_work(slot, token.lease(), work) {
-            Ok(info) => Ok(RunOf::new(token, info, Simple)),
-            Err(k) => Err(fail(token, k)),
-        }
+        self.prepare_claim(token, Lent(work))
     }
 
     /// The whole old contract in one call — prepare, launch, fence,

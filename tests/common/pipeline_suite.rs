@@ -157,7 +157,7 @@ pub fn pipeline_refused_submits_hand_the_spec_back<T: Target>(t: &T) {
     let spec = RunSpec::new(code, Input::Previous);
     let err = pipe.submit(spec, 1).unwrap_err();
     assert_eq!(err.kind(), &ErrorKind::NoChainValue);
-    assert_eq!((err.value().spec, err.value().tag), (spec, 1));
+    assert_eq!((err.value().work, err.value().tag), (spec, 1));
     let long = [0u32; 9];
     let err = pipe
         .submit(RunSpec::new(code, Input::Host(&long)), 2)
@@ -180,7 +180,7 @@ pub fn pipeline_refused_submits_hand_the_spec_back<T: Target>(t: &T) {
         pipe.complete().unwrap().map(|d| (d.tag, d.values[0])),
         Some((3, 4))
     );
-    pipe.submit(back.spec, back.tag).unwrap(); // room now
+    pipe.submit(back.work, back.tag).unwrap(); // room now
     assert_eq!(
         pipe.complete().unwrap().map(|d| (d.tag, d.values[0])),
         Some((4, 13))
@@ -256,7 +256,7 @@ pub fn pipeline_partial_launch_quarantines_until_a_drain<T: Target>(t: &T) {
     let err = pipe.submit(spec, 1).unwrap_err();
     assert!(matches!(err.kind(), ErrorKind::PartialLaunch(_)), "{err}");
     assert_eq!(
-        err.value().spec,
+        err.value().work,
         spec,
         "no result will come: the spec comes back"
     );

@@ -180,6 +180,16 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
     }
 
+    /// `core` is a buffer of this device.
+    #[inline]
+    pub(super) fn owns(&self, core: &BufferCore) -> Result<(), ErrorKind> {
+        if core.device == self.id {
+            Ok(())
+        } else {
+            Err(ErrorKind::ForeignBuffer { buffer: core.id })
+        }
+    }
+
     /// Proves that no run that bound `core` can still touch it: the latest
     /// one (launch order is stream order, so the ones before it completed
     /// first) is not in flight, or is observed complete — waited for, at

@@ -282,6 +282,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 len: 0,
                 code: crate::driver::CodeHandle::from_raw(0, 0),
                 chained: false,
+                chainable: false,
             };
             // Called from `Drop`s: a panicking driver must not abort.
             let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {

@@ -7,8 +7,9 @@
 //! |---|---|
 //! | `state/` | the bookkeeping behind the lock, one part per thing it owns (slots, queue, streams, pins) |
 //! | `report.rs` | what a device reports: stats, health, a drain's report |
-//! | `transitions.rs` | the per-slot transitions behind `Port`: prepare, launch, finalize, release |
-//! | `workload.rs` | the same for a workload: staging host tensors, the argument block, copy-back |
+//! | `transitions.rs` | the per-slot transitions behind `Port`: launch (named steps), release |
+//! | `arguments.rs` | a run's arguments: the one prepare (staging host tensors, resolving the tensors) and the one finalize (copy-back) |
+//! | `adapter.rs` | the calls into the kernel ABI adapter: blocks, armed regions, records read and proven |
 //! | `buffers.rs` | typed device buffers: allocation, host access, freeing what no run can touch |
 //! | `streams.rs` | readying the stream pair for a launch; creating and retiring streams |
 //! | `fence.rs` | waiting for a run's fence; the queue-aware time rule and its verdict |
@@ -17,6 +18,8 @@
 //! | `recovery.rs` | drain, close, teardown |
 //! | `publication.rs` | `Device::publish`: pins, code generations |
 
+mod adapter;
+mod arguments;
 mod awaiting;
 mod buffers;
 mod faults;
@@ -27,7 +30,6 @@ mod report;
 mod state;
 mod streams;
 mod transitions;
-mod workload;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
@@ -42,8 +44,8 @@ use super::error::{Action, Error, ErrorKind};
 use super::port::Port;
 use super::slot::{Depth, SupportedDepth};
 use crate::driver::abi::{
-    AbiError, BlockBuf, Builtin, DevSpan, KernelAbiRef, Prep, RecordAt, RegionSpec, Shape,
-    TensorView, WallRecord, WorkArgs,
+    AbiError, BlockBuf, Builtin, DevSpan, KernelAbiRef, LaunchArgs, Prep, RecordAt, RegionSpec,
+    Shape, TensorView, WorkArgs,
 };
 use crate::driver::{DevPtr, Driver, DriverError, EventId, StreamId};
 
@@ -104,9 +106,6 @@ pub struct Device<D: Driver, const DEPTH: usize = 2> {
     driver: D,
     config: Resolved,
     regions: [SlotRegions; DEPTH],
-    /// Host staging buffer of each slot (`max_elements * 4` bytes), used only
-    /// by the holder of the slot's token, so never contended.
-    staging: [Mutex<Vec<u8>>; DEPTH],
     /// The kernel ABI adapter and what it declared at open.
     abi: Abi,
     /// Host side of each slot's run: its argument blocks (built at launch),
@@ -157,7 +156,7 @@ impl Abi {
         let abi = get.get();
         // Asked once each, through the unwind guard: a panic here is the
         // adapter refusing the device.
-        let declared = transitions::adapter_call(0, || {
+        let declared = adapter::adapter_call(0, || {
             let mut regions = Vec::new();
             let r = abi.regions(&Shape::new(config.block_dim, depth), &mut regions);
             (
@@ -229,6 +228,13 @@ struct SlotHost {
 }
 
 impl SlotHost {
+    /// The blocks the adapter wrote last: the AICore kernel's and the
+    /// AICPU kernel's (the same one when it said so).
+    fn args(&self) -> (LaunchArgs<'_>, LaunchArgs<'_>) {
+        let core = self.aicore.args();
+        (core, if self.shared { core } else { self.aicpu.args() })
+    }
+
     /// One slot's host buffers, sized for `abi`; a failed host allocation
     /// is an error, never an abort.
     fn new(abi: &Abi) -> Result<Self, ErrorKind> {
@@ -354,7 +360,6 @@ type Parts<const DEPTH: usize> = (
     StreamId,
     u64,
     [SlotRegions; DEPTH],
-    [Mutex<Vec<u8>>; DEPTH],
     [Mutex<SlotHost>; DEPTH],
 );
 
@@ -407,29 +412,15 @@ where
             }
         };
         // Host buffers: a failed host allocation is an error, never an abort.
-        let bytes = |n: usize| -> Result<Vec<u8>, ErrorKind> {
-            let mut buf = Vec::new();
-            if buf.try_reserve_exact(n).is_err() {
-                return Err(ErrorKind::HostOutOfMemory { bytes: n });
-            }
-            buf.resize(n, 0);
-            Ok(buf)
-        };
         let host = || -> Result<_, ErrorKind> {
-            let mut staging = Vec::with_capacity(DEPTH);
             let mut blocks = Vec::with_capacity(DEPTH);
             for _ in 0..DEPTH {
-                staging.push(Mutex::new(bytes(config.arena_half_bytes())?));
                 blocks.push(Mutex::new(SlotHost::new(abi)?));
             }
-            let broken = |_| ErrorKind::broken("DEPTH host buffers built, not DEPTH");
-            Ok((
-                <[Mutex<Vec<u8>>; DEPTH]>::try_from(staging).map_err(broken)?,
-                <[Mutex<SlotHost>; DEPTH]>::try_from(blocks)
-                    .map_err(|_| ErrorKind::broken("DEPTH host buffers built, not DEPTH"))?,
-            ))
+            <[Mutex<SlotHost>; DEPTH]>::try_from(blocks)
+                .map_err(|_| ErrorKind::broken("DEPTH host buffers built, not DEPTH"))
         };
-        let (staging, blocks) = match host() {
+        let blocks = match host() {
             Ok(x) => x,
             Err(e) => {
                 b.undo();
@@ -441,16 +432,15 @@ where
             return Err(ErrorKind::broken("DEPTH regions built, not DEPTH"));
         };
         drop(b);
-        Ok((aicpu, aicore, aicore_epoch, regions, staging, blocks))
+        Ok((aicpu, aicore, aicore_epoch, regions, blocks))
     }
 
     fn assemble(driver: D, config: Resolved, abi: Abi, parts: Parts<DEPTH>) -> Self {
-        let (aicpu, aicore, aicore_epoch, regions, staging, blocks) = parts;
+        let (aicpu, aicore, aicore_epoch, regions, blocks) = parts;
         Device {
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
             config,
             regions,
-            staging,
             abi,
             blocks,
             buffers: SharedLedger::default(),
@@ -592,12 +582,6 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         st.slots.take(slot).map_err(|busy| st.busy(slot, busy))
     }
 
-    fn staging(&self, slot: usize) -> MutexGuard<'_, Vec<u8>> {
-        self.staging[slot]
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
     fn block(&self, slot: usize) -> MutexGuard<'_, SlotHost> {
         self.blocks[slot]
             .lock()
@@ -611,7 +595,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
 #[inline(never)]
 fn refuse_reentry(device: u64) {
     assert!(
-        !transitions::in_adapter_of(device),
+        !adapter::in_adapter_of(device),
         "a kernel ABI adapter called into its device from inside an adapter method"
     );
 }

@@ -1,5 +1,5 @@
-//! The pipeline's waits, awaited: [`CompleteFuture`] (complete and
-//! complete-work) and [`PipelineDrainFuture`]. Each borrows the pipeline
+//! The pipeline's waits, awaited: [`CompleteFuture`] and
+//! [`PipelineDrainFuture`]. Each borrows the pipeline
 //! for as long as it lives, and moves nothing out of it until it resolves:
 //! a poll that finds the oldest run's verdict retires the run into its
 //! lane (as a drain settles it) and pays it out in the same poll. So a
@@ -11,15 +11,15 @@ use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use super::{Completed, CompletedWork, Pipeline, Returned, Unfinished};
+use super::{Completed, Pipeline, Unfinished};
 use crate::contract::DrainReport;
 use crate::contract::device::{AsyncWait, DrainWait};
 use crate::contract::error::{Action, Error};
 use crate::contract::port::Wait;
 use crate::driver::Driver;
 
-/// The oldest pending run's wait, shared by the two complete futures: the
-/// pipeline's borrow, moved out once the head's verdict is in its lane.
+/// The oldest pending run's wait: the pipeline's borrow, moved out once
+/// the head's verdict is in its lane.
 struct HeadWait<'a, 'r, D: Driver, const DEPTH: usize, T> {
     pipe: Option<&'a mut Pipeline<'r, D, DEPTH, T>>,
     wait: AsyncWait,
@@ -106,64 +106,12 @@ impl<D: Driver, const DEPTH: usize, T> std::fmt::Debug for CompleteFuture<'_, '_
 // Nothing in these futures is ever pinned (no field is projected).
 impl<D: Driver, const DEPTH: usize, T> Unpin for CompleteFuture<'_, '_, D, DEPTH, T> {}
 
-impl<'a, D: Driver, const DEPTH: usize, T> Future for CompleteFuture<'a, '_, D, DEPTH, T> {
-    type Output = Result<Option<Completed<'a, T>>, Error<Unfinished<T>>>;
+impl<'a, 'r, D: Driver, const DEPTH: usize, T> Future for CompleteFuture<'a, 'r, D, DEPTH, T> {
+    type Output = Result<Option<Completed<'a, 'r, T>>, Error<Unfinished<'r, T>>>;
 
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         // The head's verdict is in its lane: paid out now, in order.
         self.get_mut().head.poll(cx).map(Pipeline::complete)
-    }
-}
-
-/// [`Pipeline::complete_work`], awaited: what
-/// [`Pipeline::complete_work_async`] returns; cancel-safe as
-/// [`CompleteFuture`] is (the workload stays in the pipeline until the
-/// future resolves with it).
-///
-/// ```
-/// use runclaim::{Callable, Device, DeviceConfig, Pipeline, Workload};
-/// use runclaim::driver::abi::{Dir, Program};
-/// use runclaim::sim::{SimConfig, SimDriver};
-///
-/// let mut device = Device::<_, 2>::open(SimDriver::real_time(SimConfig::default()), DeviceConfig::default())?;
-/// let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
-/// let inc = runner.code("inc")?;
-/// let mut pipe = Pipeline::new(&runner)?;
-/// let mut w = Workload::new(inc);
-/// w.owned(vec![1u32; 4], Dir::In).owned(vec![0u32; 4], Dir::Out);
-/// pipe.submit_work(w, "a")?;
-/// let done = pollster::block_on(pipe.complete_work_async())?.expect("pending");
-/// assert_eq!(done.work.and_then(|mut w| w.take_owned::<u32>(1)), Some(vec![2; 4]));
-/// # Ok::<(), runclaim::Error>(())
-/// ```
-#[must_use = "a future does nothing unless awaited"]
-pub struct CompleteWorkFuture<'a, 'r, D: Driver, const DEPTH: usize, T> {
-    head: HeadWait<'a, 'r, D, DEPTH, T>,
-}
-
-impl<'a, 'r, D: Driver, const DEPTH: usize, T> CompleteWorkFuture<'a, 'r, D, DEPTH, T> {
-    pub(super) fn new(pipe: &'a mut Pipeline<'r, D, DEPTH, T>) -> Self {
-        CompleteWorkFuture {
-            head: HeadWait::new(pipe),
-        }
-    }
-}
-
-impl<D: Driver, const DEPTH: usize, T> std::fmt::Debug for CompleteWorkFuture<'_, '_, D, DEPTH, T> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("CompleteWorkFuture")
-            .field("resolved", &self.head.pipe.is_none())
-            .finish_non_exhaustive()
-    }
-}
-
-impl<D: Driver, const DEPTH: usize, T> Unpin for CompleteWorkFuture<'_, '_, D, DEPTH, T> {}
-
-impl<'r, D: Driver, const DEPTH: usize, T> Future for CompleteWorkFuture<'_, 'r, D, DEPTH, T> {
-    type Output = Result<Option<CompletedWork<'r, T>>, Error<Returned<'r, T>>>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        self.get_mut().head.poll(cx).map(Pipeline::complete_work)
     }
 }
 

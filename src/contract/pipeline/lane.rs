@@ -5,6 +5,10 @@
     clippy::result_large_err,
     reason = "a refusal hands the workload back by value (the rule: never lost); it moves once per submit"
 )]
+#![allow(
+    clippy::type_complexity,
+    reason = "a private signature: the prepare step of the one submission path"
+)]
 
 use std::mem;
 use std::task::{Poll, Waker};
@@ -18,9 +22,9 @@ use crate::contract::run::ErasedRun;
 use crate::contract::run::RunOf;
 use crate::contract::runner::Runner;
 use crate::contract::slot::ErasedToken;
-use crate::contract::spec::RunSpec;
 use crate::contract::states::{Fenced, Launched, Prepared};
 use crate::contract::workload::Workload;
+use crate::contract::workload::sealed::Marks;
 use crate::driver::Driver;
 use crate::driver::abi::WallRecord;
 
@@ -32,6 +36,39 @@ pub(super) struct Ticket<'r, T> {
     pub run: RunId,
     pub seq: u64,
     pub work: Option<Workload<'r>>,
+}
+
+/// What a lane keeps of a submission while its run is in flight: nothing
+/// (`()`, a `RunSpec`'s run: its input was copied at prepare) or the
+/// workload, whose buffers the launch marks and whose host outputs the
+/// finalize fills.
+pub(super) trait Kept<'r> {
+    /// What the launch marks.
+    fn marks(&self) -> Option<&dyn Marks>;
+    /// What the ticket keeps until the run comes back.
+    fn into_work(self) -> Option<Workload<'r>>;
+}
+
+impl<'r> Kept<'r> for () {
+    #[inline]
+    fn marks(&self) -> Option<&dyn Marks> {
+        None
+    }
+    #[inline]
+    fn into_work(self) -> Option<Workload<'r>> {
+        None
+    }
+}
+
+impl<'r> Kept<'r> for Workload<'r> {
+    #[inline]
+    fn marks(&self) -> Option<&dyn Marks> {
+        Some(self)
+    }
+    #[inline]
+    fn into_work(self) -> Option<Workload<'r>> {
+        Some(self)
+    }
 }
 
 /// What a lane hands back: the ticket, and the outcome.
@@ -120,57 +157,22 @@ impl<'r, T> Lane<'r, T> {
         r
     }
 
-    /// Prepares and launches a run of `spec` in this slot.
-    #[inline]
-    pub(super) fn submit<D: Driver, const DEPTH: usize>(
-        &mut self,
-        runner: &'r Runner<'r, D, DEPTH>,
-        spec: RunSpec<'_>,
-        tag: T,
-    ) -> Result<RunId, (Error, T)> {
-        self.submit_with(runner, tag, None, |token, _| {
-            runner.prepare_claim(token, spec)
-        })
-        .map_err(|(e, tag, _)| (e, tag))
-    }
-
-    /// Prepares and launches a run of `work` in this slot; the lane holds
-    /// the workload until the run is handed back.
-    #[inline]
-    pub(super) fn submit_work<D: Driver, const DEPTH: usize>(
-        &mut self,
-        runner: &'r Runner<'r, D, DEPTH>,
-        work: Workload<'r>,
-        tag: T,
-    ) -> Result<RunId, (Error, T, Option<Workload<'r>>)> {
-        self.submit_with(runner, tag, Some(work), |token, work| {
-            if let Some(work) = work {
-                runner.prepare_lent(token, work)
-            } else {
-                let kind = ErrorKind::broken("a workload submit without its workload");
-                Err(Error::new(token, Action::Prepare, None, None, kind))
-            }
-        })
-    }
-
     /// The one submission path: `prepare` makes the prepared run from the
-    /// slot's token (and the workload the lane will hold, if any).
-    #[allow(
-        clippy::type_complexity,
-        reason = "a private signature: the error, the tag and the workload of a refusal"
-    )]
+    /// slot's token and what the lane keeps of the submission (`kept`:
+    /// nothing for a `RunSpec`, the workload for a workload's run), which
+    /// comes back with the tag when the submission is refused.
     #[inline]
-    fn submit_with<D: Driver, const DEPTH: usize>(
+    pub(super) fn submit<D: Driver, const DEPTH: usize, K: Kept<'r>>(
         &mut self,
         runner: &'r Runner<'r, D, DEPTH>,
         tag: T,
-        work: Option<Workload<'r>>,
+        mut kept: K,
         prepare: impl FnOnce(
             ErasedToken<'r>,
-            Option<&mut Workload<'r>>,
+            &mut K,
         )
             -> Result<RunOf<Prepared, ErasedToken<'r>>, Error<ErasedToken<'r>>>,
-    ) -> Result<RunId, (Error, T, Option<Workload<'r>>)> {
+    ) -> Result<RunId, (Error, T, K)> {
         let slot = self.slot();
         self.transition(|state, _| {
             let token = match state {
@@ -178,7 +180,7 @@ impl<'r, T> Lane<'r, T> {
                 LaneState::Idle(idle) => match reclaim(idle, runner, slot) {
                     Reclaimed::Token(token) => token,
                     Reclaimed::Refused(idle, e) => {
-                        return (LaneState::Idle(idle), Err((e, tag, work)));
+                        return (LaneState::Idle(idle), Err((e, tag, kept)));
                     }
                 },
                 owed @ (LaneState::Pending { .. } | LaneState::Settled { .. }) => {
@@ -186,25 +188,24 @@ impl<'r, T> Lane<'r, T> {
                     // into a lane whose run was handed back.
                     let kind = ErrorKind::broken("a submit into a lane that owes a result");
                     let e = Error::new((), Action::Launch, None, Some(slot), kind);
-                    return (owed, Err((e, tag, work)));
+                    return (owed, Err((e, tag, kept)));
                 }
             };
-            let mut work = work;
-            let prepared = match prepare(token, work.as_mut()) {
+            let prepared = match prepare(token, &mut kept) {
                 Ok(prepared) => prepared,
                 Err(e) => {
                     let (token, e) = e.into_parts();
-                    return (LaneState::Idle(Idle::Free(token)), Err((e, tag, work)));
+                    return (LaneState::Idle(Idle::Free(token)), Err((e, tag, kept)));
                 }
             };
-            match prepared.launch_with(work.as_ref()) {
+            match prepared.launch_with(kept.marks()) {
                 Ok(run) => {
                     let id = run.id();
                     let ticket = Ticket {
                         tag,
                         run: id,
                         seq: run.seq(),
-                        work,
+                        work: kept.into_work(),
                     };
                     (LaneState::Pending { ticket, run }, Ok(id))
                 }
@@ -214,7 +215,7 @@ impl<'r, T> Lane<'r, T> {
                         Some(prepared) => Idle::Free(prepared.into_token()),
                         None => Idle::Lost(ErrorKind::SlotQuarantined { run: e.run() }),
                     };
-                    (LaneState::Idle(idle), Err((e, tag, work)))
+                    (LaneState::Idle(idle), Err((e, tag, kept)))
                 }
             }
         })

@@ -46,21 +46,20 @@
 
 mod future;
 mod lane;
+mod results;
 
 use std::fmt;
 use std::task::{Poll, Waker};
 
-pub use self::future::{CompleteFuture, CompleteWorkFuture, PipelineDrainFuture};
+pub use self::future::{CompleteFuture, PipelineDrainFuture};
 use self::lane::Lane;
+pub use self::results::{Completed, Rejected, Submit, Unfinished};
 use crate::contract::device::AsyncWait;
 use crate::contract::device::DrainReport;
 use crate::contract::error::{Action, Error, ErrorKind, RunId};
 use crate::contract::runner::Runner;
 use crate::contract::slot::{Depth, SupportedDepth};
-use crate::contract::spec::RunSpec;
-use crate::contract::workload::Workload;
 use crate::driver::Driver;
-use crate::driver::abi::WallRecord;
 
 /// A queue of runs over all of a runner's slots: submit run specs in order,
 /// take finalized results back in the same order, with up to `DEPTH` runs
@@ -202,143 +201,6 @@ pub struct Pipeline<'r, D: Driver, const DEPTH: usize = 2, T = ()> {
     len: usize,
 }
 
-/// What a refused [`Pipeline::submit`] hands back: nothing was launched.
-///
-/// ```
-/// # use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
-/// # use runclaim::driver::abi::Program;
-/// # use runclaim::sim::{SimConfig, SimDriver};
-/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
-/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
-/// # let code = runner.code("f")?;
-/// use runclaim::contract::ErrorKind;
-/// let mut pipe = Pipeline::new(&runner)?;
-/// let err = pipe.submit(RunSpec::new(code, Input::Host(&[])), "empty").unwrap_err();
-/// assert_eq!(err.kind(), &ErrorKind::EmptyInput);
-/// let back = err.into_value();
-/// assert_eq!(back.tag, "empty");
-/// pipe.submit(RunSpec::new(code, Input::Host(&[1])), back.tag)?; // try again with a real input
-/// # Ok::<(), runclaim::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Rejected<'s, T> {
-    /// The spec, as submitted.
-    pub spec: RunSpec<'s>,
-    /// The tag, as submitted.
-    pub tag: T,
-}
-
-/// What a failed [`Pipeline::complete`] hands back: the tag of the run
-/// that produced no result. The error names the run, its slot and why.
-///
-/// ```
-/// # use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
-/// # use runclaim::driver::abi::Program;
-/// # use runclaim::sim::{SimConfig, SimDriver};
-/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
-/// use runclaim::contract::ErrorKind;
-/// let runner = device.publish(&[Callable::program("bad", &Program::new().add(1).fail(9))])?;
-/// let mut pipe = Pipeline::new(&runner)?;
-/// pipe.submit(RunSpec::new(runner.code("bad")?, Input::Host(&[1])), 41)?;
-/// let err = pipe.complete().unwrap_err();
-/// assert_eq!(err.kind(), &ErrorKind::RunFailed { code: 9 });
-/// assert_eq!(err.into_value().tag, 41);
-/// # Ok::<(), runclaim::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Unfinished<T> {
-    /// The tag the run was submitted with.
-    pub tag: T,
-}
-
-/// A finalized run handed back by [`Pipeline::complete`]: its tag, its
-/// records, and its outputs, lent from the pipeline's buffer for that slot
-/// until the next call on the pipeline.
-///
-/// ```
-/// # use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
-/// # use runclaim::driver::abi::Program;
-/// # use runclaim::sim::{SimConfig, SimDriver};
-/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
-/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
-/// # let code = runner.code("f")?;
-/// let mut pipe = Pipeline::new(&runner)?;
-/// let id = pipe.submit(RunSpec::new(code, Input::Host(&[1, 2])), 'a')?;
-/// let done = pipe.complete()?.expect("one run pending");
-/// assert_eq!((done.tag, done.run, done.values), ('a', id, &[2, 3][..]));
-/// assert_eq!(done.wall.run_id, id.get()); // validated to be this run's record
-/// # Ok::<(), runclaim::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[non_exhaustive]
-pub struct Completed<'a, T> {
-    /// The tag the run was submitted with.
-    pub tag: T,
-    /// The run.
-    pub run: RunId,
-    /// Its launch sequence number (stream order).
-    pub seq: u64,
-    /// Its device-wall record (validated to be this run's).
-    pub wall: WallRecord,
-    /// Its outputs.
-    pub values: &'a [u32],
-}
-
-/// A workload's run handed back by
-/// [`Pipeline::complete_work`]: its tag, its records, and its workload,
-/// whose owned host tensors hold what the device wrote.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct CompletedWork<'r, T> {
-    /// The tag the run was submitted with.
-    pub tag: T,
-    /// The run.
-    pub run: RunId,
-    /// Its launch sequence number (stream order).
-    pub seq: u64,
-    /// Its device-wall record (validated to be this run's).
-    pub wall: WallRecord,
-    /// Its workload, to read, refill and submit again (`None` for a
-    /// [`RunSpec`]'s run).
-    pub work: Option<Workload<'r>>,
-}
-
-/// What a refused [`Pipeline::submit_work`] or a failed
-/// [`Pipeline::complete_work`] hands back: the tag and the workload,
-/// never lost.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Returned<'r, T> {
-    /// The tag, as submitted.
-    pub tag: T,
-    /// The workload (`None` only for a [`RunSpec`]'s run).
-    pub work: Option<Workload<'r>>,
-}
-
-/// `?` on a refused workload submit or a failed workload completion drops
-/// the tag and the workload and keeps the error.
-impl<T> From<Error<Returned<'_, T>>> for Error {
-    fn from(e: Error<Returned<'_, T>>) -> Self {
-        e.without_value()
-    }
-}
-
-/// `?` on a refused submit drops the spec and the tag and keeps the error.
-impl<T> From<Error<Rejected<'_, T>>> for Error {
-    fn from(e: Error<Rejected<'_, T>>) -> Self {
-        e.without_value()
-    }
-}
-
-/// `?` on a failed completion drops the tag and keeps the error.
-impl<T> From<Error<Unfinished<T>>> for Error {
-    fn from(e: Error<Unfinished<T>>) -> Self {
-        e.without_value()
-    }
-}
-
 impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T>
 where
     Depth<DEPTH>: SupportedDepth,
@@ -389,10 +251,12 @@ where
 }
 
 impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
-    /// Prepares and launches `spec` in the next slot, tagged `tag`; returns
-    /// the run's id. Does not wait for the runs before it. Launch order is
-    /// submission order, so [`Input::Previous`](super::Input::Previous)
-    /// chains on the run submitted just before.
+    /// Prepares and launches `work` — a [`RunSpec`] or an owned
+    /// [`Workload`](crate::Workload) — in the next slot, tagged `tag`;
+    /// returns the run's id. Does not wait for the runs before it. Launch
+    /// order is submission order, so
+    /// [`Input::Previous`](super::Input::Previous) chains on the run
+    /// submitted just before.
     ///
     /// ```
     /// # use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
@@ -412,88 +276,82 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// # Ok::<(), runclaim::Error>(())
     /// ```
     ///
-    /// # Errors
-    /// Nothing was launched, and the spec and the tag come back
-    /// ([`Rejected`]): [`ErrorKind::DepthExhausted`] when `DEPTH` runs are
-    /// pending ([`complete`](Pipeline::complete) one first); any error of
-    /// [`Runner::prepare`] or of a [`Run::launch`](crate::Run::launch) that submitted nothing —
-    /// notably [`ErrorKind::Poisoned`] (then [`drain`](Pipeline::drain)). A
-    /// launch that reached the device only partly
-    /// ([`ErrorKind::PartialLaunch`], [`ErrorKind::FenceNotRecorded`])
-    /// poisons the runner and quarantines the slot; the spec still comes
-    /// back, since the run will produce no result. A slot still held by
-    /// an earlier run whose completion failed is waited for first (bounded
-    /// as a fence is; its fence error, if it fails again); on a
-    /// poisoned runner such a slot reports [`ErrorKind::Poisoned`] at once.
-    #[inline]
-    pub fn submit<'s>(
-        &mut self,
-        spec: RunSpec<'s>,
-        tag: T,
-    ) -> Result<RunId, Error<Rejected<'s, T>>> {
-        if self.len >= DEPTH {
-            let kind = ErrorKind::DepthExhausted { depth: DEPTH };
-            return Err(Error::new(
-                Rejected { spec, tag },
-                Action::Launch,
-                None,
-                None,
-                kind,
-            ));
-        }
-        let index = (self.head + self.len) % DEPTH;
-        let runner = self.runner;
-        match self.lanes[index].submit(runner, spec, tag) {
-            Ok(run) => {
-                self.len += 1;
-                Ok(run)
-            }
-            Err((e, tag)) => Err(e.map_value(|()| Rejected { spec, tag })),
-        }
-    }
-
-    /// [`submit`](Pipeline::submit) for a [`Workload`](crate::Workload),
-    /// which moves into the pipeline and comes back with the run's result
-    /// ([`complete_work`](Pipeline::complete_work)) or its error — never
-    /// lost. Its host outputs must be owned
+    /// A workload moves into the pipeline and comes back with its run's
+    /// result ([`Completed::work`]) or its error ([`Unfinished::work`]) —
+    /// never lost. Its host outputs must be owned
     /// ([`Workload::owned`](crate::Workload::owned)): a borrowed
-    /// `&mut [T]` would have to stay borrowed for the pipeline's whole life.
-    /// Its device buffers are borrowed for the pipeline's life: while the
-    /// pipeline lives, the host cannot read or write them (it may read them
-    /// after, or bind them in every run, in stream order).
+    /// `&mut [T]` would have to stay borrowed for the pipeline's whole
+    /// life. Its device buffers are borrowed for the pipeline's life: while
+    /// the pipeline lives, the host cannot read or write them (it may read
+    /// them after, or bind them in every run, in stream order). A
+    /// workload's run leaves nothing for `Input::Previous` to chain on.
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec, Workload};
+    /// # use runclaim::driver::abi::{Dir, Program};
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// let inc = runner.code("inc")?;
+    /// let mut pipe = Pipeline::new(&runner)?;
+    /// let mut w = Workload::new(inc);
+    /// w.owned(vec![1u32; 4], Dir::In).owned(vec![0u32; 4], Dir::Out);
+    /// pipe.submit(w, "work")?;
+    /// pipe.submit(RunSpec::new(inc, Input::Host(&[7])), "spec")?; // both kinds in one pipeline
+    /// let a = pipe.complete()?.expect("pending");
+    /// let mut w = a.work.expect("a workload's run comes back with its workload");
+    /// assert_eq!((a.tag, w.owned_at::<u32>(1)), ("work", Some(&[2; 4][..])));
+    /// let b = pipe.complete()?.expect("pending");
+    /// assert_eq!((b.tag, b.values), ("spec", &[8][..]));
+    /// w.owned_mut::<u32>(0).expect("tensor 0").fill(9); // refill, resubmit
+    /// pipe.submit(w, "again")?;
+    /// let c = pipe.complete()?.and_then(|c| c.work).expect("the workload");
+    /// assert_eq!(c.owned_at::<u32>(1), Some(&[10; 4][..]));
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
     ///
     /// # Errors
-    /// As [`submit`](Pipeline::submit); the workload and the tag come back
-    /// ([`Returned`]).
+    /// Nothing was launched, and what was submitted and its tag come back
+    /// ([`Rejected`]): [`ErrorKind::DepthExhausted`] when `DEPTH` runs are
+    /// pending ([`complete`](Pipeline::complete) one first); any error of
+    /// [`Runner::prepare`] or of a [`Run::launch`](crate::Run::launch) that
+    /// submitted nothing — notably [`ErrorKind::Poisoned`] (then
+    /// [`drain`](Pipeline::drain)). A launch that reached the device only
+    /// partly ([`ErrorKind::PartialLaunch`],
+    /// [`ErrorKind::FenceNotRecorded`]) poisons the runner and quarantines
+    /// the slot; the submission still comes back, since the run will
+    /// produce no result. A slot still held by an earlier run whose
+    /// completion failed is waited for first (bounded as a fence is; its
+    /// fence error, if it fails again); on a poisoned runner such a slot
+    /// reports [`ErrorKind::Poisoned`] at once.
     #[inline]
-    pub fn submit_work(
+    pub fn submit<W: Submit<'r>>(
         &mut self,
-        work: Workload<'r>,
+        work: W,
         tag: T,
-    ) -> Result<RunId, Error<Returned<'r, T>>> {
+    ) -> Result<RunId, Error<Rejected<W, T>>> {
         if self.len >= DEPTH {
             let kind = ErrorKind::DepthExhausted { depth: DEPTH };
-            let back = Returned {
-                tag,
-                work: Some(work),
-            };
+            let back = Rejected { work, tag };
             return Err(Error::new(back, Action::Launch, None, None, kind));
         }
         let index = (self.head + self.len) % DEPTH;
-        let runner = self.runner;
-        match self.lanes[index].submit_work(runner, work, tag) {
+        match work.submit_into(&mut self.lanes[index], self.runner, tag) {
             Ok(run) => {
                 self.len += 1;
                 Ok(run)
             }
-            Err((e, tag, work)) => Err(e.map_value(|()| Returned { tag, work })),
+            Err((e, tag, work)) => Err(e.map_value(|()| Rejected { work, tag })),
         }
     }
 
     /// Fences and finalizes the oldest pending run — waiting for its own
     /// fence, as long as [`Run::fence`](crate::Run::fence) would: at most
-    /// `(runs ahead + 1) × fence_timeout + fence_timeout / 8` — and hands it back with its
-    /// outputs; `Ok(None)` when nothing is pending. Results come back in
+    /// `(runs ahead + 1) × fence_timeout + fence_timeout / 8` — and hands
+    /// it back: a [`RunSpec`] run with its outputs
+    /// ([`Completed::values`]), a workload's run with its workload
+    /// ([`Completed::work`], its owned host tensors holding what the device
+    /// wrote); `Ok(None)` when nothing is pending. Results come back in
     /// submission order, each run exactly once.
     ///
     /// ```
@@ -513,18 +371,15 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// ```
     ///
     /// # Errors
-    /// The run produced no result; its tag comes back ([`Unfinished`]) and
-    /// it counts as handed back. [`ErrorKind::RunFailed`] (the run reported
-    /// an error code: it failed alone, the pipeline goes on), or any error
-    /// of [`Run::fence`](crate::Run::fence) or [`Run::finalize`](crate::Run::finalize) — a device fault or a fence
+    /// The run produced no result; its tag and its workload come back
+    /// ([`Unfinished`]) and it counts as handed back.
+    /// [`ErrorKind::RunFailed`] (the run reported an error code: it failed
+    /// alone, the pipeline goes on; nothing was copied back), or any error
+    /// of [`Run::fence`](crate::Run::fence) or
+    /// [`Run::finalize`](crate::Run::finalize) — a device fault or a fence
     /// timeout poisons the runner (then [`drain`](Pipeline::drain)).
-    ///
-    /// A workload's run ([`submit_work`](Pipeline::submit_work)) is
-    /// completed here too, with no `values`; its workload — with its owned
-    /// host tensors — is **dropped**: complete such runs with
-    /// [`complete_work`](Pipeline::complete_work), which hands it back.
     #[inline]
-    pub fn complete(&mut self) -> Result<Option<Completed<'_, T>>, Error<Unfinished<T>>> {
+    pub fn complete(&mut self) -> Result<Option<Completed<'_, 'r, T>>, Error<Unfinished<'r, T>>> {
         let Some(((ticket, outcome), values)) = self.owed() else {
             return Ok(None);
         };
@@ -535,68 +390,9 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
                 seq: ticket.seq,
                 wall,
                 values: if ticket.work.is_some() { &[] } else { values },
-            })),
-            Err(e) => Err(e.map_value(|()| Unfinished { tag: ticket.tag })),
-        }
-    }
-
-    /// [`complete`](Pipeline::complete) for a workload's run: fences and
-    /// finalizes the oldest pending run and hands back its
-    /// [`Workload`](crate::Workload) — its owned host tensors now hold what
-    /// the device wrote (copied back at finalize; not when the run
-    /// failed) — with its tag and records; `Ok(None)` when nothing is
-    /// pending. The workload can be refilled
-    /// ([`Workload::owned_mut`](crate::Workload::owned_mut)) and submitted
-    /// again: ownership passes in and out, nothing is allocated. (A
-    /// [`RunSpec`]'s run is completed too, with `work: None`; its values
-    /// are in [`complete`](Pipeline::complete)'s answer only.)
-    ///
-    /// ```
-    /// # use runclaim::{Callable, Device, DeviceConfig, Pipeline, Workload};
-    /// # use runclaim::driver::abi::{Dir, Program};
-    /// # use runclaim::sim::{SimConfig, SimDriver};
-    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
-    /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
-    /// let inc = runner.code("inc")?;
-    /// let mut pipe = Pipeline::new(&runner)?;
-    /// let work = |x: u32| {
-    ///     let mut w = Workload::new(inc);
-    ///     w.owned(vec![x; 4], Dir::In).owned(vec![0u32; 4], Dir::Out);
-    ///     w
-    /// };
-    /// pipe.submit_work(work(1), "a")?;
-    /// pipe.submit_work(work(5), "b")?; // both in flight
-    /// let a = pipe.complete_work()?.expect("pending");
-    /// assert_eq!((a.tag, a.work.as_ref().and_then(|w| w.owned_at::<u32>(1))), ("a", Some(&[2; 4][..])));
-    /// let mut again = a.work.expect("a workload's run");
-    /// again.owned_mut::<u32>(0).expect("tensor 0").fill(9); // refill, resubmit
-    /// pipe.submit_work(again, "c")?;
-    /// let b = pipe.complete_work()?.expect("pending");
-    /// let c = pipe.complete_work()?.expect("pending");
-    /// assert_eq!(b.work.and_then(|mut w| w.take_owned::<u32>(1)), Some(vec![6; 4]));
-    /// assert_eq!(c.work.and_then(|mut w| w.take_owned::<u32>(1)), Some(vec![10; 4]));
-    /// # Ok::<(), runclaim::Error>(())
-    /// ```
-    ///
-    /// # Errors
-    /// As [`complete`](Pipeline::complete); the tag and the workload come
-    /// back inside the error ([`Returned`]).
-    #[inline]
-    pub fn complete_work(
-        &mut self,
-    ) -> Result<Option<CompletedWork<'r, T>>, Error<Returned<'r, T>>> {
-        let Some(((ticket, outcome), _)) = self.owed() else {
-            return Ok(None);
-        };
-        match outcome {
-            Ok(wall) => Ok(Some(CompletedWork {
-                tag: ticket.tag,
-                run: ticket.run,
-                seq: ticket.seq,
-                wall,
                 work: ticket.work,
             })),
-            Err(e) => Err(e.map_value(|()| Returned {
+            Err(e) => Err(e.map_value(|()| Unfinished {
                 tag: ticket.tag,
                 work: ticket.work,
             })),
@@ -726,12 +522,6 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// [`CompleteFuture`]).
     pub fn complete_async(&mut self) -> CompleteFuture<'_, 'r, D, DEPTH, T> {
         CompleteFuture::new(self)
-    }
-
-    /// [`complete_work`](Pipeline::complete_work), awaited; cancel-safe
-    /// (see [`CompleteWorkFuture`]).
-    pub fn complete_work_async(&mut self) -> CompleteWorkFuture<'_, 'r, D, DEPTH, T> {
-        CompleteWorkFuture::new(self)
     }
 
     /// [`drain`](Pipeline::drain), awaited: resolves as `drain` returns,
@@ -867,9 +657,10 @@ mod tests {
 
     assert_impl_all!(Pipeline<'static, SimDriver, 2, u64>: Send, Sync);
     assert_not_impl_any!(Pipeline<'static, SimDriver, 2>: Clone);
-    assert_impl_all!(Rejected<'static, u64>: Send, Sync);
-    assert_impl_all!(Completed<'static, u64>: Send, Sync);
+    assert_impl_all!(Rejected<RunSpec<'static>, u64>: Send, Sync);
+    assert_impl_all!(Rejected<Workload<'static>, u64>: Send, Sync);
+    assert_impl_all!(Completed<'static, 'static, u64>: Send, Sync);
+    assert_impl_all!(Unfinished<'static, u64>: Send, Sync);
     assert_impl_all!(CompleteFuture<'static, 'static, SimDriver, 2, u64>: Send, Sync, Unpin);
-    assert_impl_all!(CompleteWorkFuture<'static, 'static, SimDriver, 4, u64>: Send, Unpin);
     assert_impl_all!(PipelineDrainFuture<'static, 'static, SimDriver, 2, u64>: Send, Unpin);
 }

@@ -18,7 +18,6 @@ use super::adapter::{
     RunIdentity, RunView, Shape, TensorView, Verdict,
 };
 use super::records::{get_u32, get_u64, put_u32, put_u64};
-use super::workload::Dir;
 use super::{TICKS_PER_SEC, WallRecord};
 
 /// Byte layout of every struct the a2a3 adapter and an a2a3 device model
@@ -649,9 +648,9 @@ pub mod a2a3_layout {
 /// record ([`A2a3Timing`]); each is accepted only under this run's epoch.
 /// Epoch 0 is refused: under it the reference accepts any worker's report.
 ///
-/// A [`RunSpec`](crate::RunSpec) run travels as two tensors built from its
-/// [`SimpleIo`](super::SimpleIo): its input (`In`) then its output (`Out`),
-/// 4-byte elements, `len · 4` bytes each, staged, and no scalars.
+/// A [`RunSpec`](crate::RunSpec) run travels as the two tensors the
+/// device shows it as, in the slot's arena: its input (`In`) then its
+/// output (`Out`), 4-byte elements, staged, and no scalars.
 ///
 /// ```
 /// use runclaim::driver::DevPtr;
@@ -668,7 +667,7 @@ pub mod a2a3_layout {
 /// let spans: Vec<_> = regions.iter().zip([0x10_000, 0x20_000, 0x30_000])
 ///     .map(|(r, a)| DevSpan::new(DevPtr::from_raw(a), r.bytes as u64)).collect();
 /// let id = RunIdentity { run_id: 5, epoch: 5, slot: 1, block_dim: 2 };
-/// let run = RunView::new(id, &spans, &[], &[42], None);
+/// let run = RunView::new(id, &spans, &[], &[42]);
 /// let mut buf = BlockBuf::with_capacity(abi.max_block_bytes(), 8);
 /// assert_eq!(abi.aicpu_block(&run, &mut buf.writer())?, AicpuBlock::Written);
 /// assert_eq!(buf.args().bytes().len(), A2a3Abi::ENVELOPE_HEADER + 8); // no tensor, one scalar
@@ -1003,21 +1002,6 @@ fn region(run: &RunView<'_>, index: usize, need: Option<usize>) -> Result<DevSpa
     }
 }
 
-/// A [`RunSpec`](crate::RunSpec) run's two tensors, from its
-/// [`SimpleIo`](super::SimpleIo): `len` 4-byte elements in, the same out.
-fn simple_tensors(io: super::SimpleIo) -> Result<[TensorView; 2], AbiError> {
-    let bytes = io.len.checked_mul(4).ok_or(AbiError::Unsupported {
-        what: "a RunSpec run's length overflows its byte size",
-    })?;
-    let t = |span: DevSpan, dir| TensorView {
-        span: DevSpan::new(span.ptr(), bytes),
-        elem_size: 4,
-        dir,
-        staged: true,
-    };
-    Ok([t(io.input, Dir::In), t(io.output, Dir::Out)])
-}
-
 /// Writes tensor `t`'s descriptor at `at` (zeroed bytes already grown).
 fn write_tensor(w: &mut BlockWriter<'_>, at: usize, t: &TensorView) -> Result<(), AbiError> {
     let bytes = t.span.len();
@@ -1036,7 +1020,7 @@ fn write_tensor(w: &mut BlockWriter<'_>, at: usize, t: &TensorView) -> Result<()
         &[0, 1, tensor::ADDRESS_SPACE_DEVICE, dir],
     )?;
     w.put_u64(at + tensor::SHAPES, elems)?;
-    w.put_u64(at + tensor::STAGED, u64::from(t.staged))?;
+    w.put_u64(at + tensor::STAGED, u64::from(t.staged()))?;
     w.put_u64(at + tensor::EXTENT_ELEM_CACHE, elems)?;
     w.put_u64(at + tensor::STRIDES, 1)
 }
@@ -1092,13 +1076,7 @@ impl KernelAbi for A2a3Abi {
         let image = region(run, Self::IMAGE, image::bytes(id.block_dim))?;
         let result = region(run, Self::RESULT, Some(result::SIZE))?;
         let timing = region(run, Self::TIMING, Some(timing::SIZE))?;
-        // A RunSpec run's tensors come from its SimpleIo, never from the
-        // view's tensor list.
-        let simple = run.simple().map(simple_tensors).transpose()?;
-        let (tensors, scalars): (&[TensorView], &[u64]) = match &simple {
-            Some(io) => (io, &[]),
-            None => (run.tensors(), run.scalars()),
-        };
+        let (tensors, scalars) = (run.tensors(), run.scalars());
         if tensors.len() > Self::MAX_TENSORS {
             return Err(AbiError::Unsupported {
                 what: "more than 256 tensors (A2a3Abi::MAX_TENSORS)",
@@ -1600,7 +1578,8 @@ mod mirror {
 mod tests {
     use super::*;
     use crate::driver::DevPtr;
-    use crate::driver::abi::adapter::{BlockBuf, SimpleIo};
+    use crate::driver::abi::Dir;
+    use crate::driver::abi::adapter::{BlockBuf, Home};
 
     const IMAGE_AT: u64 = 0x10_000;
     const RESULT_AT: u64 = 0x20_000;
@@ -1732,7 +1711,7 @@ mod tests {
     #[test]
     fn the_aicore_block_names_the_whole_image_and_the_epoch() {
         let regions = regions();
-        let view = RunView::new(id(), &regions, &[], &[], None);
+        let view = RunView::new(id(), &regions, &[], &[]);
         let mut buf = BlockBuf::with_capacity(A2a3Abi.max_block_bytes(), 8);
         A2a3Abi.aicore_block(&view, &mut buf.writer()).unwrap();
         let args = buf.args();
@@ -1761,22 +1740,22 @@ mod tests {
                 span: span(0x8000, 64),
                 elem_size: 4,
                 dir: Dir::In,
-                staged: true,
+                home: Home::Staging,
             },
             TensorView {
                 span: span(0x9000, 48),
                 elem_size: 2,
                 dir: Dir::Out,
-                staged: false,
+                home: Home::Buffer,
             },
             TensorView {
                 span: span(0xa000, 24),
                 elem_size: 8,
                 dir: Dir::InOut,
-                staged: true,
+                home: Home::Staging,
             },
         ];
-        let view = RunView::new(id(), &regions, &tensors, &[5, u64::MAX], None);
+        let view = RunView::new(id(), &regions, &tensors, &[5, u64::MAX]);
         let buf = aicpu(&view).unwrap();
         let args = buf.args();
         let b = args.bytes();
@@ -1816,23 +1795,16 @@ mod tests {
     }
 
     #[test]
-    fn a_runspec_run_travels_as_two_staged_tensors_built_from_its_io() {
+    fn a_runspec_run_travels_as_its_two_arena_tensors() {
         let regions = regions();
-        let io = SimpleIo {
-            input: span(0x4000, 4096), // the slot's buffers may be larger than the run
-            output: span(0x5000, 4096),
-            len: 3,
+        let t = |addr, dir| TensorView {
+            span: span(addr, 12),
+            elem_size: 4,
+            dir,
+            home: Home::Arena,
         };
-        // Whatever the view's tensor and scalar lists say, a RunSpec run's
-        // block is built from its SimpleIo.
-        let decoy = TensorView {
-            span: span(0xdead_0000, 8),
-            elem_size: 1,
-            dir: Dir::InOut,
-            staged: false,
-        };
-        let decoys = [decoy; 3];
-        let view = RunView::new(id(), &regions, &decoys, &[7], Some(io));
+        let tensors = [t(0x4000, Dir::In), t(0x5000, Dir::Out)];
+        let view = RunView::new(id(), &regions, &tensors, &[]);
         let buf = aicpu(&view).unwrap();
         let args = buf.args();
         let b = args.bytes();
@@ -1862,12 +1834,6 @@ mod tests {
             ]
         );
         assert!(args.consistent());
-        let huge = SimpleIo {
-            len: u64::MAX,
-            ..io
-        };
-        let view = RunView::new(id(), &regions, &[], &[], Some(huge));
-        assert!(matches!(aicpu(&view), Err(AbiError::Unsupported { .. })));
     }
 
     #[test]
@@ -1877,16 +1843,16 @@ mod tests {
             span: span(0x8000, 4),
             elem_size: 4,
             dir: Dir::In,
-            staged: false,
+            home: Home::Buffer,
         };
         let tensors = vec![t; 257];
         let scalars = vec![1u64; 129];
-        let view = RunView::new(id(), &regions, &tensors, &scalars[..128], None);
+        let view = RunView::new(id(), &regions, &tensors, &scalars[..128]);
         assert!(matches!(aicpu(&view), Err(AbiError::Unsupported { .. })));
-        let view = RunView::new(id(), &regions, &tensors[..256], &scalars, None);
+        let view = RunView::new(id(), &regions, &tensors[..256], &scalars);
         assert!(matches!(aicpu(&view), Err(AbiError::Unsupported { .. })));
 
-        let view = RunView::new(id(), &regions, &tensors[..256], &scalars[..128], None);
+        let view = RunView::new(id(), &regions, &tensors[..256], &scalars[..128]);
         let buf = aicpu(&view).unwrap();
         assert_eq!(buf.args().bytes().len(), A2a3Abi.max_block_bytes());
         assert_eq!(A2a3Abi.max_block_bytes(), 192 + 128 * 256 + 8 * 128);
@@ -1906,7 +1872,7 @@ mod tests {
     fn missing_short_regions_and_epoch_0_are_refused() {
         let regions = regions();
         let mut buf = BlockBuf::with_capacity(A2a3Abi.max_block_bytes(), 8);
-        let view = RunView::new(id(), &regions[..2], &[], &[], None);
+        let view = RunView::new(id(), &regions[..2], &[], &[]);
         assert_eq!(
             A2a3Abi.aicpu_block(&view, &mut buf.writer()),
             Err(AbiError::NoRegion { index: 2 })
@@ -1916,19 +1882,19 @@ mod tests {
             block_dim: 3,
             ..id()
         };
-        let view = RunView::new(three, &regions, &[], &[], None);
+        let view = RunView::new(three, &regions, &[], &[]);
         assert!(matches!(
             A2a3Abi.aicore_block(&view, &mut buf.writer()),
             Err(AbiError::Unsupported { .. })
         ));
         let short = [regions[0], span(RESULT_AT, 24), regions[2]];
-        let view = RunView::new(id(), &short, &[], &[], None);
+        let view = RunView::new(id(), &short, &[], &[]);
         assert!(matches!(
             A2a3Abi.aicpu_block(&view, &mut buf.writer()),
             Err(AbiError::Unsupported { .. })
         ));
         let zero = RunIdentity { epoch: 0, ..id() };
-        let view = RunView::new(zero, &regions, &[], &[], None);
+        let view = RunView::new(zero, &regions, &[], &[]);
         assert!(A2a3Abi.aicore_block(&view, &mut buf.writer()).is_err());
         assert!(A2a3Abi.aicpu_block(&view, &mut buf.writer()).is_err());
     }
@@ -1940,10 +1906,10 @@ mod tests {
             span: span(0x8000, 0),
             elem_size: 0,
             dir: Dir::In,
-            staged: false,
+            home: Home::Buffer,
         };
         let tensors = [t];
-        let view = RunView::new(id(), &regions, &tensors, &[], None);
+        let view = RunView::new(id(), &regions, &tensors, &[]);
         let buf = aicpu(&view).unwrap();
         assert_eq!(
             tensor_words(buf.args().bytes(), 0),

@@ -129,12 +129,6 @@ pub struct LaunchArgs<'a> {
 }
 
 impl<'a> LaunchArgs<'a> {
-    /// A block and its recorded addresses, made inside the crate from a
-    /// writer's output (a driver checks them as any other).
-    pub(crate) fn from_parts(bytes: &'a [u8], fields: &'a [AddrField]) -> Self {
-        LaunchArgs { bytes, fields }
-    }
-
     /// The block's bytes (what the kernel receives).
     #[must_use]
     pub fn bytes(&self) -> &'a [u8] {
@@ -396,8 +390,24 @@ pub struct RunIdentity {
     pub block_dim: u32,
 }
 
+/// Where a tensor's bytes live on the device, as runclaim placed them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum Home {
+    /// A host tensor staged through the slot's staging region: copied in
+    /// at prepare (when the kernel reads it), back at finalize (when it
+    /// writes it).
+    Staging,
+    /// A [`RunSpec`](crate::RunSpec) run's input or output, in the slot's
+    /// arena (a chained input: the arena output of the run launched just
+    /// before); copied as a staged tensor is. Its elements are `u32`.
+    Arena,
+    /// A device buffer, passed by address: never copied.
+    Buffer,
+}
+
 /// One tensor argument, resolved: where its bytes are on the device, its
-/// element size, direction, and whether the host staged it.
+/// element size, direction, and where runclaim placed it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct TensorView {
     /// Its bytes on the device.
@@ -406,35 +416,39 @@ pub struct TensorView {
     pub elem_size: u32,
     /// What the kernel does with it.
     pub dir: Dir,
-    /// `true`: a host tensor staged in the slot's staging region.
-    pub staged: bool,
+    /// Where its bytes live.
+    pub home: Home,
 }
 
-/// The one-`u32`-in, one-`u32`-out run of a [`RunSpec`](crate::RunSpec):
-/// `len` elements in the slot's input (or the previous run's output) and
-/// out to the slot's output.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
-pub struct SimpleIo {
-    /// Input elements.
-    pub input: DevSpan,
-    /// Output elements.
-    pub output: DevSpan,
-    /// Element count.
-    pub len: u64,
+impl TensorView {
+    /// `true` when the host copies the tensor (staged, or in the arena);
+    /// `false` for a device buffer.
+    ///
+    /// ```
+    /// use runclaim::driver::DevPtr;
+    /// use runclaim::driver::abi::{DevSpan, Dir, Home, TensorView};
+    ///
+    /// let t = TensorView { span: DevSpan::new(DevPtr::from_raw(0x100), 8), elem_size: 4, dir: Dir::In, home: Home::Buffer };
+    /// assert!(!t.staged());
+    /// assert!(TensorView { home: Home::Arena, ..t }.staged());
+    /// ```
+    #[must_use]
+    pub fn staged(&self) -> bool {
+        self.home != Home::Buffer
+    }
 }
 
 /// Everything an adapter may put in a run's blocks: its identity, this
 /// slot's regions (in [`KernelAbi::regions`] order), its tensors and
-/// scalars. A [`RunSpec`](crate::RunSpec) run also has its [`SimpleIo`]
-/// and shows it as two tensors (input `In`, output `Out`, 4-byte
-/// elements).
+/// scalars. A [`RunSpec`](crate::RunSpec) run shows as two tensors in the
+/// slot's arena ([`Home::Arena`]): its input (`In`), then its output
+/// (`Out`), `u32` elements, no scalars.
 #[derive(Debug, Clone, Copy)]
 pub struct RunView<'a> {
     identity: RunIdentity,
     regions: &'a [DevSpan],
     tensors: &'a [TensorView],
     scalars: &'a [u64],
-    simple: Option<SimpleIo>,
 }
 
 impl<'a> RunView<'a> {
@@ -445,14 +459,12 @@ impl<'a> RunView<'a> {
         regions: &'a [DevSpan],
         tensors: &'a [TensorView],
         scalars: &'a [u64],
-        simple: Option<SimpleIo>,
     ) -> Self {
         RunView {
             identity,
             regions,
             tensors,
             scalars,
-            simple,
         }
     }
 
@@ -478,12 +490,6 @@ impl<'a> RunView<'a> {
     #[must_use]
     pub fn scalars(&self) -> &'a [u64] {
         self.scalars
-    }
-
-    /// A [`RunSpec`](crate::RunSpec) run's input and output.
-    #[must_use]
-    pub fn simple(&self) -> Option<SimpleIo> {
-        self.simple
     }
 }
 

@@ -40,15 +40,14 @@ use static_assertions::const_assert_eq;
 pub use a2a3::{A2a3Abi, A2a3Result, A2a3Timing, A2a3Verdict, a2a3_layout};
 pub(crate) use adapter::Builtin;
 pub use adapter::{
-    AbiError, AddrField, AicpuBlock, BlockBuf, BlockWriter, DevSpan, KernelAbi, KernelAbiRef,
-    LaunchArgs, Prep, RecordAt, RecordError, RegionSpec, RunIdentity, RunView, Shape, SimpleIo,
-    TensorView, Verdict,
+    AbiError, AddrField, AicpuBlock, BlockBuf, BlockWriter, DevSpan, Home, KernelAbi, KernelAbiRef,
+    LaunchArgs, Prep, RecordAt, RecordError, RegionSpec, RunIdentity, RunView, Shape, TensorView,
+    Verdict,
 };
 pub(crate) use program::work_operands;
 pub use program::{CodeError, Instr, Program};
 pub use records::{RunArgs, StatusRecord, WallRecord};
 pub use runclaim::RunclaimAbi;
-pub(crate) use runclaim::V1Block;
 pub use workload::{ArgBlock, Dir, TensorArg, WorkArgs};
 
 /// Device timestamp counter frequency of the a2a3 generation (50 MHz).

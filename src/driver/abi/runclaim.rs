@@ -8,16 +8,18 @@
 //! | 2 status | [`StatusRecord::SIZE`] | armed: this run's id, [`StatusRecord::ARMED`] |
 //!
 //! Both kernels receive the same block: a [`RunArgs`] (version 1) for a
-//! [`RunSpec`](crate::RunSpec) run, a [`WorkArgs`] (version 2) for a
-//! workload. The records prove whose they are by run id (the host arms the
+//! [`RunSpec`](crate::RunSpec) run — recognised by its shape, two `u32`
+//! tensors in the slot's arena ([`Home::Arena`]), its input then its
+//! output, and no scalar — and a [`WorkArgs`] (version 2) for any other
+//! run. The records prove whose they are by run id (the host arms the
 //! status record and zeroes the wall, so a run that never wrote them reads
 //! as "missing").
 
 use super::adapter::{
-    AbiError, AddrField, AicpuBlock, BlockBuf, BlockWriter, DevSpan, KernelAbi, LaunchArgs, Prep,
+    AbiError, AddrField, AicpuBlock, BlockBuf, BlockWriter, DevSpan, Home, KernelAbi, Prep,
     RecordAt, RecordError, RegionSpec, RunIdentity, RunView, Shape, Verdict,
 };
-use super::workload::{TensorArg, WorkArgs};
+use super::workload::{Dir, TensorArg, WorkArgs};
 use super::{RunArgs, StatusRecord, WallRecord, handshake_bytes_checked};
 use crate::driver::DevPtr;
 
@@ -79,27 +81,6 @@ fn record_header(w: &mut BlockWriter<'_>, at: usize, a: &RunArgs, io: bool) {
     let fields = header_fields(a);
     for f in &fields[if io { 0 } else { 2 }..] {
         w.record_addr(at + f.at, DevSpan::new(f.addr, f.len));
-    }
-}
-
-/// A version-1 block and its five addresses on the stack: what
-/// [`write_v1`] writes into a [`BlockBuf`], for the device's `RunSpec`
-/// launches under runclaim's own layout (no buffer, no lock).
-pub(crate) struct V1Block {
-    bytes: [u8; RunArgs::SIZE],
-    fields: [AddrField; 5],
-}
-
-impl V1Block {
-    pub(crate) fn new(a: &RunArgs) -> Self {
-        V1Block {
-            bytes: a.to_bytes(),
-            fields: header_fields(a),
-        }
-    }
-
-    pub(crate) fn args(&self) -> LaunchArgs<'_> {
-        LaunchArgs::from_parts(&self.bytes, &self.fields)
     }
 }
 
@@ -219,6 +200,23 @@ impl WorkArgs<'_> {
     }
 }
 
+/// A [`RunSpec`](crate::RunSpec) run's shape — its input then its output,
+/// `u32` tensors in the slot's arena, and no scalar — which runclaim's
+/// layout sends as the version-1 block: the two spans.
+fn v1_shape(run: &RunView<'_>) -> Option<(DevSpan, DevSpan)> {
+    let arena = |dir| {
+        move |t: &super::adapter::TensorView| {
+            t.home == Home::Arena && t.dir == dir && t.elem_size == 4
+        }
+    };
+    match run.tensors() {
+        [i, o] if run.scalars().is_empty() && arena(Dir::In)(i) && arena(Dir::Out)(o) => {
+            Some((i.span, o.span))
+        }
+        _ => None,
+    }
+}
+
 fn header(run: &RunView<'_>) -> Result<RunArgs, AbiError> {
     let id = run.identity();
     let region = |i| {
@@ -274,13 +272,13 @@ impl KernelAbi for RunclaimAbi {
 
     fn aicore_block(&self, run: &RunView<'_>, w: &mut BlockWriter<'_>) -> Result<(), AbiError> {
         let header = header(run)?;
-        if let Some(io) = run.simple() {
+        if let Some((input, output)) = v1_shape(run) {
             return write_v1(
                 w,
                 &RunArgs {
-                    len: io.len,
-                    input: io.input.ptr().raw(),
-                    output: io.output.ptr().raw(),
+                    len: output.len() / 4,
+                    input: input.ptr().raw(),
+                    output: output.ptr().raw(),
                     ..header
                 },
             );
@@ -295,7 +293,7 @@ impl KernelAbi for RunclaimAbi {
                 bytes: t.span.len(),
                 elem_size: t.elem_size,
                 dir: t.dir,
-                staged: t.staged,
+                staged: t.staged(),
             }),
             run.scalars(),
         )
@@ -374,7 +372,7 @@ impl KernelAbi for RunclaimAbi {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::driver::abi::adapter::{SimpleIo, TensorView};
+    use crate::driver::abi::adapter::TensorView;
     use crate::driver::abi::{Dir, handshake_bytes};
 
     fn regions() -> [DevSpan; 3] {
@@ -395,37 +393,57 @@ mod tests {
         }
     }
 
+    /// A `RunSpec` run as the device shows it: its input and output in
+    /// the slot's arena.
+    fn arena(addr: u64, bytes: u64, dir: Dir) -> TensorView {
+        TensorView {
+            span: DevSpan::new(DevPtr::from_raw(addr), bytes),
+            elem_size: 4,
+            dir,
+            home: Home::Arena,
+        }
+    }
+
+    /// The golden bytes: a version-1 block written by hand from the
+    /// layout in `abi::records` (little-endian words).
+    #[rustfmt::skip]
+    const V1_GOLDEN: [u8; 72] = [
+        b'R', b'C', b'A', b'1',                // magic "RCA1"
+        0x01, 0, 0, 0,                         // version 1
+        0x09, 0, 0, 0, 0, 0, 0, 0,             // run_id 9
+        0x01, 0, 0, 0,                         // slot 1
+        0x02, 0, 0, 0,                         // block_dim 2
+        0x03, 0, 0, 0, 0, 0, 0, 0,             // len 3
+        0x00, 0x10, 0, 0, 0, 0, 0, 0,          // input 0x1000
+        0x00, 0x20, 0, 0, 0, 0, 0, 0,          // output 0x2000
+        0x00, 0x03, 0, 0, 0, 0, 0, 0,          // handshake 0x300
+        0x00, 0x04, 0, 0, 0, 0, 0, 0,          // wall 0x400
+        0x00, 0x05, 0, 0, 0, 0, 0, 0,          // status 0x500
+    ];
+
     #[test]
     fn a_runspec_run_is_the_version_1_block_byte_for_byte() {
         let regions = regions();
-        let io = SimpleIo {
-            input: DevSpan::new(DevPtr::from_raw(0x1000), 12),
-            output: DevSpan::new(DevPtr::from_raw(0x2000), 12),
-            len: 3,
-        };
-        let view = RunView::new(id(), &regions, &[], &[], Some(io));
+        let tensors = [arena(0x1000, 12, Dir::In), arena(0x2000, 12, Dir::Out)];
+        let view = RunView::new(id(), &regions, &tensors, &[]);
         let mut buf = BlockBuf::with_capacity(RunclaimAbi.max_block_bytes(), 8);
         RunclaimAbi.aicore_block(&view, &mut buf.writer()).unwrap();
-        let expected = RunArgs {
-            run_id: 9,
-            slot: 1,
-            block_dim: 2,
-            len: 3,
-            input: 0x1000,
-            output: 0x2000,
-            handshake: 0x300,
-            wall: 0x400,
-            status: 0x500,
-        };
-        assert_eq!(buf.args().bytes(), &expected.to_bytes()[..]);
-        assert_eq!(buf.args().fields(), expected.block().args().fields());
+        assert_eq!(buf.args().bytes(), &V1_GOLDEN[..]);
         let lens: Vec<u64> = buf.args().fields().iter().map(|f| f.len).collect();
         assert_eq!(lens, [12, 12, handshake_bytes(2) as u64, 48, 16]);
         assert!(buf.args().consistent());
-        // The device's stack copy of the same block is the same block.
-        let stack = V1Block::new(&expected);
-        assert_eq!(stack.args().bytes(), buf.args().bytes());
-        assert_eq!(stack.args().fields(), buf.args().fields());
+        // The same shape with a scalar, staged tensors or another element
+        // size is a workload's: the version-2 block.
+        let staged = tensors.map(|t| TensorView {
+            home: Home::Staging,
+            ..t
+        });
+        let wide = tensors.map(|t| TensorView { elem_size: 8, ..t });
+        for (t, s) in [(&tensors, &[1u64][..]), (&staged, &[]), (&wide, &[])] {
+            let view = RunView::new(id(), &regions, t, s);
+            RunclaimAbi.aicore_block(&view, &mut buf.writer()).unwrap();
+            assert_eq!(buf.args().bytes().len(), WorkArgs::size(2, s.len()));
+        }
     }
 
     #[test]
@@ -435,10 +453,10 @@ mod tests {
             span: DevSpan::new(DevPtr::from_raw(0x8000), 64),
             elem_size: 4,
             dir: Dir::InOut,
-            staged: true,
+            home: Home::Staging,
         };
         let tensors = [t, t];
-        let view = RunView::new(id(), &regions, &tensors, &[5, 6, 7], None);
+        let view = RunView::new(id(), &regions, &tensors, &[5, 6, 7]);
         let mut buf = BlockBuf::with_capacity(RunclaimAbi.max_block_bytes(), 8);
         RunclaimAbi.aicore_block(&view, &mut buf.writer()).unwrap();
         let header = RunArgs {

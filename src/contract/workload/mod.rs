@@ -1,158 +1,37 @@
 //! What a real run carries: a [`Workload`] — a published callable, its
 //! tensor arguments in order (host tensors staged through the slot, device
-//! buffers by address), then its `u64` scalars — and [`Bound`], what a
-//! prepared run keeps of it until finalize.
+//! buffers by address), then its `u64` scalars — and what a prepared run
+//! keeps of it until finalize ([`Bound`]).
+//!
+//! | file | owns |
+//! |---|---|
+//! | `mod.rs` | `Workload`: building it, reading its owned tensors back |
+//! | `refill.rs` | refilling a workload in place: scalars by index, tensors re-pointed |
+//! | `args.rs` | the tensors' data, the lists they are kept in, `Args` (the device's one view of a run's arguments, a `RunSpec`'s lowered), the staging `Packer` |
+//! | `bindings.rs` | `Bound`, `Simple`, `Bindings`: what a run keeps, and the marks a launch makes |
 
-use std::any::Any;
+mod args;
+mod bindings;
+mod refill;
+
 use std::fmt;
 
 use bytemuck::Pod;
 
-use super::buffer::{BufferCore, BufferSlice, DeviceBuffer, PerSlot, Scratch, SlotCores};
+use self::args::ArgList;
+pub(crate) use self::args::{
+    Args, Data, Elem, Flaw, INLINE_SCALARS, INLINE_TENSORS, OwnedHost, Packer, Tensor, lowered,
+    lowered_args,
+};
+pub(crate) use self::bindings::sealed;
+pub use self::bindings::{Bindings, Bound, Simple};
+use super::buffer::{BufferSlice, DeviceBuffer, PerSlot, Scratch};
 use super::code::CodeRef;
-use super::error::{BufferId, ErrorKind};
-use crate::driver::abi::{Dir, WorkArgs};
-
-/// Tensors and scalars kept inline, without a heap allocation, per run.
-pub(crate) const INLINE_TENSORS: usize = 16;
-pub(crate) const INLINE_SCALARS: usize = 16;
-
-/// A list that keeps its first `N` items inline and spills the rest to the
-/// heap: no allocation per run for the common sizes.
-pub(crate) struct ArgList<T, const N: usize> {
-    len: usize,
-    inline: [Option<T>; N],
-    spill: Vec<T>,
-}
-
-impl<T, const N: usize> ArgList<T, N> {
-    #[inline]
-    fn new() -> Self {
-        ArgList {
-            len: 0,
-            inline: [const { None }; N],
-            spill: Vec::new(),
-        }
-    }
-
-    #[inline]
-    fn push(&mut self, v: T) {
-        if self.len < N {
-            self.inline[self.len] = Some(v);
-        } else {
-            self.spill.push(v);
-        }
-        self.len += 1;
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
-        // Only the slots in use: a short list costs its length, not `N`.
-        let used = self.len.min(N);
-        self.inline[..used]
-            .iter()
-            .flatten()
-            .chain(self.spill.iter())
-    }
-
-    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
-        let used = self.len.min(N);
-        self.inline[..used]
-            .iter_mut()
-            .flatten()
-            .chain(self.spill.iter_mut())
-    }
-}
-
-/// Where a tensor's bytes are.
-pub(crate) enum Data<'a> {
-    /// A host tensor the kernel only reads: copied in at prepare.
-    HostIn(&'a [u8]),
-    /// A host tensor the kernel writes ([`Dir::Out`] or [`Dir::InOut`]):
-    /// borrowed by the run until finalize, copied back then.
-    HostOut(&'a mut [u8]),
-    /// A host tensor the workload owns (a pipeline's: it moves in with
-    /// the workload and comes back with it), staged like the borrowed ones.
-    Owned(Box<dyn OwnedHost>),
-    /// The device scratch, held exclusively by the run (`&mut`): `init`
-    /// is written into it from the host at prepare.
-    Scratch {
-        core: &'a BufferCore,
-        init: &'a [u8],
-    },
-    /// The run's own slot's buffer of a per-slot set, resolved at prepare.
-    PerSlot(&'a dyn SlotCores),
-    /// A range of a device buffer, passed by address.
-    Device {
-        core: &'a BufferCore,
-        offset: usize,
-        bytes: usize,
-    },
-}
-
-/// One tensor argument.
-pub(crate) struct Tensor<'a> {
-    pub data: Data<'a>,
-    pub dir: Dir,
-    pub elem_size: u32,
-    /// `align_of` the element type.
-    pub align: u32,
-    /// A host tensor's offset in the slot's staging region, set when the
-    /// run is prepared (finalize copies back from there).
-    pub at: usize,
-}
-
-/// An owned host tensor, its element type erased: a `Vec<T>` of a
-/// `bytemuck::Pod` element.
-pub(crate) trait OwnedHost: Any + Send + Sync {
-    fn bytes(&self) -> &[u8];
-    fn bytes_mut(&mut self) -> &mut [u8];
-    fn as_any(&self) -> &dyn Any;
-    fn as_any_mut(&mut self) -> &mut dyn Any;
-}
-
-impl<T: Pod + Send + Sync> OwnedHost for Vec<T> {
-    fn bytes(&self) -> &[u8] {
-        bytemuck::cast_slice(self)
-    }
-    fn bytes_mut(&mut self) -> &mut [u8] {
-        bytemuck::cast_slice_mut(self)
-    }
-    fn as_any(&self) -> &dyn Any {
-        self
-    }
-    fn as_any_mut(&mut self) -> &mut dyn Any {
-        self
-    }
-}
-
-impl Tensor<'_> {
-    /// Bytes the tensor spans.
-    pub fn bytes(&self) -> usize {
-        match &self.data {
-            Data::HostIn(b) => b.len(),
-            Data::HostOut(b) => b.len(),
-            Data::Owned(o) => o.bytes().len(),
-            Data::Scratch { core, .. } => core.bytes,
-            Data::PerSlot(set) => set.bytes(),
-            Data::Device { bytes, .. } => *bytes,
-        }
-    }
-}
-
-/// Something wrong with a workload, found while it was built and reported
-/// when a run is prepared from it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Flaw {
-    BufferRange {
-        tensor: usize,
-        buffer: BufferId,
-        len: usize,
-    },
-}
+#[allow(unused_imports, reason = "named in the docs")]
+use super::error::ErrorKind;
+use crate::driver::abi::Dir;
+#[allow(unused_imports, reason = "named in the docs")]
+use crate::driver::abi::WorkArgs;
 
 /// What to run with real arguments: a published callable, its tensors in
 /// order — each [`Dir::In`], [`Dir::Out`] or [`Dir::InOut`], each a host
@@ -292,7 +171,11 @@ pub struct Workload<'a> {
     pub(crate) code: CodeRef<'a>,
     pub(crate) tensors: ArgList<Tensor<'a>, INLINE_TENSORS>,
     pub(crate) scalars: ArgList<u64, INLINE_SCALARS>,
-    flaw: Option<Flaw>,
+    /// The owned host tensors' buffers ([`Data::Owned`] names its index):
+    /// kept apart, so that a tensor holds no owned value and a workload's
+    /// inline lists need no drop.
+    pub(crate) owned: Vec<Box<dyn OwnedHost>>,
+    pub(crate) flaw: Option<Flaw>,
 }
 
 impl fmt::Debug for Workload<'_> {
@@ -305,20 +188,6 @@ impl fmt::Debug for Workload<'_> {
     }
 }
 
-/// `size_of` and `align_of` an element type, as the block carries them.
-#[derive(Clone, Copy)]
-struct Elem {
-    size: u32,
-    align: u32,
-}
-
-fn elem_size<T: Pod>() -> Elem {
-    Elem {
-        size: u32::try_from(size_of::<T>()).unwrap_or(u32::MAX),
-        align: u32::try_from(align_of::<T>()).unwrap_or(u32::MAX),
-    }
-}
-
 impl<'a> Workload<'a> {
     /// A run of `code` with no arguments yet.
     #[must_use]
@@ -327,20 +196,26 @@ impl<'a> Workload<'a> {
             code,
             tensors: ArgList::new(),
             scalars: ArgList::new(),
+            owned: Vec::new(),
             flaw: None,
         }
     }
 
     #[inline]
     fn tensor(&mut self, data: Data<'a>, dir: Dir, elem: Elem) -> &mut Self {
-        self.tensors.push(Tensor {
-            data,
-            dir,
-            elem_size: elem.size,
-            align: elem.align,
-            at: 0,
-        });
+        self.tensors.push(Tensor::new(data, dir, elem));
         self
+    }
+
+    /// The arguments, as the device's prepare and finalize read them.
+    #[inline]
+    pub(crate) fn args(&mut self) -> Args<'_, 'a> {
+        Args {
+            tensors: self.tensors.parts_mut(),
+            owned: &mut self.owned,
+            scalars: self.scalars.parts(),
+            flaw: self.flaw,
+        }
     }
 
     /// Appends a host tensor the kernel reads ([`Dir::In`]): copied into
@@ -348,7 +223,7 @@ impl<'a> Workload<'a> {
     #[inline]
     pub fn input<T: Pod>(&mut self, data: &'a [T]) -> &mut Self {
         let bytes = bytemuck::cast_slice(data);
-        self.tensor(Data::HostIn(bytes), Dir::In, elem_size::<T>())
+        self.tensor(Data::HostIn(bytes), Dir::In, Elem::of::<T>())
     }
 
     /// Appends a host tensor the kernel writes ([`Dir::Out`]): borrowed by
@@ -357,7 +232,7 @@ impl<'a> Workload<'a> {
     #[inline]
     pub fn output<T: Pod>(&mut self, data: &'a mut [T]) -> &mut Self {
         let bytes = bytemuck::cast_slice_mut(data);
-        self.tensor(Data::HostOut(bytes), Dir::Out, elem_size::<T>())
+        self.tensor(Data::HostOut(bytes), Dir::Out, Elem::of::<T>())
     }
 
     /// Appends a host tensor the kernel reads and writes ([`Dir::InOut`]):
@@ -365,7 +240,7 @@ impl<'a> Workload<'a> {
     #[inline]
     pub fn inout<T: Pod>(&mut self, data: &'a mut [T]) -> &mut Self {
         let bytes = bytemuck::cast_slice_mut(data);
-        self.tensor(Data::HostOut(bytes), Dir::InOut, elem_size::<T>())
+        self.tensor(Data::HostOut(bytes), Dir::InOut, Elem::of::<T>())
     }
 
     /// Appends a device buffer — the whole of one (`&buffer`) or a
@@ -389,7 +264,7 @@ impl<'a> Workload<'a> {
                     bytes: 0,
                 },
                 dir,
-                elem_size::<T>(),
+                Elem::of::<T>(),
             );
         };
         self.tensor(
@@ -399,16 +274,17 @@ impl<'a> Workload<'a> {
                 bytes,
             },
             dir,
-            elem_size::<T>(),
+            Elem::of::<T>(),
         )
     }
 
     /// Appends a host tensor the workload owns, with direction `dir`:
     /// staged like a borrowed one, and handed back with the workload —
     /// what a [`Pipeline`](super::Pipeline) needs, whose results come back
-    /// one [`complete_work`](super::Pipeline::complete_work) at a time. Read
-    /// it back with [`owned`](Workload::owned), refill it with
-    /// [`owned_mut`](Workload::owned_mut), take it with
+    /// one [`complete`](super::Pipeline::complete) at a time. Read it back
+    /// with [`owned_at`](Workload::owned_at), refill it in place with
+    /// [`owned_mut`](Workload::owned_mut), swap it for another with
+    /// [`replace_owned`](Workload::replace_owned), take it with
     /// [`take_owned`](Workload::take_owned). (One allocation, here, for
     /// the box around it; resubmitting the workload allocates nothing.)
     ///
@@ -426,8 +302,9 @@ impl<'a> Workload<'a> {
     /// ```
     #[inline]
     pub fn owned<T: Pod + Send + Sync>(&mut self, data: Vec<T>, dir: Dir) -> &mut Self {
-        let size = elem_size::<T>();
-        self.tensor(Data::Owned(Box::new(data)), dir, size)
+        let index = self.owned.len();
+        self.owned.push(Box::new(data));
+        self.tensor(Data::Owned(index), dir, Elem::of::<T>())
     }
 
     /// Appends the device scratch `scratch` ([`Dir::InOut`]), reset from
@@ -484,7 +361,7 @@ impl<'a> Workload<'a> {
             });
         }
         let init = bytemuck::cast_slice(init);
-        self.tensor(Data::Scratch { core, init }, Dir::InOut, elem_size::<T>())
+        self.tensor(Data::Scratch { core, init }, Dir::InOut, Elem::of::<T>())
     }
 
     /// Appends the run's own slot's buffer of `set` with direction `dir`:
@@ -511,7 +388,7 @@ impl<'a> Workload<'a> {
     /// ```
     #[inline]
     pub fn per_slot<T: Pod>(&mut self, set: &'a PerSlot<T>, dir: Dir) -> &mut Self {
-        self.tensor(Data::PerSlot(set), dir, elem_size::<T>())
+        self.tensor(Data::PerSlot(set), dir, Elem::of::<T>())
     }
 
     /// Appends a `u64` scalar (pass an `f32` as `f32::to_bits(x).into()`).
@@ -521,16 +398,18 @@ impl<'a> Workload<'a> {
         self
     }
 
-    fn owned_host(&self, index: usize) -> Option<&dyn OwnedHost> {
-        match &self.tensors.iter().nth(index)?.data {
-            Data::Owned(o) => Some(o.as_ref()),
+    /// The owned host buffer of tensor `index`, if it is an owned tensor.
+    pub(crate) fn owned_host(&self, index: usize) -> Option<&dyn OwnedHost> {
+        match self.tensors.parts().iter().nth(index)?.data {
+            Data::Owned(i) => self.owned.get(i).map(AsRef::as_ref),
             _ => None,
         }
     }
 
-    fn owned_host_mut(&mut self, index: usize) -> Option<&mut Box<dyn OwnedHost>> {
-        match &mut self.tensors.iter_mut().nth(index)?.data {
-            Data::Owned(o) => Some(o),
+    /// [`owned_host`](Self::owned_host), mutable.
+    pub(crate) fn owned_host_mut(&mut self, index: usize) -> Option<&mut Box<dyn OwnedHost>> {
+        match self.tensors.get_mut(index)?.data {
+            Data::Owned(i) => self.owned.get_mut(i),
             _ => None,
         }
     }
@@ -545,8 +424,10 @@ impl<'a> Workload<'a> {
             .map(Vec::as_slice)
     }
 
-    /// The owned host tensor at argument `index`, to refill before the
-    /// workload is submitted again (its length is fixed).
+    /// The owned host tensor at argument `index`, to refill in place
+    /// before the workload is submitted again (its length is fixed here;
+    /// [`replace_owned`](Workload::replace_owned) swaps in a buffer of
+    /// another length).
     #[must_use]
     pub fn owned_mut<T: Pod + Send + Sync>(&mut self, index: usize) -> Option<&mut [T]> {
         self.owned_host_mut(index)?
@@ -575,216 +456,24 @@ impl<'a> Workload<'a> {
     pub fn scalar_count(&self) -> usize {
         self.scalars.len()
     }
+}
 
-    /// What is wrong with the workload as a whole, if anything: the first
-    /// flaw found while building it, then the limits.
-    pub(crate) fn check(&self) -> Result<(), ErrorKind> {
-        if let Some(Flaw::BufferRange {
-            tensor,
-            buffer,
-            len,
-        }) = self.flaw
-        {
-            return Err(ErrorKind::BufferRange {
-                tensor,
-                buffer,
-                len,
-            });
-        }
-        if self.tensors.len() > WorkArgs::MAX_TENSORS {
-            return Err(ErrorKind::TooManyTensors {
-                count: self.tensors.len(),
-                max: WorkArgs::MAX_TENSORS,
-            });
-        }
-        if self.scalars.len() > WorkArgs::MAX_SCALARS {
-            return Err(ErrorKind::TooManyScalars {
-                count: self.scalars.len(),
-                max: WorkArgs::MAX_SCALARS,
-            });
-        }
-        Ok(())
+/// What a tensor is, as a refill's error names it.
+pub(crate) fn tensor_kind(data: &Data<'_>) -> &'static str {
+    match data {
+        Data::HostIn(_) => "a host input",
+        Data::HostOut(_) => "a host output",
+        Data::Owned(_) => "an owned host tensor",
+        Data::Scratch { .. } => "the device scratch",
+        Data::PerSlot(_) => "a per-slot buffer",
+        Data::Device { .. } => "a device buffer",
+        Data::ArenaIn(_) | Data::Chained | Data::ArenaOut(_) => "a RunSpec run's arena",
     }
 }
 
 impl<'a, T: Pod> From<&'a DeviceBuffer<T>> for BufferSlice<'a, T> {
     fn from(buffer: &'a DeviceBuffer<T>) -> Self {
         buffer.all()
-    }
-}
-
-/// What a run prepared from a [`Workload`] keeps until it is finalized:
-/// the workload itself, borrowed (`&'w mut`), and through it the borrows of
-/// its host outputs (written back at finalize) and of its device buffers.
-/// It is the fourth parameter of such a run's type,
-/// `Run<'r, S, I, Bound<'w, 'a>>`; a [`RunSpec`](super::RunSpec)'s run has
-/// [`Simple`] there. One pointer: a run moves through its states as
-/// cheaply whatever its workload holds.
-///
-/// ```
-/// # use runclaim::{Callable, Device, DeviceConfig, Launched, Run, Workload};
-/// # use runclaim::driver::abi::Program;
-/// # use runclaim::sim::{SimConfig, SimDriver};
-/// use runclaim::contract::Bound;
-/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
-/// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
-/// let mut y = [0u32; 2];
-/// let mut work = Workload::new(runner.code("inc")?);
-/// work.input(&[1u32, 2]).output(&mut y);
-/// let run: Run<'_, Launched, 0, Bound<'_, '_>> = runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?;
-/// drop(run.fence()?.finalize()?);
-/// # Ok::<(), runclaim::Error>(())
-/// ```
-pub struct Bound<'w, 'a> {
-    pub(crate) work: &'w mut Workload<'a>,
-}
-
-impl Bound<'_, '_> {
-    /// See [`Workload::mark`].
-    pub(crate) fn mark(&self, run: super::error::RunId, slot: usize, seq: u64) {
-        self.work.mark(run, slot, seq);
-    }
-}
-
-impl Workload<'_> {
-    /// The run `run` in `slot` that binds these tensors joins the queue
-    /// with sequence number `seq`: every device buffer it binds remembers
-    /// it.
-    pub(crate) fn mark(&self, run: super::error::RunId, slot: usize, seq: u64) {
-        for t in self.tensors.iter() {
-            let core = match t.data {
-                Data::Device { core, .. } | Data::Scratch { core, .. } => Some(core),
-                Data::PerSlot(set) => set.core(slot),
-                Data::HostIn(_) | Data::HostOut(_) | Data::Owned(_) => None,
-            };
-            if let Some(core) = core {
-                core.bound_by(run, seq);
-            }
-        }
-    }
-}
-
-impl fmt::Debug for Bound<'_, '_> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Bound").field("work", &self.work).finish()
-    }
-}
-
-/// What a run prepared from a [`RunSpec`](super::RunSpec) keeps: nothing
-/// (its output goes into an [`Outputs`](super::Outputs) at finalize). The
-/// default fourth parameter of [`Run`](super::Run).
-///
-/// ```
-/// # use runclaim::{Callable, Device, DeviceConfig, Input, Launched, Run, RunSpec};
-/// # use runclaim::driver::abi::Program;
-/// # use runclaim::sim::{SimConfig, SimDriver};
-/// use runclaim::contract::Simple;
-/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
-/// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
-/// let spec = RunSpec::new(runner.code("inc")?, Input::Host(&[1]));
-/// let run: Run<'_, Launched, 0, Simple> = runner.prepare(runner.take_slot::<0>()?, spec)?.launch()?;
-/// let same: Run<'_, Launched, 0> = run; // `Simple` is the default
-/// # drop(same);
-/// # Ok::<(), runclaim::Error>(())
-/// ```
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Simple;
-
-pub(crate) mod sealed {
-    use super::Bound;
-    use crate::contract::error::RunId;
-
-    /// What a launch needs of a run's bindings (object safe: the launch
-    /// takes it as `&dyn Sealed`).
-    pub trait Sealed {
-        /// A workload's run: its block was built at prepare, and it leaves
-        /// no `u32` output to chain on.
-        fn is_workload(&self) -> bool;
-        /// The run `run` joins the queue with sequence number `seq`: every
-        /// device buffer it binds remembers it.
-        fn mark(&self, run: RunId, slot: usize, seq: u64);
-    }
-
-    impl Sealed for super::Simple {
-        #[inline]
-        fn is_workload(&self) -> bool {
-            false
-        }
-        #[inline]
-        fn mark(&self, _: RunId, _: usize, _: u64) {}
-    }
-
-    impl Sealed for super::Workload<'_> {
-        #[inline]
-        fn is_workload(&self) -> bool {
-            true
-        }
-        #[inline]
-        fn mark(&self, run: RunId, slot: usize, seq: u64) {
-            self.mark(run, slot, seq);
-        }
-    }
-
-    impl Sealed for Bound<'_, '_> {
-        #[inline]
-        fn is_workload(&self) -> bool {
-            true
-        }
-        #[inline]
-        fn mark(&self, run: RunId, slot: usize, seq: u64) {
-            Bound::mark(self, run, slot, seq);
-        }
-    }
-}
-
-/// What a run keeps of its spec: [`Simple`] or [`Bound`]. Sealed.
-pub trait Bindings: sealed::Sealed + Send + Sync {}
-impl Bindings for Simple {}
-impl Bindings for Bound<'_, '_> {}
-
-/// Where each host tensor of a workload goes in the slot's staging region
-/// (`capacity` bytes at device address `base`): packed in argument order,
-/// each at a device address aligned to `STAGING_ALIGN` or its element's
-/// alignment, whichever is larger; an empty tensor takes no room.
-pub(crate) struct Packer {
-    used: usize,
-    capacity: usize,
-    base: u64,
-}
-
-impl Packer {
-    pub fn new(capacity: usize, base: u64) -> Self {
-        Packer {
-            used: 0,
-            capacity,
-            base,
-        }
-    }
-
-    /// The offset of the next host tensor of `bytes` bytes whose element
-    /// is aligned to `align` (tensor `index` of the workload), or why it
-    /// does not fit.
-    pub fn place(&mut self, index: usize, bytes: usize, align: u32) -> Result<usize, ErrorKind> {
-        if bytes == 0 {
-            return Ok(self.used);
-        }
-        let align = u64::from(align).max(super::DeviceConfig::STAGING_ALIGN as u64);
-        let fits = self
-            .base
-            .checked_add(self.used as u64)
-            .and_then(|addr| addr.checked_next_multiple_of(align))
-            .and_then(|addr| usize::try_from(addr - self.base).ok())
-            .and_then(|at| Some((at, at.checked_add(bytes)?)))
-            .filter(|&(_, end)| end <= self.capacity);
-        let Some((at, end)) = fits else {
-            return Err(ErrorKind::StagingFull {
-                tensor: index,
-                bytes,
-                capacity: self.capacity,
-            });
-        };
-        self.used = end;
-        Ok(at)
     }
 }
 
@@ -842,39 +531,5 @@ mod tests {
         assert_eq!(y1, [21]);
         assert_eq!(y0, [21], "run 0 read run 1's reset: the value check fails");
         assert_ne!(y0, [11]);
-    }
-
-    #[test]
-    fn the_packer_aligns_and_refuses_overflow() {
-        let mut p = Packer::new(200, 0x1000);
-        assert_eq!(p.place(0, 1, 1), Ok(0));
-        assert_eq!(p.place(1, 64, 4), Ok(64));
-        assert_eq!(p.place(2, 0, 4), Ok(128), "an empty tensor takes no room");
-        assert_eq!(
-            p.place(3, 73, 4),
-            Err(ErrorKind::StagingFull {
-                tensor: 3,
-                bytes: 73,
-                capacity: 200
-            })
-        );
-        assert_eq!(p.place(4, 72, 4), Ok(128));
-        // Full, and then an empty tensor: still fits (it takes no room).
-        let mut p = Packer::new(100, 0x1000);
-        assert_eq!(p.place(0, 100, 1), Ok(0));
-        assert_eq!(p.place(1, 0, 1), Ok(100));
-        // An element aligned above 64 bytes is aligned as a device address,
-        // from a base that is only 64-aligned.
-        let mut p = Packer::new(1024, 0x1040);
-        assert_eq!(p.place(0, 1, 1), Ok(0));
-        assert_eq!(p.place(1, 128, 128), Ok(0x40), "0x1080 is 128-aligned");
-        let mut p = Packer::new(usize::MAX, 0);
-        assert_eq!(p.place(0, usize::MAX - 10, 1), Ok(0));
-        assert!(p.place(1, 1, 1).is_err(), "no overflow past usize::MAX");
-        let mut p = Packer::new(usize::MAX, u64::MAX - 5);
-        assert!(
-            p.place(0, 1, 64).is_err(),
-            "no overflow past the address space"
-        );
     }
 }

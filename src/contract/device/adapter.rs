@@ -1,0 +1,231 @@
+//! The device's calls into the kernel ABI adapter: a run's identity, its
+//! two argument blocks built at launch, its regions prepared before it,
+//! its records read back and proven to be its own — runclaim's own adapter
+//! called directly, a user's through the trait object and an unwind guard.
+
+use super::{Device, SlotHost};
+use crate::contract::error::{ErrorKind, Record, RunId};
+use crate::contract::port::RunInfo;
+use crate::driver::abi::{
+    AbiError, AicpuBlock, Builtin, KernelAbi, Prep, RecordAt, RecordError, RunIdentity, RunView,
+    RunclaimAbi, Verdict, WallRecord,
+};
+use crate::driver::{Driver, DriverError};
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    /// Who `run` in `slot` is, as its blocks and records say.
+    pub(super) fn identity(&self, slot: usize, run: RunId) -> RunIdentity {
+        #[allow(clippy::cast_possible_truncation, reason = "slot < DEPTH <= 16")]
+        RunIdentity {
+            run_id: run.get(),
+            epoch: run.get(),
+            slot: slot as u32,
+            block_dim: self.config.block_dim,
+        }
+    }
+
+    /// Builds the run's two argument blocks through the adapter, from the
+    /// tensors and scalars prepare resolved into `host` (a chained input
+    /// fixed at launch).
+    pub(super) fn build_blocks(
+        &self,
+        host: &mut SlotHost,
+        slot: usize,
+        run: RunId,
+    ) -> Result<(), ErrorKind> {
+        let regions = &self.regions[slot].abi[..self.abi.regions.len()];
+        let SlotHost {
+            aicore,
+            aicpu,
+            tensors,
+            scalars,
+            shared,
+            ..
+        } = host;
+        let view = RunView::new(self.identity(slot, run), regions, tensors, scalars);
+        let e = |err| ErrorKind::Adapter(Box::new(err));
+        // runclaim's own directly (static dispatch: it cannot panic), a
+        // user's through the trait object and the unwind guard.
+        let cpu = match self.abi.get.builtin() {
+            Builtin::Runclaim => RunclaimAbi
+                .aicore_block(&view, &mut aicore.writer())
+                .and_then(|()| RunclaimAbi.aicpu_block(&view, &mut aicpu.writer())),
+            Builtin::User => {
+                let abi = self.abi.get.get();
+                adapter_call(self.id, || {
+                    abi.aicore_block(&view, &mut aicore.writer())
+                        .and_then(|()| abi.aicpu_block(&view, &mut aicpu.writer()))
+                })
+                .and_then(|r| r)
+            }
+        };
+        *shared = cpu.map_err(e)? == AicpuBlock::Same;
+        Ok(())
+    }
+
+    /// Prepares the slot's adapter regions for `run` (the slot is held:
+    /// nothing in flight on it): zeroes what the adapter says is zeroed,
+    /// writes what it arms, leaves what the device stamps.
+    pub(super) fn arm_records(&self, slot: usize, run: RunId) -> Result<(), ErrorKind> {
+        let r = &self.regions[slot];
+        let d = &self.driver;
+        let id = self.identity(slot, run);
+        let e = |err: DriverError| self.unlaunched_error(&mut self.lock(), err);
+        for (i, spec) in self.abi.regions.iter().enumerate() {
+            let span = r.abi[i];
+            match spec.prep {
+                Prep::Stamped => {}
+                Prep::Zeroed => d.memset(span.ptr(), 0, spec.bytes).map_err(e)?,
+                Prep::Armed => {
+                    // A small region is armed from the stack; a larger one
+                    // through the slot's scratch buffer (its token is held).
+                    let mut small = [0u8; SMALL_RECORD];
+                    let mut host;
+                    let bytes = if spec.bytes <= SMALL_RECORD {
+                        &mut small[..spec.bytes]
+                    } else {
+                        host = self.block(slot);
+                        let b = &mut host.scratch[..spec.bytes];
+                        b.fill(0);
+                        b
+                    };
+                    // Not armed: the run could not prove its record, so it
+                    // must not run.
+                    let armed = match self.abi.get.builtin() {
+                        Builtin::Runclaim => RunclaimAbi.arm(i, &id, bytes),
+                        Builtin::User => {
+                            let abi = self.abi.get.get();
+                            adapter_call(self.id, || abi.arm(i, &id, bytes)).and_then(|r| r)
+                        }
+                    };
+                    armed.map_err(|err| ErrorKind::Adapter(Box::new(err)))?;
+                    d.copy_to_device(span.ptr(), bytes).map_err(e)?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Reads one record back: into `small` when it fits, else into the
+    /// slot's scratch buffer (its token is held), then `decode`s it.
+    fn read_record<T>(
+        &self,
+        slot: usize,
+        info: &RunInfo,
+        at: RecordAt,
+        record: Record,
+        decode: impl FnOnce(&[u8]) -> Result<T, RecordError>,
+    ) -> Result<T, ErrorKind> {
+        let mut small = [0u8; SMALL_RECORD];
+        let mut host;
+        let bytes = if at.bytes <= SMALL_RECORD {
+            &mut small[..at.bytes]
+        } else {
+            host = self.block(slot);
+            &mut host.scratch[..at.bytes]
+        };
+        let src = self.regions[slot].abi[at.region].ptr().offset(at.offset);
+        if let Err(err) = self.driver.copy_from_device(bytes, src) {
+            return Err(self.driver_error(&mut self.lock(), err, info.run, slot, Some(info.seq)));
+        }
+        match decode(bytes) {
+            Ok(v) => Ok(v),
+            Err(err) => Err(record_error(record, err)),
+        }
+    }
+
+    /// Reads the slot's status and timing records back and checks that
+    /// both are this run's and the run succeeded; returns the wall.
+    pub(super) fn check_records(
+        &self,
+        slot: usize,
+        info: &RunInfo,
+    ) -> Result<WallRecord, ErrorKind> {
+        let id = self.identity(slot, info.run);
+        let user = self.abi.get.get();
+        let panicked = RecordError::Malformed {
+            what: "the kernel ABI adapter panicked decoding it",
+        };
+        // The verdict as a code (0: succeeded), a plain word to carry.
+        let code = |v: Verdict| match v {
+            Verdict::Succeeded => 0,
+            Verdict::Failed { code } => code,
+        };
+        let status = |b: &[u8]| match self.abi.get.builtin() {
+            Builtin::Runclaim => RunclaimAbi.decode_status(&id, b).map(code),
+            Builtin::User => adapter_call(self.id, || user.decode_status(&id, b))
+                .unwrap_or(Err(panicked))
+                .map(code),
+        };
+        let failed = self.read_record(slot, info, self.abi.status, Record::Status, status)?;
+        let wall = self.read_record(slot, info, self.abi.timing, Record::Wall, |b| {
+            match self.abi.get.builtin() {
+                Builtin::Runclaim => RunclaimAbi.decode_timing(&id, b),
+                Builtin::User => {
+                    adapter_call(self.id, || user.decode_timing(&id, b)).unwrap_or(Err(panicked))
+                }
+            }
+        })?;
+        // Whatever the adapter decoded, the wall it hands out names this
+        // run and this slot.
+        if wall.run_id != info.run.get() || wall.slot as usize != slot {
+            return Err(ErrorKind::RecordMismatch {
+                record: Record::Wall,
+                expected: info.run.get(),
+                found: wall.run_id,
+            });
+        }
+        if failed != 0 {
+            self.lock().stats.run_failures += 1;
+            return Err(ErrorKind::RunFailed { code: failed });
+        }
+        Ok(wall)
+    }
+}
+
+/// What a record that is not this run's result is, as the contract says it
+/// (out of line: the common path moves no error).
+#[cold]
+#[inline(never)]
+fn record_error(record: Record, err: RecordError) -> ErrorKind {
+    match err {
+        RecordError::Mismatch { expected, found } => ErrorKind::RecordMismatch {
+            record,
+            expected,
+            found,
+        },
+        RecordError::Missing => ErrorKind::RecordMissing(record),
+        RecordError::Malformed { what } => ErrorKind::RecordMalformed { record, what },
+    }
+}
+
+/// Records and armed regions up to this size go through the stack.
+const SMALL_RECORD: usize = 128;
+
+/// Calls into the adapter: a panic there (the adapter's bug) fails this
+/// run — nothing submitted, or the record refused — instead of unwinding
+/// through the device's bookkeeping.
+///
+/// While a device's user adapter runs, its thread is marked with the
+/// device: a call back into that device from inside it (its state lock
+/// may be held) panics there — caught here, failing the run — instead of
+/// deadlocking. `device` 0: no device yet (at open).
+pub(super) fn adapter_call<T>(device: u64, f: impl FnOnce() -> T) -> Result<T, AbiError> {
+    let outer = IN_ADAPTER.with(|a| a.replace(device));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    IN_ADAPTER.with(|a| a.set(outer));
+    r.map_err(|_| AbiError::Unsupported {
+        what: "the kernel ABI adapter panicked (or called its device)",
+    })
+}
+
+thread_local! {
+    /// The device whose user adapter runs on this thread (0: none; see
+    /// `adapter_call`). `Copy` data, no destructor: always accessible.
+    static IN_ADAPTER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// `true` while device `device`'s user adapter runs on this thread.
+pub(super) fn in_adapter_of(device: u64) -> bool {
+    IN_ADAPTER.with(std::cell::Cell::get) == device
+}

@@ -1,0 +1,235 @@
+//! A run's arguments on the device: the one prepare and the one finalize
+//! every run goes through — a workload's tensors, or a `RunSpec` lowered
+//! into two (its input and output in the slot's arena). Prepare places
+//! each host tensor in the slot's staging region, copies in what the kernel
+//! reads and resolves every tensor for the blocks built at launch (the slot
+//! is held: its regions and host buffers are this run's alone); finalize
+//! checks the records, then copies back what the kernel wrote — only for
+//! a run that succeeded.
+
+use super::Device;
+use crate::contract::code::CodeRef;
+use crate::contract::error::ErrorKind;
+use crate::contract::port::RunInfo;
+use crate::contract::workload::{Args, Data, OwnedHost, Packer};
+use crate::driver::abi::{DevSpan, Home, TensorView, WallRecord};
+use crate::driver::{DevPtr, Driver, DriverError};
+
+/// What placing a run's tensors found of its arena: a `RunSpec` run's
+/// length (0 for a workload, and for a chained input until launch), and
+/// whether it reads or writes the chain.
+#[derive(Clone, Copy, Default)]
+struct Arena {
+    len: usize,
+    chained: bool,
+    chainable: bool,
+}
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    /// See `Port::prepare`.
+    pub(super) fn prepare_args(
+        &self,
+        slot: usize,
+        lease: u64,
+        code: CodeRef<'_>,
+        mut args: Args<'_, '_>,
+    ) -> Result<RunInfo, ErrorKind> {
+        if code.device != self.id {
+            return Err(ErrorKind::ForeignHandle);
+        }
+        args.check()?;
+        let arena = self.place(slot, &mut args)?;
+        let run = {
+            let mut st = self.lock();
+            st.slots.check_held(slot, lease)?;
+            st.new_run()
+        };
+        self.copy_in(slot, &args)?;
+        self.arm_records(slot, run)?;
+        self.resolve(slot, &args, arena.len);
+        Ok(RunInfo {
+            run,
+            seq: 0,
+            len: arena.len,
+            code: code.handle,
+            chained: arena.chained,
+            chainable: arena.chainable,
+        })
+    }
+
+    /// Everything about the tensors that can be refused, refused before a
+    /// byte moves; each staged tensor's offset in the staging region fixed
+    /// (for the copies, the block and finalize).
+    fn place(&self, slot: usize, args: &mut Args<'_, '_>) -> Result<Arena, ErrorKind> {
+        let mut packer = Packer::new(self.config.staging_bytes, self.regions[slot].staging.raw());
+        let mut arena = Arena::default();
+        let owned = &*args.owned;
+        for (i, t) in args.tensors.iter_mut().enumerate() {
+            match t.data {
+                Data::Device { core, .. } => self.owns(core)?,
+                Data::Scratch { core, .. } => {
+                    self.owns(core)?;
+                    // Prepare writes it: no run that bound it before (a
+                    // forgotten one — a live one cannot exist, it would
+                    // hold the `&mut`) may still touch it.
+                    self.quiet(core)?;
+                }
+                Data::PerSlot(set) => match set.core(slot) {
+                    Some(core) => self.owns(core)?,
+                    // Fewer slots than this device: another device's set.
+                    None => return Err(ErrorKind::ForeignBuffer { buffer: set.id() }),
+                },
+                Data::HostIn(_) | Data::HostOut(_) | Data::Owned(_) => {
+                    t.at = packer.place(i, t.bytes(owned), t.elem.align)?;
+                }
+                Data::ArenaIn(input) => arena.len = self.arena_len(input.len() / 4)?,
+                Data::Chained => arena.chained = true,
+                Data::ArenaOut(_) => arena.chainable = true,
+            }
+        }
+        Ok(arena)
+    }
+
+    /// A `RunSpec` run of `len` elements fits the slot's arena.
+    fn arena_len(&self, len: usize) -> Result<usize, ErrorKind> {
+        match len {
+            0 => Err(ErrorKind::EmptyInput),
+            len if len > self.config.max_elements => Err(ErrorKind::InputTooLong {
+                len,
+                capacity: self.config.max_elements,
+            }),
+            len => Ok(len),
+        }
+    }
+
+    /// One H2D copy per host tensor the kernel reads (and the scratch's
+    /// reset); none for outputs or device buffers.
+    fn copy_in(&self, slot: usize, args: &Args<'_, '_>) -> Result<(), ErrorKind> {
+        let r = &self.regions[slot];
+        let e = |err: DriverError| self.unlaunched_error(&mut self.lock(), err);
+        for t in args.tensors.iter() {
+            let (src, dst): (&[u8], DevPtr) = match &t.data {
+                Data::HostIn(b) => (b, r.staging.offset(t.at)),
+                Data::HostOut(b) => (b, r.staging.offset(t.at)),
+                Data::Owned(i) => (owned(args.owned, *i), r.staging.offset(t.at)),
+                Data::ArenaIn(b) => (b, r.input),
+                Data::Scratch { core, init } => (init, core.ptr),
+                Data::Device { .. } | Data::PerSlot(_) | Data::Chained | Data::ArenaOut(_) => {
+                    continue;
+                }
+            };
+            if t.dir.reads() && !src.is_empty() {
+                self.driver.copy_to_device(dst, src).map_err(e)?;
+            }
+        }
+        Ok(())
+    }
+
+    /// The tensors resolved to device spans, and the scalars, into the
+    /// slot's host buffers for the adapter at launch (a chained input is a
+    /// placeholder until then).
+    fn resolve(&self, slot: usize, args: &Args<'_, '_>, len: usize) {
+        let r = &self.regions[slot];
+        let span = |ptr: DevPtr, bytes: usize| DevSpan::new(ptr, bytes as u64);
+        let arena = |ptr: DevPtr| span(ptr, len * 4);
+        let mut host = self.block(slot);
+        host.tensors.clear();
+        host.tensors.extend(args.tensors.iter().map(|t| {
+            let (span, home) = match t.data {
+                Data::Device {
+                    core,
+                    offset,
+                    bytes,
+                } => (span(core.ptr.offset(offset), bytes), Home::Buffer),
+                Data::Scratch { core, .. } => (span(core.ptr, core.bytes), Home::Buffer),
+                // Checked by `place`: this device's, this slot's.
+                Data::PerSlot(set) => {
+                    let ptr = set.core(slot).map_or(DevPtr::from_raw(0), |c| c.ptr);
+                    (span(ptr, set.bytes()), Home::Buffer)
+                }
+                Data::HostIn(_) | Data::HostOut(_) | Data::Owned(_) => (
+                    span(r.staging.offset(t.at), t.bytes(args.owned)),
+                    Home::Staging,
+                ),
+                Data::ArenaIn(_) => (arena(r.input), Home::Arena),
+                Data::Chained => (span(DevPtr::from_raw(0), 0), Home::Arena),
+                Data::ArenaOut(_) => (arena(r.output), Home::Arena),
+            };
+            TensorView {
+                span,
+                elem_size: t.elem.size,
+                dir: t.dir,
+                home,
+            }
+        }));
+        host.scalars.clear();
+        host.scalars.extend(args.scalars.iter().copied());
+    }
+
+    /// See `Port::finalize`.
+    pub(super) fn finalize_args(
+        &self,
+        slot: usize,
+        lease: u64,
+        info: &RunInfo,
+        args: Args<'_, '_>,
+    ) -> Result<WallRecord, ErrorKind> {
+        self.lock().slots.check_held(slot, lease)?;
+        // A destination too small is refused before anything is read.
+        let need = info.len * 4;
+        for t in args.tensors.iter() {
+            if let Data::ArenaOut(out) = &t.data
+                && out.len() < need
+            {
+                return Err(ErrorKind::OutputsTooSmall {
+                    len: info.len,
+                    capacity: out.len() / 4,
+                });
+            }
+        }
+        let wall = self.check_records(slot, info)?;
+        self.copy_back(slot, info, args)?;
+        self.lock().stats.finalized += 1;
+        Ok(wall)
+    }
+
+    /// The run succeeded: one D2H copy per host tensor it wrote, from where
+    /// prepare put it.
+    fn copy_back(&self, slot: usize, info: &RunInfo, args: Args<'_, '_>) -> Result<(), ErrorKind> {
+        let r = &self.regions[slot];
+        let e = |err: DriverError| {
+            self.driver_error(&mut self.lock(), err, info.run, slot, Some(info.seq))
+        };
+        let Args {
+            mut tensors, owned, ..
+        } = args;
+        for t in tensors.iter_mut() {
+            let at = r.staging.offset(t.at);
+            let (dst, src): (&mut [u8], DevPtr) = match &mut t.data {
+                Data::HostOut(out) => (out, at),
+                Data::Owned(i) => (owned_mut(owned, *i), at),
+                // Its length was checked before the records were read.
+                Data::ArenaOut(out) => match out.get_mut(..info.len * 4) {
+                    Some(out) => (out, r.output),
+                    None => return Err(ErrorKind::broken("an output shorter than its run")),
+                },
+                _ => continue,
+            };
+            if t.dir.writes() && !dst.is_empty() {
+                self.driver.copy_from_device(dst, src).map_err(e)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The bytes of owned buffer `i` (none past the list: a workload names
+/// only buffers it holds).
+fn owned(list: &[Box<dyn OwnedHost>], i: usize) -> &[u8] {
+    list.get(i).map_or(&[], |o| o.bytes())
+}
+
+/// [`owned`], mutable.
+fn owned_mut(list: &mut [Box<dyn OwnedHost>], i: usize) -> &mut [u8] {
+    list.get_mut(i).map_or(&mut [], |o| o.bytes_mut())
+}

@@ -1,0 +1,185 @@
+//! What crosses a [`Pipeline`](super::Pipeline)'s API: what it runs
+//! ([`Submit`]: a [`RunSpec`] or an owned [`Workload`]) and what it hands
+//! back — a [`Completed`] run, a [`Rejected`] submission, an
+//! [`Unfinished`] run — so that nothing submitted is ever lost.
+
+use crate::contract::error::{Error, RunId};
+use crate::contract::spec::RunSpec;
+use crate::contract::workload::Workload;
+use crate::driver::abi::WallRecord;
+
+/// What a [`Pipeline`](super::Pipeline) runs: a [`RunSpec`] (its outputs
+/// come back in [`Completed::values`]) or an owned [`Workload`] (it comes
+/// back whole in [`Completed::work`], its owned host tensors holding what
+/// the device wrote). Sealed.
+pub trait Submit<'r>: sealed::Sealed<'r> {}
+
+impl Submit<'_> for RunSpec<'_> {}
+impl<'r> Submit<'r> for Workload<'r> {}
+
+#[allow(
+    private_interfaces,
+    reason = "sealed: the trait is unnameable outside the crate, so its method (and the crate-private lane it names) cannot be called or implemented there"
+)]
+pub(crate) mod sealed {
+    use super::super::lane::Lane;
+    use super::{RunSpec, Workload};
+    use crate::contract::Runner;
+    use crate::contract::error::{Error, RunId};
+    use crate::driver::Driver;
+
+    /// How a submission reaches a lane, and comes back when refused.
+    pub trait Sealed<'r>: Sized {
+        /// Prepares and launches a run of `self` in `lane`, tagged `tag`;
+        /// refused, hands both back.
+        fn submit_into<D: Driver, const DEPTH: usize, T>(
+            self,
+            lane: &mut Lane<'r, T>,
+            runner: &'r Runner<'r, D, DEPTH>,
+            tag: T,
+        ) -> Result<RunId, (Error, T, Self)>;
+    }
+
+    impl<'r> Sealed<'r> for RunSpec<'_> {
+        #[inline]
+        fn submit_into<D: Driver, const DEPTH: usize, T>(
+            self,
+            lane: &mut Lane<'r, T>,
+            runner: &'r Runner<'r, D, DEPTH>,
+            tag: T,
+        ) -> Result<RunId, (Error, T, Self)> {
+            // The lane keeps nothing of a spec: its input is copied at
+            // prepare.
+            lane.submit(runner, tag, (), |token, ()| {
+                runner.prepare_claim(token, self)
+            })
+            .map_err(|(e, tag, ())| (e, tag, self))
+        }
+    }
+
+    impl<'r> Sealed<'r> for Workload<'r> {
+        #[inline]
+        fn submit_into<D: Driver, const DEPTH: usize, T>(
+            self,
+            lane: &mut Lane<'r, T>,
+            runner: &'r Runner<'r, D, DEPTH>,
+            tag: T,
+        ) -> Result<RunId, (Error, T, Self)> {
+            // The lane keeps the workload until its run comes back.
+            lane.submit(runner, tag, self, |token, work| {
+                runner.prepare_lent(token, work)
+            })
+        }
+    }
+}
+
+/// What a refused [`Pipeline::submit`](super::Pipeline::submit) hands
+/// back: what was submitted — the [`RunSpec`] or the [`Workload`] — and
+/// its tag. Nothing was launched.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// use runclaim::contract::ErrorKind;
+/// let mut pipe = Pipeline::new(&runner)?;
+/// let err = pipe.submit(RunSpec::new(code, Input::Host(&[])), "empty").unwrap_err();
+/// assert_eq!(err.kind(), &ErrorKind::EmptyInput);
+/// let back = err.into_value();
+/// assert_eq!(back.tag, "empty");
+/// pipe.submit(RunSpec::new(code, Input::Host(&[1])), back.tag)?; // try again with a real input
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub struct Rejected<W, T> {
+    /// What was submitted.
+    pub work: W,
+    /// The tag, as submitted.
+    pub tag: T,
+}
+
+/// What a failed [`Pipeline::complete`](super::Pipeline::complete) hands
+/// back: the tag of the run that produced no result, and its workload if
+/// it was a workload's run. The error names the run, its slot and why.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// use runclaim::contract::ErrorKind;
+/// let runner = device.publish(&[Callable::program("bad", &Program::new().add(1).fail(9))])?;
+/// let mut pipe = Pipeline::new(&runner)?;
+/// pipe.submit(RunSpec::new(runner.code("bad")?, Input::Host(&[1])), 41)?;
+/// let err = pipe.complete().unwrap_err();
+/// assert_eq!(err.kind(), &ErrorKind::RunFailed { code: 9 });
+/// assert_eq!(err.into_value().tag, 41);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Unfinished<'r, T> {
+    /// The tag the run was submitted with.
+    pub tag: T,
+    /// Its workload (`None` for a [`RunSpec`]'s run), never lost.
+    pub work: Option<Workload<'r>>,
+}
+
+/// A finalized run handed back by
+/// [`Pipeline::complete`](super::Pipeline::complete): its tag, its records,
+/// a [`RunSpec`] run's outputs — lent from the pipeline's buffer for that
+/// slot until the next call on the pipeline — and a workload's run's
+/// workload, whose owned host tensors hold what the device wrote.
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// # let code = runner.code("f")?;
+/// let mut pipe = Pipeline::new(&runner)?;
+/// let id = pipe.submit(RunSpec::new(code, Input::Host(&[1, 2])), 'a')?;
+/// let done = pipe.complete()?.expect("one run pending");
+/// assert_eq!((done.tag, done.run, done.values), ('a', id, &[2, 3][..]));
+/// assert_eq!(done.wall.run_id, id.get()); // validated to be this run's record
+/// assert!(done.work.is_none()); // a RunSpec's run
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Completed<'a, 'r, T> {
+    /// The tag the run was submitted with.
+    pub tag: T,
+    /// The run.
+    pub run: RunId,
+    /// Its launch sequence number (stream order).
+    pub seq: u64,
+    /// Its device-wall record (validated to be this run's).
+    pub wall: WallRecord,
+    /// A [`RunSpec`] run's outputs (empty for a workload's run).
+    pub values: &'a [u32],
+    /// A workload's run's workload, to read, refill and submit again
+    /// (`None` for a [`RunSpec`]'s run).
+    pub work: Option<Workload<'r>>,
+}
+
+/// `?` on a refused submit drops what was submitted and the tag and keeps
+/// the error.
+impl<W, T> From<Error<Rejected<W, T>>> for Error {
+    fn from(e: Error<Rejected<W, T>>) -> Self {
+        e.without_value()
+    }
+}
+
+/// `?` on a failed completion drops the tag (and the workload) and keeps
+/// the error.
+impl<T> From<Error<Unfinished<'_, T>>> for Error {
+    fn from(e: Error<Unfinished<'_, T>>) -> Self {
+        e.without_value()
+    }
+}

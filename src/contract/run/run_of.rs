@@ -1,0 +1,283 @@
+//! [`RunOf`]: a run in state `S` holding the claim `K` on its slot and
+//! keeping bindings `B` — every transition, written once, for a typed run
+//! ([`Run`](super::Run), over a `SlotToken<'r, I>`) and an erased one
+//! ([`ErasedRun`], over an `ErasedToken`, the pipeline's).
+
+use std::fmt;
+use std::marker::PhantomData;
+use std::task::{Poll, Waker};
+
+use crate::contract::device::AsyncWait;
+use crate::contract::error::{Action, Error, ErrorKind, RunId};
+use crate::contract::outputs::ErasedOutputs;
+use crate::contract::port::{LaunchFail, RunInfo, Wait};
+use crate::contract::slot::{Claim, ErasedToken};
+use crate::contract::states::{Fenced, Launched, Prepared, State};
+use crate::contract::workload::sealed::Marks;
+use crate::contract::workload::{Args, Bindings, Bound, Data, Simple, lowered, lowered_args};
+use crate::driver::abi::WallRecord;
+
+/// A run whose slot index is a value: what [`Run<'r, S, I>`](super::Run)
+/// is with its `I` erased (the pipeline keeps `DEPTH` of them in one
+/// array). Made only from an [`ErasedToken`] (`Runner::prepare_claim`); it
+/// hands back only that erased token.
+pub(crate) type ErasedRun<'r, S, B = Simple> = RunOf<S, ErasedToken<'r>, B>;
+
+/// A run in state `S` holding the claim `K` on its slot — a typed
+/// `SlotToken<'r, I>` (for [`Run`](super::Run)) or an `ErasedToken` (for
+/// [`ErasedRun`]). Every transition is written once, here: a typed run is
+/// this with `K::slot()` the constant `I`.
+pub(crate) struct RunOf<S: State, K: Claim, B: Bindings = Simple> {
+    token: K,
+    pub(super) info: RunInfo,
+    bindings: B,
+    _state: PhantomData<S>,
+}
+
+impl<S: State, K: Claim, B: Bindings> fmt::Debug for RunOf<S, K, B> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Run")
+            .field("state", &S::NAME)
+            .field("run", &self.info.run)
+            .field("slot", &self.token.slot())
+            .field("seq", &self.info.seq)
+            .field("len", &self.info.len)
+            .finish_non_exhaustive()
+    }
+}
+
+impl<S: State, K: Claim, B: Bindings> RunOf<S, K, B> {
+    #[inline]
+    fn into_state<T: State>(self) -> RunOf<T, K, B> {
+        RunOf {
+            token: self.token,
+            info: self.info,
+            bindings: self.bindings,
+            _state: PhantomData,
+        }
+    }
+
+    #[inline]
+    pub(crate) fn id(&self) -> RunId {
+        self.info.run
+    }
+
+    #[inline]
+    pub(crate) fn slot(&self) -> usize {
+        self.token.slot()
+    }
+
+    #[cold]
+    fn fail<T>(&self, value: T, action: Action, kind: ErrorKind) -> Error<T> {
+        Error::new(value, action, Some(self.info.run), Some(self.slot()), kind)
+    }
+
+    /// This run handed back inside an error of `action`.
+    #[cold]
+    fn refused_as(self, action: Action, kind: ErrorKind) -> Error<Self> {
+        self.fail((), action, kind).map_value(|()| self)
+    }
+}
+
+impl<K: Claim, B: Bindings> RunOf<Prepared, K, B> {
+    /// A prepared run holding `token` and keeping `bindings`, as the device
+    /// prepared it.
+    #[inline]
+    pub(crate) fn new(token: K, info: RunInfo, bindings: B) -> Self {
+        RunOf {
+            token,
+            info,
+            bindings,
+            _state: PhantomData,
+        }
+    }
+
+    /// See [`Run::launch`](super::Run::launch).
+    #[inline]
+    pub(crate) fn launch(self) -> Result<RunOf<Launched, K, B>, Error<Option<Self>>> {
+        self.launch_with(None)
+    }
+
+    /// [`launch`](Self::launch), marking the buffers of `lent` — a
+    /// pipeline's workload, held by its lane — instead of the run's own
+    /// bindings'.
+    #[inline]
+    pub(crate) fn launch_with(
+        mut self,
+        lent: Option<&dyn Marks>,
+    ) -> Result<RunOf<Launched, K, B>, Error<Option<Self>>> {
+        let (slot, lease) = (self.token.slot(), self.token.lease());
+        let marks: &dyn Marks = lent.unwrap_or(&self.bindings);
+        match self.token.port().launch(slot, lease, &self.info, marks) {
+            Ok(l) => {
+                self.info.seq = l.seq;
+                self.info.len = l.len;
+                Ok(self.into_state())
+            }
+            Err(LaunchFail::NotSubmitted(k)) => {
+                let e = self.fail((), Action::Launch, k);
+                Err(e.map_value(|()| Some(self)))
+            }
+            Err(LaunchFail::Lost(k)) => Err(self.fail(None, Action::Launch, k)),
+        }
+    }
+
+    /// See [`Run::<Prepared, I>::into_token`](super::Run::into_token).
+    #[inline]
+    pub(crate) fn into_token(self) -> K {
+        self.token
+    }
+}
+
+impl<K: Claim, B: Bindings> RunOf<Launched, K, B> {
+    #[inline]
+    pub(crate) fn seq(&self) -> u64 {
+        self.info.seq
+    }
+
+    /// See [`Run::fence`](super::Run::fence),
+    /// [`Run::fence_for`](super::Run::fence_for),
+    /// [`Run::try_fence`](super::Run::try_fence).
+    #[inline]
+    pub(crate) fn wait(
+        self,
+        how: Wait,
+        action: Action,
+    ) -> Result<RunOf<Fenced, K, B>, Error<Self>> {
+        let (slot, lease) = (self.token.slot(), self.token.lease());
+        match self.token.port().wait(slot, lease, &self.info, how) {
+            Ok(()) => Ok(self.into_state()),
+            Err(k) => Err(self.refused_as(action, k)),
+        }
+    }
+
+    /// [`Run::fence`](super::Run::fence).
+    #[inline]
+    pub(crate) fn fence(self) -> Result<RunOf<Fenced, K, B>, Error<Self>> {
+        self.wait(Wait::Configured, Action::Fence)
+    }
+
+    /// One non-blocking look at the run's fence for a future (see
+    /// `device/awaiting.rs`); the run stays where it is. After `Ready(Ok)`
+    /// the device has settled the run complete: turn it
+    /// [`fenced`](Self::fenced). After `Ready(Err)`, hand it back
+    /// [`refused`](Self::refused).
+    #[inline]
+    pub(crate) fn poll_fence(
+        &self,
+        wait: &mut AsyncWait,
+        waker: &Waker,
+    ) -> Poll<Result<(), ErrorKind>> {
+        let (slot, lease) = (self.token.slot(), self.token.lease());
+        self.token
+            .port()
+            .poll_wait(slot, lease, &self.info, wait, waker)
+    }
+
+    /// One query of the run's fence, the run left where it is: `Ok` when
+    /// the device settled it complete (then turn it
+    /// [`fenced`](Self::fenced)), [`ErrorKind::NotReady`] or another
+    /// verdict otherwise.
+    #[inline]
+    pub(crate) fn look(&self) -> Result<(), ErrorKind> {
+        let (slot, lease) = (self.token.slot(), self.token.lease());
+        self.token.port().wait(slot, lease, &self.info, Wait::Poll)
+    }
+
+    /// The run, fenced: only after [`poll_fence`](Self::poll_fence) or
+    /// [`look`](Self::look) said `Ok` for it (the device settled it
+    /// complete then).
+    #[inline]
+    pub(crate) fn fenced(self) -> RunOf<Fenced, K, B> {
+        self.into_state()
+    }
+
+    /// The run handed back inside the error a fence of `action` met.
+    #[cold]
+    pub(crate) fn refused(self, action: Action, kind: ErrorKind) -> Error<Self> {
+        self.refused_as(action, kind)
+    }
+}
+
+impl<K: Claim, B: Bindings> RunOf<Fenced, K, B> {
+    /// See [`Run::<Fenced, I>::into_token`](super::Run::into_token).
+    #[inline]
+    pub(crate) fn into_token(self) -> K {
+        self.token
+    }
+
+    /// The one finalize: the records read back and checked to be this
+    /// run's, then — only if it succeeded — its outputs copied back into
+    /// `args`; the token comes back with the device wall.
+    #[inline]
+    fn finalize_args(self, args: Args<'_, '_>) -> Result<(K, WallRecord), Error<Self>> {
+        let r = finalize_on(&self.token, &self.info, args);
+        self.finalized(r)
+    }
+
+    /// The token and the wall, or this run back inside the error.
+    #[inline]
+    fn finalized(self, r: Result<WallRecord, ErrorKind>) -> Result<(K, WallRecord), Error<Self>> {
+        match r {
+            Ok(wall) => Ok((self.token, wall)),
+            Err(k) => Err(self.refused_as(Action::Finalize, k)),
+        }
+    }
+
+    /// A `RunSpec` run's finalize (see [`Run::finalize`](super::Run::finalize)):
+    /// its output into `out`, which must be this run's slot's buffer — a
+    /// typed run's is by its type (E0308 otherwise), an erased run's is
+    /// checked here.
+    #[inline]
+    pub(crate) fn finalize(self, out: &mut ErasedOutputs) -> Result<(K, WallRecord), Error<Self>> {
+        if out.slot() != self.slot() {
+            let kind = ErrorKind::broken("a run finalized into another slot's outputs buffer");
+            return Err(self.refused_as(Action::Finalize, kind));
+        }
+        let info = self.info;
+        let mut tensors = lowered(
+            Data::ArenaIn(&[]),
+            bytemuck::cast_slice_mut(&mut out.values),
+        );
+        let finalized = self.finalize_args(lowered_args(&mut tensors));
+        let (len, run) = match &finalized {
+            Ok(_) => (info.len, Some(info.run)),
+            Err(_) => (0, None),
+        };
+        out.len = len;
+        out.run = run;
+        finalized
+    }
+
+    /// The pipeline's form: the workload is held by the lane (`lent`), not
+    /// borrowed by the run.
+    #[inline]
+    pub(crate) fn finalize_lent(
+        self,
+        lent: &mut crate::contract::Workload<'_>,
+    ) -> Result<(K, WallRecord), Error<Self>> {
+        self.finalize_args(lent.args())
+    }
+}
+
+impl<K: Claim> RunOf<Fenced, K, Bound<'_, '_>> {
+    /// See [`Run::<Fenced, I, Bound>::finalize`](super::Run#method.finalize-1):
+    /// the workload the run borrowed is where its outputs go.
+    #[inline]
+    pub(crate) fn finalize_bound(self) -> Result<(K, WallRecord), Error<Self>> {
+        let r = finalize_on(&self.token, &self.info, self.bindings.work.args());
+        self.finalized(r)
+    }
+}
+
+/// The device's finalize of the run `info` holding `token`, into `args`.
+#[inline]
+fn finalize_on<K: Claim>(
+    token: &K,
+    info: &RunInfo,
+    args: Args<'_, '_>,
+) -> Result<WallRecord, ErrorKind> {
+    token
+        .port()
+        .finalize(token.slot(), token.lease(), info, args)
+}

@@ -1,0 +1,276 @@
+//! Refilling a [`Workload`] in place: a scalar set by index, a tensor
+//! re-pointed to another host slice, device buffer or slice of the same
+//! element type and direction, an owned tensor's buffer swapped — so a
+//! workload (a pipeline's, a decode loop's) is built once and reused for
+//! ever.
+//!
+//! Lengths may change: a host tensor is placed in the slot's staging region
+//! anew at every prepare, and every device range is checked there.
+
+use bytemuck::Pod;
+
+use super::args::Data;
+use super::{Workload, tensor_kind};
+use crate::contract::buffer::{BufferSlice, PerSlot, Scratch};
+use crate::contract::error::{Action, Error, ErrorKind};
+
+impl<'a> Workload<'a> {
+    /// Sets scalar `index` to `value`.
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+    /// # use runclaim::driver::abi::Program;
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+    /// let mut step = Workload::new(runner.code("f")?);
+    /// step.scalar(0); // the decode position
+    /// for position in 1..4 {
+    ///     step.set_scalar(0, position)?; // the same workload, every step
+    /// }
+    /// assert!(step.set_scalar(1, 9).is_err()); // there is one scalar
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ErrorKind::NoScalar`] when the workload has no scalar `index`.
+    pub fn set_scalar(&mut self, index: usize, value: u64) -> Result<(), Error> {
+        let count = self.scalars.len();
+        let slot = self
+            .scalars
+            .get_mut(index)
+            .ok_or_else(|| refused((), ErrorKind::NoScalar { index, count }))?;
+        *slot = value;
+        Ok(())
+    }
+
+    /// Re-points host input tensor `index` ([`Dir::In`](crate::driver::abi::Dir::In))
+    /// at `data`, of the same element type and any length.
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+    /// # use runclaim::driver::abi::Program;
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// let (a, b) = ([1u32, 2], [5u32, 6, 7]);
+    /// let mut work = Workload::new(runner.code("inc")?);
+    /// work.input(&a).owned(vec![0u32; 2], runclaim::driver::abi::Dir::Out);
+    /// work.set_input(0, &b)?; // another slice, another length
+    /// work.replace_owned(1, vec![0u32; 3])?; // the output follows it
+    /// runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?.fence()?.finalize()?;
+    /// assert_eq!(work.owned_at::<u32>(1), Some(&[6, 7, 8][..]));
+    /// assert!(work.set_input(0, &[1.0f32]).is_err()); // another element type
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ErrorKind::NoTensor`]; [`ErrorKind::TensorMismatch`] when tensor
+    /// `index` is not a host input or holds another element type.
+    pub fn set_input<T: Pod>(&mut self, index: usize, data: &'a [T]) -> Result<(), Error> {
+        let t = self.tensor_of::<T>(index)?;
+        match &mut t.data {
+            Data::HostIn(bytes) => *bytes = bytemuck::cast_slice(data),
+            other => return Err(mismatch((), index, tensor_kind(other))),
+        }
+        Ok(())
+    }
+
+    /// Re-points host output or in-out tensor `index` at `data`, of the
+    /// same element type and any length; its direction is kept.
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+    /// # use runclaim::driver::abi::Program;
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// let x = [1u32, 2];
+    /// let (mut first, mut second) = ([0u32; 2], [0u32; 2]);
+    /// let mut work = Workload::new(runner.code("inc")?);
+    /// work.input(&x).output(&mut first);
+    /// runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?.fence()?.finalize()?;
+    /// work.set_output(1, &mut second)?; // `first` is no longer bound
+    /// runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?.fence()?.finalize()?;
+    /// drop(work);
+    /// assert_eq!((first, second), ([2, 3], [2, 3]));
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`set_input`](Self::set_input), for a host output or in-out
+    /// tensor; `data` comes back inside the error.
+    pub fn set_output<T: Pod>(
+        &mut self,
+        index: usize,
+        data: &'a mut [T],
+    ) -> Result<(), Error<&'a mut [T]>> {
+        let t = match self.tensor_of::<T>(index) {
+            Ok(t) => t,
+            Err(e) => return Err(e.map_value(|()| data)),
+        };
+        match &mut t.data {
+            Data::HostOut(bytes) => *bytes = bytemuck::cast_slice_mut(data),
+            other => return Err(mismatch(data, index, tensor_kind(other))),
+        }
+        Ok(())
+    }
+
+    /// Re-points device-buffer tensor `index` at another buffer — the whole
+    /// of one (`&buffer`) or a [`BufferSlice`] — of the same element type
+    /// and any length; its direction is kept.
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+    /// # use runclaim::driver::abi::{Dir, Program};
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// let (mut a, mut b) = (device.alloc_buffer::<u32>(4)?, device.alloc_buffer::<u32>(4)?);
+    /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// let mut work = Workload::new(runner.code("inc")?);
+    /// work.input(&[1u32, 2]).buffer(a.slice(0..2), Dir::Out);
+    /// work.set_buffer(1, b.slice(2..4))?; // the run writes b[2..4]
+    /// runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?.fence()?.finalize()?;
+    /// drop(work);
+    /// let mut back = [0u32; 4];
+    /// runner.device().read_buffer(&mut b, 0, &mut back)?;
+    /// assert_eq!(back, [0, 0, 2, 3]);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// [`ErrorKind::NoTensor`], [`ErrorKind::TensorMismatch`] (not a device
+    /// buffer, or another element type), [`ErrorKind::BufferRange`] for a
+    /// slice outside its buffer.
+    pub fn set_buffer<T: Pod>(
+        &mut self,
+        index: usize,
+        slice: impl Into<BufferSlice<'a, T>>,
+    ) -> Result<(), Error> {
+        let slice = slice.into();
+        let core = slice.buffer().core();
+        let Some((start, len)) = slice.byte_range() else {
+            let kind = ErrorKind::BufferRange {
+                tensor: index,
+                buffer: core.id,
+                len: slice.buffer().len(),
+            };
+            return Err(refused((), kind));
+        };
+        let t = self.tensor_of::<T>(index)?;
+        match &mut t.data {
+            Data::Device {
+                core: c,
+                offset,
+                bytes,
+            } => (*c, *offset, *bytes) = (core, start, len),
+            other => return Err(mismatch((), index, tensor_kind(other))),
+        }
+        Ok(())
+    }
+
+    /// Re-points per-slot tensor `index` at another set of per-slot
+    /// buffers of the same element type; its direction is kept.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NoTensor`]; [`ErrorKind::TensorMismatch`] (not a
+    /// per-slot tensor, or another element type).
+    pub fn set_per_slot<T: Pod>(&mut self, index: usize, set: &'a PerSlot<T>) -> Result<(), Error> {
+        let t = self.tensor_of::<T>(index)?;
+        match &mut t.data {
+            Data::PerSlot(s) => *s = set,
+            other => return Err(mismatch((), index, tensor_kind(other))),
+        }
+        Ok(())
+    }
+
+    /// Re-points scratch tensor `index` at `scratch` (the run holds it by
+    /// `&mut` again, until finalized), reset at prepare with `init`.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NoTensor`]; [`ErrorKind::TensorMismatch`] (not a
+    /// scratch tensor, or another element type);
+    /// [`ErrorKind::BufferRange`] when `init` is longer than the scratch.
+    /// The scratch comes back inside the error.
+    pub fn set_scratch<T: Pod>(
+        &mut self,
+        index: usize,
+        scratch: &'a mut Scratch<T>,
+        init: &'a [T],
+    ) -> Result<(), Error<&'a mut Scratch<T>>> {
+        if init.len() > scratch.len() {
+            let kind = ErrorKind::BufferRange {
+                tensor: index,
+                buffer: scratch.id(),
+                len: scratch.len(),
+            };
+            return Err(refused(scratch, kind));
+        }
+        let t = match self.tensor_of::<T>(index) {
+            Ok(t) => t,
+            Err(e) => return Err(e.map_value(|()| scratch)),
+        };
+        match &mut t.data {
+            Data::Scratch { core, init: i } => {
+                *core = scratch.buffer.core();
+                *i = bytemuck::cast_slice(init);
+            }
+            other => {
+                let kind = tensor_kind(other);
+                return Err(mismatch(scratch, index, kind));
+            }
+        }
+        Ok(())
+    }
+
+    /// Swaps owned tensor `index`'s buffer for `data` (of the same element
+    /// type, any length) and hands the old one back.
+    ///
+    /// # Errors
+    /// [`ErrorKind::NoTensor`]; [`ErrorKind::TensorMismatch`] (not an owned
+    /// tensor, or another element type). `data` comes back inside the
+    /// error.
+    pub fn replace_owned<T: Pod + Send + Sync>(
+        &mut self,
+        index: usize,
+        data: Vec<T>,
+    ) -> Result<Vec<T>, Error<Vec<T>>> {
+        if let Err(e) = self.tensor_of::<T>(index) {
+            return Err(e.map_value(|()| data));
+        }
+        let Some(held) = self.owned_host_mut(index) else {
+            let kind = self
+                .tensors
+                .get_mut(index)
+                .map_or("no tensor", |t| tensor_kind(&t.data));
+            return Err(mismatch(data, index, kind));
+        };
+        match held.as_any_mut().downcast_mut::<Vec<T>>() {
+            Some(v) => Ok(std::mem::replace(v, data)),
+            None => Err(mismatch(data, index, "of another element type")),
+        }
+    }
+
+    /// Tensor `index`, whose element type must be `T`.
+    fn tensor_of<T: Pod>(&mut self, index: usize) -> Result<&mut super::Tensor<'a>, Error> {
+        let count = self.tensors.len();
+        let t = self
+            .tensors
+            .get_mut(index)
+            .ok_or_else(|| refused((), ErrorKind::NoTensor { index, count }))?;
+        if !t.elem.is::<T>() {
+            return Err(mismatch((), index, "of another element type"));
+        }
+        Ok(t)
+    }
+}
+
+#[cold]
+fn refused<T>(value: T, kind: ErrorKind) -> Error<T> {
+    Error::new(value, Action::Refill, None, None, kind)
+}
+
+#[cold]
+fn mismatch<T>(value: T, tensor: usize, is: &'static str) -> Error<T> {
+    refused(value, ErrorKind::TensorMismatch { tensor, is })
+}
