@@ -9,7 +9,6 @@ use super::code::CodeRef;
 use super::device::AsyncWait;
 use super::error::{ErrorKind, RunId};
 use super::workload::Args;
-use super::workload::sealed::Marks;
 use crate::driver::CodeHandle;
 use crate::driver::abi::WallRecord;
 
@@ -63,8 +62,8 @@ pub(crate) trait Port: Sync {
     /// A token of `slot` with `lease` is dropped.
     fn release(&self, slot: usize, lease: u64);
     /// Prepares a run of `code` into the slot from `args` — a workload's,
-    /// or a `RunSpec` lowered into two tensors: host tensors staged, the
-    /// records armed, the tensors resolved for the blocks built at launch.
+    /// or a `RunSpec` lowered into two tensors: everything refusable
+    /// refused, host tensors staged, the records armed.
     fn prepare(
         &self,
         slot: usize,
@@ -72,14 +71,16 @@ pub(crate) trait Port: Sync {
         code: CodeRef<'_>,
         args: Args<'_, '_>,
     ) -> Result<RunInfo, ErrorKind>;
-    /// Launches the prepared run; `marks`: what it binds, marked with the
-    /// run once its AICore kernel is queued.
+    /// Launches the prepared run from `args` — the tensors it was
+    /// prepared from (a `RunSpec`'s lowered again): each resolved to the
+    /// device range its block names (a chained input fixed now), the
+    /// buffers it binds marked with it once its AICore kernel is queued.
     fn launch(
         &self,
         slot: usize,
         lease: u64,
         info: &RunInfo,
-        marks: &dyn Marks,
+        args: Args<'_, '_>,
     ) -> Result<Submitted, LaunchFail>;
     fn wait(&self, slot: usize, lease: u64, info: &RunInfo, how: Wait) -> Result<(), ErrorKind>;
     /// One non-blocking look at the run's fence for a future; `Pending`

@@ -1,5 +1,9 @@
 //! What a run can be prepared from — a [`RunSpec`] or a `&mut`
 //! [`Workload`] — and what the prepared run keeps of it ([`Spec`]).
+#![allow(
+    clippy::inline_always,
+    reason = "thin transition wrappers: out of line each moves a whole run and its result through memory (measured with callgrind, benches/contract.rs: 180 instructions per RunSpec cycle together)"
+)]
 
 use super::error::ErrorKind;
 use super::port::{Port, RunInfo};
@@ -70,7 +74,7 @@ pub(crate) mod sealed {
     }
 
     impl Sealed for RunSpec<'_> {
-        #[inline]
+        #[inline(always)]
         fn prepare_on(
             self,
             port: &dyn Port,

@@ -1,5 +1,9 @@
 //! [`Runner`]: the published code generation, and the hand that issues slot
 //! tokens and prepares runs.
+#![allow(
+    clippy::inline_always,
+    reason = "thin transition wrappers: out of line each moves a whole run and its result through memory (measured with callgrind, benches/contract.rs: 180 instructions per RunSpec cycle together)"
+)]
 
 use std::time::Duration;
 
@@ -176,7 +180,7 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
     /// [`ErrorKind::TooManyScalars`], [`ErrorKind::StagingFull`],
     /// [`ErrorKind::BufferRange`] and [`ErrorKind::ForeignBuffer`] (the
     /// workload is dropped: its borrows end).
-    #[inline]
+    #[inline(always)]
     pub fn prepare<'r, const I: usize, W: Spec>(
         &'r self,
         token: SlotToken<'r, I>,
@@ -187,7 +191,7 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
 
     /// [`prepare`](Runner::prepare) for a typed or an erased token: the one
     /// implementation of both.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn prepare_claim<K: Claim, W: Spec>(
         &self,
         token: K,

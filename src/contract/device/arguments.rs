@@ -1,15 +1,19 @@
-//! A run's arguments on the device: the one prepare and the one finalize
-//! every run goes through — a workload's tensors, or a `RunSpec` lowered
-//! into two (its input and output in the slot's arena). Prepare places
-//! each host tensor in the slot's staging region, copies in what the kernel
-//! reads and resolves every tensor for the blocks built at launch (the slot
-//! is held: its regions and host buffers are this run's alone); finalize
-//! checks the records, then copies back what the kernel wrote — only for
-//! a run that succeeded.
+//! A run's arguments on the device: the one prepare, the one resolution at
+//! launch and the one finalize every run goes through — a workload's
+//! tensors, or a `RunSpec` lowered into two (its input and output in the
+//! slot's arena). Prepare refuses what can be refused, places each host
+//! tensor in the slot's staging region and copies in what the kernel reads
+//! (the slot is held: its regions are this run's alone); launch resolves
+//! every tensor to the device range its block names and marks the buffers
+//! it binds; finalize checks the records, then copies back what the kernel
+//! wrote — only for a run that succeeded.
 
-use super::Device;
+use std::sync::atomic::Ordering;
+
+use super::state::State;
+use super::{Device, SlotHost};
 use crate::contract::code::CodeRef;
-use crate::contract::error::ErrorKind;
+use crate::contract::error::{ErrorKind, RunId};
 use crate::contract::port::RunInfo;
 use crate::contract::workload::{Args, Data, OwnedHost, Packer};
 use crate::driver::abi::{DevSpan, Home, TensorView, WallRecord};
@@ -46,7 +50,6 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         };
         self.copy_in(slot, &args)?;
         self.arm_records(slot, run)?;
-        self.resolve(slot, &args, arena.len);
         Ok(RunInfo {
             run,
             seq: 0,
@@ -125,16 +128,30 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         Ok(())
     }
 
-    /// The tensors resolved to device spans, and the scalars, into the
-    /// slot's host buffers for the adapter at launch (a chained input is a
-    /// placeholder until then).
-    fn resolve(&self, slot: usize, args: &Args<'_, '_>, len: usize) {
+    /// At launch: every tensor resolved to the device range its block
+    /// names — a chained input to the arena output of the run launched
+    /// just before, with as many elements out — into the slot's host
+    /// buffers, with the scalars, for the adapter. Returns the run's
+    /// length.
+    pub(super) fn resolve(
+        &self,
+        st: &State<DEPTH>,
+        slot: usize,
+        info: &RunInfo,
+        args: &Args<'_, '_>,
+        host: &mut SlotHost,
+    ) -> Result<usize, ErrorKind> {
         let r = &self.regions[slot];
+        let (len, input) = if info.chained {
+            let c = st.queue.chain().ok_or(ErrorKind::NoChainValue)?;
+            (c.len, self.regions[c.slot].output)
+        } else {
+            (info.len, r.input)
+        };
         let span = |ptr: DevPtr, bytes: usize| DevSpan::new(ptr, bytes as u64);
         let arena = |ptr: DevPtr| span(ptr, len * 4);
-        let mut host = self.block(slot);
         host.tensors.clear();
-        host.tensors.extend(args.tensors.iter().map(|t| {
+        for t in args.tensors.iter() {
             let (span, home) = match t.data {
                 Data::Device {
                     core,
@@ -142,7 +159,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     bytes,
                 } => (span(core.ptr.offset(offset), bytes), Home::Buffer),
                 Data::Scratch { core, .. } => (span(core.ptr, core.bytes), Home::Buffer),
-                // Checked by `place`: this device's, this slot's.
+                // Checked at prepare: this device's, this slot's.
                 Data::PerSlot(set) => {
                     let ptr = set.core(slot).map_or(DevPtr::from_raw(0), |c| c.ptr);
                     (span(ptr, set.bytes()), Home::Buffer)
@@ -151,19 +168,19 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     span(r.staging.offset(t.at), t.bytes(args.owned)),
                     Home::Staging,
                 ),
-                Data::ArenaIn(_) => (arena(r.input), Home::Arena),
-                Data::Chained => (span(DevPtr::from_raw(0), 0), Home::Arena),
+                Data::ArenaIn(_) | Data::Chained => (arena(input), Home::Arena),
                 Data::ArenaOut(_) => (arena(r.output), Home::Arena),
             };
-            TensorView {
+            host.tensors.push(TensorView {
                 span,
                 elem_size: t.elem.size,
                 dir: t.dir,
                 home,
-            }
-        }));
+            });
+        }
         host.scalars.clear();
         host.scalars.extend(args.scalars.iter().copied());
+        Ok(len)
     }
 
     /// See `Port::finalize`.
@@ -189,8 +206,18 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         let wall = self.check_records(slot, info)?;
         self.copy_back(slot, info, args)?;
-        self.lock().stats.finalized += 1;
+        self.finalized.fetch_add(1, Ordering::Relaxed);
         Ok(wall)
+    }
+
+    /// The run `run`, joining the queue with sequence number `seq`, binds
+    /// these tensors: every device buffer among them remembers it.
+    pub(super) fn mark(args: &Args<'_, '_>, slot: usize, run: RunId, seq: u64) {
+        for t in args.tensors.iter() {
+            if let Some(core) = t.bound_core(slot) {
+                core.bound_by(run, seq);
+            }
+        }
     }
 
     /// The run succeeded: one D2H copy per host tensor it wrote, from where

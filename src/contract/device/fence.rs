@@ -38,6 +38,21 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         st.stats.fenced += 1;
     }
 
+    /// [`settle_complete`](Self::settle_complete) for a run whose fence
+    /// was observed complete before its claim was checked: the claim is
+    /// checked here, under the same lock (a stale claim settles nothing).
+    fn settle_checked(&self, slot: usize, lease: u64, seq: u64) -> Result<(), ErrorKind> {
+        let mut st = self.lock();
+        st.slots.check_in_flight(slot, lease)?;
+        if !st.queue.runs().iter().any(|e| e.seq == seq) {
+            return Err(st.slots.stale(slot, lease));
+        }
+        st.queue.complete(seq, None);
+        st.slots.completed(slot, lease);
+        st.stats.fenced += 1;
+        Ok(())
+    }
+
     /// The entry of the launched run `seq` holding `slot` with `lease`.
     pub(super) fn in_flight_entry(
         &self,
@@ -96,18 +111,19 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         // Wake up now and then to look at the runs ahead.
         let slice_cap = self.slice_cap();
         let ev = self.regions[slot].ev_fence;
-        self.in_flight_entry(slot, lease, info.seq)?;
         // The common case first, with no bookkeeping: the run completes
         // within one slice. (A slice never outlasts a verdict by more than
-        // itself, and never exceeds an explicit limit.)
+        // itself, and never exceeds an explicit limit.) Waiting on the
+        // slot's fence event is harmless whoever it is recorded for, so
+        // the claim is checked once, when the run settles.
         let first = limit.map_or(slice_cap, |t| t.min(slice_cap)).max(MIN_SLICE);
         match d.sync_event(ev, first) {
-            Ok(()) => {
-                self.settle_complete(slot, lease, info.seq, None);
-                return Ok(());
-            }
+            Ok(()) => return self.settle_checked(slot, lease, info.seq),
             Err(e) if e.is_timeout() => {}
-            Err(e) => return Err(self.settle_error(e, info.run, slot, info.seq)),
+            Err(e) => {
+                self.in_flight_entry(slot, lease, info.seq)?;
+                return Err(self.settle_error(e, info.run, slot, info.seq));
+            }
         }
         // The first slice counts towards the limit.
         let mut clock = self.wait_clock(info.seq, d.clock().saturating_sub(first), limit);

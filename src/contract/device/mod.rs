@@ -120,6 +120,9 @@ pub struct Device<D: Driver, const DEPTH: usize = 2> {
     /// What the driver's first `notify_event` answer said it can see
     /// (`awaiting.rs`): whether awaited waits back off on time.
     notices: std::sync::atomic::AtomicU8,
+    /// Runs finalized successfully (kept beside the state: a finalize
+    /// takes the state lock once, to check its claim).
+    finalized: AtomicU64,
     /// Set once resources are released (or deliberately leaked).
     closed: bool,
 }
@@ -447,6 +450,7 @@ where
             state: Mutex::new(State::new(aicore, aicpu, aicore_epoch)),
             driver,
             notices: std::sync::atomic::AtomicU8::new(awaiting::NOTICE_UNKNOWN),
+            finalized: AtomicU64::new(0),
             closed: false,
         }
     }
@@ -566,7 +570,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// Counters of the contract itself.
     #[must_use]
     pub fn stats(&self) -> ContractStats {
-        self.lock().stats
+        let mut stats = self.lock().stats;
+        stats.finalized = self.finalized.load(Ordering::Relaxed);
+        stats
     }
 
     pub(crate) fn id(&self) -> u64 {

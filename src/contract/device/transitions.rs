@@ -1,22 +1,21 @@
 //! The per-slot transitions behind [`Port`]: a launch — admitted, its
-//! streams readied, its chained input fixed, its blocks built, its kernels
-//! and fence submitted, the run joined to the queue, each step named and
-//! graded by what reached the device — and a token's release; prepare and
-//! finalize are `arguments.rs`'s, the waits `fence.rs`'s and
-//! `awaiting.rs`'s.
+//! streams readied, its tensors resolved (`arguments.rs`), its blocks
+//! built, its kernels and fence submitted, the run joined to the queue,
+//! each step named and graded by what reached the device — and a token's
+//! release; prepare and finalize are `arguments.rs`'s, the waits
+//! `fence.rs`'s and `awaiting.rs`'s.
 
 use std::task::{Poll, Waker};
 
+use super::Device;
 use super::state::{Release, State};
-use super::{Device, SlotHost};
 use crate::contract::code::CodeRef;
 use crate::contract::device::AsyncWait;
 use crate::contract::error::{ErrorKind, PoisonCause, RunId};
 use crate::contract::inflight::Proof;
 use crate::contract::port::{LaunchFail, Port, RunInfo, Submitted, Wait};
 use crate::contract::workload::Args;
-use crate::contract::workload::sealed::Marks;
-use crate::driver::abi::{AbiError, DevSpan, Home, LaunchArgs, WallRecord};
+use crate::driver::abi::{AbiError, LaunchArgs, WallRecord};
 use crate::driver::{CodeHandle, Driver, DriverError};
 
 use LaunchFail::{Lost, NotSubmitted};
@@ -31,13 +30,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         slot: usize,
         lease: u64,
         info: &RunInfo,
-        marks: &dyn Marks,
+        args: &Args<'_, '_>,
     ) -> Result<Submitted, LaunchFail> {
         Self::admit(st, slot, lease)?;
         self.ready_streams(st).map_err(NotSubmitted)?;
         // The slot is held: its host buffers are this run's.
         let mut host = self.block(slot);
-        let len = self.resolve_chain(st, slot, info, &mut host)?;
+        let len = self
+            .resolve(st, slot, info, args, &mut host)
+            .map_err(NotSubmitted)?;
         self.build_blocks(&mut host, slot, info.run)
             .map_err(NotSubmitted)?;
         let (core, cpu) = host.args();
@@ -48,7 +49,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         // The AICore kernel is on the stream: from here on the run is on
         // the device whatever happens, and the buffers it binds are marked
         // with the sequence number it joins the queue with (lost or not).
-        marks.mark(info.run, slot, st.queue.next_seq());
+        Self::mark(args, slot, info.run, st.queue.next_seq());
         self.submit_rest(st, slot, info.run, cpu)?;
         drop(host);
         Self::join_queue(st, slot, lease, info, len)
@@ -69,31 +70,6 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             )));
         }
         Ok(())
-    }
-
-    /// A chained run's input, fixed now that the run before it is known:
-    /// the arena output of the run launched just before, and as many
-    /// elements out. Returns the run's length.
-    fn resolve_chain(
-        &self,
-        st: &State<DEPTH>,
-        slot: usize,
-        info: &RunInfo,
-        host: &mut SlotHost,
-    ) -> Result<usize, LaunchFail> {
-        if !info.chained {
-            return Ok(info.len);
-        }
-        let c = st
-            .queue
-            .chain()
-            .ok_or(NotSubmitted(ErrorKind::NoChainValue))?;
-        let (from, to) = (self.regions[c.slot].output, self.regions[slot].output);
-        for t in host.tensors.iter_mut().filter(|t| t.home == Home::Arena) {
-            let at = if t.dir.writes() { to } else { from };
-            t.span = DevSpan::new(at, c.len as u64 * 4);
-        }
-        Ok(c.len)
     }
 
     /// A second block is checked whole before the first kernel is queued:
@@ -321,13 +297,13 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         slot: usize,
         lease: u64,
         info: &RunInfo,
-        marks: &dyn Marks,
+        args: Args<'_, '_>,
     ) -> Result<Submitted, LaunchFail> {
         // The lock is held across submission: sequence order is stream order
         // even when several threads launch.
         let mut st = self.lock();
         st.launching(Some((info.run, slot)));
-        let r = self.launch_locked(&mut st, slot, lease, info, marks);
+        let r = self.launch_locked(&mut st, slot, lease, info, &args);
         st.launching(None);
         r
     }

@@ -24,7 +24,6 @@ use crate::contract::runner::Runner;
 use crate::contract::slot::ErasedToken;
 use crate::contract::states::{Fenced, Launched, Prepared};
 use crate::contract::workload::Workload;
-use crate::contract::workload::sealed::Marks;
 use crate::driver::Driver;
 use crate::driver::abi::WallRecord;
 
@@ -40,18 +39,18 @@ pub(super) struct Ticket<'r, T> {
 
 /// What a lane keeps of a submission while its run is in flight: nothing
 /// (`()`, a `RunSpec`'s run: its input was copied at prepare) or the
-/// workload, whose buffers the launch marks and whose host outputs the
-/// finalize fills.
+/// workload, which the launch resolves and the finalize fills.
 pub(super) trait Kept<'r> {
-    /// What the launch marks.
-    fn marks(&self) -> Option<&dyn Marks>;
+    /// What the launch reads the run's arguments from (`None`: the run's
+    /// own, a `RunSpec`'s lowered).
+    fn lent(&mut self) -> Option<&mut Workload<'r>>;
     /// What the ticket keeps until the run comes back.
     fn into_work(self) -> Option<Workload<'r>>;
 }
 
 impl<'r> Kept<'r> for () {
     #[inline]
-    fn marks(&self) -> Option<&dyn Marks> {
+    fn lent(&mut self) -> Option<&mut Workload<'r>> {
         None
     }
     #[inline]
@@ -62,7 +61,7 @@ impl<'r> Kept<'r> for () {
 
 impl<'r> Kept<'r> for Workload<'r> {
     #[inline]
-    fn marks(&self) -> Option<&dyn Marks> {
+    fn lent(&mut self) -> Option<&mut Workload<'r>> {
         Some(self)
     }
     #[inline]
@@ -198,7 +197,7 @@ impl<'r, T> Lane<'r, T> {
                     return (LaneState::Idle(Idle::Free(token)), Err((e, tag, kept)));
                 }
             };
-            match prepared.launch_with(kept.marks()) {
+            match prepared.launch_with(kept.lent()) {
                 Ok(run) => {
                     let id = run.id();
                     let ticket = Ticket {

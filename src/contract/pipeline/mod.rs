@@ -461,7 +461,7 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// let report = pipe.drain()?; // proves the queue quiet, re-creates the faulted stream
     /// assert!(report.cleared.is_some());
     /// let again = err.into_value(); // the refused spec and tag
-    /// pipe.submit(again.spec, again.tag)?;
+    /// pipe.submit(again.work, again.tag)?;
     /// assert_eq!(pipe.complete()?.map(|d| (d.tag, d.values[0])), Some((1, 2)));
     /// # Ok::<(), runclaim::Error>(())
     /// ```

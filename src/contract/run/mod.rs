@@ -1,5 +1,9 @@
 //! [`Run`] and its states: `Prepared → Launched → Fenced → Finalized`.
 #![allow(
+    clippy::inline_always,
+    reason = "thin transition wrappers: out of line each moves a whole run and its result through memory (measured with callgrind, benches/contract.rs)"
+)]
+#![allow(
     clippy::result_large_err,
     reason = "a failed transition hands the run back by value inside the error: the rule of the crate; a workload's run adds one pointer"
 )]
@@ -438,7 +442,7 @@ impl<'r, const I: usize> Run<'r, Fenced, I> {
     /// assert_eq!(bigger.values(), &[2, 3, 4]);
     /// # Ok::<(), runclaim::Error>(())
     /// ```
-    #[inline]
+    #[inline(always)]
     pub fn finalize(self, out: &mut Outputs<I>) -> Result<Finalized<'r, I>, Error<Self>> {
         let (run, seq) = (self.0.info.run, self.0.info.seq);
         match self.0.finalize(&mut out.raw) {
@@ -499,7 +503,7 @@ impl<'r, const I: usize> Run<'r, Fenced, I, Bound<'_, '_>> {
     /// midway through the copy-back, leaving the host outputs before the
     /// failing one written and the rest untouched; finalizing the run again
     /// copies them all.
-    #[inline]
+    #[inline(always)]
     pub fn finalize(self) -> Result<Finalized<'r, I>, Error<Self>> {
         let (run, seq) = (self.0.info.run, self.0.info.seq);
         match self.0.finalize_bound() {

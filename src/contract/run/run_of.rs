@@ -2,6 +2,10 @@
 //! keeping bindings `B` — every transition, written once, for a typed run
 //! ([`Run`](super::Run), over a `SlotToken<'r, I>`) and an erased one
 //! ([`ErasedRun`], over an `ErasedToken`, the pipeline's).
+#![allow(
+    clippy::inline_always,
+    reason = "thin transition wrappers: out of line each moves a whole run and its result through memory (measured with callgrind, benches/contract.rs: 180 instructions per RunSpec cycle together)"
+)]
 
 use std::fmt;
 use std::marker::PhantomData;
@@ -13,7 +17,7 @@ use crate::contract::outputs::ErasedOutputs;
 use crate::contract::port::{LaunchFail, RunInfo, Wait};
 use crate::contract::slot::{Claim, ErasedToken};
 use crate::contract::states::{Fenced, Launched, Prepared, State};
-use crate::contract::workload::sealed::Marks;
+use crate::contract::workload::Workload;
 use crate::contract::workload::{Args, Bindings, Bound, Data, Simple, lowered, lowered_args};
 use crate::driver::abi::WallRecord;
 
@@ -98,17 +102,22 @@ impl<K: Claim, B: Bindings> RunOf<Prepared, K, B> {
         self.launch_with(None)
     }
 
-    /// [`launch`](Self::launch), marking the buffers of `lent` — a
-    /// pipeline's workload, held by its lane — instead of the run's own
-    /// bindings'.
-    #[inline]
+    /// [`launch`](Self::launch) from `lent` — a pipeline's workload, held
+    /// by its lane — instead of from the run's own bindings.
+    #[inline(always)]
     pub(crate) fn launch_with(
         mut self,
-        lent: Option<&dyn Marks>,
+        lent: Option<&mut Workload<'_>>,
     ) -> Result<RunOf<Launched, K, B>, Error<Option<Self>>> {
         let (slot, lease) = (self.token.slot(), self.token.lease());
-        let marks: &dyn Marks = lent.unwrap_or(&self.bindings);
-        match self.token.port().launch(slot, lease, &self.info, marks) {
+        let (port, info) = (self.token.port(), &self.info);
+        let launched = match lent {
+            Some(work) => port.launch(slot, lease, info, work.args()),
+            None => self
+                .bindings
+                .with_args(info.chained, |args| port.launch(slot, lease, info, args)),
+        };
+        match launched {
             Ok(l) => {
                 self.info.seq = l.seq;
                 self.info.len = l.len;
@@ -209,14 +218,14 @@ impl<K: Claim, B: Bindings> RunOf<Fenced, K, B> {
     /// The one finalize: the records read back and checked to be this
     /// run's, then — only if it succeeded — its outputs copied back into
     /// `args`; the token comes back with the device wall.
-    #[inline]
+    #[inline(always)]
     fn finalize_args(self, args: Args<'_, '_>) -> Result<(K, WallRecord), Error<Self>> {
         let r = finalize_on(&self.token, &self.info, args);
         self.finalized(r)
     }
 
     /// The token and the wall, or this run back inside the error.
-    #[inline]
+    #[inline(always)]
     fn finalized(self, r: Result<WallRecord, ErrorKind>) -> Result<(K, WallRecord), Error<Self>> {
         match r {
             Ok(wall) => Ok((self.token, wall)),
@@ -228,7 +237,7 @@ impl<K: Claim, B: Bindings> RunOf<Fenced, K, B> {
     /// its output into `out`, which must be this run's slot's buffer — a
     /// typed run's is by its type (E0308 otherwise), an erased run's is
     /// checked here.
-    #[inline]
+    #[inline(always)]
     pub(crate) fn finalize(self, out: &mut ErasedOutputs) -> Result<(K, WallRecord), Error<Self>> {
         if out.slot() != self.slot() {
             let kind = ErrorKind::broken("a run finalized into another slot's outputs buffer");

@@ -1,12 +1,15 @@
 //! What a prepared run keeps of what it was prepared from until it is
-//! finalized: [`Bound`] (a workload, borrowed) or [`Simple`] (nothing),
-//! and the one thing a launch asks of either — to mark the device buffers
-//! the run binds.
+//! finalized: [`Bound`] (a workload, borrowed) or [`Simple`] (nothing: a
+//! `RunSpec`'s run), and the one thing a launch asks of either — the
+//! arguments the run was prepared from.
+#![allow(
+    clippy::inline_always,
+    reason = "thin transition wrappers: out of line each moves a whole run and its result through memory (measured with callgrind, benches/contract.rs: 180 instructions per RunSpec cycle together)"
+)]
 
 use std::fmt;
 
 use super::Workload;
-use crate::contract::error::RunId;
 
 /// What a run prepared from a [`Workload`] keeps until it is finalized:
 /// the workload itself, borrowed (`&'w mut`), and through it the borrows of
@@ -60,52 +63,46 @@ impl fmt::Debug for Bound<'_, '_> {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
 pub struct Simple;
 
+#[allow(
+    private_interfaces,
+    private_bounds,
+    reason = "sealed: the trait is unnameable outside the crate, so its method (and the crate-private arguments it names) cannot be called or implemented there"
+)]
 pub(crate) mod sealed {
-    use super::{Bound, Simple, Workload};
-    use crate::contract::error::RunId;
+    use super::{Bound, Simple};
+    use crate::contract::workload::{Args, Data, lowered, lowered_args};
 
-    /// What a launch asks of a run's bindings (object safe: the launch
-    /// takes it as `&dyn Marks`).
-    pub trait Marks {
-        /// The run `run` in `slot` joins the queue with sequence number
-        /// `seq`: every device buffer it binds remembers it.
-        fn mark(&self, run: RunId, slot: usize, seq: u64);
+    /// What a launch asks of a run's bindings: the arguments the run was
+    /// prepared from.
+    pub trait Launch {
+        /// Calls `f` with the run's arguments: a workload's own, or a
+        /// `RunSpec`'s lowered again (`chained`: its input is the previous
+        /// run's output).
+        fn with_args<R>(&mut self, chained: bool, f: impl FnOnce(Args<'_, '_>) -> R) -> R;
     }
 
-    impl Marks for Simple {
-        #[inline]
-        fn mark(&self, _: RunId, _: usize, _: u64) {}
-    }
-
-    impl Marks for Workload<'_> {
-        #[inline]
-        fn mark(&self, run: RunId, slot: usize, seq: u64) {
-            self.mark_bound(run, slot, seq);
+    impl Launch for Simple {
+        #[inline(always)]
+        fn with_args<R>(&mut self, chained: bool, f: impl FnOnce(Args<'_, '_>) -> R) -> R {
+            let input = if chained {
+                Data::Chained
+            } else {
+                Data::ArenaIn(&[])
+            };
+            let mut tensors = lowered(input, &mut []);
+            f(lowered_args(&mut tensors))
         }
     }
 
-    impl Marks for Bound<'_, '_> {
+    impl Launch for Bound<'_, '_> {
         #[inline]
-        fn mark(&self, run: RunId, slot: usize, seq: u64) {
-            self.work.mark_bound(run, slot, seq);
+        fn with_args<R>(&mut self, _: bool, f: impl FnOnce(Args<'_, '_>) -> R) -> R {
+            f(self.work.args())
         }
     }
 }
 
 /// What a run keeps of its spec: [`Simple`] or [`Bound`]. Sealed.
-pub trait Bindings: sealed::Marks + Send + Sync {}
+pub trait Bindings: sealed::Launch + Send + Sync {}
 impl Bindings for Simple {}
 impl Bindings for Bound<'_, '_> {}
-
-impl Workload<'_> {
-    /// The run `run` in `slot` that binds these tensors joins the queue
-    /// with sequence number `seq`: every device buffer it binds remembers
-    /// it.
-    pub(crate) fn mark_bound(&self, run: RunId, slot: usize, seq: u64) {
-        for t in self.tensors.parts().iter() {
-            if let Some(core) = t.bound_core(slot) {
-                core.bound_by(run, seq);
-            }
-        }
-    }
-}

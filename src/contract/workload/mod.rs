@@ -23,7 +23,7 @@ pub(crate) use self::args::{
     Args, Data, Elem, Flaw, INLINE_SCALARS, INLINE_TENSORS, OwnedHost, Packer, Tensor, lowered,
     lowered_args,
 };
-pub(crate) use self::bindings::sealed;
+
 pub use self::bindings::{Bindings, Bound, Simple};
 use super::buffer::{BufferSlice, DeviceBuffer, PerSlot, Scratch};
 use super::code::CodeRef;

@@ -274,3 +274,27 @@ fn refused<T>(value: T, kind: ErrorKind) -> Error<T> {
 fn mismatch<T>(value: T, tensor: usize, is: &'static str) -> Error<T> {
     refused(value, ErrorKind::TensorMismatch { tensor, is })
 }
+
+/// `?` on a refused refill drops the handed-back value and keeps the
+/// error.
+impl<T: Pod> From<Error<Vec<T>>> for Error {
+    fn from(e: Error<Vec<T>>) -> Self {
+        e.without_value()
+    }
+}
+
+/// `?` on a refused refill drops the handed-back slice and keeps the
+/// error.
+impl<T: Pod> From<Error<&mut [T]>> for Error {
+    fn from(e: Error<&mut [T]>) -> Self {
+        e.without_value()
+    }
+}
+
+/// `?` on a refused refill drops the handed-back scratch borrow and keeps
+/// the error.
+impl<T: Pod> From<Error<&mut Scratch<T>>> for Error {
+    fn from(e: Error<&mut Scratch<T>>) -> Self {
+        e.without_value()
+    }
+}

@@ -359,6 +359,18 @@ impl BlockWriter<'_> {
         });
     }
 
+    /// Records `fields` as addresses the block already holds (see
+    /// [`record_addr`](Self::record_addr)).
+    pub(crate) fn record_addrs(&mut self, fields: &[AddrField]) {
+        debug_assert!(
+            fields.iter().all(
+                |f| self.buf.bytes.get(f.at..f.at + 8) == Some(&f.addr.raw().to_le_bytes()[..])
+            ),
+            "record_addrs: the block does not hold the addresses"
+        );
+        self.buf.fields.extend_from_slice(fields);
+    }
+
     /// Puts `span`'s address as a `u64` at `at` and records it: the driver
     /// checks the whole span before the kernel can touch it.
     ///

@@ -75,18 +75,23 @@ impl RunArgs {
     #[must_use]
     pub fn to_bytes(&self) -> [u8; Self::SIZE] {
         let mut b = [0u8; Self::SIZE];
-        put_u32(&mut b, 0, Self::MAGIC);
-        put_u32(&mut b, 4, 1);
-        put_u64(&mut b, 8, self.run_id);
-        put_u32(&mut b, 16, self.slot);
-        put_u32(&mut b, 20, self.block_dim);
-        put_u64(&mut b, 24, self.len);
-        put_u64(&mut b, 32, self.input);
-        put_u64(&mut b, 40, self.output);
-        put_u64(&mut b, 48, self.handshake);
-        put_u64(&mut b, 56, self.wall);
-        put_u64(&mut b, 64, self.status);
+        self.encode_into(&mut b);
         b
+    }
+
+    /// Encodes the block into `b` (in place: a writer's grown bytes).
+    pub(crate) fn encode_into(&self, b: &mut [u8; Self::SIZE]) {
+        put_u32(b, 0, Self::MAGIC);
+        put_u32(b, 4, 1);
+        put_u64(b, 8, self.run_id);
+        put_u32(b, 16, self.slot);
+        put_u32(b, 20, self.block_dim);
+        put_u64(b, 24, self.len);
+        put_u64(b, 32, self.input);
+        put_u64(b, 40, self.output);
+        put_u64(b, 48, self.handshake);
+        put_u64(b, 56, self.wall);
+        put_u64(b, 64, self.status);
     }
 
     /// Decodes a block; `None` when the size, magic or version is wrong or

@@ -50,7 +50,11 @@ impl RunclaimAbi {
 /// lengths its fields give.
 fn write_v1(w: &mut BlockWriter<'_>, a: &RunArgs) -> Result<(), AbiError> {
     let at = w.grow(RunArgs::SIZE)?;
-    w.put_bytes(at, &a.to_bytes())?;
+    let bytes = w.bytes_mut(at, RunArgs::SIZE)?;
+    // Grown by exactly its size just above.
+    if let Ok(block) = <&mut [u8; RunArgs::SIZE]>::try_from(bytes) {
+        a.encode_into(block);
+    }
     record_header(w, at, a, true);
     Ok(())
 }
@@ -78,10 +82,11 @@ fn header_fields(a: &RunArgs) -> [AddrField; 5] {
 /// addresses, and its input and output when `io` (a version-2 block names
 /// neither).
 fn record_header(w: &mut BlockWriter<'_>, at: usize, a: &RunArgs, io: bool) {
-    let fields = header_fields(a);
-    for f in &fields[if io { 0 } else { 2 }..] {
-        w.record_addr(at + f.at, DevSpan::new(f.addr, f.len));
+    let mut fields = header_fields(a);
+    for f in &mut fields {
+        f.at += at;
     }
+    w.record_addrs(&fields[if io { 0 } else { 2 }..]);
 }
 
 /// Writes a version-2 block (`header`'s `len`, `input`, `output` are
