@@ -113,65 +113,11 @@ where
     (serial, queued)
 }
 
-/// The driver calls one run makes through the contract, made by hand.
+/// The driver calls one `RunSpec` run makes through the contract, made by
+/// hand (see [`ByHand`]).
 fn by_hand() -> f64 {
-    let d = InstantDriver::new();
-    let block_dim = 4;
-    let arena = d.alloc(ELEMS * 8).unwrap();
-    let hs = d.alloc(abi::handshake_bytes(block_dim)).unwrap();
-    let wall = d.alloc(WallRecord::SIZE).unwrap();
-    let status = d.alloc(StatusRecord::SIZE).unwrap();
-    let (core, cpu) = (d.create_stream().unwrap(), d.create_stream().unwrap());
-    let (ev_core, ev_fence) = (d.create_event().unwrap(), d.create_event().unwrap());
-    let kernel = d
-        .register_code(&Program::new().add(1).encode())
-        .unwrap()
-        .handle;
-    let input = [7u8; ELEMS * 4];
-    let mut out = [0u8; ELEMS * 4];
-    let mut rec = [0u8; WallRecord::SIZE];
-    let mut st = [0u8; StatusRecord::SIZE];
-    let mut run_id = 0;
-    time(|| {
-        run_id += 1;
-        d.copy_to_device(arena, &input).unwrap();
-        d.memset(hs, 0, abi::handshake_bytes(block_dim)).unwrap();
-        d.memset(wall, 0, WallRecord::SIZE).unwrap();
-        d.copy_to_device(
-            status,
-            &StatusRecord {
-                run_id,
-                state: StatusRecord::ARMED,
-                code: 0,
-            }
-            .to_bytes(),
-        )
-        .unwrap();
-        let args = RunArgs {
-            run_id,
-            slot: 0,
-            block_dim,
-            len: ELEMS as u64,
-            input: arena.raw(),
-            output: arena.offset(ELEMS * 4).raw(),
-            handshake: hs.raw(),
-            wall: wall.raw(),
-            status: status.raw(),
-        }
-        .block();
-        d.launch_aicore(core, kernel, block_dim, args.args())
-            .unwrap();
-        d.launch_aicpu(cpu, args.args()).unwrap();
-        d.record_event(ev_core, core).unwrap();
-        d.stream_wait_event(cpu, ev_core).unwrap();
-        d.record_event(ev_fence, cpu).unwrap();
-        d.sync_event(ev_fence, Duration::from_secs(1)).unwrap();
-        d.copy_from_device(&mut st, status).unwrap();
-        d.copy_from_device(&mut rec, wall).unwrap();
-        d.copy_from_device(&mut out, arena.offset(ELEMS * 4))
-            .unwrap();
-        black_box((&st, &rec, &out));
-    })
+    let mut h = ByHand::new();
+    time(|| h.cycle(Case::Spec))
 }
 
 /// One typed lane written by hand, as `examples/pipeline.rs` had them.
@@ -497,6 +443,12 @@ fn workloads() -> Vec<(Case, f64, f64, f64)> {
 struct ByHand {
     d: InstantDriver,
     staging: DevPtr,
+    /// A `RunSpec` run's input and output.
+    arena: DevPtr,
+    /// The handshake, wall and status regions in one allocation, laid out
+    /// as the device lays them out (each at a multiple of 64 bytes): one
+    /// memset zeroes the handshake and the wall, one copy reads the wall
+    /// and the status back.
     hs: DevPtr,
     wall: DevPtr,
     status: DevPtr,
@@ -516,11 +468,15 @@ const BLOCK_DIM: u32 = 4;
 impl ByHand {
     fn new() -> Self {
         let d = InstantDriver::new();
+        let wall_at = abi::handshake_bytes(BLOCK_DIM).next_multiple_of(64);
+        let status_at = (wall_at + WallRecord::SIZE).next_multiple_of(64);
+        let regions = d.alloc(status_at + StatusRecord::SIZE).unwrap();
         ByHand {
             staging: d.alloc(64 << 10).unwrap(),
-            hs: d.alloc(abi::handshake_bytes(BLOCK_DIM)).unwrap(),
-            wall: d.alloc(WallRecord::SIZE).unwrap(),
-            status: d.alloc(StatusRecord::SIZE).unwrap(),
+            arena: d.alloc(ELEMS * 8).unwrap(),
+            hs: regions,
+            wall: regions.offset(wall_at),
+            status: regions.offset(status_at),
             bufs: std::array::from_fn(|_| d.alloc(ELEMS * 4).unwrap()),
             streams: (d.create_stream().unwrap(), d.create_stream().unwrap()),
             events: (d.create_event().unwrap(), d.create_event().unwrap()),
@@ -566,6 +522,61 @@ impl ByHand {
         }
     }
 
+    /// A `RunSpec` run's version-1 block: its input and output in `arena`.
+    fn encode_v1(block: &mut BlockBuf, header: &RunArgs, arena: DevPtr) {
+        let args = RunArgs {
+            len: ELEMS as u64,
+            input: arena.raw(),
+            output: arena.offset(ELEMS * 4).raw(),
+            ..*header
+        };
+        let mut w = block.writer();
+        w.grow(RunArgs::SIZE).unwrap();
+        w.put_bytes(0, &args.to_bytes()).unwrap();
+        let span = |addr: u64, len: usize| DevSpan::new(DevPtr::from_raw(addr), len as u64);
+        for (at, addr, len) in [
+            (32, args.input, ELEMS * 4),
+            (40, args.output, ELEMS * 4),
+            (48, args.handshake, abi::handshake_bytes(BLOCK_DIM)),
+            (56, args.wall, WallRecord::SIZE),
+            (64, args.status, StatusRecord::SIZE),
+        ] {
+            w.put_addr(at, span(addr, len)).unwrap();
+        }
+    }
+
+    /// The tensors of a case: `host_in` staged inputs, `host_out` staged
+    /// outputs, then the device buffers of directions `bufs`.
+    fn tensors(&self, host_in: usize, host_out: usize, bufs: &[Dir]) -> [TensorArg; 12] {
+        let bytes = (ELEMS * 4) as u64;
+        let at = |k: usize| self.staging.offset(k * 64);
+        let host = (0..host_in + host_out).map(|k| TensorArg {
+            addr: at(k).raw(),
+            bytes,
+            elem_size: 4,
+            dir: if k < host_in { Dir::In } else { Dir::Out },
+            staged: true,
+        });
+        let device = bufs.iter().zip(&self.bufs).map(|(&dir, p)| TensorArg {
+            addr: p.raw(),
+            bytes,
+            elem_size: 4,
+            dir,
+            staged: false,
+        });
+        let mut all = [TensorArg {
+            addr: 0,
+            bytes: 0,
+            elem_size: 0,
+            dir: Dir::In,
+            staged: false,
+        }; 12];
+        for (slot, t) in all.iter_mut().zip(host.chain(device)) {
+            *slot = t;
+        }
+        all
+    }
+
     #[inline(never)]
     fn cycle(&mut self, case: Case) {
         let d = &self.d;
@@ -584,9 +595,12 @@ impl ByHand {
         for k in 0..host_in {
             d.copy_to_device(at(k), &self.ins[k]).unwrap();
         }
-        d.memset(self.hs, 0, abi::handshake_bytes(BLOCK_DIM))
+        if case == Case::Spec {
+            d.copy_to_device(self.arena, &self.ins[0]).unwrap();
+        }
+        let zeroed = self.wall.raw() - self.hs.raw() + WallRecord::SIZE as u64;
+        d.memset(self.hs, 0, usize::try_from(zeroed).unwrap())
             .unwrap();
-        d.memset(self.wall, 0, WallRecord::SIZE).unwrap();
         let armed = StatusRecord {
             run_id: self.run_id,
             state: StatusRecord::ARMED,
@@ -604,43 +618,20 @@ impl ByHand {
             wall: self.wall.raw(),
             status: self.status.raw(),
         };
-        let bytes = (ELEMS * 4) as u64;
-        let host = (0..host_in + host_out).map(|k| TensorArg {
-            addr: at(k).raw(),
-            bytes,
-            elem_size: 4,
-            dir: if k < host_in { Dir::In } else { Dir::Out },
-            staged: true,
-        });
-        let device = bufs.iter().zip(&self.bufs).map(|(&dir, p)| TensorArg {
-            addr: p.raw(),
-            bytes,
-            elem_size: 4,
-            dir,
-            staged: false,
-        });
-        let tensors: [TensorArg; 12] = {
-            let mut all = [TensorArg {
-                addr: 0,
-                bytes: 0,
-                elem_size: 0,
-                dir: Dir::In,
-                staged: false,
-            }; 12];
-            for (slot, t) in all.iter_mut().zip(host.chain(device)) {
-                *slot = t;
-            }
-            all
-        };
+        let tensors = self.tensors(host_in, host_out, bufs);
         let n = host_in + host_out + bufs.len();
         let scalar_values = [1, 2, u64::from(0.5f32.to_bits()), u64::MAX];
-        Self::encode(
-            &mut self.bytes,
-            &mut self.block,
-            &header,
-            &tensors[..n],
-            &scalar_values[..scalars],
-        );
+        if case == Case::Spec {
+            Self::encode_v1(&mut self.block, &header, self.arena);
+        } else {
+            Self::encode(
+                &mut self.bytes,
+                &mut self.block,
+                &header,
+                &tensors[..n],
+                &scalar_values[..scalars],
+            );
+        }
         let args = self.block.args();
         let (core, cpu) = self.streams;
         let (ev_core, ev_fence) = self.events;
@@ -650,15 +641,20 @@ impl ByHand {
         d.stream_wait_event(cpu, ev_core).unwrap();
         d.record_event(ev_fence, cpu).unwrap();
         d.sync_event(ev_fence, Duration::from_secs(1)).unwrap();
-        let mut st = [0u8; StatusRecord::SIZE];
-        let mut rec = [0u8; WallRecord::SIZE];
-        d.copy_from_device(&mut st, self.status).unwrap();
-        d.copy_from_device(&mut rec, self.wall).unwrap();
+        let mut records = [0u8; 128];
+        let joint =
+            usize::try_from(self.status.raw() - self.wall.raw()).unwrap() + StatusRecord::SIZE;
+        d.copy_from_device(&mut records[..joint], self.wall)
+            .unwrap();
         for k in 0..host_out {
             d.copy_from_device(&mut self.outs[k], at(host_in + k))
                 .unwrap();
         }
-        black_box((&st, &rec, &self.outs));
+        if case == Case::Spec {
+            d.copy_from_device(&mut self.outs[0], self.arena.offset(ELEMS * 4))
+                .unwrap();
+        }
+        black_box((&records, &self.outs));
     }
 }
 
@@ -667,7 +663,7 @@ impl ByHand {
 fn workload_only(case: &str) {
     if let Some(hand) = case.strip_prefix("hand") {
         let case = Case::parse(hand).unwrap_or_else(|| {
-            panic!("RUNCLAIM_BENCH_WORKLOAD: hand0, hand4 or hand16, not {case:?}")
+            panic!("RUNCLAIM_BENCH_WORKLOAD: handspec, hand0, hand4 or hand16, not {case:?}")
         });
         let iters: u64 = std::env::var("RUNCLAIM_BENCH_ITERS")
             .map_or(Ok(10_000), |s| s.parse())

@@ -140,23 +140,28 @@ fn scenario(sim: &SimDriver, abi: Abi) -> Result<usize, String> {
     Ok(recovered)
 }
 
-/// What a clean scenario does that the per-run record preparation
-/// depends on: devices opened, runs prepared (each prepare arms its
-/// records once, whether or not the run later launches).
+/// What a clean scenario does that the per-run record preparation and
+/// reading depend on: runs prepared (each prepare arms its records once,
+/// whether or not the run later launches), runs whose records were read
+/// back. (Each open zeroes each slot's regions with one memset, whatever
+/// the adapter.)
 #[derive(Debug, Clone, Copy)]
 struct Shape {
-    opens: u64,
     prepares: u64,
+    finalizes: u64,
 }
 
-/// The memsets and H2D copies a clean scenario of `shape` makes beyond
-/// those of the adapter-independent part (the inputs, the buffers), under
-/// `abi`: runclaim's layout, two memsets and one H2D copy per prepare; the
-/// a2a3 layout, three memsets per slot at each open (depth 2), none per run.
-fn record_calls(abi: Abi, shape: Shape) -> (u64, u64) {
+/// The memsets, H2D and D2H copies a clean scenario of `shape` makes
+/// beyond those of the adapter-independent part (the inputs, the buffers,
+/// the one memset of each slot's regions at open), under `abi`: runclaim's
+/// layout, one memset (the handshake and the wall, adjacent) and one H2D
+/// copy per prepare, one D2H copy per finalize (the wall and the status,
+/// adjacent); the a2a3 layout, none per prepare, two D2H copies per
+/// finalize (its result and timing records lie apart).
+fn record_calls(abi: Abi, shape: Shape) -> (u64, u64, u64) {
     match abi {
-        Abi::Runclaim => (2 * shape.prepares, shape.prepares),
-        Abi::A2a3 => (3 * 2 * shape.opens, 0),
+        Abi::Runclaim => (shape.prepares, shape.prepares, shape.finalizes),
+        Abi::A2a3 => (0, 0, 2 * shape.finalizes),
     }
 }
 
@@ -182,11 +187,13 @@ type Scenario = fn(&SimDriver, Abi) -> Result<usize, String>;
 fn calls_differ_by_the_record_preparation_only(shape: Shape, scenario: Scenario) -> [u64; 2] {
     let calls = Abi::ALL.map(|abi| clean_calls(abi, scenario));
     let of = |abi: Abi, op| calls[abi as usize].get(&op).copied().unwrap_or(0);
-    let [(rc_memsets, rc_h2d), (a2_memsets, a2_h2d)] = Abi::ALL.map(|abi| record_calls(abi, shape));
+    let [(rc_memsets, rc_h2d, rc_d2h), (a2_memsets, a2_h2d, a2_d2h)] =
+        Abi::ALL.map(|abi| record_calls(abi, shape));
     for op in Op::ALL {
         let want = match op {
             Op::Memset => (of(Abi::Runclaim, op) + a2_memsets).checked_sub(rc_memsets),
             Op::CopyToDevice => (of(Abi::Runclaim, op) + a2_h2d).checked_sub(rc_h2d),
+            Op::CopyFromDevice => (of(Abi::Runclaim, op) + a2_d2h).checked_sub(rc_d2h),
             _ => Some(of(Abi::Runclaim, op)),
         };
         assert_eq!(
@@ -217,8 +224,8 @@ fn sweep(abi: Abi, calls: u64, scenario: Scenario) -> usize {
 
 /// The pipeline scenario: one open, eight runs prepared once each.
 const PIPELINE: Shape = Shape {
-    opens: 1,
     prepares: 8,
+    finalizes: 8,
 };
 
 fn every_driver_call_of_the_pipeline_can_fail(abi: Abi) {
@@ -404,8 +411,8 @@ fn workload_scenario(sim: &SimDriver, abi: Abi) -> Result<usize, String> {
 
 /// The workload scenario: one open, two runs prepared once each.
 const WORKLOAD: Shape = Shape {
-    opens: 1,
     prepares: 2,
+    finalizes: 2,
 };
 
 fn every_driver_call_of_the_workload_can_fail(abi: Abi) {

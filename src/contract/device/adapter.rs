@@ -3,6 +3,7 @@
 //! its records read back and proven to be its own — runclaim's own adapter
 //! called directly, a user's through the trait object and an unwind guard.
 
+use super::abi::RegionLayout;
 use super::{Device, SlotHost};
 use crate::contract::error::{ErrorKind, Record, RunId};
 use crate::contract::port::RunInfo;
@@ -71,11 +72,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let d = &self.driver;
         let id = self.identity(slot, run);
         let e = |err: DriverError| self.unlaunched_error(&mut self.lock(), err);
+        // The zeroed regions, coalesced: one memset per run of them.
+        for &(offset, bytes) in self.abi.layout.zeroes() {
+            d.memset(r.region_base.offset(offset), 0, bytes)
+                .map_err(e)?;
+        }
         for (i, spec) in self.abi.regions.iter().enumerate() {
             let span = r.abi[i];
             match spec.prep {
-                Prep::Stamped => {}
-                Prep::Zeroed => d.memset(span.ptr(), 0, spec.bytes).map_err(e)?,
+                Prep::Stamped | Prep::Zeroed => {}
                 Prep::Armed => {
                     // A small region is armed from the stack; a larger one
                     // through the slot's scratch buffer (its token is held).
@@ -157,15 +162,43 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 .unwrap_or(Err(panicked))
                 .map(code),
         };
-        let failed = self.read_record(slot, info, self.abi.status, Record::Status, status)?;
-        let wall = self.read_record(slot, info, self.abi.timing, Record::Wall, |b| {
-            match self.abi.get.builtin() {
-                Builtin::Runclaim => RunclaimAbi.decode_timing(&id, b),
-                Builtin::User => {
-                    adapter_call(self.id, || user.decode_timing(&id, b)).unwrap_or(Err(panicked))
-                }
+        let timing = |b: &[u8]| match self.abi.get.builtin() {
+            Builtin::Runclaim => RunclaimAbi.decode_timing(&id, b),
+            Builtin::User => {
+                adapter_call(self.id, || user.decode_timing(&id, b)).unwrap_or(Err(panicked))
             }
-        })?;
+        };
+        let (failed, wall) = if let Some((offset, bytes)) = self.abi.layout.joint {
+            // Both records close together: one copy reads them.
+            let mut joint = [0u8; RegionLayout::JOINT_READ];
+            let joint = &mut joint[..bytes.min(RegionLayout::JOINT_READ)];
+            let src = self.regions[slot].region_base.offset(offset);
+            if let Err(err) = self.driver.copy_from_device(joint, src) {
+                return Err(self.driver_error(
+                    &mut self.lock(),
+                    err,
+                    info.run,
+                    slot,
+                    Some(info.seq),
+                ));
+            }
+            let of = |r: RecordAt| {
+                let at = self.abi.layout.record(r).saturating_sub(offset);
+                joint.get(at..at.saturating_add(r.bytes)).unwrap_or(&[])
+            };
+            let failed =
+                status(of(self.abi.status)).map_err(|e| record_error(Record::Status, e))?;
+            (
+                failed,
+                timing(of(self.abi.timing)).map_err(|e| record_error(Record::Wall, e))?,
+            )
+        } else {
+            let failed = self.read_record(slot, info, self.abi.status, Record::Status, status)?;
+            (
+                failed,
+                self.read_record(slot, info, self.abi.timing, Record::Wall, timing)?,
+            )
+        };
         // Whatever the adapter decoded, the wall it hands out names this
         // run and this slot.
         if wall.run_id != info.run.get() || wall.slot as usize != slot {

@@ -18,6 +18,7 @@
 //! | `recovery.rs` | drain, close, teardown |
 //! | `publication.rs` | `Device::publish`: pins, code generations |
 
+mod abi;
 mod adapter;
 mod arguments;
 mod awaiting;
@@ -35,18 +36,16 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
+use self::abi::{Abi, SlotHost};
 pub(crate) use self::awaiting::{AsyncWait, DrainWait};
 pub use self::report::{ContractStats, DrainReport, Health};
 use self::state::State;
 use super::buffer::SharedLedger;
-use super::config::{ConfigError, DeviceConfig, Resolved};
+use super::config::{DeviceConfig, Resolved};
 use super::error::{Action, Error, ErrorKind};
 use super::port::Port;
 use super::slot::{Depth, SupportedDepth};
-use crate::driver::abi::{
-    AbiError, BlockBuf, Builtin, DevSpan, KernelAbiRef, LaunchArgs, Prep, RecordAt, RegionSpec,
-    Shape, TensorView, WorkArgs,
-};
+use crate::driver::abi::{Builtin, DevSpan};
 use crate::driver::{DevPtr, Driver, DriverError, EventId, StreamId};
 
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
@@ -69,8 +68,11 @@ struct SlotRegions {
     /// Where a workload's host tensors are staged
     /// ([`DeviceConfig::staging_bytes`] bytes, in the arena's allocation).
     staging: DevPtr,
+    /// The one allocation the kernel ABI adapter's regions lie in
+    /// (`Abi::layout`).
+    region_base: DevPtr,
     /// The kernel ABI adapter's regions, in its declaration order (the
-    /// first `Abi::regions.len()` are allocated).
+    /// first `Abi::regions.len()` are in use).
     abi: [DevSpan; MAX_REGIONS],
     /// Recorded on the AICore stream after the run's AICore kernel.
     ev_aicore: EventId,
@@ -134,141 +136,6 @@ impl<D: Driver, const DEPTH: usize> std::fmt::Debug for Device<D, DEPTH> {
             .field("depth", &DEPTH)
             .field("health", &self.health())
             .finish_non_exhaustive()
-    }
-}
-
-/// The kernel ABI adapter of a device, with what it declared at open
-/// (validated there).
-struct Abi {
-    get: KernelAbiRef,
-    regions: Vec<RegionSpec>,
-    status: RecordAt,
-    timing: RecordAt,
-    /// `max_block_bytes`, as checked (asked once).
-    max_block: usize,
-}
-
-impl Abi {
-    /// Asks the adapter for its regions and records and checks them.
-    fn declare(get: KernelAbiRef, config: &Resolved, depth: usize) -> Result<Self, ConfigError> {
-        let adapter = get.name();
-        let bad = |what| ConfigError::Adapter {
-            adapter,
-            error: AbiError::Unsupported { what },
-        };
-        let abi = get.get();
-        // Asked once each, through the unwind guard: a panic here is the
-        // adapter refusing the device.
-        let declared = adapter::adapter_call(0, || {
-            let mut regions = Vec::new();
-            let r = abi.regions(&Shape::new(config.block_dim, depth), &mut regions);
-            (
-                r.map(|()| regions),
-                abi.status_record(),
-                abi.timing_record(),
-                abi.max_block_bytes(),
-            )
-        });
-        let (regions, status, timing, max_block) =
-            declared.map_err(|error| ConfigError::Adapter { adapter, error })?;
-        let regions = regions.map_err(|error| ConfigError::Adapter { adapter, error })?;
-        if regions.is_empty() || regions.len() > MAX_REGIONS {
-            return Err(bad("an adapter declares 1 to 8 regions"));
-        }
-        if regions
-            .iter()
-            .any(|r| r.bytes == 0 || r.bytes > DeviceConfig::MAX_STAGING)
-        {
-            return Err(bad("a region is 0 bytes or above 4 GiB"));
-        }
-        for rec in [status, timing] {
-            let inside = regions.get(rec.region).is_some_and(|r| {
-                rec.bytes > 0
-                    && rec
-                        .offset
-                        .checked_add(rec.bytes)
-                        .is_some_and(|e| e <= r.bytes)
-            });
-            if !inside {
-                return Err(bad("a record lies outside its region or is empty"));
-            }
-        }
-        if max_block == 0 || max_block > MAX_BLOCK {
-            return Err(bad("max_block_bytes is 0 or above 1 MiB"));
-        }
-        Ok(Abi {
-            get,
-            regions,
-            status,
-            timing,
-            max_block,
-        })
-    }
-
-    /// Bytes of the host buffer records are armed and read through.
-    fn scratch_bytes(&self) -> usize {
-        let armed = self
-            .regions
-            .iter()
-            .filter(|r| r.prep == Prep::Armed)
-            .map(|r| r.bytes);
-        armed
-            .chain([self.status.bytes, self.timing.bytes])
-            .max()
-            .unwrap_or(0)
-    }
-}
-
-/// The host side of one slot's run (see `Device::blocks`).
-struct SlotHost {
-    aicore: BlockBuf,
-    aicpu: BlockBuf,
-    /// The AICPU kernel receives the AICore block.
-    shared: bool,
-    tensors: Vec<TensorView>,
-    scalars: Vec<u64>,
-    scratch: Vec<u8>,
-}
-
-impl SlotHost {
-    /// The blocks the adapter wrote last: the AICore kernel's and the
-    /// AICPU kernel's (the same one when it said so).
-    fn args(&self) -> (LaunchArgs<'_>, LaunchArgs<'_>) {
-        let core = self.aicore.args();
-        (core, if self.shared { core } else { self.aicpu.args() })
-    }
-
-    /// One slot's host buffers, sized for `abi`; a failed host allocation
-    /// is an error, never an abort.
-    fn new(abi: &Abi) -> Result<Self, ErrorKind> {
-        let max = abi.max_block;
-        let fields = WorkArgs::MAX_TENSORS + 2 * MAX_REGIONS;
-        let oom = |bytes| ErrorKind::HostOutOfMemory { bytes };
-        let block = || {
-            BlockBuf::try_with_capacity(max, fields).ok_or(oom(
-                max + fields * size_of::<crate::driver::abi::AddrField>()
-            ))
-        };
-        let mut tensors = Vec::new();
-        tensors
-            .try_reserve_exact(WorkArgs::MAX_TENSORS)
-            .map_err(|_| oom(WorkArgs::MAX_TENSORS * size_of::<TensorView>()))?;
-        let mut scalars = Vec::new();
-        scalars
-            .try_reserve_exact(WorkArgs::MAX_SCALARS)
-            .map_err(|_| oom(WorkArgs::MAX_SCALARS * 8))?;
-        let n = abi.scratch_bytes();
-        let mut scratch = Vec::new();
-        scratch.try_reserve_exact(n).map_err(|_| oom(n))?;
-        scratch.resize(n, 0);
-        Ok(SlotHost {
-            aicore: block()?,
-            aicpu: block()?,
-            shared: false,
-            tensors,
-            scalars,
-            scratch,
-        })
     }
 }
 
@@ -386,18 +253,18 @@ where
             let mut regions = Vec::with_capacity(DEPTH);
             for _ in 0..DEPTH {
                 let arena = b.alloc(config.arena_bytes())?;
+                // Every region zeroed once: from here on a stamped one is
+                // written only by the device, and its records prove whose
+                // they are.
+                let base = b.alloc(abi.layout.bytes)?;
+                driver.memset(base, 0, abi.layout.bytes)?;
                 let mut spans = [DevSpan::new(DevPtr::from_raw(0), 0); MAX_REGIONS];
-                for (span, spec) in spans.iter_mut().zip(&abi.regions) {
-                    let p = b.alloc(spec.bytes)?;
-                    if spec.prep == Prep::Stamped {
-                        // Once: from here on only the device writes it, and
-                        // its records prove whose they are.
-                        driver.memset(p, 0, spec.bytes)?;
-                    }
-                    *span = DevSpan::new(p, spec.bytes as u64);
+                for (i, (span, spec)) in spans.iter_mut().zip(&abi.regions).enumerate() {
+                    *span = DevSpan::new(base.offset(abi.layout.offset(i)), spec.bytes as u64);
                 }
                 regions.push(SlotRegions {
                     input: arena,
+                    region_base: base,
                     output: arena.offset(elems),
                     staging: arena.offset(config.staging_offset()),
                     abi: spans,
@@ -697,7 +564,7 @@ mod tests {
         let s = sim.stats();
         assert_eq!(s.live_streams(), 2);
         assert_eq!(s.live_events(), 6);
-        assert_eq!(s.live_allocations(), 12);
+        assert_eq!(s.live_allocations(), 6); // per slot: its arena, its regions
         drop(d);
         let s = sim.stats();
         assert_eq!(

@@ -141,9 +141,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             note(self.driver.destroy_event(r.ev_aicore));
             note(self.driver.destroy_event(r.ev_fence));
             note(self.driver.free(r.input));
-            for span in &r.abi[..self.abi.regions.len()] {
-                note(self.driver.free(span.ptr()));
-            }
+            note(self.driver.free(r.region_base));
         }
         first_err.map_or(Ok(()), Err)
     }

@@ -84,10 +84,11 @@ pub(crate) struct Parts<'x, T> {
 }
 
 impl<'x, T> Parts<'x, T> {
-    /// A list of the inline items `head` only.
-    pub(crate) fn of(head: &'x [Option<T>]) -> Self {
-        Parts { head, tail: &[] }
-    }
+    /// No items.
+    pub(crate) const EMPTY: Self = Parts {
+        head: &[],
+        tail: &[],
+    };
 
     pub(crate) fn len(&self) -> usize {
         self.head.len() + self.tail.len()
@@ -105,11 +106,11 @@ pub(crate) struct PartsMut<'x, T> {
 }
 
 impl<'x, T> PartsMut<'x, T> {
-    /// A list of the inline items `head` only.
-    pub(crate) fn of(head: &'x mut [Option<T>]) -> Self {
+    /// A list of the items `tail` (kept in a plain slice: nothing to skip).
+    pub(crate) fn spilled(tail: &'x mut [T]) -> Self {
         PartsMut {
-            head,
-            tail: &mut [],
+            head: &mut [],
+            tail,
         }
     }
 
@@ -323,21 +324,21 @@ impl Args<'_, '_> {
 /// tensor 1 the slot's arena output, copied back into `output` at finalize
 /// (empty at prepare). `u32` elements; no scalars.
 #[inline]
-pub(crate) fn lowered<'a>(input: Data<'a>, output: &'a mut [u8]) -> [Option<Tensor<'a>>; 2] {
+pub(crate) fn lowered<'a>(input: Data<'a>, output: &'a mut [u8]) -> [Tensor<'a>; 2] {
     let elem = Elem::of::<u32>();
     [
-        Some(Tensor::new(input, Dir::In, elem)),
-        Some(Tensor::new(Data::ArenaOut(output), Dir::Out, elem)),
+        Tensor::new(input, Dir::In, elem),
+        Tensor::new(Data::ArenaOut(output), Dir::Out, elem),
     ]
 }
 
 /// The [`Args`] of a lowered run (see [`lowered`]).
 #[inline]
-pub(crate) fn lowered_args<'x, 'a>(tensors: &'x mut [Option<Tensor<'a>>; 2]) -> Args<'x, 'a> {
+pub(crate) fn lowered_args<'x, 'a>(tensors: &'x mut [Tensor<'a>; 2]) -> Args<'x, 'a> {
     Args {
-        tensors: PartsMut::of(tensors),
+        tensors: PartsMut::spilled(tensors),
         owned: &mut [],
-        scalars: Parts::of(&[]),
+        scalars: Parts::EMPTY,
         flaw: None,
     }
 }
