@@ -24,7 +24,18 @@
 //!   a subscribed thread (else 107012), blocks on a condition variable for
 //!   up to `timeout` until a callback of one of its streams is due, and runs
 //!   every due one on the calling thread, in stream order: 0, or 507012
-//!   (`ACL_ERROR_RT_REPORT_TIMEOUT`) when none was due.
+//!   (`ACL_ERROR_RT_REPORT_TIMEOUT`) when none was due — or when the
+//!   thread's last subscription ended meanwhile (it then serves no device:
+//!   a reactor's shutdown, which unsubscribes, need not wait out the
+//!   timeout).
+//! - **The report gate** (`runclaim_fake_hold_report`, for tests): the next
+//!   `aclrtProcessReport` on a thread bound to the device that finds no
+//!   stream subscribed to it is held — after it found none, before it
+//!   answers 107012 — until the next `aclrtLaunchCallback` on the device.
+//!   A driver subscribes before it queues a callback, so that subscription
+//!   has returned by then: the gate makes "the reactor found nothing
+//!   subscribed, then a subscription came, then it went to sleep" happen
+//!   every time, not once in many runs.
 //! - **Faults.** The simulator drops a faulted stream's queued work. By
 //!   default the fake then delivers the callbacks that were queued behind
 //!   the fault (continue-on-failure: the runtime runs later tasks); with
@@ -131,6 +142,10 @@ struct Callbacks {
     /// Stream faults already reported, per (device, epoch).
     faults_seen: BTreeMap<(i32, u64), u64>,
     monitor: bool,
+    /// Devices whose next unsubscribed `aclrtProcessReport` the gate holds.
+    hold: BTreeSet<i32>,
+    /// Devices one of whose reports the gate holds now.
+    holding: BTreeSet<i32>,
 }
 
 static CALLBACKS: Mutex<Callbacks> = Mutex::new(Callbacks {
@@ -142,6 +157,8 @@ static CALLBACKS: Mutex<Callbacks> = Mutex::new(Callbacks {
     registrations: 0,
     faults_seen: BTreeMap::new(),
     monitor: false,
+    hold: BTreeSet::new(),
+    holding: BTreeSet::new(),
 });
 /// Signalled when a callback became due (`aclrtProcessReport` waits here).
 static DUE: Condvar = Condvar::new();
@@ -466,6 +483,8 @@ pub unsafe extern "C" fn aclrtUnSubscribeReport(thread_id: u64, stm: *mut c_void
     c.unsubscribes += 1;
     c.dropped += sub.queued.len() as u64;
     forget_thread_if_idle(&mut cb, thread_id);
+    // A report waiting on a thread that serves nothing now returns.
+    DUE.notify_all();
     if let Some(m) = sub.marker {
         let _ = sim.destroy_event(m);
     }
@@ -507,6 +526,11 @@ pub unsafe extern "C" fn aclrtLaunchCallback(
     let marker = {
         let live = live_devices();
         let mut cb = callbacks();
+        if cb.holding.remove(&id) {
+            // The report gate lets its held report go (see the module
+            // documentation).
+            DUE.notify_all();
+        }
         prune(&mut cb, &live);
         let Some(sub) = cb.subs.get_mut(&key) else {
             counters(&mut cb, id).launch_refused += 1;
@@ -579,7 +603,7 @@ pub unsafe extern "C" fn aclrtProcessReport(timeout: i32) -> c_int {
     let mut cb = callbacks();
     prune(&mut cb, &live);
     let Some(device) = device_of(&cb, tid) else {
-        drop(cb);
+        drop(hold_unsubscribed(cb));
         set_message("no stream is subscribed to this thread (aclrtSubscribeReport)");
         return ACL_ERROR_RT_THREAD_SUBSCRIBE;
     };
@@ -591,6 +615,10 @@ pub unsafe extern "C" fn aclrtProcessReport(timeout: i32) -> c_int {
             && !q.is_empty()
         {
             break std::mem::take(q);
+        }
+        if device_of(&cb, tid).is_none() {
+            // Unsubscribed meanwhile: nothing can become due for it.
+            break VecDeque::new();
         }
         cb = match deadline {
             None => DUE.wait(cb).unwrap_or_else(PoisonError::into_inner),
@@ -692,7 +720,46 @@ pub unsafe extern "C" fn aclrtGetErrorCodeFromExceptionInfo(info: *const Excepti
     unsafe { field(info, |i| i.retcode) }
 }
 
+/// The report gate's hold (see the module documentation): when the gate
+/// is set for the calling thread's device, waits until the next
+/// `aclrtLaunchCallback` on it (at most [`HOLD_LIMIT`], so nothing hangs).
+fn hold_unsubscribed(mut cb: MutexGuard<'static, Callbacks>) -> MutexGuard<'static, Callbacks> {
+    let Some(device) = current().filter(|d| cb.hold.remove(d)) else {
+        return cb;
+    };
+    let c = counters(&mut cb, device);
+    c.held_reports += 1;
+    c.holding = 1;
+    cb.holding.insert(device);
+    let until = Instant::now() + HOLD_LIMIT;
+    while cb.holding.contains(&device) {
+        let now = Instant::now();
+        if now >= until {
+            cb.holding.remove(&device);
+            break;
+        }
+        cb = DUE
+            .wait_timeout(cb, until - now)
+            .map_or_else(|e| e.into_inner().0, |(g, _)| g);
+    }
+    counters(&mut cb, device).holding = 0;
+    cb
+}
+
+/// The longest the report gate holds a report.
+const HOLD_LIMIT: Duration = Duration::from_secs(60);
+
 // ----- control hooks --------------------------------------------------------------
+
+/// Sets the report gate for `device` (see the module documentation): its
+/// next `aclrtProcessReport` that finds no stream subscribed to its thread
+/// is held until the next `aclrtLaunchCallback` on the device. Counted in
+/// `runclaim_fake_callbacks` (`held_reports`, `holding`).
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn runclaim_fake_hold_report(device: i32) -> c_int {
+    callbacks().hold.insert(device);
+    0
+}
 
 /// What the fake saw of `device`'s host callbacks ([`FakeCallbacks`]);
 /// zeros for a device it never saw. `subscriptions` counts the live ones.

@@ -117,9 +117,9 @@ use crate::driver::{
 pub(super) const MAX_WAKERS: usize = 4;
 /// The longest a reactor waits in one `aclrtProcessReport`: the bound of a
 /// shutdown.
-const MAX_WAIT: Duration = Duration::from_millis(100);
+pub(super) const MAX_WAIT: Duration = Duration::from_millis(100);
 /// The shortest (the runtime rejects 0).
-const MIN_WAIT: Duration = Duration::from_millis(1);
+pub(super) const MIN_WAIT: Duration = Duration::from_millis(1);
 /// How long `destroy_stream` waits for the callback tasks that are all a
 /// stream still holds (they complete as soon as the stream reaches them).
 const CALLBACK_TASKS_WAIT: Duration = Duration::from_secs(1);
@@ -318,6 +318,8 @@ struct Hub {
     wake: Condvar,
     stop: AtomicBool,
     thread: Mutex<Option<JoinHandle<()>>>,
+    /// The longest one wait ([`MAX_WAIT`] unless a test set it).
+    max_wait: Duration,
 }
 
 impl fmt::Debug for Hub {
@@ -375,6 +377,7 @@ impl Hub {
             wake: Condvar::new(),
             stop: AtomicBool::new(false),
             thread: Mutex::new(None),
+            max_wait: d.reactor_wait,
         });
         register_exception_callback(&d.api);
         let (ready, started) = mpsc::channel();
@@ -459,8 +462,8 @@ impl Hub {
             .flat_map(|n| n.armed.iter().filter_map(|a| a.deadline))
             .min();
         let wait = nearest
-            .map_or(MAX_WAIT, |d| d.saturating_duration_since(now))
-            .clamp(MIN_WAIT, MAX_WAIT);
+            .map_or(self.max_wait, |d| d.saturating_duration_since(now))
+            .clamp(MIN_WAIT, self.max_wait);
         st.waits_until = Some(now + wait);
         wait
     }
