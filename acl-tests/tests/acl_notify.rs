@@ -729,10 +729,8 @@ fn a_subscription_made_while_the_reactor_found_none_is_not_slept_through() {
     d.record_event(mark, taken).unwrap();
     // SAFETY: the driver's live stream, on this thread, which the driver's
     // calls bound to its device.
-    assert_eq!(
-        unsafe { (api.subscribe)(this_thread(), handle(taken.raw())) },
-        0
-    );
+    let rc = unsafe { (api.subscribe)(this_thread(), handle(taken.raw())) };
+    assert_eq!(rc, 0);
     control().hold_report(id);
     assert!(d.queue_notify(taken, mark).is_err(), "the stream is taken");
     wait_for("the reactor held, having found nothing subscribed", || {
@@ -758,8 +756,6 @@ fn a_subscription_made_while_the_reactor_found_none_is_not_slept_through() {
     assert_eq!((c.held_reports, c.holding), (1, 0), "{c:?}");
     assert_eq!((c.launched, c.run), (1, 1), "{c:?}");
     // SAFETY: as above.
-    assert_eq!(
-        unsafe { (api.unsubscribe)(this_thread(), handle(taken.raw())) },
-        0
-    );
+    let rc = unsafe { (api.unsubscribe)(this_thread(), handle(taken.raw())) };
+    assert_eq!(rc, 0);
 }
