@@ -94,6 +94,13 @@ impl AclConfig {
         self.reactor_wait = Some(wait);
         self
     }
+
+    /// The reactor's longest wait: 100 ms, or what a test set (at least
+    /// the runtime's 1 ms).
+    pub(super) fn reactor_wait(&self) -> Duration {
+        self.reactor_wait
+            .map_or(super::notify::MAX_WAIT, |w| w.max(super::notify::MIN_WAIT))
+    }
 }
 
 /// An ACL version, as `aclrtGetVersion` reports it.
