@@ -24,6 +24,14 @@
 //! caller read first ([`Reactor::faults`]): such an arm is not kept, its
 //! waker is to be woken at once ([`Arming::Faulted`]).
 
+#![cfg_attr(
+    not(feature = "acl"),
+    allow(
+        dead_code,
+        reason = "the loom build, without the acl feature, models part of it"
+    )
+)]
+
 use std::collections::BTreeMap;
 use std::task::Waker;
 use std::time::Duration;
