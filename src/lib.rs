@@ -141,6 +141,7 @@
 pub mod contract;
 pub mod driver;
 pub mod measure;
+mod sync;
 
 pub use contract::{
     Callable, CodeRef, Completed, Device, DeviceBuffer, DeviceConfig, Error, Fenced, Finalized,

@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::task::{Wake, Waker};
 use std::time::{Duration, Instant};
 
-use common::acl::{control, control_lite, lib_path, open, open_lite, open_on};
+use common::acl::{control, control_lite, lib_path, open, open_lite, open_on, open_with};
 use runclaim::driver::abi::{self, Program, RunArgs, StatusRecord, WallRecord};
 use runclaim::driver::acl::AclDriver;
 use runclaim::driver::acl::codes::{
@@ -705,4 +705,57 @@ fn a_stream_busy_only_with_its_callback_task_is_destroyed() {
         Completion::NotReady,
         "still there"
     );
+}
+
+/// The reactor found no stream subscribed to it (its `aclrtProcessReport`
+/// answered at once), then a launch subscribed one — and only then did
+/// the reactor go to wait for a subscription: it must see the one that
+/// came meanwhile instead of sleeping through its whole wait. The fake's
+/// report gate makes that order happen every time; the reactor's wait is
+/// an hour, so only the subscription can wake it within the test's
+/// patience (a stepped device: nothing moves but what the test drives).
+#[test]
+fn a_subscription_made_while_the_reactor_found_none_is_not_slept_through() {
+    let hour = Duration::from_secs(3600);
+    let d = open_with(&stepped(), false, |acl| acl.reactor_max_wait(hour));
+    let id = d.device_id();
+    let api = raw();
+    // A stream this thread holds the subscription of: the driver's
+    // `queue_notify` on it starts the reactor, and its subscription is
+    // refused (one thread per stream), so the reactor starts with nothing
+    // subscribed to it.
+    let taken = d.create_stream().unwrap();
+    let mark = d.create_event().unwrap();
+    d.record_event(mark, taken).unwrap();
+    // SAFETY: the driver's live stream, on this thread, which the driver's
+    // calls bound to its device.
+    let rc = unsafe { (api.subscribe)(this_thread(), handle(taken.raw())) };
+    assert_eq!(rc, 0);
+    control().hold_report(id);
+    assert!(d.queue_notify(taken, mark).is_err(), "the stream is taken");
+    wait_for("the reactor held, having found nothing subscribed", || {
+        control().callbacks(id).holding == 1
+    });
+    // The run's notification subscribes the AICPU stream, then queues the
+    // callback, which lets the held report go: 107012, as it found.
+    let p = Pair::new(&d);
+    let run = HandRun::new(&d, 1, &[1, 2]);
+    p.launch(&d, &run);
+    let (count, waker) = counted();
+    // A deadline past the reactor's wait: no timer stands in.
+    assert_eq!(
+        d.notify_event(p.fence, hour * 2, &waker).unwrap(),
+        Notice::Completion
+    );
+    d.sync_stream(p.aicpu, PATIENCE).unwrap();
+    wait_for(
+        "the callback's wake (a reactor asleep for its hour never runs it)",
+        || count.get() >= 1,
+    );
+    let c = control().callbacks(id);
+    assert_eq!((c.held_reports, c.holding), (1, 0), "{c:?}");
+    assert_eq!((c.launched, c.run), (1, 1), "{c:?}");
+    // SAFETY: as above.
+    let rc = unsafe { (api.unsubscribe)(this_thread(), handle(taken.raw())) };
+    assert_eq!(rc, 0);
 }

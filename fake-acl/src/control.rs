@@ -413,4 +413,9 @@ pub struct FakeCallbacks {
     /// 1 while stop-on-failure is set for the device
     /// (`runclaim_fake_stop_on_failure`).
     pub stop_on_failure: u64,
+    /// `aclrtProcessReport` calls the report gate held
+    /// (`runclaim_fake_hold_report`).
+    pub held_reports: u64,
+    /// 1 while the report gate holds one.
+    pub holding: u64,
 }

@@ -47,6 +47,7 @@ mod info;
 pub mod instant;
 mod notify;
 pub mod sim;
+mod wake;
 
 use std::task::Waker;
 use std::time::Duration;

@@ -23,11 +23,11 @@
 //! A wake is a hint, never a verdict: whoever is woken queries the event
 //! again, so a spurious or early wake costs a query and nothing else.
 
-use std::cmp::Reverse;
-use std::collections::BinaryHeap;
-use std::sync::{Condvar, Mutex, OnceLock, PoisonError};
+use std::sync::OnceLock;
 use std::task::Waker;
 use std::time::{Duration, Instant};
+
+use super::wake::timer::TimerCore;
 
 /// What [`Driver::notify_event`](super::Driver::notify_event) arranged.
 ///
@@ -98,131 +98,24 @@ pub fn wake_after(after: Duration, waker: &Waker) {
     let Some(at) = Instant::now().checked_add(after) else {
         return;
     };
-    let Some(timer) = Timer::get() else {
-        waker.wake_by_ref();
-        return;
-    };
-    let mut heap = timer.heap.lock().unwrap_or_else(PoisonError::into_inner);
-    // One entry per task: a waker that would wake the same task as an
-    // armed one keeps the earlier time (a task polled a million times
-    // arms one wake, not a million).
-    let mut same = heap
-        .entries
-        .iter()
-        .filter(|Reverse(e)| e.waker.will_wake(waker))
-        .map(|Reverse(e)| e.at);
-    if let Some(armed) = same.next() {
-        if armed <= at {
-            return;
-        }
-        heap.entries.retain(|Reverse(e)| !e.waker.will_wake(waker));
-    }
-    heap.next_seq = heap.next_seq.wrapping_add(1);
-    let seq = heap.next_seq;
-    let earliest = heap.entries.peek().is_none_or(|Reverse(e)| at < e.at);
-    heap.entries.push(Reverse(Armed {
-        at,
-        seq,
-        waker: waker.clone(),
-    }));
-    drop(heap);
-    if earliest {
-        timer.changed.notify_one();
+    match timer() {
+        Some(timer) => timer.arm(at, waker),
+        None => waker.wake_by_ref(),
     }
 }
 
-/// The process-wide timer behind [`wake_after`].
-struct Timer {
-    heap: Mutex<Heap>,
-    changed: Condvar,
-}
-
-struct Heap {
-    entries: BinaryHeap<Reverse<Armed>>,
-    next_seq: u64,
-}
-
-/// One armed wake. Ordered by time, then by arming order (`seq`).
-struct Armed {
-    at: Instant,
-    seq: u64,
-    waker: Waker,
-}
-
-impl PartialEq for Armed {
-    fn eq(&self, other: &Self) -> bool {
-        (self.at, self.seq) == (other.at, other.seq)
-    }
-}
-impl Eq for Armed {}
-impl PartialOrd for Armed {
-    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
-        Some(self.cmp(other))
-    }
-}
-impl Ord for Armed {
-    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
-        (self.at, self.seq).cmp(&(other.at, other.seq))
-    }
-}
-
-impl Timer {
-    /// The timer, its thread started at the first call (`None` if the
-    /// thread could not be started).
-    fn get() -> Option<&'static Timer> {
-        static TIMER: OnceLock<Option<&'static Timer>> = OnceLock::new();
-        *TIMER.get_or_init(|| {
-            let timer: &'static Timer = Box::leak(Box::new(Timer {
-                heap: Mutex::new(Heap {
-                    entries: BinaryHeap::new(),
-                    next_seq: 0,
-                }),
-                changed: Condvar::new(),
-            }));
-            std::thread::Builder::new()
-                .name("runclaim-timer".into())
-                .spawn(move || timer.run())
-                .ok()
-                .map(|_| timer)
-        })
-    }
-
-    /// The thread: wakes what is due, sleeps until the next, and without
-    /// anything armed sleeps until something is.
-    fn run(&self) {
-        let mut heap = self.heap.lock().unwrap_or_else(PoisonError::into_inner);
-        loop {
-            let now = Instant::now();
-            let mut due = Vec::new();
-            while heap.entries.peek().is_some_and(|Reverse(e)| e.at <= now) {
-                if let Some(Reverse(e)) = heap.entries.pop() {
-                    due.push(e.waker);
-                }
-            }
-            if !due.is_empty() {
-                // Wake outside the lock: a waker may arm again at once.
-                drop(heap);
-                for w in due {
-                    // A waker that panics must not stop every later wake.
-                    let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
-                }
-                heap = self.heap.lock().unwrap_or_else(PoisonError::into_inner);
-                continue;
-            }
-            heap = match heap.entries.peek().map(|Reverse(e)| e.at) {
-                Some(at) => {
-                    let left = at.saturating_duration_since(now);
-                    self.changed
-                        .wait_timeout(heap, left)
-                        .map_or_else(|e| e.into_inner().0, |(g, _)| g)
-                }
-                None => self
-                    .changed
-                    .wait(heap)
-                    .unwrap_or_else(PoisonError::into_inner),
-            };
-        }
-    }
+/// The process-wide timer (the core, `driver::wake::timer`), its thread
+/// started at the first call (`None` if the thread could not be started).
+fn timer() -> Option<&'static TimerCore<Instant>> {
+    static TIMER: OnceLock<Option<&'static TimerCore<Instant>>> = OnceLock::new();
+    *TIMER.get_or_init(|| {
+        let timer: &'static TimerCore<Instant> = Box::leak(Box::new(TimerCore::new()));
+        std::thread::Builder::new()
+            .name("runclaim-timer".into())
+            .spawn(move || timer.run(Instant::now))
+            .ok()
+            .map(|_| timer)
+    })
 }
 
 #[cfg(test)]

@@ -50,6 +50,7 @@ type DeviceModel = unsafe extern "C" fn(i32, *const c_char) -> i32;
 type Callbacks = unsafe extern "C" fn(i32, *mut FakeCallbacks) -> i32;
 type StopOnFailure = unsafe extern "C" fn(i32, u32) -> i32;
 type Registrations = unsafe extern "C" fn() -> u64;
+type HoldReport = unsafe extern "C" fn(i32) -> i32;
 
 /// The fake's test-control functions, resolved from the same loaded library
 /// the driver uses (one dlopen handle per path).
@@ -65,6 +66,7 @@ pub struct Control {
     callbacks: Callbacks,
     stop_on_failure: StopOnFailure,
     registrations: Registrations,
+    hold_report: HoldReport,
     /// Absent from the lite variant (an optional-symbols control).
     set_version: Option<SetVersion>,
     _lib: Library,
@@ -96,6 +98,7 @@ impl Control {
                 registrations: *lib
                     .get::<Registrations>("runclaim_fake_exception_registrations")
                     .unwrap(),
+                hold_report: *lib.get::<HoldReport>("runclaim_fake_hold_report").unwrap(),
                 set_version: lib
                     .get::<SetVersion>("runclaim_fake_set_version")
                     .ok()
@@ -188,6 +191,16 @@ impl Control {
         assert_eq!(rc, 0);
     }
 
+    /// Sets the report gate for `device`: its next `aclrtProcessReport`
+    /// that finds no stream subscribed to its thread is held until the next
+    /// `aclrtLaunchCallback` on the device (counted in
+    /// [`callbacks`](Self::callbacks): `held_reports`, `holding`).
+    pub fn hold_report(&self, device: i32) {
+        // SAFETY: a plain value.
+        let rc = unsafe { (self.hold_report)(device) };
+        assert_eq!(rc, 0);
+    }
+
     /// `aclrtSetExceptionInfoCallback` calls in this process.
     pub fn exception_registrations(&self) -> u64 {
         // SAFETY: no arguments.
@@ -263,6 +276,15 @@ pub fn next_device() -> i32 {
 /// Opens an `AclDriver` on a freshly configured fake device, speaking the
 /// protocol of `cfg`'s device model (a built-in one).
 pub fn open(cfg: &SimConfig, real_time: bool) -> AclDriver {
+    open_with(cfg, real_time, |acl| acl)
+}
+
+/// [`open`], the driver's configuration adjusted by `adjust`.
+pub fn open_with(
+    cfg: &SimConfig,
+    real_time: bool,
+    adjust: impl FnOnce(AclConfig) -> AclConfig,
+) -> AclDriver {
     let id = next_device();
     control().configure(id, &FakeConfig::from_sim(cfg, real_time));
     control().device_model_of(id, cfg);
@@ -270,7 +292,7 @@ pub fn open(cfg: &SimConfig, real_time: bool) -> AclDriver {
     let acl = AclConfig::new(id, "fake-aicpu-op-info.json")
         .libraries(&path, &path)
         .op_watchdog(cfg.watchdog);
-    AclDriver::open(acl).expect("open the acl driver on the fake library")
+    AclDriver::open(adjust(acl)).expect("open the acl driver on the fake library")
 }
 
 /// The `acl` driver on a fake device, judged on the fake device's clock.

@@ -24,7 +24,18 @@
 //!   a subscribed thread (else 107012), blocks on a condition variable for
 //!   up to `timeout` until a callback of one of its streams is due, and runs
 //!   every due one on the calling thread, in stream order: 0, or 507012
-//!   (`ACL_ERROR_RT_REPORT_TIMEOUT`) when none was due.
+//!   (`ACL_ERROR_RT_REPORT_TIMEOUT`) when none was due — or when the
+//!   thread's last subscription ended meanwhile (it then serves no device:
+//!   a reactor's shutdown, which unsubscribes, need not wait out the
+//!   timeout).
+//! - **The report gate** (`runclaim_fake_hold_report`, for tests): the next
+//!   `aclrtProcessReport` on a thread bound to the device that finds no
+//!   stream subscribed to it is held — after it found none, before it
+//!   answers 107012 — until the next `aclrtLaunchCallback` on the device.
+//!   A driver subscribes before it queues a callback, so that subscription
+//!   has returned by then: the gate makes "the reactor found nothing
+//!   subscribed, then a subscription came, then it went to sleep" happen
+//!   every time, not once in many runs.
 //! - **Faults.** The simulator drops a faulted stream's queued work. By
 //!   default the fake then delivers the callbacks that were queued behind
 //!   the fault (continue-on-failure: the runtime runs later tasks); with
@@ -64,9 +75,8 @@ use runclaim::driver::acl::codes::{
     ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_REPORT_TIMEOUT, ACL_ERROR_RT_STREAM_NO_CB_REG,
     ACL_ERROR_RT_STREAM_SUBSCRIBE, ACL_ERROR_RT_THREAD_SUBSCRIBE, Waited, code_of,
 };
-use runclaim::driver::{Driver, DriverErrorKind, EventId, Op, StreamId};
+use runclaim::driver::{Driver, EventId, Op, StreamId};
 use runclaim::sim::SimDriver;
-use runclaim::sim::trace::TraceKind;
 
 use super::super::control::FakeCallbacks;
 use super::shim::{enter, stream_of};
@@ -131,6 +141,10 @@ struct Callbacks {
     /// Stream faults already reported, per (device, epoch).
     faults_seen: BTreeMap<(i32, u64), u64>,
     monitor: bool,
+    /// Devices whose next unsubscribed `aclrtProcessReport` the gate holds.
+    hold: BTreeSet<i32>,
+    /// Devices one of whose reports the gate holds now.
+    holding: BTreeSet<i32>,
 }
 
 static CALLBACKS: Mutex<Callbacks> = Mutex::new(Callbacks {
@@ -142,6 +156,8 @@ static CALLBACKS: Mutex<Callbacks> = Mutex::new(Callbacks {
     registrations: 0,
     faults_seen: BTreeMap::new(),
     monitor: false,
+    hold: BTreeSet::new(),
+    holding: BTreeSet::new(),
 });
 /// Signalled when a callback became due (`aclrtProcessReport` waits here).
 static DUE: Condvar = Condvar::new();
@@ -238,148 +254,14 @@ unsafe extern "C" {
     fn pthread_self() -> std::os::unix::thread::RawPthread;
 }
 
-// ----- the monitor ------------------------------------------------------------
+mod hooks;
+mod info;
+mod monitor;
+#[cfg(all(test, feature = "optional-symbols"))]
+mod tests;
 
-fn start_monitor(cb: &mut Callbacks) {
-    if cb.monitor {
-        return;
-    }
-    let spawned = std::thread::Builder::new()
-        .name("fake-acl-callbacks".into())
-        .spawn(monitor);
-    cb.monitor = spawned.is_ok();
-}
-
-/// The fake's device-side notifier: moves due callbacks to their threads,
-/// drops or delivers the ones a fault left behind, and reports faults.
-fn monitor() {
-    loop {
-        let live = live_devices();
-        let mut reports = Vec::new();
-        let mut cb = callbacks();
-        prune(&mut cb, &live);
-        let watching = cb.subs.values().any(|s| !s.queued.is_empty());
-        if !watching && cb.handler.is_none() {
-            drop(WORK.wait(cb).unwrap_or_else(PoisonError::into_inner));
-            continue;
-        }
-        if watching && deliver(&mut cb, &live) {
-            DUE.notify_all();
-        }
-        if let Some(handler) = cb.handler {
-            for (&device, (epoch, sim)) in &live {
-                for info in new_faults(&mut cb, device, *epoch, sim) {
-                    counters(&mut cb, device).exceptions += 1;
-                    reports.push((handler, info));
-                }
-            }
-        }
-        drop(cb);
-        for (handler, mut info) in reports {
-            // SAFETY: a handler the caller registered for exception reports,
-            // called with a valid info for the duration of the call, from a
-            // runtime thread (the ACL API's contract).
-            let _ = std::panic::catch_unwind(move || unsafe { handler(&raw mut info) });
-        }
-        let period = Duration::from_millis(if watching { 1 } else { 5 });
-        let cb = callbacks();
-        drop(
-            WORK.wait_timeout(cb, period)
-                .map_or_else(|e| e.into_inner().0, |(g, _)| g),
-        );
-    }
-}
-
-/// Moves every callback whose task finished to its thread; a stream that
-/// dropped its work before reaching a callback (a fault, a forced destroy)
-/// delivers it anyway or, under stop-on-failure, never. Whether any became
-/// due.
-fn deliver(cb: &mut Callbacks, live: &BTreeMap<i32, (u64, SimDriver)>) -> bool {
-    let mut any = false;
-    let keys: Vec<(i32, u64)> = cb
-        .subs
-        .iter()
-        .filter(|(_, s)| !s.queued.is_empty())
-        .map(|(&k, _)| k)
-        .collect();
-    for (device, stream) in keys {
-        let Some((_, sim)) = live.get(&device) else {
-            continue;
-        };
-        let stream_id = StreamId::from_raw(stream);
-        let (finished, queued) = progress(sim, stream_id);
-        let stop = cb.stop_on_failure.contains(&device);
-        let Some(sub) = cb.subs.get_mut(&(device, stream)) else {
-            continue;
-        };
-        let tid = sub.tid;
-        let mut ready = Vec::new();
-        while sub.queued.front().is_some_and(|q| q.target <= finished) {
-            ready.extend(sub.queued.pop_front());
-        }
-        // Nothing left on the stream, yet callbacks not reached: the stream
-        // dropped them (re-read: the last task may have finished since).
-        let mut dropped = 0;
-        if queued == 0 && !sub.queued.is_empty() {
-            let (finished, queued) = progress(sim, stream_id);
-            while sub.queued.front().is_some_and(|q| q.target <= finished) {
-                ready.extend(sub.queued.pop_front());
-            }
-            if queued == 0 {
-                if stop {
-                    dropped = sub.queued.len() as u64;
-                    sub.queued.clear();
-                } else {
-                    ready.extend(sub.queued.drain(..));
-                }
-            }
-        }
-        counters(cb, device).dropped += dropped;
-        if !ready.is_empty() {
-            any = true;
-            let (_, q) = cb.due.entry(tid).or_insert((device, VecDeque::new()));
-            q.extend(ready.into_iter().map(|r| (r.f, r.user_data)));
-        }
-    }
-    any
-}
-
-/// The stream faults of `device` not reported yet, as exception infos (the
-/// faulted stream read from the trace where it still holds the entry).
-fn new_faults(cb: &mut Callbacks, device: i32, epoch: u64, sim: &SimDriver) -> Vec<ExceptionInfo> {
-    let faults = sim.stats().kernel_faults;
-    let seen = cb.faults_seen.entry((device, epoch)).or_insert(0);
-    if faults <= *seen {
-        return Vec::new();
-    }
-    let new = usize::try_from(faults - *seen).unwrap_or(usize::MAX);
-    *seen = faults;
-    let trace = sim.trace();
-    let mut streams: Vec<(u32, u32)> = trace
-        .iter()
-        .rev()
-        .filter_map(|t| match t.what {
-            TraceKind::Faulted(kind) => Some((
-                u32::try_from(t.stream.raw() & 0xffff_ffff).unwrap_or(u32::MAX),
-                code_of(&DriverErrorKind::KernelFault(kind), Waited::Stream).cast_unsigned(),
-            )),
-            _ => None,
-        })
-        .take(new)
-        .collect();
-    streams.reverse();
-    streams.resize(new, (u32::MAX, 0));
-    streams
-        .into_iter()
-        .map(|(stream_id, retcode)| ExceptionInfo {
-            task_id: 0,
-            stream_id,
-            thread_id: 0,
-            device_id: device.cast_unsigned(),
-            retcode,
-        })
-        .collect()
-}
+use hooks::hold_unsubscribed;
+use monitor::start_monitor;
 
 // ----- the entry points ---------------------------------------------------------
 
@@ -466,6 +348,8 @@ pub unsafe extern "C" fn aclrtUnSubscribeReport(thread_id: u64, stm: *mut c_void
     c.unsubscribes += 1;
     c.dropped += sub.queued.len() as u64;
     forget_thread_if_idle(&mut cb, thread_id);
+    // A report waiting on a thread that serves nothing now returns.
+    DUE.notify_all();
     if let Some(m) = sub.marker {
         let _ = sim.destroy_event(m);
     }
@@ -507,6 +391,11 @@ pub unsafe extern "C" fn aclrtLaunchCallback(
     let marker = {
         let live = live_devices();
         let mut cb = callbacks();
+        if cb.holding.remove(&id) {
+            // The report gate lets its held report go (see the module
+            // documentation).
+            DUE.notify_all();
+        }
         prune(&mut cb, &live);
         let Some(sub) = cb.subs.get_mut(&key) else {
             counters(&mut cb, id).launch_refused += 1;
@@ -579,7 +468,7 @@ pub unsafe extern "C" fn aclrtProcessReport(timeout: i32) -> c_int {
     let mut cb = callbacks();
     prune(&mut cb, &live);
     let Some(device) = device_of(&cb, tid) else {
-        drop(cb);
+        drop(hold_unsubscribed(cb));
         set_message("no stream is subscribed to this thread (aclrtSubscribeReport)");
         return ACL_ERROR_RT_THREAD_SUBSCRIBE;
     };
@@ -591,6 +480,10 @@ pub unsafe extern "C" fn aclrtProcessReport(timeout: i32) -> c_int {
             && !q.is_empty()
         {
             break std::mem::take(q);
+        }
+        if device_of(&cb, tid).is_none() {
+            // Unsubscribed meanwhile: nothing can become due for it.
+            break VecDeque::new();
         }
         cb = match deadline {
             None => DUE.wait(cb).unwrap_or_else(PoisonError::into_inner),
@@ -642,163 +535,4 @@ pub unsafe extern "C" fn aclrtSetExceptionInfoCallback(f: Option<ExceptionCallba
     drop(cb);
     WORK.notify_all();
     0
-}
-
-/// Reads one field of an exception info; 0xFFFFFFFF for NULL, as the
-/// header documents.
-///
-/// # Safety
-/// `info` is NULL or the info the runtime handed to the exception callback,
-/// during that call.
-unsafe fn field(info: *const ExceptionInfo, f: impl FnOnce(&ExceptionInfo) -> u32) -> u32 {
-    if info.is_null() {
-        return u32::MAX;
-    }
-    // SAFETY: non-NULL and valid for the call (the caller's contract).
-    f(unsafe { &*info })
-}
-
-/// `uint32_t aclrtGetDeviceIdFromExceptionInfo(const aclrtExceptionInfo*)`.
-#[cfg(feature = "optional-symbols")]
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtGetDeviceIdFromExceptionInfo(info: *const ExceptionInfo) -> u32 {
-    // SAFETY: forwarded (the ACL contract of the accessor).
-    unsafe { field(info, |i| i.device_id) }
-}
-
-/// `uint32_t aclrtGetStreamIdFromExceptionInfo(const aclrtExceptionInfo*)`:
-/// the simulator's stream id.
-#[cfg(feature = "optional-symbols")]
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtGetStreamIdFromExceptionInfo(info: *const ExceptionInfo) -> u32 {
-    // SAFETY: forwarded (the ACL contract of the accessor).
-    unsafe { field(info, |i| i.stream_id) }
-}
-
-/// `uint32_t aclrtGetTaskIdFromExceptionInfo(const aclrtExceptionInfo*)`
-/// (always 0: the simulator has no task ids).
-#[cfg(feature = "optional-symbols")]
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtGetTaskIdFromExceptionInfo(info: *const ExceptionInfo) -> u32 {
-    // SAFETY: forwarded (the ACL contract of the accessor).
-    unsafe { field(info, |i| i.task_id) }
-}
-
-/// `uint32_t aclrtGetErrorCodeFromExceptionInfo(const aclrtExceptionInfo*)`.
-#[cfg(feature = "optional-symbols")]
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn aclrtGetErrorCodeFromExceptionInfo(info: *const ExceptionInfo) -> u32 {
-    // SAFETY: forwarded (the ACL contract of the accessor).
-    unsafe { field(info, |i| i.retcode) }
-}
-
-// ----- control hooks --------------------------------------------------------------
-
-/// What the fake saw of `device`'s host callbacks ([`FakeCallbacks`]);
-/// zeros for a device it never saw. `subscriptions` counts the live ones.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn runclaim_fake_callbacks(device: i32, out: *mut FakeCallbacks) -> c_int {
-    if out.is_null() {
-        return PARAM_INVALID;
-    }
-    let live = live_devices();
-    let mut cb = callbacks();
-    prune(&mut cb, &live);
-    let mut c = cb.counters.get(&device).copied().unwrap_or_default();
-    c.subscriptions = cb.subs.keys().filter(|(d, _)| *d == device).count() as u64;
-    c.stop_on_failure = u64::from(cb.stop_on_failure.contains(&device));
-    drop(cb);
-    // SAFETY: non-NULL out-pointer (control contract).
-    unsafe { out.write(c) };
-    0
-}
-
-/// Stop-on-failure for `device` (`on` ≠ 0) or not (the default): whether
-/// callbacks queued behind a fault never run. Applies from now on, to the
-/// device id whatever its releases.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn runclaim_fake_stop_on_failure(device: i32, on: u32) -> c_int {
-    let mut cb = callbacks();
-    if on == 0 {
-        cb.stop_on_failure.remove(&device);
-    } else {
-        cb.stop_on_failure.insert(device);
-    }
-    0
-}
-
-/// How many times `aclrtSetExceptionInfoCallback` was called in this
-/// process.
-#[unsafe(no_mangle)]
-pub unsafe extern "C" fn runclaim_fake_exception_registrations() -> u64 {
-    callbacks().registrations
-}
-
-#[cfg(all(test, feature = "optional-symbols"))]
-mod tests {
-    use super::super::CONTEXT_NULL;
-    use super::*;
-
-    #[test]
-    fn process_report_refuses_zero_and_below_minus_one() {
-        for t in [0, -2, i32::MIN] {
-            // SAFETY: plain values; no callback is involved.
-            assert_eq!(unsafe { aclrtProcessReport(t) }, ACL_ERROR_INVALID_PARAM);
-        }
-    }
-
-    #[test]
-    fn process_report_needs_a_subscribed_thread() {
-        assert_eq!(
-            // SAFETY: plain values.
-            unsafe { aclrtProcessReport(1) },
-            ACL_ERROR_RT_THREAD_SUBSCRIBE
-        );
-    }
-
-    #[test]
-    fn entry_points_need_a_bound_thread() {
-        unsafe extern "C" fn nothing(_: *mut c_void) {}
-        // SAFETY: NULL handles are refused before any use.
-        unsafe {
-            assert_eq!(aclrtSubscribeReport(1, std::ptr::null_mut()), CONTEXT_NULL);
-            assert_eq!(
-                aclrtUnSubscribeReport(1, std::ptr::null_mut()),
-                CONTEXT_NULL
-            );
-            assert_eq!(
-                aclrtLaunchCallback(Some(nothing), std::ptr::null_mut(), 0, std::ptr::null_mut()),
-                CONTEXT_NULL
-            );
-            assert_eq!(
-                aclrtLaunchCallback(Some(nothing), std::ptr::null_mut(), 2, std::ptr::null_mut()),
-                ACL_ERROR_INVALID_PARAM
-            );
-        }
-    }
-
-    #[test]
-    fn accessors_answer_all_ones_for_null() {
-        // SAFETY: NULL is allowed.
-        unsafe {
-            assert_eq!(
-                aclrtGetDeviceIdFromExceptionInfo(std::ptr::null()),
-                u32::MAX
-            );
-            assert_eq!(
-                aclrtGetStreamIdFromExceptionInfo(std::ptr::null()),
-                u32::MAX
-            );
-        }
-        let info = ExceptionInfo {
-            device_id: 7,
-            stream_id: 3,
-            ..ExceptionInfo::default()
-        };
-        // SAFETY: a valid info for the call.
-        unsafe {
-            assert_eq!(aclrtGetDeviceIdFromExceptionInfo(&raw const info), 7);
-            assert_eq!(aclrtGetStreamIdFromExceptionInfo(&raw const info), 3);
-        }
-    }
 }

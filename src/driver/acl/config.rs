@@ -43,6 +43,9 @@ pub struct AclConfig {
     /// process-wide setting alone; then declare the watchdog in
     /// [`DeviceConfig`](crate::DeviceConfig).
     pub op_watchdog: Option<Duration>,
+    /// The longest one wait of the device's reactor (`None`: 100 ms):
+    /// tests only, see [`AclConfig::reactor_max_wait`].
+    pub(super) reactor_wait: Option<Duration>,
 }
 
 impl AclConfig {
@@ -58,6 +61,7 @@ impl AclConfig {
             aicpu_threads: 1,
             max_block_dim: 24,
             op_watchdog: None,
+            reactor_wait: None,
         }
     }
 
@@ -74,6 +78,28 @@ impl AclConfig {
     pub fn op_watchdog(mut self, watchdog: Duration) -> Self {
         self.op_watchdog = Some(watchdog);
         self
+    }
+
+    /// Tests only (hidden, outside semver): the longest one wait of the
+    /// device's reactor thread — one `aclrtProcessReport`, or one wait for a
+    /// subscription — instead of 100 ms, for the reactor this driver starts
+    /// (clamped to at least 1 ms). A test that sets it far beyond its own
+    /// patience proves that a wake came from what should cause it (a
+    /// subscription, a callback), not from the reactor's timeout. It also
+    /// bounds how long the last driver's drop waits for the reactor (at
+    /// most 2 s, then the thread is left detached).
+    #[doc(hidden)]
+    #[must_use]
+    pub fn reactor_max_wait(mut self, wait: Duration) -> Self {
+        self.reactor_wait = Some(wait);
+        self
+    }
+
+    /// The reactor's longest wait: 100 ms, or what a test set (at least
+    /// the runtime's 1 ms).
+    pub(super) fn reactor_wait(&self) -> Duration {
+        self.reactor_wait
+            .map_or(super::notify::MAX_WAIT, |w| w.max(super::notify::MIN_WAIT))
     }
 }
 

@@ -81,6 +81,7 @@ impl AclDriver {
             aicpu_threads: config.aicpu_threads.max(1),
             max_block_dim: config.max_block_dim,
             watchdog: None,
+            reactor_wait: config.reactor_wait(),
             caps,
             ex_events,
             table: RwLock::new(Table::new(instance)),

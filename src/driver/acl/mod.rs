@@ -243,6 +243,9 @@ pub struct AclDriver {
     aicpu_threads: u32,
     max_block_dim: u32,
     watchdog: Option<Duration>,
+    /// The longest one wait of a reactor this driver starts
+    /// ([`AclConfig::reactor_max_wait`]).
+    reactor_wait: Duration,
     caps: Capabilities,
     /// `aclrtCreateEventExWithFlag` is there and accepted.
     ex_events: AtomicBool,

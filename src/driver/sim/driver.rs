@@ -295,11 +295,19 @@ impl SimDriver {
         // The published gate predates this task: until the device thread has
         // seen it, nobody may sleep on the old gate.
         self.shared().next_gate.store(0, Ordering::Release);
+        // Nor may the device thread, while a waker is armed: the task may
+        // let an armed record complete sooner than the timeline it planned
+        // its nap on (an AICPU kernel waiting for workers launched after
+        // it), so it is kicked to look again (`driver::wake::nap`).
+        let kick = core.notify.nap.owes_kick(core.notify.any_armed());
         if waited {
             // The wait moved the simulation: what it made due is woken.
             self.release(core);
         } else {
             drop(core);
+        }
+        if kick {
+            self.shared().kick.notify_all();
         }
         r
     }

@@ -178,7 +178,9 @@ pub use self::rust_kernel::{KernelCode, KernelCtx, KernelError, KernelRun, SimKe
 pub use self::stats::SimStats;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::sync::{Arc, Mutex};
+
+use crate::sync::{Condvar, Mutex as StateMutex, MutexGuard};
 use std::task::Waker;
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
@@ -225,7 +227,7 @@ enum Clock {
 }
 
 struct Shared {
-    state: Mutex<DeviceState>,
+    state: StateMutex<DeviceState>,
     /// Bumped by the real-time device thread after every batch of progress,
     /// so waiting hosts can spin on it without taking the lock.
     epoch: AtomicU64,
@@ -236,8 +238,12 @@ struct Shared {
     waiters: AtomicUsize,
     /// Hosts wait here for device progress.
     progress: Condvar,
-    /// The real-time device thread waits here for submissions.
+    /// The real-time device thread naps here (`driver::wake::nap`).
     kick: Condvar,
+    /// Tests: the longest nap while a waker is armed, in ns (0: the
+    /// default, 50 ms).
+    #[cfg(test)]
+    armed_nap_cap: AtomicU64,
 }
 
 impl Shared {
@@ -379,12 +385,14 @@ impl SimDriver {
         // could never move while the host waits.
         config.max_wait_steps = config.max_wait_steps.max(1);
         let shared = Arc::new(Shared {
-            state: Mutex::new(DeviceState::new(config, real_time.then(Instant::now))),
+            state: StateMutex::new(DeviceState::new(config, real_time.then(Instant::now))),
             epoch: AtomicU64::new(0),
             next_gate: AtomicU64::new(u64::MAX),
             waiters: AtomicUsize::new(0),
             progress: Condvar::new(),
             kick: Condvar::new(),
+            #[cfg(test)]
+            armed_nap_cap: AtomicU64::new(0),
         });
         let thread = real_time.then(|| {
             let shared = Arc::clone(&shared);

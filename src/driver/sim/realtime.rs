@@ -2,13 +2,14 @@
 //! (stepped mode drives the device instead), catching the simulation up to
 //! the wall clock, the real-time device thread, and host-cost spinning.
 
-use std::sync::MutexGuard;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
 use super::device_state::DeviceState;
 use super::{Shared, SimDriver, wake_all};
 use crate::driver::abi;
+use crate::driver::wake::nap::doze;
+use crate::sync::MutexGuard;
 
 impl SimDriver {
     /// Real-time mode: brings the simulation up to the wall clock under the
@@ -152,14 +153,14 @@ impl SimDriver {
     /// must be spinning for the armed wakers (a notification just armed may
     /// have moved that moment earlier): then it must be kicked.
     pub(super) fn device_sleeps_past_target(&self, core: &DeviceState) -> bool {
-        let Some(sleeping_until) = core.notify.sleeping_until else {
+        if !core.notify.nap.asleep() {
             return false;
-        };
+        }
         let next = self.shared().next_gate.load(Ordering::Acquire);
         let next = (next != u64::MAX).then_some(next);
-        core.wake_target(next).is_some_and(|t| {
-            sleeping_until.saturating_add(abi::duration_to_ticks(SLEEP_MARGIN)) > t
-        })
+        core.notify
+            .nap
+            .sleeps_past(core.wake_target(next), abi::duration_to_ticks(SLEEP_MARGIN))
     }
 }
 
@@ -242,7 +243,7 @@ pub(super) fn device_thread(shared: &Shared) {
         // nap runs to the gate: a long awaited kernel costs a handful of
         // wake-ups, not one per millisecond.
         let cap = if target.is_some() {
-            ARMED_NAP_CAP
+            shared.armed_nap_cap()
         } else {
             DEVICE_IDLE_NAP
         };
@@ -270,12 +271,31 @@ pub(super) fn device_thread(shared: &Shared) {
             let until = Duration::from_nanos(abi::ticks_to_nanos(t.saturating_sub(now)));
             nap.min(until.saturating_sub(SLEEP_MARGIN))
         });
-        core.notify.sleeping_until = Some(now.saturating_add(abi::duration_to_ticks(nap)));
-        // Woken early by shutdown, or by an arm due before the nap ends.
-        let (mut core, _) = shared
-            .kick
-            .wait_timeout(core, nap)
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        core.notify.sleeping_until = None;
+        // Woken early by shutdown, by an arm due before the nap ends, or by
+        // a change while a waker is armed (`driver::wake::nap`).
+        let until = now.saturating_add(abi::duration_to_ticks(nap));
+        drop(doze(&shared.kick, core, |c| &mut c.notify.nap, until, nap));
     }
 }
+
+impl Shared {
+    /// The longest nap while a waker is armed: a bound, should a wake rule
+    /// miss a change.
+    #[cfg_attr(
+        not(test),
+        allow(clippy::unused_self, reason = "tests set it per simulator")
+    )]
+    fn armed_nap_cap(&self) -> Duration {
+        #[cfg(test)]
+        {
+            let ns = self.armed_nap_cap.load(Ordering::Relaxed);
+            if ns > 0 {
+                return Duration::from_nanos(ns);
+            }
+        }
+        ARMED_NAP_CAP
+    }
+}
+
+#[cfg(test)]
+mod tests;

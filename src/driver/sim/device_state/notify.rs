@@ -14,6 +14,7 @@ use std::time::Duration;
 
 use super::{DeviceState, TaskKind};
 use crate::driver::abi;
+use crate::driver::wake::nap::Nap;
 use crate::driver::{DriverErrorKind, Notice};
 
 /// Most wakers kept for one event. An arm beyond it wakes the oldest (a
@@ -36,13 +37,18 @@ pub(crate) struct Notify {
     /// Wakers already taken out of `armed` (evicted by
     /// [`MAX_WAKERS_PER_EVENT`]), woken with the next due ones.
     evicted: Vec<Waker>,
-    /// Real time: the host tick until which the device thread sleeps, while
-    /// it does (`None` when it is awake or spinning). An arm due before the
-    /// end of that sleep must kick it.
-    pub sleeping_until: Option<u64>,
+    /// Real time: the device thread's nap, while it sleeps
+    /// (`driver::wake::nap`): an arm due before it ends, or a change while
+    /// a waker is armed, must kick it.
+    pub nap: Nap,
 }
 
 impl Notify {
+    /// Whether any waker is armed (evicted ones included).
+    pub fn any_armed(&self) -> bool {
+        !self.armed.is_empty() || !self.evicted.is_empty()
+    }
+
     /// Wakers armed now, over every event.
     #[cfg(test)]
     pub fn armed(&self) -> usize {
