@@ -1,7 +1,10 @@
 //! The simulator's control API: what a test or an example reads and drives
 //! of the simulated NPU itself, past any one driver value — counters, the
 //! trace, armed faults, the streams and code resident, the clock, and
-//! stepping. Every clone reaches the whole NPU here.
+//! stepping. Every clone reaches the whole NPU here (what the [`Driver`]
+//! calls refuse of another clone's, these look at freely).
+//!
+//! [`Driver`]: crate::driver::Driver
 
 use std::time::{Duration, Instant};
 

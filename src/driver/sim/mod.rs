@@ -7,6 +7,15 @@
 //!
 //! - **Memory** at real addresses with guard gaps; every access is
 //!   bounds-checked ([`DriverErrorKind::BadAddress`]).
+//! - **Ownership per driver value**: a clone of a [`SimDriver`] is another
+//!   driver on the same NPU (as two `AclDriver`s on one device id are),
+//!   and each value's [`Driver`] calls reach only the allocations, streams
+//!   and events that value made: a copy, memset, free or launch naming
+//!   another's memory is [`DriverErrorKind::BadAddress`], another's stream
+//!   or event [`DriverErrorKind::BadHandle`] — so the memory of one
+//!   [`Device`](crate::Device) is never what another device's launch
+//!   names. Code memory, the control API and the device side are the
+//!   NPU's (see [`SimDriver`], *Each value owns what it makes*).
 //! - **Streams** are FIFO queues with a bounded capacity (1,792 tasks by
 //!   default, as measured on the device); kernels on different streams make
 //!   progress at the same time; events complete when their stream reaches
@@ -36,8 +45,9 @@
 //!   checks every device range the block names (under [`RunclaimModel`],
 //!   blocks of both versions ([`abi::ArgBlock`]): a version-1 block's
 //!   input and output, a version-2 block's tensors, and both versions'
-//!   handshake, wall and status records). A range outside memory is
-//!   [`DriverErrorKind::BadAddress`]; a block the model does not decode
+//!   handshake, wall and status records). A recorded range outside this
+//!   driver value's own live allocations, or a decoded one outside memory,
+//!   is [`DriverErrorKind::BadAddress`]; a block the model does not decode
 //!   (another protocol's included) is [`DriverErrorKind::InvalidArgument`].
 //!   A built-in [`Program`](abi::Program) computes from the first
 //!   readable to the first writable tensor (its documentation says
@@ -185,6 +195,7 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use self::device_state::DeviceState;
+use self::memory::Owner;
 use self::realtime::device_thread;
 use super::StreamId;
 
@@ -238,9 +249,15 @@ struct Shared {
     progress: Condvar,
     /// The real-time device thread waits here for submissions.
     kick: Condvar,
+    /// The next [`Owner`]: one per `SimDriver` value (each clone).
+    owners: AtomicU64,
 }
 
 impl Shared {
+    fn next_owner(&self) -> Owner {
+        Owner(self.owners.fetch_add(1, Ordering::Relaxed))
+    }
+
     fn notify_progress(&self) {
         if self.waiters.load(Ordering::Acquire) > 0 {
             self.progress.notify_all();
@@ -331,23 +348,90 @@ fn wake_all(wakers: Vec<Waker>) {
     }
 }
 
-/// The simulated NPU. Cheap to clone: clones share one device, so a test can
-/// keep a handle for [`stats`](SimDriver::stats), [`inject`](SimDriver::inject)
-/// and stepping while a [`Device`](crate::Device) owns another.
+/// The simulated NPU, through one driver value. Cheap to clone: clones
+/// share one device, so a test can keep a handle for
+/// [`stats`](SimDriver::stats), [`inject`](SimDriver::inject) and stepping
+/// while a [`Device`](crate::Device) owns another.
 ///
 /// ```
 /// use runclaim::{Device, DeviceConfig};
 /// use runclaim::sim::{SimConfig, SimDriver};
 ///
 /// let sim = SimDriver::stepped(SimConfig::default());
-/// let device = Device::<_, 2>::open(sim.clone(), DeviceConfig::default())?; // a clone shares the device
+/// let device = Device::<_, 2>::open(sim.clone(), DeviceConfig::default())?; // a clone: the same NPU
 /// assert_eq!(sim.stats().live_streams(), 2); // the device's stream pair
 /// # drop(device);
 /// # Ok::<(), runclaim::Error>(())
 /// ```
-#[derive(Clone)]
+///
+/// # Each value owns what it makes
+///
+/// A clone is another driver on the same NPU, as a second
+/// `AclDriver` (the `acl` driver) opened on the same device
+/// id is. Each `SimDriver` value owns the allocations, streams and events
+/// its [`Driver`] calls made, and those calls accept only its own: a
+/// copy, memset or free, and every range a launch's argument blocks
+/// record ([`LaunchArgs::fields`](abi::LaunchArgs::fields), both kernels'),
+/// must lie inside a live allocation of this value, or the call fails with
+/// [`DriverErrorKind::BadAddress`] before anything is queued; a stream or
+/// event of another value is a [`DriverErrorKind::BadHandle`]. So two
+/// devices opened on clones of one simulator cannot reach each other's
+/// memory through a driver call, whatever their adapters write. To share
+/// what a value owns, share the value itself (`&SimDriver`,
+/// `Arc<SimDriver>`), not a clone of it. Code is the NPU's (registrations
+/// are deduplicated and pinned across every clone, see
+/// [`register_code`](Driver::register_code)), and so is the control API
+/// (counters, trace, faults, stepping); the device side — the kernels and
+/// the [`DeviceModel`] — reaches all memory, as a device does.
+///
+/// ```
+/// use std::sync::Arc;
+/// use runclaim::driver::{Driver, DriverErrorKind, HandleKind};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let sim = SimDriver::stepped(SimConfig::default());
+/// let other = sim.clone(); // a second driver on the same NPU
+/// let (p, s) = (sim.alloc(64)?, sim.create_stream()?);
+/// sim.copy_to_device(p, &[1; 64])?; // its own
+/// let err = other.copy_to_device(p, &[2; 64]).unwrap_err();
+/// assert!(matches!(err.kind(), DriverErrorKind::BadAddress { .. })); // not the clone's
+/// assert!(other.free(p).is_err());
+/// let err = other.memset_async(s, other.alloc(64)?, 0, 64).unwrap_err();
+/// assert!(matches!(err.kind(), DriverErrorKind::BadHandle { kind: HandleKind::Stream, .. }));
+/// assert_eq!(other.stats().live_allocations(), 2); // the control API sees the NPU
+/// let shared = Arc::new(sim); // shared, not cloned: one owner
+/// Arc::clone(&shared).free(p)?;
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 pub struct SimDriver {
     handle: Arc<Handle>,
+    /// What this value's driver calls made, and may name.
+    owner: Owner,
+}
+
+impl Clone for SimDriver {
+    /// Another driver on the same simulated NPU: it shares the device (its
+    /// memory, streams, code, clock, faults and trace), and owns nothing
+    /// yet — the allocations, streams and events of `self` are foreign to
+    /// its [`Driver`] calls, and its own are foreign to `self`'s (see
+    /// [`SimDriver`]). Share `self` (`&`, `Arc`) to share what it owns.
+    ///
+    /// ```
+    /// use runclaim::driver::Driver;
+    /// use runclaim::sim::SimDriver;
+    ///
+    /// let sim = SimDriver::stepped(Default::default());
+    /// let p = sim.alloc(8)?;
+    /// assert!(sim.clone().copy_from_device(&mut [0; 8], p).is_err()); // a clone's, not its own
+    /// sim.copy_from_device(&mut [0; 8], p)?;
+    /// # Ok::<(), runclaim::driver::DriverError>(())
+    /// ```
+    fn clone(&self) -> Self {
+        SimDriver {
+            handle: Arc::clone(&self.handle),
+            owner: self.shared().next_owner(),
+        }
+    }
 }
 
 impl std::fmt::Debug for SimDriver {
@@ -385,6 +469,7 @@ impl SimDriver {
             waiters: AtomicUsize::new(0),
             progress: Condvar::new(),
             kick: Condvar::new(),
+            owners: AtomicU64::new(1),
         });
         let thread = real_time.then(|| {
             let shared = Arc::clone(&shared);
@@ -395,11 +480,13 @@ impl SimDriver {
         // Without a device thread the real-time sim cannot progress; report
         // that through every wait (a timeout) rather than panicking here.
         let thread = thread.and_then(Result::ok);
+        let owner = shared.next_owner();
         SimDriver {
             handle: Arc::new(Handle {
                 shared,
                 thread: Mutex::new(thread),
             }),
+            owner,
         }
     }
 
