@@ -350,10 +350,24 @@ impl DeviceState {
     }
 
     pub fn check_stream(&self, id: u64) -> Result<(), DriverErrorKind> {
-        let s = self.streams.get(&id).ok_or(DriverErrorKind::BadHandle {
-            kind: HandleKind::Stream,
-            raw: id,
-        })?;
+        self.check_stream_of(None, id)
+    }
+
+    /// [`check_stream`](Self::check_stream) of a stream `owner` created
+    /// (another owner's is a bad handle), in the same one lookup.
+    pub fn check_own_stream(&self, owner: Owner, id: u64) -> Result<(), DriverErrorKind> {
+        self.check_stream_of(Some(owner), id)
+    }
+
+    fn check_stream_of(&self, owner: Option<Owner>, id: u64) -> Result<(), DriverErrorKind> {
+        let s = self
+            .streams
+            .get(&id)
+            .filter(|s| owner.is_none_or(|o| o == s.owner))
+            .ok_or(DriverErrorKind::BadHandle {
+                kind: HandleKind::Stream,
+                raw: id,
+            })?;
         match s.fault {
             Some(kind) => Err(DriverErrorKind::KernelFault(kind)),
             None => Ok(()),

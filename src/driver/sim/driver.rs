@@ -99,7 +99,10 @@ impl Driver for SimDriver {
     }
 
     fn sync_stream(&self, stream: StreamId, timeout: Duration) -> Result<(), DriverError> {
-        self.blocking(Op::SyncStream, timeout, |c| self.stream_done(c, stream))
+        let mine = |c: &DeviceState| c.own_stream(self.owner, stream.raw());
+        self.blocking(Op::SyncStream, timeout, mine, |c| {
+            c.stream_done(stream.raw())
+        })
     }
 
     fn create_event(&self) -> Result<EventId, DriverError> {
@@ -127,7 +130,8 @@ impl Driver for SimDriver {
     }
 
     fn sync_event(&self, event: EventId, timeout: Duration) -> Result<(), DriverError> {
-        self.blocking(Op::SyncEvent, timeout, |c| self.event_done(c, event))
+        let mine = |c: &DeviceState| c.own_event(self.owner, event.raw());
+        self.blocking(Op::SyncEvent, timeout, mine, |c| c.event_done(event.raw()))
     }
 
     fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), DriverError> {
@@ -306,8 +310,7 @@ impl SimDriver {
             core = self.lock();
         }
         // Another clone's stream is refused before any wait for room.
-        core.own_stream(self.owner, stream)
-            .and_then(|()| core.check_stream(stream))
+        core.check_own_stream(self.owner, stream)
             .map_err(|k| DriverError::new(op, k))?;
         let capacity = core.cfg.stream_capacity;
         let waited = core.queued(stream) >= capacity;
@@ -337,14 +340,20 @@ impl SimDriver {
         r
     }
 
+    /// Waits until `done` answers (a tick or an error), bounded by
+    /// `timeout`, once `mine` has proved the handle this value's: checked
+    /// once, not at every look — a handle's owner never changes, and one
+    /// destroyed meanwhile is what `done` reports.
     fn blocking(
         &self,
         op: Op,
         timeout: Duration,
+        mine: impl FnOnce(&DeviceState) -> Result<(), DriverErrorKind>,
         done: impl Fn(&DeviceState) -> Result<Option<u64>, DriverErrorKind>,
     ) -> Result<(), DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
+        mine(&core).map_err(|k| DriverError::new(op, k))?;
         let cond = |c: &DeviceState| !matches!(done(c), Ok(None));
         core = match self.wait(core, timeout, cond) {
             Ok(c) => c,

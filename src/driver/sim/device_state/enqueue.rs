@@ -21,8 +21,7 @@ impl DeviceState {
         stream: u64,
         kind: TaskKind,
     ) -> Result<(), DriverErrorKind> {
-        self.own_stream(owner, stream)?;
-        self.check_stream(stream)?;
+        self.check_own_stream(owner, stream)?;
         let now = self.now();
         let tag = kind.tag();
         let s = self
@@ -82,8 +81,7 @@ impl DeviceState {
         stream: u64,
     ) -> Result<(), DriverErrorKind> {
         self.own_event(owner, event)?;
-        self.own_stream(owner, stream)?;
-        self.check_stream(stream)?;
+        self.check_own_stream(owner, stream)?;
         let fate = self.faults.on_record(abi::duration_to_ticks);
         let generation = match self.events.get_mut(&event) {
             Some(e) => {
