@@ -9,6 +9,7 @@ pub mod abi;
 pub mod async_suite;
 pub mod broken;
 pub mod checks;
+pub mod foreign;
 pub mod hooked;
 #[path = "../../examples/support/join.rs"]
 pub mod join;

@@ -68,7 +68,7 @@
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::ffi::{c_int, c_void};
-use std::sync::{Condvar, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
 use runclaim::driver::acl::codes::{
@@ -175,20 +175,20 @@ fn counters(cb: &mut Callbacks, device: i32) -> &mut FakeCallbacks {
 }
 
 /// Every live device: its release count (the epoch) and its simulator.
-fn live_devices() -> BTreeMap<i32, (u64, SimDriver)> {
+fn live_devices() -> BTreeMap<i32, (u64, Arc<SimDriver>)> {
     let st = state();
     st.devices
         .iter()
         .map(|(&id, d)| {
             let epoch = st.runtime.get(&id).map_or(0, |r| r.releases);
-            (id, (epoch, d.sim.clone()))
+            (id, (epoch, Arc::clone(&d.sim)))
         })
         .collect()
 }
 
 /// Ends the subscriptions of released devices: their queued callbacks never
 /// run, their threads are free to serve another device.
-fn prune(cb: &mut Callbacks, live: &BTreeMap<i32, (u64, SimDriver)>) {
+fn prune(cb: &mut Callbacks, live: &BTreeMap<i32, (u64, Arc<SimDriver>)>) {
     let gone: Vec<(i32, u64)> = cb
         .subs
         .iter()

@@ -124,7 +124,10 @@ pub unsafe extern "C" fn rtDevBinaryUnRegister(hdl: *mut c_void) -> c_int {
     };
     runtime(&mut st, device).programs_unregistered += 1;
     // Programs outlive a device reset; a released device has no code left.
-    let sim = st.devices.get(&device).map(|d| d.sim.clone());
+    let sim = st
+        .devices
+        .get(&device)
+        .map(|d| std::sync::Arc::clone(&d.sim));
     drop(st);
     if let Some(sim) = sim {
         let _ = sim.release_code(code);

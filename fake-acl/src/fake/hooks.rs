@@ -183,7 +183,7 @@ pub unsafe extern "C" fn runclaim_fake_clock(device: i32, out_ns: *mut u64) -> c
     let sim = {
         let st = state();
         match (st.devices.get(&device), st.retired.get(&device)) {
-            (Some(dev), _) => dev.sim.clone(),
+            (Some(dev), _) => std::sync::Arc::clone(&dev.sim),
             (None, Some(r)) => {
                 // SAFETY: non-NULL out-pointer (control contract).
                 unsafe { out_ns.write(r.clock_ns) };

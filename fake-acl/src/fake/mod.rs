@@ -88,7 +88,7 @@ mod streams;
 use std::cell::{Cell, RefCell};
 use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{CString, c_int};
-use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use runclaim::driver::acl::codes::{ACL_ERROR_RT_CONTEXT_NULL, ACL_ERROR_RT_PARAM_INVALID};
 use runclaim::driver::{CodeHandle, Driver, EventId};
@@ -100,7 +100,13 @@ const PARAM_INVALID: c_int = ACL_ERROR_RT_PARAM_INVALID;
 const CONTEXT_NULL: c_int = ACL_ERROR_RT_CONTEXT_NULL;
 
 struct Dev {
-    sim: SimDriver,
+    /// The device's simulator: one driver value for every call of the
+    /// runtime on the device (the fake is the runtime, and the runtime's
+    /// memory, streams and events are the process's, whichever
+    /// `AclDriver` asked), so an entry point shares it rather than clone
+    /// it (a clone would be another driver, owning nothing; see
+    /// `SimDriver`'s `Clone`).
+    sim: Arc<SimDriver>,
     /// Fake-level code injections: (calls still to pass, code).
     codes: Vec<(u64, c_int)>,
     /// Old-mode events (simulator ids) not recorded yet.
@@ -186,7 +192,7 @@ fn set_message(m: &str) {
     });
 }
 
-fn new_sim(cfg: Option<&FakeConfig>, model: Option<&ModelHandle>) -> SimDriver {
+fn new_sim(cfg: Option<&FakeConfig>, model: Option<&ModelHandle>) -> Arc<SimDriver> {
     let real_time = match cfg {
         Some(c) => c.real_time == 1,
         None => std::env::var("RUNCLAIM_FAKE_MODE").as_deref() == Ok("realtime"),
@@ -195,11 +201,11 @@ fn new_sim(cfg: Option<&FakeConfig>, model: Option<&ModelHandle>) -> SimDriver {
     if let Some(m) = model {
         c.device_model = m.clone();
     }
-    if real_time {
+    Arc::new(if real_time {
         SimDriver::real_time(c)
     } else {
         SimDriver::stepped(c)
-    }
+    })
 }
 
 /// A fresh device record for `device`, with the configuration and the

@@ -5,6 +5,7 @@
 
 use std::ffi::{c_int, c_void};
 use std::ptr::without_provenance_mut;
+use std::sync::Arc;
 
 use runclaim::driver::acl::codes::{Waited, code_of};
 use runclaim::driver::{DevPtr, DriverError, DriverErrorKind, EventId, HandleKind, Op, StreamId};
@@ -65,7 +66,7 @@ pub(super) fn dev_ptr(p: *const c_void) -> DevPtr {
 }
 
 /// The calling thread's device (the injection countdowns advance here).
-pub(super) fn enter() -> Result<(i32, SimDriver), c_int> {
+pub(super) fn enter() -> Result<(i32, Arc<SimDriver>), c_int> {
     let Some(id) = current() else {
         set_message("no device is bound to this thread (call aclrtSetDevice first)");
         return Err(CONTEXT_NULL);
@@ -90,7 +91,7 @@ pub(super) fn enter() -> Result<(i32, SimDriver), c_int> {
         set_message(&format!("injected error code {code}"));
         return Err(code);
     }
-    Ok((id, dev.sim.clone()))
+    Ok((id, Arc::clone(&dev.sim)))
 }
 
 /// Runs `f` on the calling thread's device, mapping the result to a code

@@ -2,6 +2,11 @@
 //! and the real-time mode: the clock, memory, streams, events, the tasks
 //! they queue and the trace; code memory, enqueueing and the stepping
 //! engine are its submodules.
+//!
+//! Every allocation, stream and event records its [`Owner`] (the
+//! `SimDriver` value that made it); the methods a driver call reaches take
+//! the caller's and refuse what another made, as a foreign handle or
+//! address (`own_stream`, `own_event`, the memory's `*_as` methods).
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
@@ -17,7 +22,7 @@ pub(super) use self::stepping::StepResult;
 
 use super::faults::{FaultPlan, RecordFate};
 use super::kernels::{AicoreKernel, AicpuKernel, Code};
-use super::memory::Memory;
+use super::memory::{Memory, Owner};
 use super::rust_kernel::SimKernel;
 use super::trace::{TaskTag, TraceEvent, TraceKind};
 use super::{SimConfig, SimStats};
@@ -99,6 +104,8 @@ pub(crate) struct Image {
 type CodeImage = Option<Image>;
 
 pub(crate) struct Stream {
+    /// Who created it.
+    owner: Owner,
     queue: VecDeque<Task>,
     /// The instruction cache: what each code address held when the stream was
     /// created (or when the stream first used an address empty at creation).
@@ -109,8 +116,10 @@ pub(crate) struct Stream {
     last_run: u64,
 }
 
-#[derive(Debug, Default)]
+#[derive(Debug)]
 pub(crate) struct Event {
+    /// Who created it.
+    owner: Owner,
     /// Generation of the last record enqueued (0 = never recorded).
     recorded: u64,
     /// Highest generation completed.
@@ -273,7 +282,7 @@ impl DeviceState {
 
     // ----- memory ---------------------------------------------------------
 
-    pub fn alloc(&mut self, bytes: u64) -> Result<u64, DriverErrorKind> {
+    pub fn alloc(&mut self, owner: Owner, bytes: u64) -> Result<u64, DriverErrorKind> {
         if bytes == 0 {
             return Err(DriverErrorKind::InvalidArgument {
                 what: "allocation size is 0",
@@ -281,14 +290,16 @@ impl DeviceState {
         }
         let p = self
             .mem
-            .alloc(bytes)
+            .alloc(bytes, owner)
             .ok_or(DriverErrorKind::OutOfMemory { bytes })?;
         self.stats.allocations += 1;
         Ok(p)
     }
 
-    pub fn free(&mut self, ptr: u64) -> Result<(), DriverErrorKind> {
-        if self.mem.free(ptr) {
+    /// Frees `owner`'s allocation at `ptr`; anything else (another
+    /// owner's included) is a bad address, and nothing is freed.
+    pub fn free(&mut self, owner: Owner, ptr: u64) -> Result<(), DriverErrorKind> {
+        if self.mem.free_as(owner, ptr) {
             self.stats.frees += 1;
             Ok(())
         } else {
@@ -296,25 +307,32 @@ impl DeviceState {
         }
     }
 
-    pub fn write(&mut self, dst: u64, src: &[u8]) -> Result<(), DriverErrorKind> {
-        self.mem.write(dst, src).map_err(bad)
+    pub fn write(&mut self, owner: Owner, dst: u64, src: &[u8]) -> Result<(), DriverErrorKind> {
+        self.mem.write_as(owner, dst, src).map_err(bad)
     }
 
-    pub fn read(&self, src: u64, dst: &mut [u8]) -> Result<(), DriverErrorKind> {
-        self.mem.read(src, dst).map_err(bad)
+    pub fn read(&self, owner: Owner, src: u64, dst: &mut [u8]) -> Result<(), DriverErrorKind> {
+        self.mem.read_as(owner, src, dst).map_err(bad)
     }
 
-    pub fn fill(&mut self, dst: u64, value: u8, len: u64) -> Result<(), DriverErrorKind> {
-        self.mem.fill(dst, value, len).map_err(bad)
+    pub fn fill(
+        &mut self,
+        owner: Owner,
+        dst: u64,
+        value: u8,
+        len: u64,
+    ) -> Result<(), DriverErrorKind> {
+        self.mem.fill_as(owner, dst, value, len).map_err(bad)
     }
 
     // ----- streams --------------------------------------------------------
 
-    pub fn create_stream(&mut self) -> u64 {
+    pub fn create_stream(&mut self, owner: Owner) -> u64 {
         let id = self.handle();
         self.streams.insert(
             id,
             Stream {
+                owner,
                 queue: VecDeque::new(),
                 icache: self.code.clone(),
                 fault: None,
@@ -332,17 +350,44 @@ impl DeviceState {
     }
 
     pub fn check_stream(&self, id: u64) -> Result<(), DriverErrorKind> {
-        let s = self.streams.get(&id).ok_or(DriverErrorKind::BadHandle {
-            kind: HandleKind::Stream,
-            raw: id,
-        })?;
+        self.check_stream_of(None, id)
+    }
+
+    /// [`check_stream`](Self::check_stream) of a stream `owner` created
+    /// (another owner's is a bad handle), in the same one lookup.
+    pub fn check_own_stream(&self, owner: Owner, id: u64) -> Result<(), DriverErrorKind> {
+        self.check_stream_of(Some(owner), id)
+    }
+
+    fn check_stream_of(&self, owner: Option<Owner>, id: u64) -> Result<(), DriverErrorKind> {
+        let s = self
+            .streams
+            .get(&id)
+            .filter(|s| owner.is_none_or(|o| o == s.owner))
+            .ok_or(DriverErrorKind::BadHandle {
+                kind: HandleKind::Stream,
+                raw: id,
+            })?;
         match s.fault {
             Some(kind) => Err(DriverErrorKind::KernelFault(kind)),
             None => Ok(()),
         }
     }
 
-    pub fn destroy_stream(&mut self, id: u64) -> Result<(), DriverErrorKind> {
+    /// `Ok` when stream `id` is live and `owner` created it; a bad handle
+    /// otherwise (another owner's stream is as foreign as a forged one).
+    pub fn own_stream(&self, owner: Owner, id: u64) -> Result<(), DriverErrorKind> {
+        match self.streams.get(&id) {
+            Some(s) if s.owner == owner => Ok(()),
+            _ => Err(DriverErrorKind::BadHandle {
+                kind: HandleKind::Stream,
+                raw: id,
+            }),
+        }
+    }
+
+    pub fn destroy_stream(&mut self, owner: Owner, id: u64) -> Result<(), DriverErrorKind> {
+        self.own_stream(owner, id)?;
         let s = self.streams.get(&id).ok_or(DriverErrorKind::BadHandle {
             kind: HandleKind::Stream,
             raw: id,
@@ -379,14 +424,37 @@ impl DeviceState {
 
     // ----- events ---------------------------------------------------------
 
-    pub fn create_event(&mut self) -> u64 {
+    pub fn create_event(&mut self, owner: Owner) -> u64 {
         let id = self.handle();
-        self.events.insert(id, Event::default());
+        self.events.insert(
+            id,
+            Event {
+                owner,
+                recorded: 0,
+                completed: 0,
+                completed_at: 0,
+                failed: None,
+                stream: 0,
+            },
+        );
         self.stats.events_created += 1;
         id
     }
 
-    pub fn destroy_event(&mut self, id: u64) -> Result<(), DriverErrorKind> {
+    /// `Ok` when event `id` is live and `owner` created it; a bad handle
+    /// otherwise.
+    pub fn own_event(&self, owner: Owner, id: u64) -> Result<(), DriverErrorKind> {
+        match self.events.get(&id) {
+            Some(e) if e.owner == owner => Ok(()),
+            _ => Err(DriverErrorKind::BadHandle {
+                kind: HandleKind::Event,
+                raw: id,
+            }),
+        }
+    }
+
+    pub fn destroy_event(&mut self, owner: Owner, id: u64) -> Result<(), DriverErrorKind> {
+        self.own_event(owner, id)?;
         self.events.remove(&id).ok_or(DriverErrorKind::BadHandle {
             kind: HandleKind::Event,
             raw: id,

@@ -1,6 +1,9 @@
 //! `impl Driver for SimDriver`: each call charged, checked against the armed
 //! faults and run under the simulator's lock; submissions wait for room on
-//! their stream, blocking calls for their condition.
+//! their stream, blocking calls for their condition. Every handle and
+//! address a call names must be this `SimDriver` value's own (its
+//! [`Owner`](super::memory::Owner)): what another clone made is refused as
+//! foreign (see [`SimDriver`]'s `Clone`).
 
 use std::sync::atomic::Ordering;
 use std::time::Duration;
@@ -30,23 +33,27 @@ impl Driver for SimDriver {
     }
 
     fn alloc(&self, bytes: usize) -> Result<DevPtr, DriverError> {
-        self.call(Op::Alloc, |c| c.alloc(bytes as u64).map(DevPtr::from_raw))
+        self.call(Op::Alloc, |c| {
+            c.alloc(self.owner, bytes as u64).map(DevPtr::from_raw)
+        })
     }
 
     fn free(&self, ptr: DevPtr) -> Result<(), DriverError> {
-        self.call(Op::Free, |c| c.free(ptr.raw()))
+        self.call(Op::Free, |c| c.free(self.owner, ptr.raw()))
     }
 
     fn copy_to_device(&self, dst: DevPtr, src: &[u8]) -> Result<(), DriverError> {
-        self.call(Op::CopyToDevice, |c| c.write(dst.raw(), src))
+        self.call(Op::CopyToDevice, |c| c.write(self.owner, dst.raw(), src))
     }
 
     fn copy_from_device(&self, dst: &mut [u8], src: DevPtr) -> Result<(), DriverError> {
-        self.call(Op::CopyFromDevice, |c| c.read(src.raw(), dst))
+        self.call(Op::CopyFromDevice, |c| c.read(self.owner, src.raw(), dst))
     }
 
     fn memset(&self, dst: DevPtr, value: u8, len: usize) -> Result<(), DriverError> {
-        self.call(Op::Memset, |c| c.fill(dst.raw(), value, len as u64))
+        self.call(Op::Memset, |c| {
+            c.fill(self.owner, dst.raw(), value, len as u64)
+        })
     }
 
     fn copy_async(
@@ -57,7 +64,7 @@ impl Driver for SimDriver {
         len: usize,
     ) -> Result<(), DriverError> {
         self.submit(Op::CopyAsync, stream.raw(), Submission::Command, |c| {
-            c.enqueue_copy(stream.raw(), dst.raw(), src.raw(), len as u64)
+            c.enqueue_copy(self.owner, stream.raw(), dst.raw(), src.raw(), len as u64)
         })
     }
 
@@ -69,52 +76,62 @@ impl Driver for SimDriver {
         len: usize,
     ) -> Result<(), DriverError> {
         self.submit(Op::MemsetAsync, stream.raw(), Submission::Command, |c| {
-            c.enqueue_memset(stream.raw(), dst.raw(), value, len as u64)
+            c.enqueue_memset(self.owner, stream.raw(), dst.raw(), value, len as u64)
         })
     }
 
     fn create_stream(&self) -> Result<StreamId, DriverError> {
         self.call(Op::CreateStream, |c| {
-            Ok(StreamId::from_raw(c.create_stream()))
+            Ok(StreamId::from_raw(c.create_stream(self.owner)))
         })
     }
 
     fn destroy_stream(&self, stream: StreamId) -> Result<(), DriverError> {
-        self.call(Op::DestroyStream, |c| c.destroy_stream(stream.raw()))
+        self.call(Op::DestroyStream, |c| {
+            c.destroy_stream(self.owner, stream.raw())
+        })
     }
 
     fn query_stream(&self, stream: StreamId) -> Result<Completion, DriverError> {
         self.call(Op::QueryStream, |c| {
-            c.stream_done(stream.raw()).map(completion)
+            self.stream_done(c, stream).map(completion)
         })
     }
 
     fn sync_stream(&self, stream: StreamId, timeout: Duration) -> Result<(), DriverError> {
-        self.blocking(Op::SyncStream, timeout, |c| c.stream_done(stream.raw()))
+        let mine = |c: &DeviceState| c.own_stream(self.owner, stream.raw());
+        self.blocking(Op::SyncStream, timeout, mine, |c| {
+            c.stream_done(stream.raw())
+        })
     }
 
     fn create_event(&self) -> Result<EventId, DriverError> {
-        self.call(Op::CreateEvent, |c| Ok(EventId::from_raw(c.create_event())))
+        self.call(Op::CreateEvent, |c| {
+            Ok(EventId::from_raw(c.create_event(self.owner)))
+        })
     }
 
     fn destroy_event(&self, event: EventId) -> Result<(), DriverError> {
-        self.call(Op::DestroyEvent, |c| c.destroy_event(event.raw()))
+        self.call(Op::DestroyEvent, |c| {
+            c.destroy_event(self.owner, event.raw())
+        })
     }
 
     fn record_event(&self, event: EventId, stream: StreamId) -> Result<(), DriverError> {
         self.submit(Op::RecordEvent, stream.raw(), Submission::Command, |c| {
-            c.enqueue_record(event.raw(), stream.raw())
+            c.enqueue_record(self.owner, event.raw(), stream.raw())
         })
     }
 
     fn query_event(&self, event: EventId) -> Result<Completion, DriverError> {
         self.call(Op::QueryEvent, |c| {
-            c.event_done(event.raw()).map(completion)
+            self.event_done(c, event).map(completion)
         })
     }
 
     fn sync_event(&self, event: EventId, timeout: Duration) -> Result<(), DriverError> {
-        self.blocking(Op::SyncEvent, timeout, |c| c.event_done(event.raw()))
+        let mine = |c: &DeviceState| c.own_event(self.owner, event.raw());
+        self.blocking(Op::SyncEvent, timeout, mine, |c| c.event_done(event.raw()))
     }
 
     fn stream_wait_event(&self, stream: StreamId, event: EventId) -> Result<(), DriverError> {
@@ -122,12 +139,14 @@ impl Driver for SimDriver {
             Op::StreamWaitEvent,
             stream.raw(),
             Submission::Command,
-            |c| c.enqueue_wait(stream.raw(), event.raw()),
+            |c| c.enqueue_wait(self.owner, stream.raw(), event.raw()),
         )
     }
 
     fn event_elapsed(&self, start: EventId, end: EventId) -> Result<Duration, DriverError> {
         self.call(Op::EventElapsed, |c| {
+            c.own_event(self.owner, start.raw())?;
+            c.own_event(self.owner, end.raw())?;
             let a = c.event_time(start.raw())?;
             let b = c.event_time(end.raw())?;
             Ok(Duration::from_nanos(abi::ticks_to_nanos(
@@ -137,7 +156,10 @@ impl Driver for SimDriver {
     }
 
     fn event_timestamp(&self, event: EventId) -> Result<u64, DriverError> {
-        self.call(Op::EventTimestamp, |c| c.event_time(event.raw()))
+        self.call(Op::EventTimestamp, |c| {
+            c.own_event(self.owner, event.raw())?;
+            c.event_time(event.raw())
+        })
     }
 
     fn register_code(&self, code: &[u8]) -> Result<Registration, DriverError> {
@@ -174,20 +196,20 @@ impl Driver for SimDriver {
         args: LaunchArgs<'_>,
     ) -> Result<(), DriverError> {
         self.submit(Op::LaunchAicore, stream.raw(), Submission::Kernel, |c| {
-            c.enqueue_aicore(stream.raw(), code, block_dim, args)
+            c.enqueue_aicore(self.owner, stream.raw(), code, block_dim, args)
         })
     }
 
     fn check_aicpu_args(&self, args: LaunchArgs<'_>) -> Result<(), DriverError> {
         // Not a driver call: not counted, no injected fault.
         self.lock()
-            .check_aicpu_args(args)
+            .check_aicpu_args(self.owner, args)
             .map_err(|k| DriverError::new(Op::LaunchAicpu, k))
     }
 
     fn launch_aicpu(&self, stream: StreamId, args: LaunchArgs<'_>) -> Result<(), DriverError> {
         self.submit(Op::LaunchAicpu, stream.raw(), Submission::Kernel, |c| {
-            c.enqueue_aicpu(stream.raw(), args)
+            c.enqueue_aicpu(self.owner, stream.raw(), args)
         })
     }
 
@@ -200,8 +222,8 @@ impl Driver for SimDriver {
     /// wall clock; stepped: not at all) — that answers
     /// [`Notice::Ready`] when the event is complete (never recorded
     /// included) or its stream faulted, and otherwise keeps `waker` and
-    /// answers [`Notice::Completion`]. A forged or destroyed event is
-    /// refused with [`DriverErrorKind::BadHandle`].
+    /// answers [`Notice::Completion`]. A forged or destroyed event, or
+    /// another clone's, is refused with [`DriverErrorKind::BadHandle`].
     ///
     /// The waker is woken (once, then dropped) by whatever next moves the
     /// simulation past the event's completion, its stream's fault, its
@@ -225,7 +247,8 @@ impl Driver for SimDriver {
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
         self.advance(&mut core);
         let r = core
-            .arm_notify(event.raw(), within, waker)
+            .own_event(self.owner, event.raw())
+            .and_then(|()| core.arm_notify(event.raw(), within, waker))
             .map_err(|k| DriverError::new(op, k));
         let kick = r == Ok(Notice::Completion) && self.device_sleeps_past_target(&core);
         self.release(core);
@@ -239,6 +262,18 @@ impl Driver for SimDriver {
 
 impl SimDriver {
     // ----- shared implementation of the Driver calls --------------------
+
+    /// [`DeviceState::stream_done`] of a stream this value created.
+    fn stream_done(&self, c: &DeviceState, s: StreamId) -> Result<Option<u64>, DriverErrorKind> {
+        c.own_stream(self.owner, s.raw())?;
+        c.stream_done(s.raw())
+    }
+
+    /// [`DeviceState::event_done`] of an event this value created.
+    fn event_done(&self, c: &DeviceState, e: EventId) -> Result<Option<u64>, DriverErrorKind> {
+        c.own_event(self.owner, e.raw())?;
+        c.event_done(e.raw())
+    }
 
     /// Runs `f` under the lock after charging the call and applying injected
     /// call faults.
@@ -274,7 +309,8 @@ impl SimDriver {
             spin_for(cost);
             core = self.lock();
         }
-        core.check_stream(stream)
+        // Another clone's stream is refused before any wait for room.
+        core.check_own_stream(self.owner, stream)
             .map_err(|k| DriverError::new(op, k))?;
         let capacity = core.cfg.stream_capacity;
         let waited = core.queued(stream) >= capacity;
@@ -312,14 +348,20 @@ impl SimDriver {
         r
     }
 
+    /// Waits until `done` answers (a tick or an error), bounded by
+    /// `timeout`, once `mine` has proved the handle this value's: checked
+    /// once, not at every look — a handle's owner never changes, and one
+    /// destroyed meanwhile is what `done` reports.
     fn blocking(
         &self,
         op: Op,
         timeout: Duration,
+        mine: impl FnOnce(&DeviceState) -> Result<(), DriverErrorKind>,
         done: impl Fn(&DeviceState) -> Result<Option<u64>, DriverErrorKind>,
     ) -> Result<(), DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
+        mine(&core).map_err(|k| DriverError::new(op, k))?;
         let cond = |c: &DeviceState| !matches!(done(c), Ok(None));
         core = match self.wait(core, timeout, cond) {
             Ok(c) => c,

@@ -1,6 +1,11 @@
 //! Simulated device memory: allocations at real addresses, separated by
 //! unmapped guard gaps, with every access bounds-checked. A bad address is an
 //! error, never undefined behaviour, and never reaches another allocation.
+//!
+//! Each allocation remembers its [`Owner`], the `SimDriver` value that made
+//! it: the host side (a driver call: a copy, a memset, a free, a launch's
+//! recorded ranges) reaches only its own allocations (the `*_as` methods),
+//! the device side (kernels, a device model) all of them.
 
 use std::collections::BTreeMap;
 
@@ -19,9 +24,22 @@ pub(crate) struct Fault {
     pub len: u64,
 }
 
+/// Who made an allocation, a stream or an event: one `SimDriver` value
+/// (each clone is another), as one driver instance's table is on real
+/// hardware. Never 0.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Owner(pub u64);
+
+/// One live allocation.
+#[derive(Debug)]
+struct Block {
+    bytes: Vec<u8>,
+    owner: Owner,
+}
+
 #[derive(Debug)]
 pub(crate) struct Memory {
-    blocks: BTreeMap<u64, Vec<u8>>,
+    blocks: BTreeMap<u64, Block>,
     next: u64,
     limit: u64,
     used: u64,
@@ -37,8 +55,9 @@ impl Memory {
         }
     }
 
-    /// Allocates `len` bytes (zero-filled). `None` when the limit is reached.
-    pub fn alloc(&mut self, len: u64) -> Option<u64> {
+    /// Allocates `len` bytes (zero-filled) for `owner`. `None` when the
+    /// limit is reached.
+    pub fn alloc(&mut self, len: u64, owner: Owner) -> Option<u64> {
         if len == 0 || self.used.checked_add(len)? > self.limit {
             return None;
         }
@@ -50,16 +69,26 @@ impl Memory {
         let mut block = Vec::new();
         block.try_reserve_exact(n).ok()?;
         block.resize(n, 0);
-        self.blocks.insert(base, block);
+        self.blocks.insert(
+            base,
+            Block {
+                bytes: block,
+                owner,
+            },
+        );
         self.used += len;
         Some(base)
     }
 
-    /// Frees the allocation starting exactly at `base`.
-    pub fn free(&mut self, base: u64) -> bool {
+    /// Frees `owner`'s allocation starting exactly at `base`; `false` (and
+    /// nothing freed) for any other address, another owner's included.
+    pub fn free_as(&mut self, owner: Owner, base: u64) -> bool {
+        if self.blocks.get(&base).is_none_or(|b| b.owner != owner) {
+            return false;
+        }
         match self.blocks.remove(&base) {
             Some(b) => {
-                self.used -= b.len() as u64;
+                self.used -= b.bytes.len() as u64;
                 true
             }
             None => false,
@@ -70,38 +99,87 @@ impl Memory {
         self.used
     }
 
-    fn locate(&self, addr: u64, len: u64) -> Result<(u64, usize), Fault> {
+    /// The allocation holding `addr..addr + len` (one lookup: O(log n)),
+    /// its base and the offset in it, when `owner` made it (`None`: any
+    /// owner, the device side).
+    fn locate_of(&self, owner: Option<Owner>, addr: u64, len: u64) -> Result<(u64, usize), Fault> {
         let fault = Fault { addr, len };
         let (&base, block) = self.blocks.range(..=addr).next_back().ok_or(fault)?;
+        if owner.is_some_and(|o| o != block.owner) {
+            return Err(fault);
+        }
         let off = addr - base;
         let end = off.checked_add(len).ok_or(fault)?;
-        if end > block.len() as u64 {
+        if end > block.bytes.len() as u64 {
             return Err(fault);
         }
         Ok((base, usize::try_from(off).map_err(|_| fault)?))
     }
 
+    fn locate(&self, addr: u64, len: u64) -> Result<(u64, usize), Fault> {
+        self.locate_of(None, addr, len)
+    }
+
+    /// `Ok` when `addr..addr + len` lies inside one live allocation of
+    /// `owner`.
+    pub fn check_as(&self, owner: Owner, addr: u64, len: u64) -> Result<(), Fault> {
+        self.locate_of(Some(owner), addr, len).map(|_| ())
+    }
+
+    /// [`read`](Self::read), from an allocation of `owner` only.
+    pub fn read_as(&self, owner: Owner, addr: u64, out: &mut [u8]) -> Result<(), Fault> {
+        self.read_of(Some(owner), addr, out)
+    }
+
+    /// [`write`](Self::write), into an allocation of `owner` only.
+    pub fn write_as(&mut self, owner: Owner, addr: u64, data: &[u8]) -> Result<(), Fault> {
+        self.write_of(Some(owner), addr, data)
+    }
+
+    /// [`fill`](Self::fill), in an allocation of `owner` only.
+    pub fn fill_as(&mut self, owner: Owner, addr: u64, value: u8, len: u64) -> Result<(), Fault> {
+        self.fill_of(Some(owner), addr, value, len)
+    }
+
     pub fn read(&self, addr: u64, out: &mut [u8]) -> Result<(), Fault> {
-        let (base, off) = self.locate(addr, out.len() as u64)?;
-        out.copy_from_slice(&self.blocks[&base][off..off + out.len()]);
-        Ok(())
+        self.read_of(None, addr, out)
     }
 
     pub fn write(&mut self, addr: u64, data: &[u8]) -> Result<(), Fault> {
-        let (base, off) = self.locate(addr, data.len() as u64)?;
+        self.write_of(None, addr, data)
+    }
+
+    pub fn fill(&mut self, addr: u64, value: u8, len: u64) -> Result<(), Fault> {
+        self.fill_of(None, addr, value, len)
+    }
+
+    fn read_of(&self, owner: Option<Owner>, addr: u64, out: &mut [u8]) -> Result<(), Fault> {
+        let (base, off) = self.locate_of(owner, addr, out.len() as u64)?;
+        out.copy_from_slice(&self.blocks[&base].bytes[off..off + out.len()]);
+        Ok(())
+    }
+
+    fn write_of(&mut self, owner: Option<Owner>, addr: u64, data: &[u8]) -> Result<(), Fault> {
+        let (base, off) = self.locate_of(owner, addr, data.len() as u64)?;
         let block = self.blocks.get_mut(&base).ok_or(Fault {
             addr,
             len: data.len() as u64,
         })?;
-        block[off..off + data.len()].copy_from_slice(data);
+        block.bytes[off..off + data.len()].copy_from_slice(data);
         Ok(())
     }
 
-    pub fn fill(&mut self, addr: u64, value: u8, len: u64) -> Result<(), Fault> {
-        let (base, off) = self.locate(addr, len)?;
+    fn fill_of(
+        &mut self,
+        owner: Option<Owner>,
+        addr: u64,
+        value: u8,
+        len: u64,
+    ) -> Result<(), Fault> {
+        let (base, off) = self.locate_of(owner, addr, len)?;
         let block = self.blocks.get_mut(&base).ok_or(Fault { addr, len })?;
         let len = usize::try_from(len).map_err(|_| Fault { addr, len })?;
-        block[off..off + len].fill(value);
+        block.bytes[off..off + len].fill(value);
         Ok(())
     }
 
@@ -110,7 +188,7 @@ impl Memory {
         let (sbase, soff) = self.locate(src, len)?;
         self.locate(dst, len)?;
         let n = usize::try_from(len).map_err(|_| Fault { addr: src, len })?;
-        let tmp = self.blocks[&sbase][soff..soff + n].to_vec();
+        let tmp = self.blocks[&sbase].bytes[soff..soff + n].to_vec();
         self.write(dst, &tmp)
     }
 
@@ -133,11 +211,13 @@ impl Memory {
 mod tests {
     use super::*;
 
+    const ME: Owner = Owner(1);
+
     #[test]
     fn bounds_are_enforced_and_neighbours_untouched() {
         let mut m = Memory::new(1 << 20);
-        let a = m.alloc(100).unwrap();
-        let b = m.alloc(100).unwrap();
+        let a = m.alloc(100, ME).unwrap();
+        let b = m.alloc(100, ME).unwrap();
         assert!(b >= a + 100 + GUARD);
         m.write(a, &[7; 100]).unwrap();
         assert!(m.write(a + 1, &[1; 100]).is_err(), "overrun must fail");
@@ -149,8 +229,8 @@ mod tests {
         m.read(b, &mut out).unwrap();
         assert_eq!(out, [0; 100], "the neighbour was not written");
         assert!(m.read(a - 1, &mut [0u8; 1]).is_err());
-        assert!(m.free(a));
-        assert!(!m.free(a), "double free is refused");
+        assert!(m.free_as(ME, a));
+        assert!(!m.free_as(ME, a), "double free is refused");
         assert!(
             m.read(a, &mut [0u8; 1]).is_err(),
             "freed memory is unreachable"
@@ -161,9 +241,33 @@ mod tests {
     #[test]
     fn limit_and_zero_size() {
         let mut m = Memory::new(128);
-        assert_eq!(m.alloc(0), None);
-        assert!(m.alloc(100).is_some());
-        assert_eq!(m.alloc(100), None);
+        assert_eq!(m.alloc(0, ME), None);
+        assert!(m.alloc(100, ME).is_some());
+        assert_eq!(m.alloc(100, ME), None);
         assert_eq!(m.live_bytes(), 100);
+    }
+
+    #[test]
+    fn the_host_side_reaches_only_its_owners_allocations() {
+        let them = Owner(2);
+        let mut m = Memory::new(1 << 20);
+        let mine = m.alloc(64, ME).unwrap();
+        let theirs = m.alloc(64, them).unwrap();
+        m.write_as(ME, mine, &[1; 64]).unwrap();
+        m.check_as(ME, mine + 8, 56).unwrap();
+        let refused = Err(Fault {
+            addr: theirs,
+            len: 64,
+        });
+        assert_eq!(m.check_as(ME, theirs, 64), refused);
+        assert_eq!(m.write_as(ME, theirs, &[9; 64]), refused);
+        assert_eq!(m.read_as(ME, theirs, &mut [0; 64]), refused);
+        assert_eq!(m.fill_as(ME, theirs, 9, 64), refused);
+        assert!(!m.free_as(ME, theirs), "another owner's allocation stays");
+        let mut out = [7u8; 64];
+        m.read(theirs, &mut out).unwrap(); // the device side reaches it
+        assert_eq!(out, [0; 64], "untouched");
+        m.check_as(them, theirs, 64).unwrap();
+        assert!(m.free_as(them, theirs));
     }
 }

@@ -7,6 +7,15 @@
 //!
 //! - **Memory** at real addresses with guard gaps; every access is
 //!   bounds-checked ([`DriverErrorKind::BadAddress`]).
+//! - **Ownership per driver value**: a clone of a [`SimDriver`] is another
+//!   driver on the same NPU (as two `AclDriver`s on one device id are),
+//!   and each value's [`Driver`] calls reach only the allocations, streams
+//!   and events that value made: a copy, memset, free or launch naming
+//!   another's memory is [`DriverErrorKind::BadAddress`], another's stream
+//!   or event [`DriverErrorKind::BadHandle`] — so the memory of one
+//!   [`Device`](crate::Device) is never what another device's launch
+//!   names. Code memory, the control API and the device side are the
+//!   NPU's (see [`SimDriver`], *Each value owns what it makes*).
 //! - **Streams** are FIFO queues with a bounded capacity (1,792 tasks by
 //!   default, as measured on the device); kernels on different streams make
 //!   progress at the same time; events complete when their stream reaches
@@ -36,8 +45,9 @@
 //!   checks every device range the block names (under [`RunclaimModel`],
 //!   blocks of both versions ([`abi::ArgBlock`]): a version-1 block's
 //!   input and output, a version-2 block's tensors, and both versions'
-//!   handshake, wall and status records). A range outside memory is
-//!   [`DriverErrorKind::BadAddress`]; a block the model does not decode
+//!   handshake, wall and status records). A recorded range outside this
+//!   driver value's own live allocations, or a decoded one outside memory,
+//!   is [`DriverErrorKind::BadAddress`]; a block the model does not decode
 //!   (another protocol's included) is [`DriverErrorKind::InvalidArgument`].
 //!   A built-in [`Program`](abi::Program) computes from the first
 //!   readable to the first writable tensor (its documentation says
@@ -160,6 +170,7 @@
 //! ```
 
 mod config;
+mod control;
 mod device_state;
 mod driver;
 mod faults;
@@ -183,15 +194,15 @@ use std::sync::{Arc, Mutex};
 use crate::sync::{Condvar, Mutex as StateMutex, MutexGuard};
 use std::task::Waker;
 use std::thread::JoinHandle;
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
-use self::device_state::{DeviceState, StepResult};
+use self::device_state::DeviceState;
+use self::memory::Owner;
 use self::realtime::device_thread;
-use self::trace::TraceEvent;
-use super::{CodeHandle, StreamId, abi};
+use super::StreamId;
 
 #[cfg(doc)]
-use super::{Driver, DriverErrorKind};
+use super::{Driver, DriverErrorKind, abi};
 
 /// The result of one device step (stepped mode).
 ///
@@ -244,9 +255,15 @@ struct Shared {
     /// default, 50 ms).
     #[cfg(test)]
     armed_nap_cap: AtomicU64,
+    /// The next [`Owner`]: one per `SimDriver` value (each clone).
+    owners: AtomicU64,
 }
 
 impl Shared {
+    fn next_owner(&self) -> Owner {
+        Owner(self.owners.fetch_add(1, Ordering::Relaxed))
+    }
+
     fn notify_progress(&self) {
         if self.waiters.load(Ordering::Acquire) > 0 {
             self.progress.notify_all();
@@ -337,23 +354,90 @@ fn wake_all(wakers: Vec<Waker>) {
     }
 }
 
-/// The simulated NPU. Cheap to clone: clones share one device, so a test can
-/// keep a handle for [`stats`](SimDriver::stats), [`inject`](SimDriver::inject)
-/// and stepping while a [`Device`](crate::Device) owns another.
+/// The simulated NPU, through one driver value. Cheap to clone: clones
+/// share one device, so a test can keep a handle for
+/// [`stats`](SimDriver::stats), [`inject`](SimDriver::inject) and stepping
+/// while a [`Device`](crate::Device) owns another.
 ///
 /// ```
 /// use runclaim::{Device, DeviceConfig};
 /// use runclaim::sim::{SimConfig, SimDriver};
 ///
 /// let sim = SimDriver::stepped(SimConfig::default());
-/// let device = Device::<_, 2>::open(sim.clone(), DeviceConfig::default())?; // a clone shares the device
+/// let device = Device::<_, 2>::open(sim.clone(), DeviceConfig::default())?; // a clone: the same NPU
 /// assert_eq!(sim.stats().live_streams(), 2); // the device's stream pair
 /// # drop(device);
 /// # Ok::<(), runclaim::Error>(())
 /// ```
-#[derive(Clone)]
+///
+/// # Each value owns what it makes
+///
+/// A clone is another driver on the same NPU, as a second
+/// `AclDriver` (the `acl` driver) opened on the same device
+/// id is. Each `SimDriver` value owns the allocations, streams and events
+/// its [`Driver`] calls made, and those calls accept only its own: a
+/// copy, memset or free, and every range a launch's argument blocks
+/// record ([`LaunchArgs::fields`](abi::LaunchArgs::fields), both kernels'),
+/// must lie inside a live allocation of this value, or the call fails with
+/// [`DriverErrorKind::BadAddress`] before anything is queued; a stream or
+/// event of another value is a [`DriverErrorKind::BadHandle`]. So two
+/// devices opened on clones of one simulator cannot reach each other's
+/// memory through a driver call, whatever their adapters write. To share
+/// what a value owns, share the value itself (`&SimDriver`,
+/// `Arc<SimDriver>`), not a clone of it. Code is the NPU's (registrations
+/// are deduplicated and pinned across every clone, see
+/// [`register_code`](Driver::register_code)), and so is the control API
+/// (counters, trace, faults, stepping); the device side — the kernels and
+/// the [`DeviceModel`] — reaches all memory, as a device does.
+///
+/// ```
+/// use std::sync::Arc;
+/// use runclaim::driver::{Driver, DriverErrorKind, HandleKind};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let sim = SimDriver::stepped(SimConfig::default());
+/// let other = sim.clone(); // a second driver on the same NPU
+/// let (p, s) = (sim.alloc(64)?, sim.create_stream()?);
+/// sim.copy_to_device(p, &[1; 64])?; // its own
+/// let err = other.copy_to_device(p, &[2; 64]).unwrap_err();
+/// assert!(matches!(err.kind(), DriverErrorKind::BadAddress { .. })); // not the clone's
+/// assert!(other.free(p).is_err());
+/// let err = other.memset_async(s, other.alloc(64)?, 0, 64).unwrap_err();
+/// assert!(matches!(err.kind(), DriverErrorKind::BadHandle { kind: HandleKind::Stream, .. }));
+/// assert_eq!(other.stats().live_allocations(), 2); // the control API sees the NPU
+/// let shared = Arc::new(sim); // shared, not cloned: one owner
+/// Arc::clone(&shared).free(p)?;
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
 pub struct SimDriver {
     handle: Arc<Handle>,
+    /// What this value's driver calls made, and may name.
+    owner: Owner,
+}
+
+impl Clone for SimDriver {
+    /// Another driver on the same simulated NPU: it shares the device (its
+    /// memory, streams, code, clock, faults and trace), and owns nothing
+    /// yet — the allocations, streams and events of `self` are foreign to
+    /// its [`Driver`] calls, and its own are foreign to `self`'s (see
+    /// [`SimDriver`]). Share `self` (`&`, `Arc`) to share what it owns.
+    ///
+    /// ```
+    /// use runclaim::driver::Driver;
+    /// use runclaim::sim::SimDriver;
+    ///
+    /// let sim = SimDriver::stepped(Default::default());
+    /// let p = sim.alloc(8)?;
+    /// assert!(sim.clone().copy_from_device(&mut [0; 8], p).is_err()); // a clone's, not its own
+    /// sim.copy_from_device(&mut [0; 8], p)?;
+    /// # Ok::<(), runclaim::driver::DriverError>(())
+    /// ```
+    fn clone(&self) -> Self {
+        SimDriver {
+            handle: Arc::clone(&self.handle),
+            owner: self.shared().next_owner(),
+        }
+    }
 }
 
 impl std::fmt::Debug for SimDriver {
@@ -393,6 +477,7 @@ impl SimDriver {
             kick: Condvar::new(),
             #[cfg(test)]
             armed_nap_cap: AtomicU64::new(0),
+            owners: AtomicU64::new(1),
         });
         let thread = real_time.then(|| {
             let shared = Arc::clone(&shared);
@@ -403,11 +488,13 @@ impl SimDriver {
         // Without a device thread the real-time sim cannot progress; report
         // that through every wait (a timeout) rather than panicking here.
         let thread = thread.and_then(Result::ok);
+        let owner = shared.next_owner();
         SimDriver {
             handle: Arc::new(Handle {
                 shared,
                 thread: Mutex::new(thread),
             }),
+            owner,
         }
     }
 
@@ -435,198 +522,5 @@ impl SimDriver {
             .state
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    /// `true` for [`SimDriver::real_time`].
-    #[must_use]
-    pub fn is_real_time(&self) -> bool {
-        self.lock().is_real_time()
-    }
-
-    /// The configuration.
-    #[must_use]
-    pub fn config(&self) -> SimConfig {
-        self.lock().cfg.clone()
-    }
-
-    /// A snapshot of the counters.
-    #[must_use]
-    pub fn stats(&self) -> SimStats {
-        let core = self.lock();
-        let mut s = core.stats.clone();
-        s.trace_dropped = core.trace_dropped;
-        s.live_bytes = core.mem.live_bytes();
-        s
-    }
-
-    /// The trace entries still in the ring, oldest first.
-    #[must_use]
-    pub fn trace(&self) -> Vec<TraceEvent> {
-        self.lock().trace.iter().copied().collect()
-    }
-
-    /// Empties the trace ring.
-    pub fn clear_trace(&self) {
-        self.lock().trace.clear();
-    }
-
-    /// Arms a fault.
-    pub fn inject(&self, fault: Fault) {
-        self.lock().faults.arm(fault);
-    }
-
-    /// Disarms every fault not yet triggered.
-    pub fn clear_faults(&self) {
-        self.lock().faults.clear();
-    }
-
-    /// Live streams, in creation order.
-    #[must_use]
-    pub fn streams(&self) -> Vec<StreamId> {
-        self.lock()
-            .streams
-            .keys()
-            .map(|&k| StreamId::from_raw(k))
-            .collect()
-    }
-
-    /// Tasks queued (including a running one) on `stream`; 0 for an unknown
-    /// stream.
-    #[must_use]
-    pub fn queued(&self, stream: StreamId) -> usize {
-        self.lock().queued(stream.raw())
-    }
-
-    /// The upload resident at code address `raw` now (`None` when the
-    /// address is empty or not a code address).
-    #[must_use]
-    pub fn code_at(&self, raw: u64) -> Option<CodeHandle> {
-        self.lock().code_at(raw)
-    }
-
-    /// Live pins of the upload `code` names: registrations not yet
-    /// released (0 when it is no longer resident).
-    #[must_use]
-    pub fn code_pins(&self, code: CodeHandle) -> u64 {
-        self.lock().code_pins(code)
-    }
-
-    /// Registers a Rust AICore kernel with this simulator (and every clone
-    /// of it) and returns its code image, to register with
-    /// [`Driver::register_code`] like any code (see [`SimKernel`]). The
-    /// kernel stays known for the simulator's life; another simulator, or
-    /// any other driver, refuses the image as invalid code.
-    ///
-    /// ```
-    /// use runclaim::driver::Driver;
-    /// use runclaim::sim::{SimDriver, SimKernel};
-    ///
-    /// let sim = SimDriver::stepped(Default::default());
-    /// let code = sim.register_kernel(SimKernel::new(|_| Ok(())));
-    /// let first = sim.register_code(code.as_bytes())?;
-    /// let again = sim.clone().register_code(code.as_bytes())?; // a clone knows it too
-    /// assert!(first.published && !again.published); // dedup, as for any code
-    /// assert_eq!(first.handle, again.handle);
-    /// # Ok::<(), runclaim::driver::DriverError>(())
-    /// ```
-    #[must_use = "the image is the only way to launch the kernel"]
-    pub fn register_kernel(&self, kernel: SimKernel) -> KernelCode {
-        self.lock().add_kernel(kernel)
-    }
-
-    /// The current device tick.
-    #[must_use]
-    pub fn now_ticks(&self) -> u64 {
-        self.lock().now()
-    }
-
-    /// Real-time mode: the host [`Instant`] at which the wall clock the
-    /// device follows reads device tick `ticks` — e.g. when an event whose
-    /// [`event_timestamp`](Driver::event_timestamp) is `ticks` completed, on
-    /// the host's clock. `None` in stepped mode, whose device time is
-    /// virtual (or for a tick past the end of the host's clock).
-    ///
-    /// ```
-    /// use std::time::{Duration, Instant};
-    /// use runclaim::driver::Driver;
-    /// use runclaim::sim::{SimConfig, SimDriver};
-    ///
-    /// let sim = SimDriver::real_time(SimConfig::default());
-    /// let (s, e, p) = (sim.create_stream()?, sim.create_event()?, sim.alloc(4)?);
-    /// sim.memset_async(s, p, 0, 4)?;
-    /// sim.record_event(e, s)?;
-    /// sim.sync_event(e, Duration::from_secs(5))?;
-    /// let done = sim.tick_instant(sim.event_timestamp(e)?).expect("real time");
-    /// assert!(done <= Instant::now());
-    /// assert_eq!(SimDriver::stepped(SimConfig::default()).tick_instant(0), None);
-    /// # Ok::<(), runclaim::driver::DriverError>(())
-    /// ```
-    #[must_use]
-    pub fn tick_instant(&self, ticks: u64) -> Option<Instant> {
-        let base = self.lock().base()?;
-        base.checked_add(Duration::from_nanos(abi::ticks_to_nanos(ticks)))
-    }
-
-    /// Stepped mode: performs one device action on a stream picked by the
-    /// seeded policy, and advances the device clock by one step. Real-time
-    /// mode: does nothing and returns [`StepOutcome::Idle`].
-    #[allow(
-        clippy::must_use_candidate,
-        reason = "stepping is done for its effect; the outcome is informational"
-    )]
-    pub fn step(&self) -> StepOutcome {
-        let mut core = self.lock();
-        if core.is_real_time() {
-            return StepOutcome::Idle;
-        }
-        let out = core.policy_step();
-        release_waking_here(core);
-        self.notify_progress();
-        out
-    }
-
-    /// Stepped mode: performs one device action on `stream` (the caller
-    /// picks), and advances the device clock by one step.
-    #[allow(
-        clippy::must_use_candidate,
-        reason = "stepping is done for its effect; the outcome is informational"
-    )]
-    pub fn step_stream(&self, stream: StreamId) -> StepOutcome {
-        let mut core = self.lock();
-        if core.is_real_time() {
-            return StepOutcome::Idle;
-        }
-        core.tick();
-        let out = match core.step_stream(stream.raw()) {
-            StepResult::Progress => StepOutcome::Progressed(stream),
-            StepResult::Blocked(_) => StepOutcome::Blocked(stream),
-            StepResult::Idle => StepOutcome::Idle,
-        };
-        release_waking_here(core);
-        self.notify_progress();
-        out
-    }
-
-    /// Stepped mode: steps until no stream has work, at most `max_steps`.
-    /// Returns the steps taken; `Err` with the steps taken when work remains.
-    ///
-    /// # Errors
-    /// `Err(steps)` when the budget ran out with work still queued.
-    pub fn run_until_idle(&self, max_steps: u64) -> Result<u64, u64> {
-        let mut core = self.lock();
-        if core.is_real_time() {
-            return Ok(0);
-        }
-        let mut n = 0;
-        while core.has_work() {
-            if n == max_steps {
-                release_waking_here(core);
-                return Err(n);
-            }
-            core.policy_step();
-            n += 1;
-        }
-        release_waking_here(core);
-        Ok(n)
     }
 }

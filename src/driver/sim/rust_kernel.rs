@@ -692,7 +692,7 @@ mod tests {
     #[test]
     fn tensor_access_is_checked_against_the_tensor_and_memory() {
         let mut mem = Memory::new(1 << 20);
-        let a = mem.alloc(64).unwrap();
+        let a = mem.alloc(64, crate::driver::sim::memory::Owner(1)).unwrap();
         // Tensor 0 is the first 16 bytes of a 64-byte allocation; tensor 1
         // names unmapped memory.
         let t0 = TensorArg {

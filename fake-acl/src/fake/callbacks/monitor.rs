@@ -3,7 +3,7 @@
 //! behind, and reports faults to the exception-info callback.
 
 use std::collections::{BTreeMap, VecDeque};
-use std::sync::PoisonError;
+use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
 use runclaim::driver::acl::codes::{Waited, code_of};
@@ -69,7 +69,7 @@ fn monitor() {
 /// dropped its work before reaching a callback (a fault, a forced destroy)
 /// delivers it anyway or, under stop-on-failure, never. Whether any became
 /// due.
-fn deliver(cb: &mut Callbacks, live: &BTreeMap<i32, (u64, SimDriver)>) -> bool {
+fn deliver(cb: &mut Callbacks, live: &BTreeMap<i32, (u64, Arc<SimDriver>)>) -> bool {
     let mut any = false;
     let keys: Vec<(i32, u64)> = cb
         .subs

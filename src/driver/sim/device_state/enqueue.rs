@@ -1,18 +1,27 @@
 //! The host side of queuing work on a stream: argument and address checks
-//! (every address a block's writer recorded, then the configured device
-//! model's decoding, which checks every range the block names), event
-//! generations with their injected fates, kernel launches.
+//! (every address a block's writer recorded, against the caller's own
+//! allocations, then the configured device model's decoding, which checks
+//! every range the block names against the device's memory), event
+//! generations with their injected fates, kernel launches. Every method
+//! takes the calling `SimDriver` value's [`Owner`] and accepts only the
+//! streams, events and allocations it made.
 
 use super::{DeviceState, Task, TaskKind, bad};
 use crate::driver::abi::{self, LaunchArgs};
 use crate::driver::sim::kernels::{AicoreKernel, AicpuKernel};
+use crate::driver::sim::memory::Owner;
 use crate::driver::sim::protocol::{DeviceMemory, ModelError, guarded};
 use crate::driver::sim::trace::TraceKind;
 use crate::driver::{CodeHandle, DriverErrorKind, HandleKind};
 
 impl DeviceState {
-    fn enqueue(&mut self, stream: u64, kind: TaskKind) -> Result<(), DriverErrorKind> {
-        self.check_stream(stream)?;
+    fn enqueue(
+        &mut self,
+        owner: Owner,
+        stream: u64,
+        kind: TaskKind,
+    ) -> Result<(), DriverErrorKind> {
+        self.check_own_stream(owner, stream)?;
         let now = self.now();
         let tag = kind.tag();
         let s = self
@@ -42,30 +51,37 @@ impl DeviceState {
 
     pub fn enqueue_copy(
         &mut self,
+        owner: Owner,
         stream: u64,
         dst: u64,
         src: u64,
         len: u64,
     ) -> Result<(), DriverErrorKind> {
-        self.mem.check(src, len).map_err(bad)?;
-        self.mem.check(dst, len).map_err(bad)?;
-        self.enqueue(stream, TaskKind::Copy { dst, src, len })
+        self.mem.check_as(owner, src, len).map_err(bad)?;
+        self.mem.check_as(owner, dst, len).map_err(bad)?;
+        self.enqueue(owner, stream, TaskKind::Copy { dst, src, len })
     }
 
     pub fn enqueue_memset(
         &mut self,
+        owner: Owner,
         stream: u64,
         dst: u64,
         value: u8,
         len: u64,
     ) -> Result<(), DriverErrorKind> {
-        self.mem.check(dst, len).map_err(bad)?;
-        self.enqueue(stream, TaskKind::Memset { dst, value, len })
+        self.mem.check_as(owner, dst, len).map_err(bad)?;
+        self.enqueue(owner, stream, TaskKind::Memset { dst, value, len })
     }
 
-    pub fn enqueue_record(&mut self, event: u64, stream: u64) -> Result<(), DriverErrorKind> {
-        self.event(event)?;
-        self.check_stream(stream)?;
+    pub fn enqueue_record(
+        &mut self,
+        owner: Owner,
+        event: u64,
+        stream: u64,
+    ) -> Result<(), DriverErrorKind> {
+        self.own_event(owner, event)?;
+        self.check_own_stream(owner, stream)?;
         let fate = self.faults.on_record(abi::duration_to_ticks);
         let generation = match self.events.get_mut(&event) {
             Some(e) => {
@@ -76,6 +92,7 @@ impl DeviceState {
             None => 0,
         };
         self.enqueue(
+            owner,
             stream,
             TaskKind::Record {
                 event,
@@ -85,27 +102,38 @@ impl DeviceState {
         )
     }
 
-    pub fn enqueue_wait(&mut self, stream: u64, event: u64) -> Result<(), DriverErrorKind> {
+    pub fn enqueue_wait(
+        &mut self,
+        owner: Owner,
+        stream: u64,
+        event: u64,
+    ) -> Result<(), DriverErrorKind> {
+        self.own_event(owner, event)?;
         let generation = self.event(event)?.recorded;
-        self.enqueue(stream, TaskKind::Wait { event, generation })
+        self.enqueue(owner, stream, TaskKind::Wait { event, generation })
     }
 
     /// Checks every address the block names: still in the block where its
-    /// writer put it, and a range of live memory.
-    fn check_fields(&self, args: LaunchArgs<'_>) -> Result<(), DriverErrorKind> {
+    /// writer put it, and a range inside one live allocation of `owner` —
+    /// one lookup per recorded address, O(fields × log allocations).
+    /// Another `SimDriver` value's allocation is refused as any address
+    /// outside memory is, although the device could reach it: a driver
+    /// hands the device only what it owns.
+    fn check_fields(&self, owner: Owner, args: LaunchArgs<'_>) -> Result<(), DriverErrorKind> {
         if !args.consistent() {
             return Err(DriverErrorKind::InvalidArgument {
                 what: "an address the block's writer recorded is no longer in the block",
             });
         }
         for f in args.fields() {
-            self.mem.check(f.addr.raw(), f.len).map_err(bad)?;
+            self.mem.check_as(owner, f.addr.raw(), f.len).map_err(bad)?;
         }
         Ok(())
     }
 
     pub fn enqueue_aicore(
         &mut self,
+        owner: Owner,
         stream: u64,
         code: CodeHandle,
         block_dim: u32,
@@ -118,7 +146,7 @@ impl DeviceState {
             });
         }
         let index = self.code_index(code)?;
-        self.check_fields(args)?;
+        self.check_fields(owner, args)?;
         let model = self.cfg.device_model.clone();
         let mem = DeviceMemory::new(&mut self.mem);
         let launch = guarded(|| {
@@ -133,6 +161,7 @@ impl DeviceState {
             });
         }
         self.enqueue(
+            owner,
             stream,
             TaskKind::Aicore(Box::new(AicoreKernel::new(index, model, launch))),
         )
@@ -140,23 +169,30 @@ impl DeviceState {
 
     pub fn enqueue_aicpu(
         &mut self,
+        owner: Owner,
         stream: u64,
         args: LaunchArgs<'_>,
     ) -> Result<(), DriverErrorKind> {
-        let (model, launch) = self.decode_aicpu_launch(args)?;
+        let (model, launch) = self.decode_aicpu_launch(owner, args)?;
         self.enqueue(
+            owner,
             stream,
             TaskKind::Aicpu(Box::new(AicpuKernel::new(model, launch))),
         )
     }
 
     /// Everything `enqueue_aicpu` checks of a block, without queuing it.
-    pub fn check_aicpu_args(&mut self, args: LaunchArgs<'_>) -> Result<(), DriverErrorKind> {
-        self.decode_aicpu_launch(args).map(drop)
+    pub fn check_aicpu_args(
+        &mut self,
+        owner: Owner,
+        args: LaunchArgs<'_>,
+    ) -> Result<(), DriverErrorKind> {
+        self.decode_aicpu_launch(owner, args).map(drop)
     }
 
     fn decode_aicpu_launch(
         &mut self,
+        owner: Owner,
         args: LaunchArgs<'_>,
     ) -> Result<
         (
@@ -165,7 +201,7 @@ impl DeviceState {
         ),
         DriverErrorKind,
     > {
-        self.check_fields(args)?;
+        self.check_fields(owner, args)?;
         let max = self.cfg.max_block_dim;
         let model = self.cfg.device_model.clone();
         let mem = DeviceMemory::new(&mut self.mem);
