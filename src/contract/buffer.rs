@@ -296,7 +296,7 @@ impl<'b, T: Pod> BufferSlice<'b, T> {
 /// cannot bind it meanwhile (E0499, see
 /// [`Workload::scratch`](super::Workload::scratch)); a
 /// [`Pipeline`](super::Pipeline)'s workload holds it until the run comes
-/// back ([`complete_work`](super::Pipeline::complete_work)), so its next
+/// back ([`complete`](super::Pipeline::complete)), so its next
 /// run is prepared only after the previous one completed. Made by
 /// [`Device::alloc_scratch`](super::Device::alloc_scratch).
 #[derive(Debug)]

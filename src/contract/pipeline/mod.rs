@@ -251,7 +251,7 @@ where
 }
 
 impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
-    /// Prepares and launches `work` — a [`RunSpec`] or an owned
+    /// Prepares and launches `work` — a [`RunSpec`](crate::RunSpec) or an owned
     /// [`Workload`](crate::Workload) — in the next slot, tagged `tag`;
     /// returns the run's id. Does not wait for the runs before it. Launch
     /// order is submission order, so
@@ -348,7 +348,7 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// Fences and finalizes the oldest pending run — waiting for its own
     /// fence, as long as [`Run::fence`](crate::Run::fence) would: at most
     /// `(runs ahead + 1) × fence_timeout + fence_timeout / 8` — and hands
-    /// it back: a [`RunSpec`] run with its outputs
+    /// it back: a [`RunSpec`](crate::RunSpec) run with its outputs
     /// ([`Completed::values`]), a workload's run with its workload
     /// ([`Completed::work`], its owned host tensors holding what the device
     /// wrote); `Ok(None)` when nothing is pending. Results come back in

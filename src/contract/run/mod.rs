@@ -240,8 +240,8 @@ impl<'r, const I: usize, B: Bindings> Run<'r, Prepared, I, B> {
     /// - nothing was submitted (poisoned runner, no chain value, the AICore
     ///   launch refused): the prepared run comes back, `Some(run)`;
     /// - the AICore kernel was queued but the AICPU launch failed
-    ///   ([`ErrorKind::PartialLaunch`]), or a completion event could not be
-    ///   recorded ([`ErrorKind::FenceNotRecorded`]): execution is uncertain,
+    ///   ([`ErrorKind::PartialLaunch`](crate::contract::ErrorKind::PartialLaunch)), or a completion event could not be
+    ///   recorded ([`ErrorKind::FenceNotRecorded`](crate::contract::ErrorKind::FenceNotRecorded)): execution is uncertain,
     ///   the slot is quarantined, the runner is poisoned until a drain, and
     ///   the value is `None`.
     #[allow(
@@ -322,11 +322,11 @@ impl<'r, const I: usize, B: Bindings> Run<'r, Launched, I, B> {
     ///
     /// # Errors
     /// The launched run comes back inside the error:
-    /// [`ErrorKind::Timeout`] — with `overran: Some(run)` when the wait
+    /// [`ErrorKind::Timeout`](crate::contract::ErrorKind::Timeout) — with `overran: Some(run)` when the wait
     /// proved an overrun (naming the run; the runner is poisoned), `None`
     /// when it only ran out of time (for a plain `fence`, possible only
     /// behind a run that is already unproven);
-    /// [`ErrorKind::Fault`] for a device fault (poisons the runner).
+    /// [`ErrorKind::Fault`](crate::contract::ErrorKind::Fault) for a device fault (poisons the runner).
     #[inline]
     pub fn fence(self) -> Result<Run<'r, Fenced, I, B>, Error<Self>> {
         self.wait(Wait::Configured, Action::Fence)
@@ -401,7 +401,7 @@ impl<'r, const I: usize, B: Bindings> Run<'r, Launched, I, B> {
     /// Polls this run's fence event once. Never poisons on "not yet".
     ///
     /// # Errors
-    /// [`ErrorKind::NotReady`] (with the run) when not complete; a fault as
+    /// [`ErrorKind::NotReady`](crate::contract::ErrorKind::NotReady) (with the run) when not complete; a fault as
     /// for [`fence`](Run::fence).
     #[inline]
     pub fn try_fence(self) -> Result<Run<'r, Fenced, I, B>, Error<Self>> {
@@ -416,12 +416,12 @@ impl<'r, const I: usize> Run<'r, Fenced, I> {
     ///
     /// # Errors
     /// The **fenced run** comes back inside the error, so nothing the
-    /// device produced is lost: [`ErrorKind::OutputsTooSmall`] — retry with
+    /// device produced is lost: [`ErrorKind::OutputsTooSmall`](crate::contract::ErrorKind::OutputsTooSmall) — retry with
     /// a larger buffer (`Outputs::<I>::new(err.value().len())`);
-    /// [`ErrorKind::RunFailed`] when the run reported an error code (this
+    /// [`ErrorKind::RunFailed`](crate::contract::ErrorKind::RunFailed) when the run reported an error code (this
     /// run failed; the runner is not poisoned and queued successors are
-    /// unaffected); [`ErrorKind::RecordMismatch`] /
-    /// [`ErrorKind::RecordMissing`] when a record does not belong to this
+    /// unaffected); [`ErrorKind::RecordMismatch`](crate::contract::ErrorKind::RecordMismatch) /
+    /// [`ErrorKind::RecordMissing`](crate::contract::ErrorKind::RecordMissing) when a record does not belong to this
     /// run; a driver error when a read-back failed. Take the slot back with
     /// [`into_token`](Run::into_token), or drop the run to free it.
     ///
@@ -497,8 +497,8 @@ impl<'r, const I: usize> Run<'r, Fenced, I, Bound<'_, '_>> {
     ///
     /// # Errors
     /// The fenced run comes back inside the error, its borrows still held:
-    /// [`ErrorKind::RunFailed`] and [`ErrorKind::RecordMismatch`] /
-    /// [`ErrorKind::RecordMissing`] (found before any copy-back: nothing is
+    /// [`ErrorKind::RunFailed`](crate::contract::ErrorKind::RunFailed) and [`ErrorKind::RecordMismatch`](crate::contract::ErrorKind::RecordMismatch) /
+    /// [`ErrorKind::RecordMissing`](crate::contract::ErrorKind::RecordMissing) (found before any copy-back: nothing is
     /// copied back), or a driver error of a read-back — which may fail
     /// midway through the copy-back, leaving the host outputs before the
     /// failing one written and the rest untouched; finalizing the run again
