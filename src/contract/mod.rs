@@ -20,7 +20,6 @@ mod code;
 mod config;
 mod device;
 mod error;
-mod futures;
 mod inflight;
 mod outputs;
 mod pipeline;
@@ -32,6 +31,7 @@ mod runner;
 mod slot;
 mod spec;
 mod states;
+mod wait;
 mod workload;
 
 pub use buffer::{BufferSlice, DeviceBuffer, PerSlot, Scratch, SlotBuffer};
@@ -39,13 +39,14 @@ pub use code::{Callable, CodeRef};
 pub use config::{ConfigError, DeviceConfig};
 pub use device::{ContractStats, Device, DrainReport, Health};
 pub use error::{Action, BufferId, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
-pub use futures::{DrainFuture, FenceFuture};
 pub use outputs::{Finalized, Outputs};
 pub use pipeline::{
     CompleteFuture, Completed, Pipeline, PipelineDrainFuture, Rejected, Submit, Unfinished,
 };
 pub use prepare::Spec;
+pub use run::FenceFuture;
 pub use run::Run;
+pub use runner::DrainFuture;
 pub use runner::Runner;
 pub use slot::{Depth, Slot, SlotOf, SlotSet, SlotToken, SupportedDepth};
 pub use spec::{Input, RunSpec};

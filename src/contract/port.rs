@@ -3,11 +3,10 @@
 //! [`Port`] trait the device implements, and what crosses it.
 
 use std::task::{Poll, Waker};
-use std::time::Duration;
 
 use super::code::CodeRef;
-use super::device::AsyncWait;
 use super::error::{ErrorKind, RunId};
+use super::wait::{AsyncWait, Wait};
 use super::workload::Args;
 use crate::driver::CodeHandle;
 use crate::driver::abi::WallRecord;
@@ -27,17 +26,6 @@ pub(crate) struct RunInfo {
     /// The run writes an arena output a successor may chain on (a
     /// `RunSpec` run's): the chain moves to it at launch.
     pub chainable: bool,
-}
-
-/// How a fence waits.
-#[derive(Debug, Clone, Copy)]
-pub(crate) enum Wait {
-    /// Query once.
-    Poll,
-    /// Wait at most this long in total (`Duration::MAX`: no limit).
-    For(Duration),
-    /// Wait the queue budget: `(runs ahead + 1) × fence_timeout`.
-    Configured,
 }
 
 /// Why a launch failed, graded by what reached the streams.

@@ -5,7 +5,7 @@
 //! copy when they lie close), and the host buffers a slot's run is built
 //! in ([`SlotHost`]).
 
-use super::{MAX_BLOCK, MAX_REGIONS, adapter};
+use super::{MAX_BLOCK, MAX_REGIONS};
 use crate::contract::config::{ConfigError, DeviceConfig, Resolved};
 use crate::contract::error::ErrorKind;
 use crate::driver::abi::{
@@ -41,7 +41,7 @@ impl Abi {
         let abi = get.get();
         // Asked once each, through the unwind guard: a panic here is the
         // adapter refusing the device.
-        let declared = adapter::adapter_call(0, || {
+        let declared = adapter_call(0, || {
             let mut regions = Vec::new();
             let r = abi.regions(&Shape::new(config.block_dim, depth), &mut regions);
             (
@@ -237,6 +237,34 @@ impl RegionLayout {
     pub(super) fn record(&self, r: RecordAt) -> usize {
         self.offset(r.region) + r.offset
     }
+}
+
+/// Calls into the adapter: a panic there (the adapter's bug) fails this
+/// run — nothing submitted, or the record refused — instead of unwinding
+/// through the device's bookkeeping.
+///
+/// While a device's user adapter runs, its thread is marked with the
+/// device: a call back into that device from inside it (its state lock
+/// may be held) panics there — caught here, failing the run — instead of
+/// deadlocking. `device` 0: no device yet (at open).
+pub(super) fn adapter_call<T>(device: u64, f: impl FnOnce() -> T) -> Result<T, AbiError> {
+    let outer = IN_ADAPTER.with(|a| a.replace(device));
+    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
+    IN_ADAPTER.with(|a| a.set(outer));
+    r.map_err(|_| AbiError::Unsupported {
+        what: "the kernel ABI adapter panicked (or called its device)",
+    })
+}
+
+thread_local! {
+    /// The device whose user adapter runs on this thread (0: none; see
+    /// `adapter_call`). `Copy` data, no destructor: always accessible.
+    static IN_ADAPTER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
+}
+
+/// `true` while device `device`'s user adapter runs on this thread.
+pub(super) fn in_adapter_of(device: u64) -> bool {
+    IN_ADAPTER.with(std::cell::Cell::get) == device
 }
 
 #[cfg(test)]

@@ -3,13 +3,13 @@
 //! its records read back and proven to be its own — runclaim's own adapter
 //! called directly, a user's through the trait object and an unwind guard.
 
-use super::abi::RegionLayout;
+use super::abi::{RegionLayout, adapter_call};
 use super::{Device, SlotHost};
 use crate::contract::error::{ErrorKind, Record, RunId};
 use crate::contract::port::RunInfo;
 use crate::driver::abi::{
-    AbiError, AicpuBlock, Builtin, KernelAbi, Prep, RecordAt, RecordError, RunIdentity, RunView,
-    RunclaimAbi, Verdict, WallRecord,
+    AicpuBlock, Builtin, KernelAbi, Prep, RecordAt, RecordError, RunIdentity, RunView, RunclaimAbi,
+    Verdict, WallRecord,
 };
 use crate::driver::{Driver, DriverError};
 
@@ -234,31 +234,3 @@ fn record_error(record: Record, err: RecordError) -> ErrorKind {
 
 /// Records and armed regions up to this size go through the stack.
 const SMALL_RECORD: usize = 128;
-
-/// Calls into the adapter: a panic there (the adapter's bug) fails this
-/// run — nothing submitted, or the record refused — instead of unwinding
-/// through the device's bookkeeping.
-///
-/// While a device's user adapter runs, its thread is marked with the
-/// device: a call back into that device from inside it (its state lock
-/// may be held) panics there — caught here, failing the run — instead of
-/// deadlocking. `device` 0: no device yet (at open).
-pub(super) fn adapter_call<T>(device: u64, f: impl FnOnce() -> T) -> Result<T, AbiError> {
-    let outer = IN_ADAPTER.with(|a| a.replace(device));
-    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(f));
-    IN_ADAPTER.with(|a| a.set(outer));
-    r.map_err(|_| AbiError::Unsupported {
-        what: "the kernel ABI adapter panicked (or called its device)",
-    })
-}
-
-thread_local! {
-    /// The device whose user adapter runs on this thread (0: none; see
-    /// `adapter_call`). `Copy` data, no destructor: always accessible.
-    static IN_ADAPTER: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
-}
-
-/// `true` while device `device`'s user adapter runs on this thread.
-pub(super) fn in_adapter_of(device: u64) -> bool {
-    IN_ADAPTER.with(std::cell::Cell::get) == device
-}

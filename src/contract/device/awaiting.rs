@@ -10,106 +10,20 @@
 
 use std::sync::atomic::Ordering;
 use std::task::{Poll, Waker};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use super::fence::WaitClock;
 use super::{Device, DrainReport, MIN_SLICE};
 use crate::contract::error::ErrorKind;
 use crate::contract::inflight::Proof;
-use crate::contract::port::{RunInfo, Wait};
+use crate::contract::port::RunInfo;
+use crate::contract::wait::{AsyncWait, DrainWait, FIRST_BACKOFF, Wait};
 use crate::driver::{Completion, Driver, DriverErrorKind, EventId, Notice, wake_after};
-
-/// The first time-only wake of a driver that cannot see completion
-/// ([`Notice::Timer`]); each later one doubles, up to a look-around slice.
-const FIRST_BACKOFF: Duration = Duration::from_micros(50);
 
 /// What the device learned of its driver's notifications (the first
 /// answer decides; a device asks one driver).
 pub(super) const NOTICE_UNKNOWN: u8 = 0;
 const NOTICE_COMPLETION: u8 = 1;
 const NOTICE_TIMER: u8 = 2;
-
-/// What an awaited fence keeps between polls.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct AsyncWait {
-    how: Wait,
-    /// The wait's clock (`fence.rs`), from the first poll that found the
-    /// run not complete; `None` until then.
-    clock: Option<WaitClock>,
-    /// The next time-only wake, for a driver that cannot see completion.
-    backoff: Duration,
-    stall: Stall,
-}
-
-/// Time the driver's clock did not show (see `wait_queued`): a wake asked
-/// for after `t` that came with the clock standing still — although the
-/// host's time passed `t` — counts as `t`, so a stalled clock delays a
-/// verdict but never keeps a future pending for ever.
-#[derive(Debug, Clone, Copy, Default)]
-struct Stall {
-    /// The last arming: the driver's clock then, the host's, and the time
-    /// asked for.
-    armed: Option<(Duration, Instant, Duration)>,
-    unshown: Duration,
-}
-
-impl Stall {
-    /// At a poll, the driver's clock now `clock`: the unshown time so far.
-    fn note_unshown(&mut self, clock: Duration) -> Duration {
-        if let Some((at, host, within)) = self.armed.take()
-            && clock <= at
-            && host.elapsed() >= within
-        {
-            self.unshown = self.unshown.saturating_add(within);
-        }
-        self.unshown
-    }
-
-    /// After arming for `within` at driver-clock time `clock`.
-    fn note_armed(&mut self, clock: Duration, within: Duration) {
-        self.armed = Some((clock, Instant::now(), within));
-    }
-}
-
-impl AsyncWait {
-    /// A wait of `how` (`Wait::Poll` behaves as one look).
-    pub(crate) const fn new(how: Wait) -> Self {
-        AsyncWait {
-            how,
-            clock: None,
-            backoff: FIRST_BACKOFF,
-            stall: Stall {
-                armed: None,
-                unshown: Duration::ZERO,
-            },
-        }
-    }
-}
-
-/// What an awaited drain keeps between polls.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct DrainWait {
-    /// `None`: the queue budget, fixed at the first poll.
-    timeout: Option<Duration>,
-    start: Option<(Duration, Duration, usize)>,
-    backoff: Duration,
-    stall: Stall,
-}
-
-impl DrainWait {
-    /// A drain waiting at most `timeout` (`None`: the queue budget).
-    pub(crate) const fn new(timeout: Option<Duration>) -> Self {
-        DrainWait {
-            timeout,
-            start: None,
-            backoff: FIRST_BACKOFF,
-            stall: Stall {
-                armed: None,
-                unshown: Duration::ZERO,
-            },
-        }
-    }
-}
 
 /// How one look ended short of a verdict: what to arm.
 #[derive(Clone, Copy)]

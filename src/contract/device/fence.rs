@@ -10,21 +10,8 @@ use super::{Device, MIN_SLICE};
 use crate::contract::error::{ErrorKind, PoisonCause, RunId};
 use crate::contract::inflight::{Entry, Proof};
 use crate::contract::port::RunInfo;
+use crate::contract::wait::WaitClock;
 use crate::driver::{Completion, Driver};
-
-/// A wait's clock: when it began and the limit it is judged against, on
-/// the driver's clock ([`Device::wait_clock`], [`Device::judge`]).
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct WaitClock {
-    pub(super) start: Duration,
-    limit: Duration,
-    /// `false`: the limit lies past the end of the clock (no deadline).
-    limited: bool,
-    /// The configured queue budget (not a caller's limit): capped once
-    /// behind a head that cannot be proven complete.
-    configured: bool,
-    capped: bool,
-}
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// Run `seq` in `slot` was observed complete at driver-clock time `at`

@@ -37,7 +37,6 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use self::abi::{Abi, SlotHost};
-pub(crate) use self::awaiting::{AsyncWait, DrainWait};
 pub use self::report::{ContractStats, DrainReport, Health};
 use self::state::State;
 use super::buffer::SharedLedger;
@@ -468,7 +467,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
 #[inline(never)]
 fn refuse_reentry(device: u64) {
     assert!(
-        !adapter::in_adapter_of(device),
+        !abi::in_adapter_of(device),
         "a kernel ABI adapter called into its device from inside an adapter method"
     );
 }

@@ -13,9 +13,8 @@ use std::time::Duration;
 
 use super::{Completed, Pipeline, Unfinished};
 use crate::contract::DrainReport;
-use crate::contract::device::{AsyncWait, DrainWait};
 use crate::contract::error::{Action, Error};
-use crate::contract::port::Wait;
+use crate::contract::wait::{AsyncWait, DrainWait, Wait};
 use crate::driver::Driver;
 
 /// The oldest pending run's wait: the pipeline's borrow, moved out once

@@ -14,15 +14,14 @@ use std::mem;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use crate::contract::device::AsyncWait;
 use crate::contract::error::{Action, Error, ErrorKind, RunId};
 use crate::contract::outputs::ErasedOutputs;
-use crate::contract::port::Wait;
 use crate::contract::run::ErasedRun;
 use crate::contract::run::RunOf;
 use crate::contract::runner::Runner;
 use crate::contract::slot::ErasedToken;
 use crate::contract::states::{Fenced, Launched, Prepared};
+use crate::contract::wait::{AsyncWait, Wait};
 use crate::contract::workload::Workload;
 use crate::driver::Driver;
 use crate::driver::abi::WallRecord;

@@ -8,18 +8,19 @@
     reason = "a failed transition hands the run back by value inside the error: the rule of the crate; a workload's run adds one pointer"
 )]
 
+mod future;
 mod run_of;
 
 use std::fmt;
 use std::time::Duration;
 
+pub use self::future::FenceFuture;
 pub(crate) use self::run_of::{ErasedRun, RunOf};
 use super::error::{Action, Error, RunId};
-use super::futures::FenceFuture;
 use super::outputs::{Finalized, Outputs};
-use super::port::Wait;
 use super::slot::SlotToken;
 use super::states::{Fenced, Launched, Prepared, State};
+use super::wait::Wait;
 use super::workload::{Bindings, Bound, Simple};
 
 /// A run in slot `I`, in state `S`.

@@ -11,12 +11,12 @@ use std::fmt;
 use std::marker::PhantomData;
 use std::task::{Poll, Waker};
 
-use crate::contract::device::AsyncWait;
 use crate::contract::error::{Action, Error, ErrorKind, RunId};
 use crate::contract::outputs::ErasedOutputs;
-use crate::contract::port::{LaunchFail, RunInfo, Wait};
+use crate::contract::port::{LaunchFail, RunInfo};
 use crate::contract::slot::{Claim, ErasedToken};
 use crate::contract::states::{Fenced, Launched, Prepared, State};
+use crate::contract::wait::{AsyncWait, Wait};
 use crate::contract::workload::Workload;
 use crate::contract::workload::{Args, Bindings, Bound, Data, Simple, lowered, lowered_args};
 use crate::driver::abi::WallRecord;

@@ -1,6 +1,7 @@
 //! Awaiting the device without a parked thread: a launched run's fence
-//! ([`FenceFuture`]) and a runner's drain ([`DrainFuture`]) as
-//! `std::future::Future`s. (The pipeline's are in `pipeline/future.rs`.)
+//! ([`FenceFuture`]) as a `std::future::Future`. (A runner's drain is in
+//! `runner/future.rs`, the pipeline's waits in `pipeline/future.rs`; all
+//! look and wake by the rules below.)
 //!
 //! Each poll *looks* — it queries the run's own fence event, and the
 //! fences of the runs ahead of it, and never waits — and judges by the
@@ -36,17 +37,12 @@
 use std::future::{Future, IntoFuture};
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
-use super::DrainReport;
-use super::device::{AsyncWait, DrainWait};
-use super::error::{Action, Error, ErrorKind};
-use super::port::Wait;
-use super::run::Run;
-use super::runner::Runner;
-use super::states::{Fenced, Launched};
-use super::workload::{Bindings, Simple};
-use crate::driver::Driver;
+use super::Run;
+use crate::contract::error::{Action, Error};
+use crate::contract::states::{Fenced, Launched};
+use crate::contract::wait::{AsyncWait, Wait};
+use crate::contract::workload::{Bindings, Simple};
 
 /// A launched run's fence, awaited: what [`Run::fence_async`] (or
 /// `run.await`) and [`Run::fence_for_async`] return.
@@ -60,7 +56,7 @@ use crate::driver::Driver;
 /// fence once, and a run found complete gives its slot back at once;
 /// otherwise the run is handed to the device **as a forgotten run**: it
 /// stays in the device's in-flight set, and its slot stays taken until a
-/// drain ([`Runner::drain`], [`Runner::drain_async`]) or a publication
+/// drain ([`Runner::drain`](crate::Runner::drain), [`Runner::drain_async`](crate::Runner::drain_async)) or a publication
 /// proves it complete. Dropping the device meanwhile waits for it, bounded,
 /// as for any forgotten run. Polled again after it resolved, it stays
 /// pending.
@@ -169,79 +165,11 @@ impl<'r, const I: usize, B: Bindings> IntoFuture for Run<'r, Launched, I, B> {
     }
 }
 
-/// A runner's drain, awaited: what [`Runner::drain_async`] and
-/// [`Runner::drain_for_async`] return. It resolves as [`Runner::drain`]
-/// returns, within the same bound.
-///
-/// It changes nothing until it resolves: dropping it early leaves the
-/// runner as it was (still poisoned, if it was), and the next drain starts
-/// over.
-///
-/// ```
-/// use runclaim::{Callable, Device, DeviceConfig, Input, RunSpec};
-/// use runclaim::driver::abi::Program;
-/// use runclaim::sim::{SimConfig, SimDriver};
-///
-/// let mut device = Device::<_, 2>::open(SimDriver::real_time(SimConfig::default()), DeviceConfig::default())?;
-/// let mut runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
-/// let code = runner.code("inc")?;
-/// let run = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?;
-/// std::mem::forget(run); // its slot is kept until a drain proves it complete
-/// let report = pollster::block_on(runner.drain_async())?;
-/// assert_eq!(report.retired, 1);
-/// assert!(runner.take_slot::<0>().is_ok());
-/// # Ok::<(), runclaim::Error>(())
-/// ```
-#[must_use = "a future does nothing unless awaited"]
-pub struct DrainFuture<'a, 'p, D: Driver, const DEPTH: usize> {
-    runner: &'a mut Runner<'p, D, DEPTH>,
-    wait: DrainWait,
-    done: bool,
-}
-
-impl<'a, 'p, D: Driver, const DEPTH: usize> DrainFuture<'a, 'p, D, DEPTH> {
-    pub(crate) fn new(runner: &'a mut Runner<'p, D, DEPTH>, timeout: Option<Duration>) -> Self {
-        DrainFuture {
-            runner,
-            wait: DrainWait::new(timeout),
-            done: false,
-        }
-    }
-}
-
-impl<D: Driver, const DEPTH: usize> std::fmt::Debug for DrainFuture<'_, '_, D, DEPTH> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("DrainFuture")
-            .field("done", &self.done)
-            .finish_non_exhaustive()
-    }
-}
-
-impl<D: Driver, const DEPTH: usize> Future for DrainFuture<'_, '_, D, DEPTH> {
-    type Output = Result<DrainReport, Error>;
-
-    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
-        let this = self.get_mut();
-        if this.done {
-            return Poll::Pending;
-        }
-        match this.runner.device().poll_drain(&mut this.wait, cx.waker()) {
-            Poll::Pending => Poll::Pending,
-            Poll::Ready(r) => {
-                this.done = true;
-                Poll::Ready(r.map_err(|k: ErrorKind| Error::plain(Action::Drain, k)))
-            }
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::sim::SimDriver;
     use static_assertions::assert_impl_all;
 
     assert_impl_all!(FenceFuture<'static, 0>: Send, Sync, Unpin);
     assert_impl_all!(FenceFuture<'static, 1, crate::contract::Bound<'static, 'static>>: Send, Unpin);
-    assert_impl_all!(DrainFuture<'static, 'static, SimDriver, 2>: Send, Sync, Unpin);
 }

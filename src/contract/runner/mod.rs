@@ -5,12 +5,14 @@
     reason = "thin transition wrappers: out of line each moves a whole run and its result through memory (measured with callgrind, benches/contract.rs: 180 instructions per RunSpec cycle together)"
 )]
 
+mod future;
+
 use std::time::Duration;
 
+pub use self::future::DrainFuture;
 use super::code::{CodeEntry, CodeRef};
 use super::device::{Device, DrainReport, Health};
 use super::error::{Action, Error, ErrorKind};
-use super::futures::DrainFuture;
 use super::outputs::{Finalized, Outputs};
 use super::prepare::{Lent, Spec};
 use super::run::{Run, RunOf};
