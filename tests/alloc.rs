@@ -546,15 +546,17 @@ fn no_allocation_per_typed_workload_run_with_4_16_and_32_arguments() {
 }
 
 /// Through a pipeline, workloads pass in and out by ownership: once each
-/// lane's workload exists (its owned tensors boxed once), refilling and
-/// resubmitting the one `complete` hands back allocates nothing —
-/// 1,000 runs at depth 2 and 4, values checked.
+/// lane's workload exists (its owned tensors boxed once), refilling every
+/// part of it — an owned tensor in place, a scalar set by index, a device
+/// buffer re-pointed — and resubmitting the one `complete` hands back
+/// allocates nothing: 1,000 runs at depth 2 and 4, values checked.
 fn pipeline_workload_runs<const D: usize>() -> usize
 where
     Depth<D>: SupportedDepth,
 {
     let mut dev = Device::<_, D>::open(InstantDriver::new(), DeviceConfig::default()).unwrap();
     let shared = dev.alloc_buffer::<u32>(8).unwrap();
+    let other = dev.alloc_buffer::<u32>(8).unwrap();
     let runner = dev
         .publish(&[Callable::program("f", &Program::new().add(1))])
         .unwrap();
@@ -565,7 +567,8 @@ where
         let mut w = Workload::new(code);
         w.owned(vec![k; 8], Dir::In)
             .owned(vec![0u32; 8], Dir::Out)
-            .buffer(&shared, Dir::In);
+            .buffer(&shared, Dir::In)
+            .scalar(u64::from(k));
         pipe.submit(w, k).unwrap();
     }
     let mut next = u32::try_from(D).unwrap();
@@ -574,6 +577,10 @@ where
         let mut w = done.work.expect("a workload");
         assert_eq!(w.owned_at::<u32>(1).map(|o| o[0]), Some(done.tag + 1));
         w.owned_mut::<u32>(0).unwrap().fill(next);
+        w.set_scalar(0, u64::from(next)).unwrap();
+        let buffer = if next % 2 == 0 { &shared } else { &other };
+        w.set_buffer(2, buffer.slice(0..4 + next as usize % 5))
+            .unwrap();
         pipe.submit(w, next).unwrap();
         next += 1;
     };

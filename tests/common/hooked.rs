@@ -42,6 +42,8 @@ pub struct Hooks {
     /// A frozen device: every `sync_event` times out at once and the clock
     /// never moves (a driver whose virtual clock only moves with progress).
     pub frozen: AtomicBool,
+    /// The bytes of every AICore block launched, in launch order.
+    pub blocks: Mutex<Vec<Vec<u8>>>,
 }
 
 /// The simulator with [`Hooks`].
@@ -154,6 +156,11 @@ impl Driver for Hooked {
         args: LaunchArgs<'_>,
     ) -> Result<(), DriverError> {
         self.enter(Op::LaunchAicore);
+        self.hooks
+            .blocks
+            .lock()
+            .unwrap()
+            .push(args.bytes().to_vec());
         let code = if self.hooks.launch_resident.load(Ordering::SeqCst) {
             self.sim.code_at(code.raw()).unwrap_or(code)
         } else {

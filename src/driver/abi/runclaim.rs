@@ -451,42 +451,72 @@ mod tests {
         }
     }
 
+    /// The golden bytes of a version-2 block, written by hand from the
+    /// layout in `abi::workload`: the header (version 2; `len`, `input`,
+    /// `output` zero), the counts, one 32-byte descriptor per tensor, the
+    /// scalars.
+    #[rustfmt::skip]
+    const V2_GOLDEN: [u8; 72 + 8 + 2 * 32 + 8] = [
+        b'R', b'C', b'A', b'1',                // magic "RCA1"
+        0x02, 0, 0, 0,                         // version 2
+        0x09, 0, 0, 0, 0, 0, 0, 0,             // run_id 9
+        0x01, 0, 0, 0,                         // slot 1
+        0x02, 0, 0, 0,                         // block_dim 2
+        0, 0, 0, 0, 0, 0, 0, 0,                // len 0
+        0, 0, 0, 0, 0, 0, 0, 0,                // input 0
+        0, 0, 0, 0, 0, 0, 0, 0,                // output 0
+        0x00, 0x03, 0, 0, 0, 0, 0, 0,          // handshake 0x300
+        0x00, 0x04, 0, 0, 0, 0, 0, 0,          // wall 0x400
+        0x00, 0x05, 0, 0, 0, 0, 0, 0,          // status 0x500
+        0x02, 0, 0, 0,                         // 2 tensors
+        0x01, 0, 0, 0,                         // 1 scalar
+        0x00, 0x80, 0, 0, 0, 0, 0, 0,          // tensor 0: addr 0x8000
+        0x40, 0, 0, 0, 0, 0, 0, 0,             //   64 bytes
+        0x04, 0, 0, 0,                         //   4-byte elements
+        0x01, 0, 0, 0,                         //   in
+        0x01, 0, 0, 0,                         //   staged
+        0, 0, 0, 0,                            //   reserved
+        0x00, 0x90, 0, 0, 0, 0, 0, 0,          // tensor 1: addr 0x9000
+        0x10, 0, 0, 0, 0, 0, 0, 0,             //   16 bytes
+        0x02, 0, 0, 0,                         //   2-byte elements
+        0x03, 0, 0, 0,                         //   in-out
+        0, 0, 0, 0,                            //   a device buffer
+        0, 0, 0, 0,                            //   reserved
+        0x07, 0, 0, 0, 0, 0, 0, 0,             // scalar 7
+    ];
+
     #[test]
     fn a_workload_run_is_the_version_2_block_byte_for_byte() {
         let regions = regions();
-        let t = TensorView {
-            span: DevSpan::new(DevPtr::from_raw(0x8000), 64),
-            elem_size: 4,
-            dir: Dir::InOut,
-            home: Home::Staging,
+        let t = |addr, bytes, elem_size, dir, home| TensorView {
+            span: DevSpan::new(DevPtr::from_raw(addr), bytes),
+            elem_size,
+            dir,
+            home,
         };
-        let tensors = [t, t];
-        let view = RunView::new(id(), &regions, &tensors, &[5, 6, 7]);
+        let tensors = [
+            t(0x8000, 64, 4, Dir::In, Home::Staging),
+            t(0x9000, 16, 2, Dir::InOut, Home::Buffer),
+        ];
+        let view = RunView::new(id(), &regions, &tensors, &[7]);
         let mut buf = BlockBuf::with_capacity(RunclaimAbi.max_block_bytes(), 8);
         RunclaimAbi.aicore_block(&view, &mut buf.writer()).unwrap();
-        let header = RunArgs {
-            run_id: 9,
-            slot: 1,
-            block_dim: 2,
-            len: 0,
-            input: 0,
-            output: 0,
-            handshake: 0x300,
-            wall: 0x400,
-            status: 0x500,
-        };
-        let arg = TensorArg {
-            addr: 0x8000,
-            bytes: 64,
-            elem_size: 4,
-            dir: Dir::InOut,
-            staged: true,
-        };
-        let mut old = vec![0u8; WorkArgs::size(2, 3)];
-        WorkArgs::encode(&mut old, &header, [arg, arg].into_iter(), &[5, 6, 7]).unwrap();
-        assert_eq!(buf.args().bytes(), &old[..]);
-        assert_eq!(buf.args().fields().len(), 5);
+        assert_eq!(buf.args().bytes(), &V2_GOLDEN[..]);
+        assert_eq!(buf.args().fields().len(), 5, "three records, two tensors");
         assert!(buf.args().consistent());
+        // The negative control: the golden bytes are not vacuous.
+        let mut flipped = V2_GOLDEN;
+        flipped[80] ^= 1;
+        assert_ne!(buf.args().bytes(), &flipped[..]);
+        // Two u32 host tensors [in, out] and no scalar: a workload's shape
+        // close to a RunSpec's, still the version-2 block.
+        let staged = [
+            t(0x8000, 12, 4, Dir::In, Home::Staging),
+            t(0x9000, 12, 4, Dir::Out, Home::Staging),
+        ];
+        let view = RunView::new(id(), &regions, &staged, &[]);
+        RunclaimAbi.aicore_block(&view, &mut buf.writer()).unwrap();
+        assert_eq!(buf.args().bytes()[4], 2, "version 2");
     }
 
     #[test]
