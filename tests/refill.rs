@@ -26,7 +26,10 @@ fn inc() -> Callable {
 }
 
 #[test]
-#[allow(clippy::many_single_char_names, reason = "x, y, z, w: the tensors and the workload")]
+#[allow(
+    clippy::many_single_char_names,
+    reason = "x, y, z, w: the tensors and the workload"
+)]
 fn a_refill_refuses_what_would_change_a_tensor_and_hands_back_what_it_was_given() {
     let mut dev = device();
     let buf = dev.alloc_buffer::<u32>(4).unwrap();

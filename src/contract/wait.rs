@@ -116,3 +116,13 @@ impl DrainWait {
         }
     }
 }
+
+/// A future of this crate polled again after it resolved: a caller's bug,
+/// reported as std's `async fn` futures report it (wrap the future in a
+/// fusing adapter, e.g. `futures::future::FutureExt::fuse`, to poll it in a
+/// `select!` loop).
+#[cold]
+#[track_caller]
+pub(crate) fn polled_after_ready(what: &str) -> ! {
+    panic!("`{what}` polled after it resolved")
+}

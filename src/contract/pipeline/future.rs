@@ -14,7 +14,7 @@ use std::time::Duration;
 use super::{Completed, Pipeline, Unfinished};
 use crate::contract::DrainReport;
 use crate::contract::error::{Action, Error};
-use crate::contract::wait::{AsyncWait, DrainWait, Wait};
+use crate::contract::wait::{AsyncWait, DrainWait, Wait, polled_after_ready};
 use crate::driver::Driver;
 
 /// The oldest pending run's wait: the pipeline's borrow, moved out once
@@ -33,22 +33,28 @@ impl<'a, 'r, D: Driver, const DEPTH: usize, T> HeadWait<'a, 'r, D, DEPTH, T> {
     }
 
     /// The pipeline, once its oldest run's verdict is in (or nothing is
-    /// pending); `Pending` otherwise, and for ever once it was handed out.
+    /// pending); `Pending` otherwise. Polled again once it was handed out:
+    /// a caller's bug, a panic.
     fn poll(&mut self, cx: &mut Context<'_>) -> Poll<&'a mut Pipeline<'r, D, DEPTH, T>> {
         let Some(pipe) = self.pipe.as_mut() else {
-            // Resolved already: stays pending (never a panic).
-            return Poll::Pending;
+            polled_after_ready("CompleteFuture")
         };
         if pipe.poll_head(&mut self.wait, cx.waker()).is_pending() {
             return Poll::Pending;
         }
-        self.pipe.take().map_or(Poll::Pending, Poll::Ready)
+        match self.pipe.take() {
+            Some(pipe) => Poll::Ready(pipe),
+            None => polled_after_ready("CompleteFuture"),
+        }
     }
 }
 
 /// [`Pipeline::complete`], awaited: what [`Pipeline::complete_async`]
 /// returns. It resolves as `complete` returns — the same budget, verdicts
 /// and errors, results in submission order.
+///
+/// Polled again after it resolved, it panics, as std's `async fn` futures
+/// do.
 ///
 /// **Cancel-safe.** Dropped before it resolves, it has taken nothing: the
 /// run is still pending in the pipeline, and the next `complete` (or
@@ -116,6 +122,9 @@ impl<'a, 'r, D: Driver, const DEPTH: usize, T> Future for CompleteFuture<'a, 'r,
 
 /// [`Pipeline::drain`], awaited: what [`Pipeline::drain_async`] returns.
 /// It resolves as `drain` returns, within the same one total bound.
+///
+/// Polled again after it resolved, it panics, as std's `async fn` futures
+/// do.
 ///
 /// **Cancel-safe.** Each pending run it settles keeps its outcome in the
 /// pipeline for [`complete`](Pipeline::complete), as `drain` keeps it;
@@ -191,7 +200,7 @@ impl<D: Driver, const DEPTH: usize, T> Future for PipelineDrainFuture<'_, '_, D,
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         if this.done {
-            return Poll::Pending;
+            polled_after_ready("PipelineDrainFuture");
         }
         let device = this.pipe.runner.device();
         let clock = || device.driver().clock();

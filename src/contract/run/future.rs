@@ -41,7 +41,7 @@ use std::task::{Context, Poll};
 use super::Run;
 use crate::contract::error::{Action, Error};
 use crate::contract::states::{Fenced, Launched};
-use crate::contract::wait::{AsyncWait, Wait};
+use crate::contract::wait::{AsyncWait, Wait, polled_after_ready};
 use crate::contract::workload::{Bindings, Simple};
 
 /// A launched run's fence, awaited: what [`Run::fence_async`] (or
@@ -58,8 +58,8 @@ use crate::contract::workload::{Bindings, Simple};
 /// stays in the device's in-flight set, and its slot stays taken until a
 /// drain ([`Runner::drain`](crate::Runner::drain), [`Runner::drain_async`](crate::Runner::drain_async)) or a publication
 /// proves it complete. Dropping the device meanwhile waits for it, bounded,
-/// as for any forgotten run. Polled again after it resolved, it stays
-/// pending.
+/// as for any forgotten run. Polled again after it resolved, it panics, as
+/// std's `async fn` futures do.
 ///
 /// ```
 /// use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
@@ -114,15 +114,14 @@ impl<'r, const I: usize, B: Bindings> Future for FenceFuture<'r, I, B> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         let Some(run) = this.run.as_ref() else {
-            // Resolved already: stays pending (never a panic).
-            return Poll::Pending;
+            polled_after_ready("FenceFuture")
         };
         let verdict = match run.inner().poll_fence(&mut this.wait, cx.waker()) {
             Poll::Pending => return Poll::Pending,
             Poll::Ready(v) => v,
         };
         let Some(run) = this.run.take() else {
-            return Poll::Pending;
+            polled_after_ready("FenceFuture")
         };
         Poll::Ready(match verdict {
             Ok(()) => Ok(Run::from_inner(run.into_inner().fenced())),
@@ -171,5 +170,29 @@ mod tests {
     use static_assertions::assert_impl_all;
 
     assert_impl_all!(FenceFuture<'static, 0>: Send, Sync, Unpin);
+
+    /// A resolved future polled again panics, naming itself, as std's
+    /// `async fn` futures do — never a silent pending for ever.
+    #[test]
+    #[should_panic(expected = "`FenceFuture` polled after it resolved")]
+    fn a_resolved_fence_future_polled_again_panics() {
+        use crate::driver::abi::Program;
+        use crate::sim::{SimConfig, SimDriver};
+        use crate::{Callable, Device, DeviceConfig, Input, RunSpec};
+        let sim = SimDriver::stepped(SimConfig::default());
+        let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+        let runner = dev
+            .publish(&[Callable::program("f", &Program::new().add(1))])
+            .unwrap();
+        let spec = RunSpec::new(runner.code("f").unwrap(), Input::Host(&[1]));
+        let run = runner.prepare(runner.take_slot::<0>().unwrap(), spec);
+        let mut fut = std::pin::pin!(run.unwrap().launch().unwrap().fence_async());
+        sim.run_until_idle(1_000_000);
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let first = fut.as_mut().poll(&mut cx);
+        assert!(matches!(first, Poll::Ready(Ok(_))));
+        drop(first);
+        let _ = fut.as_mut().poll(&mut cx);
+    }
     assert_impl_all!(FenceFuture<'static, 1, crate::contract::Bound<'static, 'static>>: Send, Unpin);
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use super::Runner;
 use crate::contract::DrainReport;
 use crate::contract::error::{Action, Error, ErrorKind};
-use crate::contract::wait::DrainWait;
+use crate::contract::wait::{DrainWait, polled_after_ready};
 use crate::driver::Driver;
 
 /// A runner's drain, awaited: what [`Runner::drain_async`] and
@@ -18,7 +18,8 @@ use crate::driver::Driver;
 ///
 /// It changes nothing until it resolves: dropping it early leaves the
 /// runner as it was (still poisoned, if it was), and the next drain starts
-/// over.
+/// over. Polled again after it resolved, it panics, as std's `async fn`
+/// futures do.
 ///
 /// ```
 /// use runclaim::{Callable, Device, DeviceConfig, Input, RunSpec};
@@ -66,7 +67,7 @@ impl<D: Driver, const DEPTH: usize> Future for DrainFuture<'_, '_, D, DEPTH> {
     fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
         let this = self.get_mut();
         if this.done {
-            return Poll::Pending;
+            polled_after_ready("DrainFuture");
         }
         match this.runner.device().poll_drain(&mut this.wait, cx.waker()) {
             Poll::Pending => Poll::Pending,
