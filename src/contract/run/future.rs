@@ -187,7 +187,7 @@ mod tests {
         let spec = RunSpec::new(runner.code("f").unwrap(), Input::Host(&[1]));
         let run = runner.prepare(runner.take_slot::<0>().unwrap(), spec);
         let mut fut = std::pin::pin!(run.unwrap().launch().unwrap().fence_async());
-        sim.run_until_idle(1_000_000);
+        sim.run_until_idle(1_000_000).unwrap();
         let mut cx = Context::from_waker(std::task::Waker::noop());
         let first = fut.as_mut().poll(&mut cx);
         assert!(matches!(first, Poll::Ready(Ok(_))));
