@@ -218,6 +218,45 @@ fn a_fence_and_a_drain_can_be_cancelled_at_every_poll() {
     }
 }
 
+/// A cancelled wait gives its slot back: an awaited fence dropped before
+/// its run completed abandons the run, and the slot's next take reclaims
+/// it once the device proves the run complete — not before (the slot is
+/// still in flight), and never for a run lost to `mem::forget`, whose
+/// handle may still be alive (the negative control: only a drain reclaims
+/// that one).
+#[test]
+fn a_cancelled_fence_gives_its_slot_back_once_the_run_is_proven_complete() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let mut runner = dev.publish(&callables()).unwrap();
+    let code = runner.code("f").unwrap();
+    let mut fut = runner.launched::<0>(code, Input::Host(&[1])).fence_async();
+    assert!(poll_once(&mut fut, Waker::noop()).is_pending());
+    drop(fut); // cancelled: the run is abandoned, still on the device
+    let e = runner.take_slot::<0>().unwrap_err();
+    assert!(
+        matches!(e.kind(), runclaim::contract::ErrorKind::SlotInFlight { .. }),
+        "{e}"
+    );
+    assert_eq!(runner.health().reclaimed, 0, "not complete: not reclaimed");
+    sim.run_until_idle(1_000_000).unwrap();
+    let token = runner.take_slot::<0>().expect("reclaimed at the next take");
+    let h = runner.health();
+    assert_eq!((h.reclaimed, h.in_flight, h.poisoned), (1, 0, None));
+    drop(token);
+    // The negative control: a forgotten run is not reclaimed by a take.
+    std::mem::forget(runner.launched::<1>(code, Input::Host(&[2])));
+    sim.run_until_idle(1_000_000).unwrap();
+    let e = runner.take_slot::<1>().unwrap_err();
+    assert!(
+        matches!(e.kind(), runclaim::contract::ErrorKind::SlotInFlight { .. }),
+        "{e}"
+    );
+    assert_eq!(runner.health().reclaimed, 1);
+    runner.drain().unwrap();
+    assert!(runner.take_slot::<1>().is_ok(), "a drain reclaims it");
+}
+
 /// The instant driver completes every run at its launch: each future
 /// resolves at its first poll, with a waker that could wake nothing.
 #[test]

@@ -147,7 +147,7 @@ fn cases_do_real_work(abi: Abi, n: usize) {
     for faults in [Faults::None, Faults::Injected] {
         let mut runner = TestRunner::deterministic();
         let (mut launched, mut finalized, mut calls, mut faulted) = (0, 0, 0, 0);
-        let (mut cancelled, mut awaited) = (0, 0);
+        let (mut cancelled, mut awaited, mut reclaimed) = (0, 0, 0);
         for seed in 0..n as u64 {
             let ops = ops(faults).new_tree(&mut runner).unwrap().current();
             let r = run_case_under::<_, 2>(abi, &ops, seed, |s| s).unwrap();
@@ -157,11 +157,17 @@ fn cases_do_real_work(abi: Abi, n: usize) {
             faulted += r.fault_outcomes;
             cancelled += r.cancelled_fences;
             awaited += r.awaited_fences;
+            reclaimed += r.reclaimed;
         }
         println!(
             "{}, faults {faults:?}: {launched} launched, {finalized} finalized and checked, \
              {faulted} fault outcomes, {calls} driver calls, {awaited} awaited fences resolved and \
-             {cancelled} cancelled in {n} cases",
+             {cancelled} cancelled ({reclaimed} slots reclaimed at a take) in {n} cases",
+            abi.name()
+        );
+        assert!(
+            reclaimed >= 2 * n / 200,
+            "{}, faults {faults:?}: {reclaimed} abandoned slots reclaimed",
             abi.name()
         );
         assert!(

@@ -49,6 +49,10 @@ pub(crate) trait Port: Sync {
     fn device_id(&self) -> u64;
     /// A token of `slot` with `lease` is dropped.
     fn release(&self, slot: usize, lease: u64);
+    /// The handle of the launched run in `slot` with `lease` is gone
+    /// without a fence (an awaited one dropped before it resolved): the
+    /// slot is reclaimed at its next take once the run is proven complete.
+    fn abandon(&self, slot: usize, lease: u64);
     /// Prepares a run of `code` into the slot from `args` — a workload's,
     /// or a `RunSpec` lowered into two tensors: everything refusable
     /// refused, host tensors staged, the records armed.

@@ -400,6 +400,10 @@ enum MSlot {
     Fenced(MRun),
     /// A launched run that was `mem::forget`-ed: in flight, no handle.
     Forgotten(MRun),
+    /// A launched run whose awaited fence was dropped unresolved: in
+    /// flight, no handle; the slot's next take reclaims it once the device
+    /// proves it complete.
+    Abandoned(MRun),
     /// A token (alone or in a prepared / fenced run) that was forgotten.
     LostToken,
     Quarantined,
@@ -436,6 +440,8 @@ pub struct Model {
     pub cancelled_fences: usize,
     /// Awaited fences that resolved.
     pub awaited_fences: usize,
+    /// Abandoned runs' slots reclaimed at a take.
+    pub reclaimed: usize,
 }
 
 impl Model {
@@ -453,13 +459,19 @@ impl Model {
             fault_outcomes: 0,
             cancelled_fences: 0,
             awaited_fences: 0,
+            reclaimed: 0,
         }
     }
 
     fn in_flight(&self) -> usize {
         self.slots
             .iter()
-            .filter(|s| matches!(s, MSlot::Launched(_) | MSlot::Forgotten(_)))
+            .filter(|s| {
+                matches!(
+                    s,
+                    MSlot::Launched(_) | MSlot::Forgotten(_) | MSlot::Abandoned(_)
+                )
+            })
             .count()
     }
 
@@ -482,7 +494,10 @@ impl Model {
     fn drop_all(&mut self) {
         for s in &mut self.slots {
             *s = match s {
-                MSlot::Forgotten(_) | MSlot::LostToken | MSlot::Quarantined => s.clone(),
+                MSlot::Forgotten(_)
+                | MSlot::Abandoned(_)
+                | MSlot::LostToken
+                | MSlot::Quarantined => s.clone(),
                 _ => MSlot::Free,
             };
         }
@@ -514,6 +529,8 @@ pub struct CaseReport {
     /// Awaited fences dropped unresolved, and resolved.
     pub cancelled_fences: usize,
     pub awaited_fences: usize,
+    /// Abandoned runs' slots reclaimed at a take.
+    pub reclaimed: usize,
 }
 
 fn expected(which: usize, input: &[u32]) -> Vec<u32> {
@@ -700,6 +717,13 @@ where
             }
             checks::bounded("drain", sim.stats().steps - before, 2 * bound)?;
             checks::health(&runner.health(), false, 0, &[])?;
+            let reclaimed = runner.health().reclaimed;
+            if reclaimed != model.reclaimed as u64 {
+                return Err(format!(
+                    "the device reclaimed {reclaimed} abandoned slots, the model {}",
+                    model.reclaimed
+                ));
+            }
             if last {
                 // No slot is blocked for good.
                 let mut cells = Cells::cells(&runner);
@@ -718,6 +742,7 @@ where
     report.fault_outcomes = model.fault_outcomes;
     report.cancelled_fences = model.cancelled_fences;
     report.awaited_fences = model.awaited_fences;
+    report.reclaimed = model.reclaimed;
     report.driver_calls = sim.stats().total_calls();
     drop(dev);
     let stats = sim.stats();
@@ -774,12 +799,31 @@ fn step<'r, Dr: Driver, const D: usize>(
                 return Ok(());
             }
             let r = cells[s].take();
+            if let MSlot::Abandoned(run) = &m.slots[s] {
+                // Reclaimed when the device proved the run complete (a run
+                // the model knows complete must be); otherwise in flight.
+                let must = !m.faulty && m.surely_complete(run.seq);
+                match r {
+                    Ok(()) => {
+                        m.reclaimed += 1;
+                        m.slots[s] = MSlot::Token;
+                    }
+                    Err(ErrorKind::SlotInFlight { .. }) if !must => {}
+                    Err(ErrorKind::SlotQuarantined { .. }) if m.faulty => {
+                        m.slots[s] = MSlot::Quarantined;
+                    }
+                    r => {
+                        return Err(format!("take: got {r:?}, model slot {:?}", m.slots[s]));
+                    }
+                }
+                return Ok(());
+            }
             let want: Option<fn(&ErrorKind) -> bool> = match &m.slots[s] {
                 MSlot::Free => None,
                 MSlot::Token | MSlot::Prepared(_) | MSlot::Fenced(_) | MSlot::LostToken => {
                     Some(|k: &ErrorKind| matches!(k, ErrorKind::SlotTaken))
                 }
-                MSlot::Launched(_) | MSlot::Forgotten(_) => {
+                MSlot::Launched(_) | MSlot::Forgotten(_) | MSlot::Abandoned(_) => {
                     Some(|k: &ErrorKind| matches!(k, ErrorKind::SlotInFlight { .. }))
                 }
                 MSlot::Quarantined => {
@@ -992,7 +1036,7 @@ fn step<'r, Dr: Driver, const D: usize>(
                     m.slots[s] = if cells[s].slot_free() {
                         MSlot::Free
                     } else {
-                        MSlot::Forgotten(run)
+                        MSlot::Abandoned(run)
                     };
                 }
             }

@@ -425,6 +425,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let st = self.lock();
         let (quarantined, launched) = st.slots.sets();
         Health {
+            reclaimed: st.stats.reclaimed,
             poisoned: st.queue.poison(),
             in_flight: st.queue.runs().len(),
             quarantined,
@@ -451,7 +452,28 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
 
     pub(crate) fn take(&self, slot: usize) -> Result<u64, ErrorKind> {
         let mut st = self.lock();
+        if let Some(lease) = st.slots.abandoned(slot) {
+            self.reclaim(&mut st, slot, lease);
+        }
         st.slots.take(slot).map_err(|busy| st.busy(slot, busy))
+    }
+
+    /// An abandoned run's slot back, if the run's own fence is complete
+    /// now: the same proof a fence takes, never an earlier one (a run
+    /// judged unproven stays for a drain).
+    fn reclaim(&self, st: &mut State<DEPTH>, slot: usize, lease: u64) {
+        let Some(e) = st.queue.runs().iter().find(|e| e.slot == slot).copied() else {
+            return;
+        };
+        if e.proof != crate::contract::inflight::Proof::Pending {
+            return;
+        }
+        let fence = self.driver.query_event(self.regions[slot].ev_fence);
+        if let Ok(crate::driver::Completion::Complete) = fence {
+            st.queue.complete(e.seq, None);
+            st.slots.free(slot, lease);
+            st.stats.reclaimed += 1;
+        }
     }
 
     fn block(&self, slot: usize) -> MutexGuard<'_, SlotHost> {

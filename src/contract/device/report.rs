@@ -41,6 +41,9 @@ pub struct ContractStats {
     pub fault_recreations: u64,
     /// Code generations started (registrations that uploaded new code).
     pub generations: u64,
+    /// Slots reclaimed from abandoned runs proven complete
+    /// ([`Health::reclaimed`]).
+    pub reclaimed: u64,
 }
 
 /// A snapshot of a device's run-time state.
@@ -76,6 +79,10 @@ pub struct Health {
     /// complete, or an unproven one: then only a drain that proves the
     /// queue quiet frees it).
     pub quarantined_buffers: usize,
+    /// Slots given back by runs whose awaited fence was dropped before it
+    /// resolved: each reclaimed at a slot's next take, once the device
+    /// proved the run complete (cumulative).
+    pub reclaimed: u64,
 }
 
 /// What a drain found and did.

@@ -282,6 +282,10 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         }
     }
 
+    fn abandon(&self, slot: usize, lease: u64) {
+        self.lock().slots.abandon(slot, lease);
+    }
+
     fn prepare(
         &self,
         slot: usize,

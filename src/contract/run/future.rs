@@ -54,12 +54,15 @@ use crate::contract::workload::{Bindings, Simple};
 /// **Dropping it before it resolves never blocks** (a blocking
 /// [`Run`]'s drop waits for its fence; this does not): it looks at the
 /// fence once, and a run found complete gives its slot back at once;
-/// otherwise the run is handed to the device **as a forgotten run**: it
-/// stays in the device's in-flight set, and its slot stays taken until a
-/// drain ([`Runner::drain`](crate::Runner::drain), [`Runner::drain_async`](crate::Runner::drain_async)) or a publication
-/// proves it complete. Dropping the device meanwhile waits for it, bounded,
-/// as for any forgotten run. Polled again after it resolved, it panics, as
-/// std's `async fn` futures do.
+/// otherwise the run is handed to the device **abandoned**: it stays in
+/// the device's in-flight set, and its slot is reclaimed at the slot's
+/// next take ([`Runner::take_slot`](crate::Runner::take_slot), a
+/// pipeline's submit) once the device proves the run complete — by the
+/// run's own fence, the same proof a fence takes — or at a drain or a
+/// publication ([`Health::reclaimed`](crate::contract::Health::reclaimed)
+/// counts the former). Dropping the device meanwhile waits for it,
+/// bounded, as for any forgotten run. Polled again after it resolved, it
+/// panics, as std's `async fn` futures do.
 ///
 /// ```
 /// use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
@@ -147,9 +150,10 @@ impl<const I: usize, B: Bindings> Drop for FenceFuture<'_, I, B> {
             drop(Run::from_inner(run.into_inner().fenced()));
         } else {
             // Not yet, a failure (the device has poisoned and kept what it
-            // must) or a panic: the device keeps the run, as a forgotten
-            // one.
-            std::mem::forget(run);
+            // must) or a panic: the device keeps the run, abandoned — its
+            // slot comes back at the slot's next take, once the run is
+            // proven complete.
+            run.into_inner().abandon();
         }
     }
 }

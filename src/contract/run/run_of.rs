@@ -206,6 +206,16 @@ impl<K: Claim, B: Bindings> RunOf<Launched, K, B> {
     pub(crate) fn refused(self, action: Action, kind: ErrorKind) -> Error<Self> {
         self.refused_as(action, kind)
     }
+
+    /// Gives the run up without a fence: the device keeps it in flight,
+    /// its slot reclaimed at the slot's next take once the run is proven
+    /// complete (its token is not released: nothing waits here).
+    pub(crate) fn abandon(self) {
+        self.token
+            .port()
+            .abandon(self.token.slot(), self.token.lease());
+        std::mem::forget(self);
+    }
 }
 
 impl<K: Claim, B: Bindings> RunOf<Fenced, K, B> {

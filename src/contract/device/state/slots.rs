@@ -36,6 +36,11 @@ pub(in crate::contract::device) enum Release {
 pub(in crate::contract::device) struct Slots<const DEPTH: usize> {
     states: [SlotState; DEPTH],
     leases: [u64; DEPTH],
+    /// The launched run's handle is gone (an awaited fence dropped before
+    /// it resolved): nobody will fence it, so the slot may be reclaimed as
+    /// soon as the run is proven complete. (A run lost to `mem::forget` is
+    /// not marked: its handle may be alive, so only a drain reclaims it.)
+    abandoned: [bool; DEPTH],
 }
 
 impl<const DEPTH: usize> Slots<DEPTH> {
@@ -43,6 +48,7 @@ impl<const DEPTH: usize> Slots<DEPTH> {
         Slots {
             states: [SlotState::Free; DEPTH],
             leases: [0; DEPTH],
+            abandoned: [false; DEPTH],
         }
     }
 
@@ -57,6 +63,7 @@ impl<const DEPTH: usize> Slots<DEPTH> {
                 self.leases[slot] += 1;
                 let lease = self.leases[slot];
                 self.states[slot] = SlotState::Held { lease };
+                self.abandoned[slot] = false;
                 Ok(lease)
             }
             busy => Err(busy),
@@ -121,6 +128,22 @@ impl<const DEPTH: usize> Slots<DEPTH> {
         }
     }
 
+    /// The handle of the launched run with `lease` is gone (see
+    /// `abandoned`).
+    pub(in crate::contract::device) fn abandon(&mut self, slot: usize, lease: u64) {
+        if self.states[slot] == (SlotState::InFlight { lease }) {
+            self.abandoned[slot] = true;
+        }
+    }
+
+    /// The lease of the launched run that holds `slot` with no handle left.
+    pub(in crate::contract::device) fn abandoned(&self, slot: usize) -> Option<u64> {
+        match self.states[slot] {
+            SlotState::InFlight { lease } if self.abandoned[slot] => Some(lease),
+            _ => None,
+        }
+    }
+
     /// A dropped launched run was proven complete: its slot is free.
     pub(in crate::contract::device) fn free(&mut self, slot: usize, lease: u64) {
         if let SlotState::Held { lease: l } | SlotState::InFlight { lease: l } = self.states[slot]
@@ -148,6 +171,7 @@ impl<const DEPTH: usize> Slots<DEPTH> {
             .filter(|s| **s == SlotState::Quarantined)
             .count();
         self.states = [SlotState::Free; DEPTH];
+        self.abandoned = [false; DEPTH];
         released
     }
 
