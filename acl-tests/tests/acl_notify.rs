@@ -657,6 +657,40 @@ fn depth_16_fits_a_queue_of_4_tasks_per_run_with_the_callbacks() {
     assert_eq!(control().callbacks(id).launched, 17);
 }
 
+/// Without completion callbacks a run costs one runtime call and one stream
+/// task less: no `aclrtLaunchCallback` at all, three tasks per run on the
+/// AICPU stream (so a 48-task queue holds depth 16); an awaited fence is
+/// then woken by the timer, as without the callback symbols
+/// (`without_the_callback_symbols_the_timer_wakes_the_waker`). Its twin with the callbacks is
+/// `depth_16_fits_a_queue_of_4_tasks_per_run_with_the_callbacks` (64
+/// tasks, 16 callbacks).
+#[test]
+fn without_completion_callbacks_a_run_queues_no_callback_and_three_tasks() {
+    let cfg = SimConfig::default()
+        .watchdog(Duration::from_millis(2))
+        .stream_capacity(48);
+    let config = || DeviceConfig::default().max_elements(8);
+    let d = open(&cfg, false);
+    let id = d.device_id();
+    let mut dev = Device::<AclDriver, 16>::open(d, config().completion_callbacks(false)).unwrap();
+    let runner = dev
+        .publish(&[Callable::program("inc", &Program::new().add(1))])
+        .unwrap();
+    let code = runner.code("inc").unwrap();
+    let mut pipe = Pipeline::<_, 16, u32>::new(&runner).unwrap();
+    for i in 0..16 {
+        pipe.submit(RunSpec::new(code, Input::Host(&[i])), i)
+            .unwrap();
+    }
+    let s = control().stats(id);
+    assert_eq!((s.blocked_enqueues, s.max_queue_depth), (0, 48));
+    for i in 0..16 {
+        let done = pipe.complete().unwrap().unwrap();
+        assert_eq!((done.tag, done.values[0]), (i, i + 1));
+    }
+    assert_eq!(control().callbacks(id).launched, 0, "no callback queued");
+}
+
 #[test]
 fn a_stream_busy_only_with_its_callback_task_is_destroyed() {
     // Stepped: the callback's task behind a fence runs only when the device

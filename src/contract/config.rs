@@ -6,11 +6,14 @@ use crate::driver::DriverInfo;
 use crate::driver::abi::{self, AbiError, KernelAbi, KernelAbiRef};
 
 /// Queue entries one run puts on its busiest stream: on the AICPU stream its
-/// kernel, a wait on the AICore stream's event, its fence record, and the
-/// completion notification a driver may queue behind it
+/// kernel, a wait on the AICore stream's event and its fence record — and,
+/// with [`DeviceConfig::completion_callbacks`], the completion notification
+/// a driver may queue behind it
 /// ([`Driver::queue_notify`](crate::driver::Driver::queue_notify): the `acl`
 /// driver's host callback).
-pub(crate) const TASKS_PER_RUN: usize = 4;
+pub(crate) const fn tasks_per_run(callbacks: bool) -> usize {
+    if callbacks { 4 } else { 3 }
+}
 
 /// How a [`Device`](super::Device) is opened.
 ///
@@ -78,6 +81,16 @@ pub struct DeviceConfig {
     /// (default: runclaim's own, [`RunclaimAbi`](crate::driver::abi::RunclaimAbi)).
     /// See [`KernelAbi`](crate::driver::abi::KernelAbi).
     pub kernel_abi: KernelAbiRef,
+    /// Queue a completion notification behind every run's fence
+    /// ([`Driver::queue_notify`](crate::driver::Driver::queue_notify): the
+    /// `acl` driver's host callback), so that an awaited run is woken by
+    /// its own completion (default `true`). Off, a run costs one runtime
+    /// call and one stream task less, and an awaited fence is woken by the
+    /// driver's timer instead, backing off from 50 µs: what a program that
+    /// never awaits may choose. A launch cannot know whether its run will
+    /// be awaited, and a notification queued only at the first poll would
+    /// sit behind the runs launched since, so it is a device-wide choice.
+    pub completion_callbacks: bool,
 }
 
 impl Default for DeviceConfig {
@@ -89,6 +102,7 @@ impl Default for DeviceConfig {
             max_elements: 4096,
             staging_bytes: 64 << 10,
             kernel_abi: KernelAbiRef::default(),
+            completion_callbacks: true,
         }
     }
 }
@@ -164,6 +178,24 @@ impl DeviceConfig {
         self
     }
 
+    /// Sets [`completion_callbacks`](DeviceConfig::completion_callbacks).
+    ///
+    /// ```
+    /// use runclaim::{Device, DeviceConfig};
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    ///
+    /// // A program that never awaits a run: no notification per run.
+    /// let config = DeviceConfig::default().completion_callbacks(false);
+    /// let device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), config)?;
+    /// # drop(device);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    #[must_use]
+    pub fn completion_callbacks(mut self, on: bool) -> Self {
+        self.completion_callbacks = on;
+        self
+    }
+
     /// Checks the configuration against the driver and resolves defaults.
     /// Every sum and product is checked; nothing here can panic.
     pub(crate) fn resolve(&self, info: &DriverInfo, depth: usize) -> Result<Resolved, ConfigError> {
@@ -235,7 +267,7 @@ impl DeviceConfig {
                 max: Self::MAX_STAGING,
             });
         }
-        let needed = depth.saturating_mul(TASKS_PER_RUN);
+        let needed = depth.saturating_mul(tasks_per_run(self.completion_callbacks));
         if needed > info.stream_capacity {
             return Err(ConfigError::QueueTooShallow {
                 needed,
@@ -248,6 +280,7 @@ impl DeviceConfig {
             block_dim: self.block_dim,
             max_elements: self.max_elements,
             staging_bytes: self.staging_bytes,
+            completion_callbacks: self.completion_callbacks,
         })
     }
 }
@@ -352,6 +385,8 @@ pub(crate) struct Resolved {
     pub block_dim: u32,
     pub max_elements: usize,
     pub staging_bytes: usize,
+    /// Queue a completion notification behind every run's fence.
+    pub completion_callbacks: bool,
 }
 
 impl Resolved {

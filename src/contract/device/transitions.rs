@@ -151,7 +151,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         // (a host callback behind the fence, where the driver uses one) is
         // a hint for awaiting futures only: a driver that could not queue
         // it wakes them on time instead, so a failure here changes nothing.
-        let _ = d.queue_notify(aicpu, r.ev_fence);
+        if self.config.completion_callbacks {
+            let _ = d.queue_notify(aicpu, r.ev_fence);
+        }
         Ok(())
     }
 
