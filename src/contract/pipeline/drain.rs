@@ -93,7 +93,7 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     pub(super) fn renew_lanes(&mut self) {
         let runner = self.runner;
         for lane in &mut self.lanes {
-            lane.renew(runner);
+            lane.renew(&runner);
         }
     }
 

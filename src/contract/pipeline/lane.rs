@@ -14,12 +14,12 @@ use std::mem;
 use std::task::{Poll, Waker};
 use std::time::Duration;
 
-use crate::contract::error::{Action, Error, ErrorKind, RunId};
+use crate::contract::error::{Action, Error, ErrorKind, Poison, RunId};
 use crate::contract::outputs::ErasedOutputs;
-use crate::contract::run::ErasedRun;
+use crate::contract::port::Port;
 use crate::contract::run::RunOf;
 use crate::contract::runner::Runner;
-use crate::contract::slot::ErasedToken;
+use crate::contract::slot::{Claim, ErasedToken};
 use crate::contract::states::{Fenced, Launched, Prepared};
 use crate::contract::wait::{AsyncWait, Wait};
 use crate::contract::workload::Workload;
@@ -29,7 +29,7 @@ use crate::driver::abi::WallRecord;
 /// A submitted run's bookkeeping, kept until `complete` hands it back:
 /// its tag, and a workload run's workload (which the lane holds while the
 /// run is in flight, and hands back with its result or its error).
-pub(super) struct Ticket<'r, T> {
+pub(crate) struct Ticket<'r, T> {
     pub tag: T,
     pub run: RunId,
     pub seq: u64,
@@ -39,7 +39,7 @@ pub(super) struct Ticket<'r, T> {
 /// What a lane keeps of a submission while its run is in flight: nothing
 /// (`()`, a `RunSpec`'s run: its input was copied at prepare) or the
 /// workload, which the launch resolves and the finalize fills.
-pub(super) trait Kept<'r> {
+pub(crate) trait Kept<'r> {
     /// What the launch reads the run's arguments from (`None`: the run's
     /// own, a `RunSpec`'s lowered).
     fn lent(&mut self) -> Option<&mut Workload<'r>>;
@@ -69,20 +69,44 @@ impl<'r> Kept<'r> for Workload<'r> {
     }
 }
 
+/// Where a lane's claims on its slot come from: a runner (a typed
+/// pipeline's lanes hold its erased tokens) or a shared device (its
+/// lanes' claims hold the device).
+pub(crate) trait Source<K: Claim> {
+    /// A fresh claim on `slot`.
+    fn claim(&self, slot: usize) -> Result<K, Error>;
+    /// The runner's poison, if it stopped launching.
+    fn poisoned(&self) -> Option<Poison>;
+    /// The device the claims are on.
+    fn port(&self) -> &dyn Port;
+}
+
+impl<'r, D: Driver, const DEPTH: usize> Source<ErasedToken<'r>> for &'r Runner<'r, D, DEPTH> {
+    fn claim(&self, slot: usize) -> Result<ErasedToken<'r>, Error> {
+        self.take_erased(slot)
+    }
+    fn poisoned(&self) -> Option<Poison> {
+        self.health().poisoned
+    }
+    fn port(&self) -> &dyn Port {
+        self.device().port()
+    }
+}
+
 /// What a lane hands back: the ticket, and the outcome.
-pub(super) type Owed<'r, T> = (Ticket<'r, T>, Result<WallRecord, Error>);
+pub(crate) type Owed<'r, T> = (Ticket<'r, T>, Result<WallRecord, Error>);
 
 /// Who holds a lane's slot while the lane owes the caller nothing (or
 /// once it has paid what it owes).
-pub(super) enum Idle<'r> {
+pub(crate) enum Idle<K: Claim> {
     /// The slot's token: free for the next run.
-    Free(ErasedToken<'r>),
+    Free(K),
     /// A launched run whose completion failed and was handed back as an
     /// error. It keeps the slot until the next submit into the slot waits
     /// for it (bounded as a fence is), a drain, or the pipeline's drop.
     /// Boxed, on this error path only, so that every state stays small
     /// enough to move without a `memcpy` call in the steady state.
-    Orphan(Box<ErasedRun<'r, Launched>>),
+    Orphan(Box<RunOf<Launched, K>>),
     /// No handle, and why: the run was lost in a partial launch (the slot
     /// is quarantined until a drain), or the token could not be taken
     /// back after a drain. The next submit into the slot reports it.
@@ -90,14 +114,14 @@ pub(super) enum Idle<'r> {
 }
 
 /// A lane's state: what it owes the caller, and who holds its slot.
-pub(super) enum LaneState<'r, T> {
+pub(crate) enum LaneState<'r, K: Claim, T> {
     /// Nothing owed.
-    Idle(Idle<'r>),
+    Idle(Idle<K>),
     /// A submitted run, launched and not yet handed back; it holds the
     /// slot. `complete` fences and finalizes it.
     Pending {
         ticket: Ticket<'r, T>,
-        run: ErasedRun<'r, Launched>,
+        run: RunOf<Launched, K>,
     },
     /// A submitted run that a drain fenced and finalized early: its
     /// outcome (its values in the lane's buffer) waits for `complete`, and
@@ -105,13 +129,13 @@ pub(super) enum LaneState<'r, T> {
     Settled {
         ticket: Ticket<'r, T>,
         outcome: Result<WallRecord, Error>,
-        then: Idle<'r>,
+        then: Idle<K>,
     },
 }
 
 /// Slot `out.slot()` of a pipeline: its state and its outputs buffer.
-pub(super) struct Lane<'r, T> {
-    state: LaneState<'r, T>,
+pub(crate) struct Lane<'r, K: Claim, T> {
+    state: LaneState<'r, K, T>,
     out: ErasedOutputs,
 }
 
@@ -121,16 +145,12 @@ pub(super) struct Lane<'r, T> {
 /// run's always do). Never seen outside a transition.
 const MID_TRANSITION: ErrorKind = ErrorKind::InvariantBroken("a lane left mid-transition");
 
-impl<'r, T> Lane<'r, T> {
-    /// Lane `slot` of `runner`, holding that slot's token and a buffer of
+impl<'r, K: Claim, T> Lane<'r, K, T> {
+    /// Lane `slot` of `src`, holding that slot's token and a buffer of
     /// `capacity` elements.
-    pub(super) fn take<D: Driver, const DEPTH: usize>(
-        runner: &'r Runner<'r, D, DEPTH>,
-        slot: usize,
-        capacity: usize,
-    ) -> Result<Self, Error> {
+    pub(crate) fn take(src: &impl Source<K>, slot: usize, capacity: usize) -> Result<Self, Error> {
         Ok(Lane {
-            state: LaneState::Idle(Idle::Free(runner.take_erased(slot)?)),
+            state: LaneState::Idle(Idle::Free(src.claim(slot)?)),
             out: ErasedOutputs::new(slot, capacity),
         })
     }
@@ -145,7 +165,7 @@ impl<'r, T> Lane<'r, T> {
     #[inline]
     fn transition<R>(
         &mut self,
-        f: impl FnOnce(LaneState<'r, T>, &mut ErasedOutputs) -> (LaneState<'r, T>, R),
+        f: impl FnOnce(LaneState<'r, K, T>, &mut ErasedOutputs) -> (LaneState<'r, K, T>, R),
     ) -> R {
         let state = mem::replace(&mut self.state, LaneState::Idle(Idle::Lost(MID_TRANSITION)));
         let (next, r) = f(state, &mut self.out);
@@ -160,22 +180,18 @@ impl<'r, T> Lane<'r, T> {
     /// nothing for a `RunSpec`, the workload for a workload's run), which
     /// comes back with the tag when the submission is refused.
     #[inline]
-    pub(super) fn submit<D: Driver, const DEPTH: usize, K: Kept<'r>>(
+    pub(crate) fn submit<W: Kept<'r>>(
         &mut self,
-        runner: &'r Runner<'r, D, DEPTH>,
+        src: &impl Source<K>,
         tag: T,
-        mut kept: K,
-        prepare: impl FnOnce(
-            ErasedToken<'r>,
-            &mut K,
-        )
-            -> Result<RunOf<Prepared, ErasedToken<'r>>, Error<ErasedToken<'r>>>,
-    ) -> Result<RunId, (Error, T, K)> {
+        mut kept: W,
+        prepare: impl FnOnce(K, &mut W) -> Result<RunOf<Prepared, K>, Error<K>>,
+    ) -> Result<RunId, (Error, T, W)> {
         let slot = self.slot();
         self.transition(|state, _| {
             let token = match state {
                 LaneState::Idle(Idle::Free(token)) => token,
-                LaneState::Idle(idle) => match reclaim(idle, runner, slot) {
+                LaneState::Idle(idle) => match reclaim(idle, src, slot) {
                     Reclaimed::Token(token) => token,
                     Reclaimed::Refused(idle, e) => {
                         return (LaneState::Idle(idle), Err((e, tag, kept)));
@@ -222,7 +238,7 @@ impl<'r, T> Lane<'r, T> {
     /// Hands the owed run back — its ticket (tag, workload) and outcome,
     /// with the lane's outputs buffer — `None` when the lane owes nothing.
     #[inline]
-    pub(super) fn complete(&mut self) -> Option<(Owed<'r, T>, &[u32])> {
+    pub(crate) fn complete(&mut self) -> Option<(Owed<'r, T>, &[u32])> {
         let owed = self.transition(|state, out| match state {
             // The steady state: retire it now.
             LaneState::Pending { mut ticket, run } => {
@@ -245,7 +261,7 @@ impl<'r, T> Lane<'r, T> {
     /// as [`settle`](Self::settle) keeps it) or nothing was pending.
     /// `Pending` leaves the lane untouched, so a future dropped here
     /// loses nothing.
-    pub(super) fn poll_settle(&mut self, wait: &mut AsyncWait, waker: &Waker) -> Poll<()> {
+    pub(crate) fn poll_settle(&mut self, wait: &mut AsyncWait, waker: &Waker) -> Poll<()> {
         let verdict = match &self.state {
             LaneState::Pending { run, .. } => match run.poll_fence(wait, waker) {
                 Poll::Pending => return Poll::Pending,
@@ -266,7 +282,7 @@ impl<'r, T> Lane<'r, T> {
     /// Retires the pending run, if any, keeping its outcome for
     /// `complete`: its fence waited for at most `left` of the drain's
     /// `budget` (once it is spent, only looked at).
-    pub(super) fn settle(&mut self, left: Duration, budget: Duration) {
+    pub(crate) fn settle(&mut self, left: Duration, budget: Duration) {
         self.settle_with(|run, out, work| retire_within(run, out, work, left, budget));
     }
 
@@ -275,10 +291,10 @@ impl<'r, T> Lane<'r, T> {
     fn settle_with(
         &mut self,
         retire: impl FnOnce(
-            ErasedRun<'r, Launched>,
+            RunOf<Launched, K>,
             &mut ErasedOutputs,
             Option<&mut Workload<'_>>,
-        ) -> (Result<WallRecord, Error>, Idle<'r>),
+        ) -> (Result<WallRecord, Error>, Idle<K>),
     ) {
         self.transition(|state, out| match state {
             LaneState::Pending { mut ticket, run } => {
@@ -298,12 +314,9 @@ impl<'r, T> Lane<'r, T> {
     /// token for the slot, in place of whatever held it. The old handles
     /// are stale (the drain reset the slot), so dropping them releases
     /// nothing.
-    pub(super) fn renew<D: Driver, const DEPTH: usize>(
-        &mut self,
-        runner: &'r Runner<'r, D, DEPTH>,
-    ) {
+    pub(crate) fn renew(&mut self, src: &impl Source<K>) {
         let slot = self.slot();
-        let fresh = match runner.take_erased(slot) {
+        let fresh = match src.claim(slot) {
             Ok(token) => Idle::Free(token),
             Err(e) => Idle::Lost(e.kind().clone()),
         };
@@ -339,21 +352,17 @@ impl<'r, T> Lane<'r, T> {
 
 /// What [`reclaim`] got: the slot's token, or why not (and the slot's
 /// holder, unchanged).
-enum Reclaimed<'r> {
-    Token(ErasedToken<'r>),
-    Refused(Idle<'r>, Error),
+enum Reclaimed<K: Claim> {
+    Token(K),
+    Refused(Idle<K>, Error),
 }
 
 /// The slot's token back from an orphan or a lost slot. A poisoned runner
 /// is the cause to report, at once; otherwise the orphan is waited for
 /// (bounded as a fence is); a lost slot reports why it is lost.
 #[cold]
-fn reclaim<'r, D: Driver, const DEPTH: usize>(
-    idle: Idle<'r>,
-    runner: &'r Runner<'r, D, DEPTH>,
-    slot: usize,
-) -> Reclaimed<'r> {
-    if let Some(poison) = runner.health().poisoned {
+fn reclaim<K: Claim>(idle: Idle<K>, src: &impl Source<K>, slot: usize) -> Reclaimed<K> {
+    if let Some(poison) = src.poisoned() {
         let kind = ErrorKind::Poisoned(poison);
         return Reclaimed::Refused(idle, Error::new((), Action::Launch, None, Some(slot), kind));
     }
@@ -377,11 +386,11 @@ fn reclaim<'r, D: Driver, const DEPTH: usize>(
 /// its outcome, and who holds the slot after — its token, or the run
 /// itself when its fence failed.
 #[inline]
-fn retire<'r>(
-    run: ErasedRun<'r, Launched>,
+fn retire<K: Claim>(
+    run: RunOf<Launched, K>,
     out: &mut ErasedOutputs,
     work: Option<&mut Workload<'_>>,
-) -> (Result<WallRecord, Error>, Idle<'r>) {
+) -> (Result<WallRecord, Error>, Idle<K>) {
     finish(run.fence(), out, work)
 }
 
@@ -390,13 +399,13 @@ fn retire<'r>(
 /// nothing left, the fence is only queried, and a run not complete yet is
 /// settled as a timeout after the drain's whole `budget`.
 #[cold]
-fn retire_within<'r>(
-    run: ErasedRun<'r, Launched>,
+fn retire_within<K: Claim>(
+    run: RunOf<Launched, K>,
     out: &mut ErasedOutputs,
     work: Option<&mut Workload<'_>>,
     left: Duration,
     budget: Duration,
-) -> (Result<WallRecord, Error>, Idle<'r>) {
+) -> (Result<WallRecord, Error>, Idle<K>) {
     if !left.is_zero() {
         return finish(run.wait(Wait::For(left), Action::Fence), out, work);
     }
@@ -417,12 +426,12 @@ fn retire_within<'r>(
 /// Finalizes a fenced run — into `out`, or into `work`'s host tensors for
 /// a workload run — or keeps the run whose fence failed.
 #[inline]
-fn finish<'r>(
-    fenced: Result<ErasedRun<'r, Fenced>, Error<ErasedRun<'r, Launched>>>,
+fn finish<K: Claim>(
+    fenced: Result<RunOf<Fenced, K>, Error<RunOf<Launched, K>>>,
     out: &mut ErasedOutputs,
     work: Option<&mut Workload<'_>>,
-) -> (Result<WallRecord, Error>, Idle<'r>) {
-    let finalized = |fenced: ErasedRun<'r, Fenced>| match work {
+) -> (Result<WallRecord, Error>, Idle<K>) {
+    let finalized = |fenced: RunOf<Fenced, K>| match work {
         Some(work) => fenced.finalize_lent(work),
         None => fenced.finalize(out),
     };

@@ -9,11 +9,11 @@
 //! crate each has an *erased* form whose slot index is a value, the way a
 //! HAL's `Pin::erase()` turns a pin whose number is a type into one whose
 //! number is a field: `ErasedToken<'r>` (port, slot, lease),
-//! `ErasedOutputs` (a buffer that knows its slot) and `ErasedRun<'r, S>`
+//! `ErasedOutputs` (a buffer that knows its slot) and the erased run
 //! (a run holding an erased token). The typed forms are thin wrappers
 //! over them — a `SlotToken<'r, I>` *is* an `ErasedToken` whose slot is
 //! `I`, an `Outputs<I>` an `ErasedOutputs` whose slot is `I` — and a
-//! `Run<'r, S, I>` is the same run type as an `ErasedRun<'r, S>`, over the
+//! `Run<'r, S, I>` is the same run type as an erased one (`RunOf`), over the
 //! typed token: every transition ([`Runner::prepare`], [`Run::launch`],
 //! [`Run::fence`], [`Run::finalize`]) is written once, reading the slot
 //! from the token (the constant `I` for a typed one). There is no other
@@ -57,6 +57,7 @@ use self::lane::Lane;
 pub use self::results::{Completed, Rejected, Submit, Unfinished};
 use crate::contract::error::{Action, Error, ErrorKind, RunId};
 use crate::contract::runner::Runner;
+use crate::contract::slot::ErasedToken;
 use crate::contract::slot::{Depth, SupportedDepth};
 use crate::contract::wait::AsyncWait;
 use crate::driver::Driver;
@@ -193,7 +194,7 @@ use crate::driver::Driver;
 /// ```
 pub struct Pipeline<'r, D: Driver, const DEPTH: usize = 2, T = ()> {
     runner: &'r Runner<'r, D, DEPTH>,
-    lanes: [Lane<'r, T>; DEPTH],
+    lanes: [Lane<'r, ErasedToken<'r>, T>; DEPTH],
     /// Lane of the oldest pending run.
     head: usize,
     /// Pending runs: submitted, not yet handed back by `complete`. They
@@ -233,9 +234,9 @@ where
     pub fn new(runner: &'r Runner<'r, D, DEPTH>) -> Result<Self, Error> {
         let capacity = runner.device().max_elements();
         let lanes = (0..DEPTH)
-            .map(|i| Lane::take(runner, i, capacity))
+            .map(|i| Lane::take(&runner, i, capacity))
             .collect::<Result<Vec<_>, _>>()?;
-        let lanes = <[Lane<'r, T>; DEPTH]>::try_from(lanes).map_err(|_| {
+        let lanes = <[Lane<'r, ErasedToken<'r>, T>; DEPTH]>::try_from(lanes).map_err(|_| {
             Error::plain(
                 Action::TakeSlot,
                 ErrorKind::broken("DEPTH lanes taken, not DEPTH"),
@@ -336,7 +337,7 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
             return Err(Error::new(back, Action::Launch, None, None, kind));
         }
         let index = (self.head + self.len) % DEPTH;
-        match work.submit_into(&mut self.lanes[index], self.runner, tag) {
+        match work.submit_into(&mut self.lanes[index], &self.runner, tag) {
             Ok(run) => {
                 self.len += 1;
                 Ok(run)

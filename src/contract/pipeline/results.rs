@@ -19,55 +19,67 @@ impl<'r> Submit<'r> for Workload<'r> {}
 
 #[allow(
     private_interfaces,
+    private_bounds,
     reason = "sealed: the trait is unnameable outside the crate, so its method (and the crate-private lane it names) cannot be called or implemented there"
 )]
 pub(crate) mod sealed {
-    use super::super::lane::Lane;
+    use super::super::lane::{Lane, Source};
     use super::{RunSpec, Workload};
-    use crate::contract::Runner;
     use crate::contract::error::{Error, RunId};
-    use crate::driver::Driver;
+    use crate::contract::prepare::Lent;
+    use crate::contract::run::RunOf;
+    use crate::contract::slot::Claim;
 
     /// How a submission reaches a lane, and comes back when refused.
     pub trait Sealed<'r>: Sized {
-        /// Prepares and launches a run of `self` in `lane`, tagged `tag`;
-        /// refused, hands both back.
-        fn submit_into<D: Driver, const DEPTH: usize, T>(
+        /// `Input::Previous`: a run chained on the run launched before it.
+        fn chains(&self) -> bool;
+        /// Prepares and launches a run of `self` in `lane`, its claims from
+        /// `src`, tagged `tag`; refused, hands both back.
+        fn submit_into<K: Claim, T>(
             self,
-            lane: &mut Lane<'r, T>,
-            runner: &'r Runner<'r, D, DEPTH>,
+            lane: &mut Lane<'r, K, T>,
+            src: &impl Source<K>,
             tag: T,
         ) -> Result<RunId, (Error, T, Self)>;
     }
 
     impl<'r> Sealed<'r> for RunSpec<'_> {
+        fn chains(&self) -> bool {
+            matches!(self.input, crate::Input::Previous)
+        }
+
         #[inline]
-        fn submit_into<D: Driver, const DEPTH: usize, T>(
+        fn submit_into<K: Claim, T>(
             self,
-            lane: &mut Lane<'r, T>,
-            runner: &'r Runner<'r, D, DEPTH>,
+            lane: &mut Lane<'r, K, T>,
+            src: &impl Source<K>,
             tag: T,
         ) -> Result<RunId, (Error, T, Self)> {
             // The lane keeps nothing of a spec: its input is copied at
             // prepare.
-            lane.submit(runner, tag, (), |token, ()| {
-                runner.prepare_claim(token, self)
-            })
-            .map_err(|(e, tag, ())| (e, tag, self))
+            let port = src.port();
+            lane.submit(src, tag, (), |token, ()| RunOf::prepare(port, token, self))
+                .map_err(|(e, tag, ())| (e, tag, self))
         }
     }
 
     impl<'r> Sealed<'r> for Workload<'r> {
+        fn chains(&self) -> bool {
+            false
+        }
+
         #[inline]
-        fn submit_into<D: Driver, const DEPTH: usize, T>(
+        fn submit_into<K: Claim, T>(
             self,
-            lane: &mut Lane<'r, T>,
-            runner: &'r Runner<'r, D, DEPTH>,
+            lane: &mut Lane<'r, K, T>,
+            src: &impl Source<K>,
             tag: T,
         ) -> Result<RunId, (Error, T, Self)> {
             // The lane keeps the workload until its run comes back.
-            lane.submit(runner, tag, self, |token, work| {
-                runner.prepare_lent(token, work)
+            let port = src.port();
+            lane.submit(src, tag, self, |token, work| {
+                RunOf::prepare(port, token, Lent(work))
             })
         }
     }

@@ -15,7 +15,7 @@ use std::fmt;
 use std::time::Duration;
 
 pub use self::future::FenceFuture;
-pub(crate) use self::run_of::{ErasedRun, RunOf};
+pub(crate) use self::run_of::RunOf;
 use super::error::{Action, Error, RunId};
 use super::outputs::{Finalized, Outputs};
 use super::slot::SlotToken;

@@ -1,7 +1,7 @@
 //! [`RunOf`]: a run in state `S` holding the claim `K` on its slot and
 //! keeping bindings `B` — every transition, written once, for a typed run
 //! ([`Run`](super::Run), over a `SlotToken<'r, I>`) and an erased one
-//! ([`ErasedRun`], over an `ErasedToken`, the pipeline's).
+//! (over an `ErasedToken`, the pipeline's, or a shared device's claim).
 #![allow(
     clippy::inline_always,
     reason = "thin transition wrappers: out of line each moves a whole run and its result through memory (measured with callgrind, benches/contract.rs: 180 instructions per RunSpec cycle together)"
@@ -13,23 +13,19 @@ use std::task::{Poll, Waker};
 
 use crate::contract::error::{Action, Error, ErrorKind, RunId};
 use crate::contract::outputs::ErasedOutputs;
-use crate::contract::port::{LaunchFail, RunInfo};
-use crate::contract::slot::{Claim, ErasedToken};
+use crate::contract::port::{LaunchFail, Port, RunInfo};
+use crate::contract::prepare::Spec;
+use crate::contract::slot::Claim;
 use crate::contract::states::{Fenced, Launched, Prepared, State};
 use crate::contract::wait::{AsyncWait, Wait};
 use crate::contract::workload::Workload;
 use crate::contract::workload::{Args, Bindings, Bound, Data, Simple, lowered, lowered_args};
 use crate::driver::abi::WallRecord;
 
-/// A run whose slot index is a value: what [`Run<'r, S, I>`](super::Run)
-/// is with its `I` erased (the pipeline keeps `DEPTH` of them in one
-/// array). Made only from an [`ErasedToken`] (`Runner::prepare_claim`); it
-/// hands back only that erased token.
-pub(crate) type ErasedRun<'r, S, B = Simple> = RunOf<S, ErasedToken<'r>, B>;
-
 /// A run in state `S` holding the claim `K` on its slot — a typed
 /// `SlotToken<'r, I>` (for [`Run`](super::Run)) or an `ErasedToken` (for
-/// [`ErasedRun`]). Every transition is written once, here: a typed run is
+/// an erased run: the pipeline's, a shared device's). Every transition is
+/// written once, here: a typed run is
 /// this with `K::slot()` the constant `I`.
 pub(crate) struct RunOf<S: State, K: Claim, B: Bindings = Simple> {
     token: K,
@@ -84,6 +80,26 @@ impl<S: State, K: Claim, B: Bindings> RunOf<S, K, B> {
 }
 
 impl<K: Claim, B: Bindings> RunOf<Prepared, K, B> {
+    /// Prepares a run of `spec` on `port`'s device in the slot `token`
+    /// claims: the one implementation of every prepare (a runner's, a
+    /// pipeline's, a shared device's).
+    #[inline(always)]
+    pub(crate) fn prepare<W: Spec<Bindings = B>>(
+        port: &dyn Port,
+        token: K,
+        spec: W,
+    ) -> Result<Self, Error<K>> {
+        let slot = token.slot();
+        let fail = |token, k| Error::new(token, Action::Prepare, None, Some(slot), k);
+        if token.port().device_id() != port.device_id() {
+            return Err(fail(token, ErrorKind::ForeignHandle));
+        }
+        match spec.prepare_on(port, slot, token.lease()) {
+            Ok((info, bindings)) => Ok(RunOf::new(token, info, bindings)),
+            Err(k) => Err(fail(token, k)),
+        }
+    }
+
     /// A prepared run holding `token` and keeping `bindings`, as the device
     /// prepared it.
     #[inline]

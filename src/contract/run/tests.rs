@@ -15,8 +15,8 @@ assert_not_impl_any!(Finalized<'static, 0>: Clone, Copy);
 assert_impl_all!(Outputs<0>: Send, Sync, Clone);
 assert_impl_all!(ErasedToken<'static>: Send, Sync);
 assert_not_impl_any!(ErasedToken<'static>: Clone, Copy);
-assert_impl_all!(ErasedRun<'static, Launched>: Send, Sync);
-assert_not_impl_any!(ErasedRun<'static, Launched>: Clone, Copy);
+assert_impl_all!(RunOf<Launched, ErasedToken<'static>>: Send, Sync);
+assert_not_impl_any!(RunOf<Launched, ErasedToken<'static>>: Clone, Copy);
 
 use crate::contract::{Callable, Device, DeviceConfig, ErrorKind, Input, RunSpec};
 use crate::driver::abi::Program;
@@ -67,7 +67,7 @@ fn an_erased_run_moves_through_the_states() {
     let run = runner
         .prepare_claim(runner.take_erased(1).unwrap(), spec)
         .unwrap();
-    let run: ErasedRun<'_, Launched> = run.launch().unwrap();
+    let run: RunOf<Launched, ErasedToken<'_>> = run.launch().unwrap();
     assert_eq!((run.slot(), run.seq()), (1, 1));
     let mut out = ErasedOutputs::new(1, 4);
     let (token, wall) = run.fence().unwrap().finalize(&mut out).unwrap();

@@ -14,12 +14,11 @@ use super::code::{CodeEntry, CodeRef};
 use super::device::{Device, DrainReport, Health};
 use super::error::{Action, Error, ErrorKind};
 use super::outputs::{Finalized, Outputs};
-use super::prepare::{Lent, Spec};
+use super::prepare::Spec;
 use super::run::{Run, RunOf};
 use super::slot::{Claim, ErasedToken, Slot, SlotOf, SlotToken};
 use super::spec::RunSpec;
 use super::states::Prepared;
-use super::workload::Workload;
 use crate::driver::Driver;
 
 /// The runs of one code generation.
@@ -199,26 +198,7 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
         token: K,
         spec: W,
     ) -> Result<RunOf<Prepared, K, W::Bindings>, Error<K>> {
-        let slot = token.slot();
-        let fail = |token, k| Error::new(token, Action::Prepare, None, Some(slot), k);
-        if token.port().device_id() != self.device.id() {
-            return Err(fail(token, ErrorKind::ForeignHandle));
-        }
-        match spec.prepare_on(self.device.port(), slot, token.lease()) {
-            Ok((info, bindings)) => Ok(RunOf::new(token, info, bindings)),
-            Err(k) => Err(fail(token, k)),
-        }
-    }
-
-    /// Prepares a workload a pipeline lane holds (`work`): the run keeps no
-    /// borrow of it (the lane hands it to launch and finalize).
-    #[inline]
-    pub(crate) fn prepare_lent<K: Claim>(
-        &self,
-        token: K,
-        work: &mut Workload<'_>,
-    ) -> Result<RunOf<Prepared, K>, Error<K>> {
-        self.prepare_claim(token, Lent(work))
+        RunOf::prepare(self.device.port(), token, spec)
     }
 
     /// The whole old contract in one call — prepare, launch, fence,
