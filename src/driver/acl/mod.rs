@@ -188,6 +188,7 @@ mod notify;
 mod registry;
 mod result;
 mod table;
+mod tokens;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64};

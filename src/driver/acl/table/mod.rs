@@ -30,9 +30,9 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use self::tokens::Mark;
-pub(super) use self::tokens::{Args, Event, EventWait, Span, Stream, StreamWait};
 use super::result::{MAX_HOST_ARGS, Program, RtPtr};
+use super::tokens::Mark;
+pub(super) use super::tokens::{Args, Event, EventWait, Span, Stream, StreamWait};
 use crate::driver::abi::LaunchArgs;
 use crate::driver::{DriverError, DriverErrorKind, HandleKind, Op};
 
@@ -671,4 +671,3 @@ mod tests {
 
 #[cfg(test)]
 mod cost;
-mod tokens;

@@ -8,17 +8,17 @@ use std::marker::PhantomData;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use super::Table;
+use super::table::Table;
 use crate::driver::acl::result::RtPtr;
 
 /// A byte range inside one live allocation of this driver, checked by
 /// [`Table::range`], for as long as `'t` borrows the table.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::driver::acl) struct Span<'t> {
-    pub(super) ptr: RtPtr,
-    pub(super) len: usize,
-    pub(super) room: usize,
-    pub(super) _table: PhantomData<&'t Table>,
+    pub(in crate::driver::acl) ptr: RtPtr,
+    pub(in crate::driver::acl) len: usize,
+    pub(in crate::driver::acl) room: usize,
+    pub(in crate::driver::acl) _table: PhantomData<&'t Table>,
 }
 
 impl Span<'_> {
@@ -43,8 +43,8 @@ impl Span<'_> {
 /// table) or a waiter mark on it.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::driver::acl) struct Stream<'t> {
-    pub(super) ptr: RtPtr,
-    pub(super) _live: PhantomData<&'t ()>,
+    pub(in crate::driver::acl) ptr: RtPtr,
+    pub(in crate::driver::acl) _live: PhantomData<&'t ()>,
 }
 
 impl Stream<'_> {
@@ -57,8 +57,8 @@ impl Stream<'_> {
 /// A live event of this driver, as [`Stream`].
 #[derive(Debug, Clone, Copy)]
 pub(in crate::driver::acl) struct Event<'t> {
-    pub(super) ptr: RtPtr,
-    pub(super) _live: PhantomData<&'t ()>,
+    pub(in crate::driver::acl) ptr: RtPtr,
+    pub(in crate::driver::acl) _live: PhantomData<&'t ()>,
 }
 
 impl Event<'_> {
@@ -77,8 +77,8 @@ impl Event<'_> {
 /// parsed.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::driver::acl) struct Args<'a> {
-    pub(super) blob: &'a [u8],
-    pub(super) _table: PhantomData<&'a Table>,
+    pub(in crate::driver::acl) blob: &'a [u8],
+    pub(in crate::driver::acl) _table: PhantomData<&'a Table>,
 }
 
 impl<'a> Args<'a> {
@@ -91,10 +91,10 @@ impl<'a> Args<'a> {
 /// Marks a handle as waited on for as long as it lives (a destroy refuses
 /// it meanwhile). It does not borrow the table: a blocking wait holds this,
 /// not the lock.
-pub(super) struct Mark(Arc<AtomicU32>);
+pub(in crate::driver::acl) struct Mark(Arc<AtomicU32>);
 
 impl Mark {
-    pub(super) fn new(waiters: &Arc<AtomicU32>) -> Self {
+    pub(in crate::driver::acl) fn new(waiters: &Arc<AtomicU32>) -> Self {
         waiters.fetch_add(1, Ordering::AcqRel);
         Mark(Arc::clone(waiters))
     }
@@ -108,8 +108,8 @@ impl Drop for Mark {
 
 /// A stream marked waited on: it stays live while this lives.
 pub(in crate::driver::acl) struct StreamWait {
-    pub(super) _mark: Mark,
-    pub(super) ptr: RtPtr,
+    pub(in crate::driver::acl) _mark: Mark,
+    pub(in crate::driver::acl) ptr: RtPtr,
 }
 
 impl StreamWait {
@@ -124,8 +124,8 @@ impl StreamWait {
 
 /// An event marked waited on: it stays live while this lives.
 pub(in crate::driver::acl) struct EventWait {
-    pub(super) _mark: Mark,
-    pub(super) ptr: RtPtr,
+    pub(in crate::driver::acl) _mark: Mark,
+    pub(in crate::driver::acl) ptr: RtPtr,
 }
 
 impl EventWait {
