@@ -19,7 +19,7 @@ use crate::driver::Op;
 use crate::driver::abi::{
     self, BlockBuf, Dir, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs,
 };
-use crate::driver::acl::result::{Program, RtPtr};
+use crate::driver::acl::ptr::{Program, RtPtr};
 
 const RUNS: u32 = 200_000;
 const BATCHES: usize = 9;
@@ -150,7 +150,7 @@ fn validation_cost_per_run() {
             let t = read();
             let e = t.event(Op::SyncEvent, s.ev_fence).unwrap();
             black_box(e.unrecorded_legacy());
-            Table::wait_event(e)
+            e.wait()
         };
         drop(black_box(waiting));
         // finalize: status, wall, output
