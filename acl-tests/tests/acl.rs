@@ -238,8 +238,11 @@ fn every_named_code_maps_to_its_meaning() {
                     }
                     k => k,
                 };
+                // `Unknown` only for the answers and statuses some call
+                // reads itself (a repeated `aclInit`, a report wait that
+                // timed out, the subscription codes) and the generic
+                // internal error.
                 assert_eq!(err.kind(), &want, "{name} ({code})");
-                assert_ne!(err.kind(), &DriverErrorKind::Unknown, "{name}");
             }
         }
     }
