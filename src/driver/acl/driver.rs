@@ -23,7 +23,8 @@ impl Driver for AclDriver {
     fn info(&self) -> DriverInfo {
         DriverInfo {
             max_block_dim: self.max_block_dim,
-            stream_capacity: 1792,
+            // The runtime does not say: what was measured.
+            stream_capacity: crate::driver::STREAM_CAPACITY,
             watchdog: self.watchdog,
             capabilities: self.caps,
         }
