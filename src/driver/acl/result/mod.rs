@@ -17,7 +17,7 @@
 //!
 //! Like cudarc's `result` on its `sys`, this layer uses only the C side —
 //! prototypes, constants and layouts ([`ffi`](super::ffi)), the function
-//! pointers (`load`), the return codes ([`codes`](super::codes)) — and what
+//! pointers (`load`), the return codes ([`codes`]) — and what
 //! sits between it and the table: the runtime's pointers (`ptr`) and the
 //! tokens (`tokens`). The table uses those too, never this layer.
 
