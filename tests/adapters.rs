@@ -385,7 +385,11 @@ fn an_adapter_that_fails_or_panics_fails_its_run_and_nothing_else() {
     }
 }
 
-/// Adapters behind the review's findings, each now refused or survived.
+/// Adapters that misbehave one way each (`how`): a block size that grows
+/// without bound when asked again, a panic in `regions` or
+/// `status_record`, a call into its own device from inside a method, a
+/// separate AICPU block naming absent memory, another run's wall decoded —
+/// each refused or survived.
 struct Fickle {
     how: u8,
     calls: std::sync::atomic::AtomicU32,

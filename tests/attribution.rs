@@ -327,7 +327,7 @@ fn real_time_pipeline_poison_names_the_faulted_run_not_a_later_submit() {
 /// nor a timeout) cannot be proven complete. That poisons the runner,
 /// naming it: nothing behind it could be dated, so without the poison a
 /// hung run launched behind it was never judged (every fence "not yet",
-/// no poison — found by review from a downstream crate). After a drain the
+/// no poison). After a drain the
 /// time rule judges a hung run again.
 #[test]
 fn an_unproven_dropped_run_poisons_so_a_hang_behind_it_cannot_hide() {

@@ -593,8 +593,8 @@ fn a_close_that_cannot_drain_hands_the_device_back() {
 /// A driver whose clock does not move across a timed-out wait (a virtual
 /// clock that only moves with device progress, on a device that makes
 /// none) cannot hang a fence or a drop: every wait is also bounded by what
-/// it asked the driver for. Found by review: before, `fence_for(10 ms)` and
-/// the drop of a launched run spun for ever.
+/// it asked the driver for (unbounded, `fence_for(10 ms)` and the drop of a
+/// launched run spun for ever).
 #[test]
 fn a_frozen_driver_clock_cannot_hang_a_fence_or_a_drop() {
     each(|abi| {
@@ -635,8 +635,8 @@ fn a_frozen_driver_clock_cannot_hang_a_fence_or_a_drop() {
 
 /// A fault on the AICore stream met by a later launch names the run that
 /// faulted (whose AICore event reports it at once), not the run that met it
-/// — which was never submitted. Found by review: the culprit search looked
-/// only at fences, which the AICPU stream reports later.
+/// — which was never submitted. (A culprit search that looked only at
+/// fences missed it: the AICPU stream reports a fault later.)
 #[test]
 fn a_launch_refused_by_an_earlier_fault_names_the_earlier_run() {
     each(|abi| {
@@ -672,7 +672,7 @@ fn a_launch_refused_by_an_earlier_fault_names_the_earlier_run() {
 }
 
 /// Output buffers of absurd sizes are clamped or refused, never a panic
-/// or an abort. Found by review: `Outputs::new(usize::MAX)` panicked.
+/// or an abort (`Outputs::new(usize::MAX)` once panicked).
 #[test]
 fn absurd_output_buffers_are_refused_not_fatal() {
     assert!(Outputs::<0>::try_new(usize::MAX).is_err());

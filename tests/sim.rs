@@ -448,7 +448,8 @@ fn stomped_handshake_hangs_until_the_watchdog() {
     for _ in 0..5 {
         sim.step_stream(cs);
     }
-    // The host clears the region while the run is live (hazard 2).
+    // The host clears the handshake while the run is live — what reusing a
+    // slot before its run was fenced would do: the workers' reports are lost.
     run.stomp(&sim);
     let err = sim.sync_stream(ps, Duration::from_millis(50)).unwrap_err();
     assert_eq!(

@@ -729,7 +729,7 @@ fn an_image_from_another_simulator_or_a_malformed_one_is_refused() {
 
 /// A kernel that calls the simulator it runs in would wait for ever on the
 /// lock its caller holds; it faults instead, and the run's fence reports it
-/// (found by review from a downstream crate: the fence hung).
+/// (rather than the fence hanging).
 #[test]
 fn a_kernel_calling_its_simulator_faults_instead_of_deadlocking() {
     use runclaim::contract::ErrorKind;

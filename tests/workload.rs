@@ -513,7 +513,8 @@ fn dropped_buffers_are_freed_once_no_run_can_touch_them() {
     });
 }
 
-/// Buffers of every `Pod` element type the issue names round-trip.
+/// Buffers of `f32`, `i8`, `u32`, `f16` and `bf16` elements round-trip, bit
+/// for bit.
 #[test]
 fn buffers_of_every_element_type_round_trip() {
     each(|abi| {
@@ -735,9 +736,8 @@ static_assertions::assert_impl_all!(runclaim::contract::PerSlot<u8>: Send, Sync)
 static_assertions::assert_not_impl_any!(runclaim::DeviceBuffer<f32>: Clone, Copy);
 static_assertions::assert_not_impl_any!(runclaim::Workload<'static>: Clone, Copy);
 
-/// Review finding: a pipeline orphan (a run whose completion failed with
-/// a plain driver error, its workload handed back) was settled behind its
-/// lane's back by the scratch check of the workload's resubmission, and
+/// A pipeline orphan (a run whose completion failed with a plain driver
+/// error, its workload handed back) was once settled behind its lane's back by the scratch check of the workload's resubmission, and
 /// the lane then refused every submit with an impossible `StaleToken`.
 /// The check now only observes the run.
 #[test]
@@ -782,8 +782,8 @@ fn a_scratch_check_observes_a_pipeline_orphan_without_settling_it() {
     });
 }
 
-/// Review finding: an element type aligned above the driver's allocation
-/// alignment reached `InvariantBroken` (a debug panic). The buffer is now
+/// An element type aligned above the driver's allocation alignment once
+/// reached `InvariantBroken` (a debug panic). The buffer is now
 /// aligned for its element inside a larger allocation, and a staged host
 /// tensor of such a type lands on an aligned device address.
 #[test]
@@ -828,8 +828,8 @@ fn over_aligned_elements_get_aligned_buffers_and_staging() {
     });
 }
 
-/// Review finding: a read-back that fails midway through the copy-back
-/// leaves the outputs before it written. That is documented, and the run
+/// A read-back that fails midway through the copy-back leaves the outputs
+/// before it written. That is documented, and the run
 /// comes back: finalizing it again copies every output.
 #[test]
 fn a_copy_back_that_fails_midway_can_be_finalized_again() {
@@ -896,9 +896,8 @@ fn host_access_after_a_forgotten_pipeline_waits_for_its_runs() {
     });
 }
 
-/// Second review's finding: on the over-aligned allocation path, a refused
-/// free of the first (misaligned) allocation leaked it while `close`
-/// reported success. It is kept and freed later.
+/// On the over-aligned allocation path, a refused free of the first
+/// (misaligned) allocation once leaked it while `close` reported success. It is kept and freed later.
 #[test]
 fn a_refused_free_on_the_padded_path_is_retried_not_leaked() {
     each(|abi| {

@@ -1,4 +1,4 @@
-//! One thread, several drivers, each on its own device (issue 16): a
+//! One thread, several drivers, each on its own device: a
 //! thread has one current device context — the last `aclrtSetDevice` wins —
 //! so every call of a driver must run in *its* device's context whatever
 //! the thread did before. Checked on the fake runtime, whose stream and event

@@ -1,5 +1,6 @@
-//! Handles safe code cannot forge (issue 11, item 2) and real destination
-//! sizes (issue 16): every handle a safe `AclDriver` method receives is
+//! Handles safe code cannot forge, and real destination sizes (the runtime's
+//! own bound checks get what an allocation has left, never a length the
+//! caller claims): every handle a safe `AclDriver` method receives is
 //! checked against what *this* driver created and has not destroyed, before
 //! any C call. Each refusal carries no native detail and the fake runtime
 //! counts no call: the runtime was never asked.

@@ -1,4 +1,4 @@
-//! Lifetimes at the edges of the process (issue 16): the
+//! Lifetimes at the edges of the process, where nothing may panic: the
 //! vendor runtime is never unloaded under its own threads, a driver dropped
 //! from a thread-local destructor does not abort, the fake runtime's entry
 //! points do not panic during thread teardown or on huge copies, and the

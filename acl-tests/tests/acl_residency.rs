@@ -1,4 +1,4 @@
-//! Own what you publish, on the acl driver (issue 11, item 1): two
+//! Own what you publish, on the acl driver: two
 //! `AclDriver`s on one fake device id — as two components of a process
 //! sharing an NPU — publish and run interleaved through `runclaim::Device`,
 //! with 1 and with 16 code slots, and every value is checked. The fake

@@ -199,6 +199,30 @@ impl DeviceConfig {
     /// Checks the configuration against the driver and resolves defaults.
     /// Every sum and product is checked; nothing here can panic.
     pub(crate) fn resolve(&self, info: &DriverInfo, depth: usize) -> Result<Resolved, ConfigError> {
+        let (watchdog, fence) = self.resolve_times(info)?;
+        self.check_sizes(info)?;
+        let needed = depth.saturating_mul(tasks_per_run(self.completion_callbacks));
+        if needed > info.stream_capacity {
+            return Err(ConfigError::QueueTooShallow {
+                needed,
+                capacity: info.stream_capacity,
+            });
+        }
+        Ok(Resolved {
+            fence_timeout: fence,
+            watchdog,
+            block_dim: self.block_dim,
+            max_elements: self.max_elements,
+            staging_bytes: self.staging_bytes,
+            completion_callbacks: self.completion_callbacks,
+        })
+    }
+
+    /// The times of [`resolve`](Self::resolve): the watchdog (declared, or
+    /// the driver's; never below the driver's) and the fence timeout
+    /// (given, or twice the watchdog; above it), none above
+    /// [`MAX_TIMEOUT`](Self::MAX_TIMEOUT).
+    fn resolve_times(&self, info: &DriverInfo) -> Result<(Duration, Duration), ConfigError> {
         let too_long = |what, value: Duration| {
             (value > Self::MAX_TIMEOUT).then_some(ConfigError::TooLong {
                 what,
@@ -240,6 +264,14 @@ impl DeviceConfig {
         if fence <= watchdog {
             return Err(ConfigError::FenceTimeoutNotAboveWatchdog { fence, watchdog });
         }
+        Ok((watchdog, fence))
+    }
+
+    /// The sizes of [`resolve`](Self::resolve): `block_dim` within the
+    /// driver's maximum (and its handshake's size representable), the
+    /// arena neither empty nor above its ceiling, the staging buffer within
+    /// its own.
+    fn check_sizes(&self, info: &DriverInfo) -> Result<(), ConfigError> {
         if self.block_dim == 0 || self.block_dim > info.max_block_dim {
             return Err(ConfigError::BlockDim {
                 block_dim: self.block_dim,
@@ -267,21 +299,7 @@ impl DeviceConfig {
                 max: Self::MAX_STAGING,
             });
         }
-        let needed = depth.saturating_mul(tasks_per_run(self.completion_callbacks));
-        if needed > info.stream_capacity {
-            return Err(ConfigError::QueueTooShallow {
-                needed,
-                capacity: info.stream_capacity,
-            });
-        }
-        Ok(Resolved {
-            fence_timeout: fence,
-            watchdog,
-            block_dim: self.block_dim,
-            max_elements: self.max_elements,
-            staging_bytes: self.staging_bytes,
-            completion_callbacks: self.completion_callbacks,
-        })
+        Ok(())
     }
 }
 

@@ -344,6 +344,22 @@ pub enum DriverErrorKind {
     Unknown,
 }
 
+impl DriverErrorKind {
+    /// `true` for a kernel fault on a stream ([`KernelFault`](Self::KernelFault),
+    /// any [`FaultKind`]); a lost device is not one.
+    ///
+    /// ```
+    /// use runclaim::driver::{DriverErrorKind, FaultKind};
+    ///
+    /// assert!(DriverErrorKind::KernelFault(FaultKind::AicoreTimeout).is_kernel_fault());
+    /// assert!(!DriverErrorKind::DeviceLost.is_kernel_fault());
+    /// ```
+    #[must_use]
+    pub fn is_kernel_fault(&self) -> bool {
+        matches!(self, DriverErrorKind::KernelFault(_))
+    }
+}
+
 /// The native detail of an error reported by a vendor runtime.
 ///
 /// ```
@@ -456,6 +472,26 @@ impl DriverError {
     #[must_use]
     pub fn is_timeout(&self) -> bool {
         matches!(self.kind, DriverErrorKind::Timeout { .. })
+    }
+
+    /// `true` for a kernel fault on a stream: the stream is in an error state
+    /// and later work on it fails, until the stream is replaced (a lost
+    /// device is [`is_device_fault`](Self::is_device_fault), not this).
+    ///
+    /// ```
+    /// use runclaim::driver::{DriverError, DriverErrorKind, FaultKind, Op};
+    ///
+    /// let fault = DriverError::new(
+    ///     Op::SyncEvent,
+    ///     DriverErrorKind::KernelFault(FaultKind::AicpuException),
+    /// );
+    /// assert!(fault.is_kernel_fault() && fault.is_device_fault());
+    /// let lost = DriverError::new(Op::SyncEvent, DriverErrorKind::DeviceLost);
+    /// assert!(!lost.is_kernel_fault() && lost.is_device_fault());
+    /// ```
+    #[must_use]
+    pub fn is_kernel_fault(&self) -> bool {
+        self.kind.is_kernel_fault()
     }
 
     /// `true` when the device reported a fault: a kernel fault on a stream or

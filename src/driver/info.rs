@@ -88,14 +88,31 @@ bitflags::bitflags! {
     }
 }
 
+/// Tasks one stream of an Ascend device holds before an enqueue blocks the
+/// calling thread: 1,792, as measured on an a2a3 device (the runtime does
+/// not report it). The acl driver reports it as its
+/// [`DriverInfo::stream_capacity`], and it is the simulator's default
+/// ([`SimConfig::stream_capacity`](crate::sim::SimConfig::stream_capacity))
+/// and the instant driver's.
+///
+/// ```
+/// use runclaim::driver::{Driver, STREAM_CAPACITY};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let sim = SimDriver::stepped(SimConfig::default());
+/// assert_eq!(sim.info().stream_capacity, STREAM_CAPACITY);
+/// assert_eq!(STREAM_CAPACITY, 1792);
+/// ```
+pub const STREAM_CAPACITY: usize = 1792;
+
 /// Static facts about a driver's device.
 ///
 /// ```
-/// use runclaim::driver::{Driver, DriverInfo};
+/// use runclaim::driver::{Driver, DriverInfo, STREAM_CAPACITY};
 /// use runclaim::sim::{SimConfig, SimDriver};
 ///
 /// let info: DriverInfo = SimDriver::stepped(SimConfig::default()).info();
-/// assert_eq!((info.max_block_dim, info.stream_capacity), (24, 1792));
+/// assert_eq!((info.max_block_dim, info.stream_capacity), (24, STREAM_CAPACITY));
 /// assert!(info.watchdog.is_some());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -121,9 +138,9 @@ impl DriverInfo {
     ///
     /// ```
     /// use std::time::Duration;
-    /// use runclaim::driver::{Capabilities, DriverInfo};
+    /// use runclaim::driver::{Capabilities, DriverInfo, STREAM_CAPACITY};
     ///
-    /// let info = DriverInfo::new(24, 1792)
+    /// let info = DriverInfo::new(24, STREAM_CAPACITY)
     ///     .watchdog(Duration::from_secs(5))
     ///     .capabilities(Capabilities::EVENT_SYNC_TIMEOUT);
     /// assert_eq!(info.watchdog, Some(Duration::from_secs(5)));

@@ -294,7 +294,7 @@ impl Driver for InstantDriver {
     fn info(&self) -> DriverInfo {
         DriverInfo {
             max_block_dim: 24,
-            stream_capacity: 1792,
+            stream_capacity: super::STREAM_CAPACITY,
             // Nothing ever runs long; any positive fence timeout is above it.
             watchdog: Some(Duration::from_millis(1)),
             capabilities: Capabilities::EVENT_SYNC_TIMEOUT,

@@ -54,7 +54,7 @@ use std::time::Duration;
 
 pub use error::{DriverError, DriverErrorKind, FaultKind, HandleKind, Native, Op};
 pub use handles::{CodeHandle, DevPtr, EventId, StreamId};
-pub use info::{Capabilities, Completion, DriverInfo, Registration};
+pub use info::{Capabilities, Completion, DriverInfo, Registration, STREAM_CAPACITY};
 pub use notify::{Notice, wake_after};
 
 /// The device surface the claim contract is written against.

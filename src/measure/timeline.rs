@@ -106,22 +106,12 @@ fn micros(ticks: u64) -> f64 {
 /// a time axis with round ticks. Never panics: records whose end precedes
 /// their start are drawn empty.
 #[must_use]
-#[allow(clippy::too_many_lines, reason = "one straight-line drawing routine")]
 pub fn svg(sections: &[Section<'_>], window: usize) -> String {
     let windows: Vec<Vec<WallRecord>> = sections
         .iter()
         .map(|s| first_runs(s.walls, window))
         .collect();
-    let span_ticks = windows
-        .iter()
-        .filter_map(|w| {
-            let end = w.iter().map(|r| r.end).max()?;
-            Some(end.saturating_sub(w.first()?.start()))
-        })
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let plot_w = WIDTH - LEFT - RIGHT;
+    let scale = Scale::of(&windows);
     let axis_y = TOP + SECTION_H * sections.len() as f64;
     let height = axis_y + 48.0;
     let mut o = String::new();
@@ -135,7 +125,54 @@ pub fn svg(sections: &[Section<'_>], window: usize) -> String {
         r#"<text x="{LEFT}" y="20" font-size="13" font-weight="bold">Device timeline: the first {} runs of each mode, on one time scale</text>"#,
         window.max(1)
     );
-    // Legend: the slots that appear, then idle.
+    legend(&mut o, &windows);
+    for (si, (section, walls)) in sections.iter().zip(&windows).enumerate() {
+        draw_section(
+            &mut o,
+            section.title,
+            walls,
+            TOP + SECTION_H * si as f64,
+            &scale,
+        );
+    }
+    axis(&mut o, &scale, axis_y);
+    o.push_str("</svg>\n");
+    o
+}
+
+/// The one time scale every section is drawn on: the longest section's
+/// span (at least a tick) over the plot's width.
+struct Scale {
+    span_ticks: u64,
+    plot_w: f64,
+}
+
+impl Scale {
+    fn of(windows: &[Vec<WallRecord>]) -> Self {
+        let span_ticks = windows
+            .iter()
+            .filter_map(|w| {
+                let end = w.iter().map(|r| r.end).max()?;
+                Some(end.saturating_sub(w.first()?.start()))
+            })
+            .max()
+            .unwrap_or(1)
+            .max(1);
+        Scale {
+            span_ticks,
+            plot_w: WIDTH - LEFT - RIGHT,
+        }
+    }
+
+    /// Where device time `t` lies, in a section whose first run starts at
+    /// `t0`.
+    fn x(&self, t0: u64, t: u64) -> f64 {
+        LEFT + t.saturating_sub(t0) as f64 / self.span_ticks as f64 * self.plot_w
+    }
+}
+
+/// The legend: the slots whose runs appear, then idle.
+fn legend(o: &mut String, windows: &[Vec<WallRecord>]) {
     let mut slots: Vec<u32> = windows.iter().flatten().map(|w| w.slot).collect();
     slots.sort_unstable();
     slots.dedup();
@@ -154,90 +191,123 @@ pub fn svg(sections: &[Section<'_>], window: usize) -> String {
         r#"<rect x="{lx}" y="32" width="14" height="12" fill="{IDLE}"/><text x="{}" y="42">device idle between runs (drawn at least {MIN_GAP_PX} px wide)</text>"#,
         lx + 18.0
     );
-    for (si, (section, walls)) in sections.iter().zip(&windows).enumerate() {
-        let top = TOP + SECTION_H * si as f64;
-        let gap_ticks: Vec<u64> = gaps(walls).collect();
-        let mean_gap = if gap_ticks.is_empty() {
-            String::new()
-        } else {
-            let sum: u128 = gap_ticks.iter().map(|&g| u128::from(g)).sum();
-            let mean = u64::try_from(sum / gap_ticks.len() as u128).unwrap_or(u64::MAX);
-            format!(" — mean idle gap of these runs: {:.1} µs", micros(mean))
-        };
+}
+
+/// One section at `top`: its title with its runs' mean idle gap, then the
+/// AICore and AICPU lanes.
+fn draw_section(o: &mut String, title: &str, walls: &[WallRecord], top: f64, scale: &Scale) {
+    let gap_ticks: Vec<u64> = gaps(walls).collect();
+    let mean_gap = if gap_ticks.is_empty() {
+        String::new()
+    } else {
+        let sum: u128 = gap_ticks.iter().map(|&g| u128::from(g)).sum();
+        let mean = u64::try_from(sum / gap_ticks.len() as u128).unwrap_or(u64::MAX);
+        format!(" — mean idle gap of these runs: {:.1} µs", micros(mean))
+    };
+    let _ = writeln!(
+        o,
+        r#"<text x="4" y="{}" font-size="13"><tspan font-weight="bold">{}</tspan>{mean_gap}</text>"#,
+        top + 6.0,
+        esc(title)
+    );
+    let Some(t0) = walls.first().map(WallRecord::start) else {
+        return;
+    };
+    let x = |t: u64| scale.x(t0, t);
+    let lanes: [(&str, StartOf); 2] =
+        [("AICore", |w| w.aicore_start), ("AICPU", |w| w.aicpu_start)];
+    for (li, (lane, start_of)) in lanes.into_iter().enumerate() {
+        let y = top + 30.0 + li as f64 * (LANE_H + 8.0);
         let _ = writeln!(
             o,
-            r#"<text x="4" y="{}" font-size="13"><tspan font-weight="bold">{}</tspan>{mean_gap}</text>"#,
-            top + 6.0,
-            esc(section.title)
+            r##"<text x="4" y="{}">{lane}</text><rect x="{LEFT}" y="{y}" width="{}" height="{LANE_H}" fill="#f4f4f4"/>"##,
+            y + LANE_H / 2.0 + 4.0,
+            scale.plot_w
         );
-        let Some(t0) = walls.first().map(WallRecord::start) else {
-            continue;
-        };
-        let x = |t: u64| LEFT + t.saturating_sub(t0) as f64 / span_ticks as f64 * plot_w;
-        for (li, lane) in ["AICore", "AICPU"].iter().enumerate() {
-            let y = top + 30.0 + li as f64 * (LANE_H + 8.0);
+        lane_runs(o, walls, start_of, y, &x);
+        // Gap labels on the first lane only.
+        lane_gaps(o, walls, &gap_ticks, li == 0, y, &x);
+    }
+}
+
+/// Where a run starts on one lane.
+type StartOf = fn(&WallRecord) -> u64;
+
+/// A lane's runs, each from its start on this lane (`start_of`) to its end.
+fn lane_runs(
+    o: &mut String,
+    walls: &[WallRecord],
+    start_of: StartOf,
+    y: f64,
+    x: &impl Fn(u64) -> f64,
+) {
+    for w in walls {
+        let start = start_of(w);
+        let (x0, x1) = (x(start), x(w.end.max(start)));
+        let colour = SLOT_COLOURS[w.slot as usize % SLOT_COLOURS.len()];
+        let _ = writeln!(
+            o,
+            r#"<rect x="{x0:.2}" y="{y}" width="{:.2}" height="{LANE_H}" fill="{colour}" stroke="black" stroke-opacity="0.25" stroke-width="0.5"><title>run {} slot {}</title></rect>"#,
+            (x1 - x0).max(0.5),
+            w.run_id,
+            w.slot
+        );
+        if x1 - x0 > 28.0 {
             let _ = writeln!(
                 o,
-                r##"<text x="4" y="{}">{lane}</text><rect x="{LEFT}" y="{y}" width="{plot_w}" height="{LANE_H}" fill="#f4f4f4"/>"##,
-                y + LANE_H / 2.0 + 4.0
+                r#"<text x="{:.2}" y="{}" fill="white">#{}</text>"#,
+                x0 + 3.0,
+                y + LANE_H / 2.0 + 4.0,
+                w.run_id
             );
-            for w in walls {
-                let start = if li == 0 {
-                    w.aicore_start
-                } else {
-                    w.aicpu_start
-                };
-                let (x0, x1) = (x(start), x(w.end.max(start)));
-                let colour = SLOT_COLOURS[w.slot as usize % SLOT_COLOURS.len()];
-                let _ = writeln!(
-                    o,
-                    r#"<rect x="{x0:.2}" y="{y}" width="{:.2}" height="{LANE_H}" fill="{colour}" stroke="black" stroke-opacity="0.25" stroke-width="0.5"><title>run {} slot {}</title></rect>"#,
-                    (x1 - x0).max(0.5),
-                    w.run_id,
-                    w.slot
-                );
-                if x1 - x0 > 28.0 {
-                    let _ = writeln!(
-                        o,
-                        r#"<text x="{:.2}" y="{}" fill="white">#{}</text>"#,
-                        x0 + 3.0,
-                        y + LANE_H / 2.0 + 4.0,
-                        w.run_id
-                    );
-                }
-            }
-            // Idle gaps on top of the runs, never thinner than MIN_GAP_PX.
-            let mut last_label = f64::NEG_INFINITY;
-            for (i, pair) in walls.windows(2).enumerate() {
-                let (end, next) = (pair[0].end, pair[1].start());
-                if next <= end {
-                    continue;
-                }
-                let (g0, g1) = (x(end), x(next));
-                let mid = f64::midpoint(g0, g1);
-                let width = (g1 - g0).max(MIN_GAP_PX);
-                let _ = writeln!(
-                    o,
-                    r#"<rect x="{:.2}" y="{y}" width="{width:.2}" height="{LANE_H}" fill="{IDLE}" opacity="0.8"><title>idle {:.1} µs before run {}</title></rect>"#,
-                    mid - width / 2.0,
-                    micros(gap_ticks[i]),
-                    pair[1].run_id
-                );
-                // Labels where they do not collide.
-                if li == 0 && mid - last_label > 44.0 {
-                    last_label = mid;
-                    let _ = writeln!(
-                        o,
-                        r#"<text x="{mid:.2}" y="{}" fill="{IDLE}" text-anchor="middle">{:.0} µs</text>"#,
-                        y - 3.0,
-                        micros(gap_ticks[i])
-                    );
-                }
-            }
         }
     }
-    // Time axis: round ticks and a title with the unit.
-    let span_us = micros(span_ticks);
+}
+
+/// A lane's idle gaps (`gap_ticks`, one per pair of consecutive runs), on
+/// top of its runs and never thinner than [`MIN_GAP_PX`]; `labelled`: each
+/// gap's length written above it where the labels do not collide.
+fn lane_gaps(
+    o: &mut String,
+    walls: &[WallRecord],
+    gap_ticks: &[u64],
+    labelled: bool,
+    y: f64,
+    x: &impl Fn(u64) -> f64,
+) {
+    let mut last_label = f64::NEG_INFINITY;
+    for (pair, &gap) in walls.windows(2).zip(gap_ticks) {
+        let (end, next) = (pair[0].end, pair[1].start());
+        if next <= end {
+            continue;
+        }
+        let (g0, g1) = (x(end), x(next));
+        let mid = f64::midpoint(g0, g1);
+        let width = (g1 - g0).max(MIN_GAP_PX);
+        let _ = writeln!(
+            o,
+            r#"<rect x="{:.2}" y="{y}" width="{width:.2}" height="{LANE_H}" fill="{IDLE}" opacity="0.8"><title>idle {:.1} µs before run {}</title></rect>"#,
+            mid - width / 2.0,
+            micros(gap),
+            pair[1].run_id
+        );
+        if labelled && mid - last_label > 44.0 {
+            last_label = mid;
+            let _ = writeln!(
+                o,
+                r#"<text x="{mid:.2}" y="{}" fill="{IDLE}" text-anchor="middle">{:.0} µs</text>"#,
+                y - 3.0,
+                micros(gap)
+            );
+        }
+    }
+}
+
+/// The time axis at `axis_y`: round ticks over the scale's span, and a
+/// title with the unit.
+fn axis(o: &mut String, scale: &Scale, axis_y: f64) {
+    let plot_w = scale.plot_w;
+    let span_us = micros(scale.span_ticks);
     let step = tick_step(span_us);
     let _ = writeln!(
         o,
@@ -270,8 +340,6 @@ pub fn svg(sections: &[Section<'_>], window: usize) -> String {
         LEFT + plot_w / 2.0,
         axis_y + 36.0
     );
-    o.push_str("</svg>\n");
-    o
 }
 
 #[cfg(test)]

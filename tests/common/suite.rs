@@ -128,7 +128,7 @@ pub fn serial_runs_never_overlap<T: Target>(t: &T) {
 
 #[allow(
     clippy::many_single_char_names,
-    reason = "a, b, c name the callables, as in the issue"
+    reason = "a, b, c name the three callables, in the order they are published"
 )]
 pub fn ordering_chain_a_c_b_across_a_publication<T: Target>(t: &T) {
     // Two resident images: publishing B evicts A (least recently used) and

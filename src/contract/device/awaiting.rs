@@ -17,7 +17,7 @@ use crate::contract::error::ErrorKind;
 use crate::contract::inflight::Proof;
 use crate::contract::port::RunInfo;
 use crate::contract::wait::{AsyncWait, DrainWait, FIRST_BACKOFF, Wait};
-use crate::driver::{Completion, Driver, DriverErrorKind, EventId, Notice, wake_after};
+use crate::driver::{Completion, Driver, EventId, Notice, wake_after};
 
 /// What the device learned of its driver's notifications (the first
 /// answer decides; a device asks one driver).
@@ -191,7 +191,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             match d.query_stream(s) {
                 Ok(Completion::Complete) => {}
                 Ok(Completion::NotReady) => quiet = false,
-                Err(e) if matches!(e.kind(), DriverErrorKind::KernelFault(_)) => {}
+                Err(e) if e.is_kernel_fault() => {}
                 Err(e) => return Poll::Ready(Err(ErrorKind::from_driver(e))),
             }
         }

@@ -6,7 +6,7 @@
 use super::Device;
 use super::state::State;
 use crate::contract::error::{ErrorKind, PoisonCause, RunId};
-use crate::driver::{Driver, DriverError, DriverErrorKind};
+use crate::driver::{Driver, DriverError};
 
 /// The run a fault belongs to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -26,7 +26,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         e: &DriverError,
         before: Option<u64>,
     ) -> Option<Culprit> {
-        if !matches!(e.kind(), DriverErrorKind::KernelFault(_)) {
+        if !e.is_kernel_fault() {
             return None;
         }
         st.queue

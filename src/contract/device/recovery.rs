@@ -42,9 +42,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                             waited: timeout,
                         });
                     }
-                    Err(e)
-                        if matches!(e.kind(), crate::driver::DriverErrorKind::KernelFault(_)) =>
-                    {
+                    Err(e) if e.is_kernel_fault() => {
                         faulted[i] = true;
                     }
                     Err(e) => return Err(ErrorKind::from_driver(e)),

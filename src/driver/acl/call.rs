@@ -1,6 +1,5 @@
-//! What the driver's methods share besides the C calls: timeouts in whole
-//! milliseconds, elapsed times as durations, the table's locks, the
-//! `block_dim` check.
+//! What the driver's methods share besides the C calls: elapsed times as
+//! durations, the table's locks, the `block_dim` check.
 
 use std::sync::{PoisonError, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
@@ -8,12 +7,6 @@ use std::time::Duration;
 use super::AclDriver;
 use super::table::Table;
 use crate::driver::{DriverError, DriverErrorKind, Op};
-
-/// Timeout in whole milliseconds for the C API: rounded up, at least 1 (the
-/// runtime rejects 0), at most `i32::MAX`.
-pub(super) fn millis(t: Duration) -> i32 {
-    i32::try_from(t.as_micros().div_ceil(1000).max(1)).unwrap_or(i32::MAX)
-}
 
 /// An elapsed time the runtime reported, in ms, as a `Duration`.
 pub(super) fn elapsed_of(ms: f32) -> Result<Duration, &'static str> {
@@ -56,17 +49,6 @@ impl AclDriver {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn millis_round_up_and_clamp() {
-        assert_eq!(millis(Duration::ZERO), 1, "never 0: the runtime rejects it");
-        assert_eq!(millis(Duration::from_nanos(1)), 1);
-        assert_eq!(millis(Duration::from_micros(1)), 1);
-        assert_eq!(millis(Duration::from_micros(1001)), 2);
-        assert_eq!(millis(Duration::from_secs(5)), 5000);
-        assert_eq!(millis(Duration::from_secs(u64::MAX / 2)), i32::MAX);
-        assert_eq!(millis(Duration::MAX), i32::MAX);
-    }
 
     #[test]
     fn elapsed_times_from_the_runtime_never_panic() {

@@ -1,94 +1,211 @@
 //! ACL / libruntime return codes and what they mean to the driver. One error
 //! space covers both libraries (the rt* entry points return the public
-//! `ACL_ERROR_RT_*` numbers), and one table covers both directions: the
-//! driver reads codes with [`kind_of`], the fake runtime library writes them
-//! with [`code_of`], so the two cannot drift apart.
+//! `ACL_ERROR_RT_*` numbers), and **one table** below lists every code once:
+//! its number, its header name, what the driver reads it as, and for which
+//! errors the fake runtime library reports it. Every direction is derived
+//! from that table — the constants, [`named`] and [`name_of`], [`kind_of`]
+//! (the driver reading a code) and [`code_of`] (the fake writing one) — so
+//! none can drift from another.
 //!
 //! Every value was read from `acl_base_rt.h` and `error_codes/rt_error_codes.h`
 //! of CANN 8.5 – 9.2 (identical in all of them).
+//!
+//! ```
+//! use runclaim::driver::DriverErrorKind;
+//! use runclaim::driver::acl::codes::{
+//!     ACL_ERROR_RT_NO_STREAM_RESOURCE, Waited, code_of, kind_of, name_of,
+//! };
+//!
+//! let kind = kind_of(ACL_ERROR_RT_NO_STREAM_RESOURCE);
+//! assert_eq!(kind, DriverErrorKind::NoResource { what: "stream" });
+//! assert_eq!(code_of(&kind, Waited::Stream), 207_008);
+//! assert_eq!(name_of(207_008), Some("ACL_ERROR_RT_NO_STREAM_RESOURCE"));
+//! ```
 
-use crate::driver::{DriverErrorKind, FaultKind};
+use std::mem::discriminant;
+use std::time::Duration;
 
-/// `aclInit` called again: treated as success.
-pub const ACL_ERROR_REPEAT_INITIALIZE: i32 = 100_002;
-/// An invalid parameter, as the runtime's own checks report it (also what
-/// a timeout of 0 gets from `aclrtSynchronize*WithTimeout`).
-pub const ACL_ERROR_RT_PARAM_INVALID: i32 = 107_000;
-/// The calling thread has no device context.
-pub const ACL_ERROR_RT_CONTEXT_NULL: i32 = 107_002;
-/// The stream belongs to another context than the calling thread's.
-pub const ACL_ERROR_RT_STREAM_CONTEXT: i32 = 107_003;
-/// The feature (or API) is not supported by this runtime or device.
-pub const ACL_ERROR_RT_FEATURE_NOT_SUPPORT: i32 = 207_000;
-/// `rtStreamQuery`: not complete yet (not an error).
-pub const ACL_ERROR_RT_STREAM_NOT_COMPLETE: i32 = 507_004;
-/// `rtEventQuery`: not complete yet (not an error).
-pub const ACL_ERROR_RT_EVENT_NOT_COMPLETE: i32 = 507_006;
-/// Stream synchronize timed out.
-pub const ACL_ERROR_RT_STREAM_SYNC_TIMEOUT: i32 = 507_046;
-/// Event synchronize timed out.
-pub const ACL_ERROR_RT_EVENT_SYNC_TIMEOUT: i32 = 507_047;
-/// `rtRegisterAllKernel`: the runtime holds as many registered programs as
-/// it can ("program register num use out").
-pub const ACL_ERROR_RT_PROGRAM_USE_OUT: i32 = 507_032;
-/// ACL's own parameter check refused an argument (`acl_base_rt.h`): what
-/// `aclrtProcessReport` returns for a timeout of 0 or below -1, and
-/// `aclrtLaunchCallback` for an unknown block type.
-pub const ACL_ERROR_INVALID_PARAM: i32 = 100_000;
-/// The stream's callback subscription does not allow it ("error subscribe
-/// stream"): `aclrtSubscribeReport` of a stream that already has a
-/// subscribed thread, `aclrtUnSubscribeReport` of one that has none.
-pub const ACL_ERROR_RT_STREAM_SUBSCRIBE: i32 = 107_011;
-/// The thread's callback subscription does not allow it ("error subscribe
-/// thread"): `aclrtProcessReport` on a thread no stream is subscribed to,
-/// `aclrtSubscribeReport` of a thread that already serves another device,
-/// `aclrtUnSubscribeReport` by another thread than the stream's.
-pub const ACL_ERROR_RT_THREAD_SUBSCRIBE: i32 = 107_012;
-/// `aclrtLaunchCallback` on a stream no thread is subscribed to ("callback
-/// not register to stream").
-pub const ACL_ERROR_RT_STREAM_NO_CB_REG: i32 = 107_015;
-/// `aclrtProcessReport`: no callback was due within the timeout (an
-/// answer, not an error).
-pub const ACL_ERROR_RT_REPORT_TIMEOUT: i32 = 507_012;
+use crate::driver::{DriverErrorKind, DriverErrorKind as K, FaultKind as F};
 
-/// The named codes and their meaning (see [`named`]).
-const NAMED: &[(i32, &str)] = &[
-    (100_000, "ACL_ERROR_INVALID_PARAM"),
-    (107_000, "ACL_ERROR_RT_PARAM_INVALID"),
-    (107_002, "ACL_ERROR_RT_CONTEXT_NULL"),
-    (107_003, "ACL_ERROR_RT_STREAM_CONTEXT"),
-    (107_022, "ACL_ERROR_RT_DEVICE_TASK_ABORT"),
-    (107_023, "ACL_ERROR_RT_STREAM_ABORT"),
-    (200_000, "ACL_ERROR_BAD_ALLOC"),
-    (200_001, "ACL_ERROR_API_NOT_SUPPORT"),
-    (207_000, "ACL_ERROR_RT_FEATURE_NOT_SUPPORT"),
-    (207_001, "ACL_ERROR_RT_MEMORY_ALLOCATION"),
-    (207_007, "ACL_ERROR_RT_NO_EVENT_RESOURCE"),
-    (207_008, "ACL_ERROR_RT_NO_STREAM_RESOURCE"),
-    (207_018, "ACL_ERROR_RT_DEVICE_OOM"),
-    (507_004, "ACL_ERROR_RT_STREAM_NOT_COMPLETE"),
-    (507_006, "ACL_ERROR_RT_EVENT_NOT_COMPLETE"),
-    (507_014, "ACL_ERROR_RT_AICORE_TIMEOUT"),
-    (507_015, "ACL_ERROR_RT_AICORE_EXCEPTION"),
-    (507_016, "ACL_ERROR_RT_AICORE_TRAP_EXCEPTION"),
-    (507_017, "ACL_ERROR_RT_AICPU_TIMEOUT"),
-    (507_018, "ACL_ERROR_RT_AICPU_EXCEPTION"),
-    (507_032, "ACL_ERROR_RT_PROGRAM_USE_OUT"),
-    (507_034, "ACL_ERROR_RT_VECTOR_CORE_TIMEOUT"),
-    (507_035, "ACL_ERROR_RT_VECTOR_CORE_EXCEPTION"),
-    (507_036, "ACL_ERROR_RT_VECTOR_CORE_TRAP_EXCEPTION"),
-    (507_042, "ACL_ERROR_RT_AICORE_TRAP_READ_OVERFLOW"),
-    (507_043, "ACL_ERROR_RT_AICORE_TRAP_WRITE_OVERFLOW"),
-    (507_044, "ACL_ERROR_RT_VECTOR_CORE_TRAP_READ_OVERFLOW"),
-    (507_045, "ACL_ERROR_RT_VECTOR_CORE_TRAP_WRITE_OVERFLOW"),
-    (507_046, "ACL_ERROR_RT_STREAM_SYNC_TIMEOUT"),
-    (507_047, "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT"),
-    (507_048, "ACL_ERROR_RT_FFTS_PLUS_TIMEOUT"),
-    (507_049, "ACL_ERROR_RT_FFTS_PLUS_EXCEPTION"),
-    (507_050, "ACL_ERROR_RT_FFTS_PLUS_TRAP_EXCEPTION"),
-    (507_899, "ACL_ERROR_RT_DRV_INTERNAL_ERROR"),
-    (507_901, "ACL_ERROR_RT_SOCKET_CLOSE"),
-];
+/// What a code the runtime's own parameter check returns is read as.
+const RUNTIME_PARAM: K = K::InvalidArgument {
+    what: "rejected by the runtime as an invalid parameter",
+};
+
+/// A timeout or "not complete yet": the caller that knows the wait fills in
+/// its duration.
+const TIMEOUT: K = K::Timeout {
+    waited: Duration::ZERO,
+};
+
+/// Out of device memory: the caller that knows the size fills it in.
+const OOM: K = K::OutOfMemory { bytes: 0 };
+
+/// One row of the table.
+struct Row {
+    code: i32,
+    name: &'static str,
+    /// What the driver reads the code as ([`kind_of`]); `Unknown` for an
+    /// answer or a status some call reads itself, or a code with no more
+    /// specific meaning.
+    reads: K,
+    /// For which errors the fake reports it ([`code_of`]).
+    reported: For,
+}
+
+/// For which errors the fake runtime reports a code.
+enum For {
+    /// None: an alias of a code that is reported for its meaning, or an
+    /// answer the fake writes where it answers so.
+    None,
+    /// The errors it reads as — for a fault that fault, for a resource that
+    /// resource; other payloads (sizes, durations, texts) aside.
+    Same,
+    /// As [`For::Same`], from a call that waits on a stream or on an event.
+    SameWaiting(Waited),
+    /// Errors no row is reported for as [`For::Same`] which this accepts:
+    /// the driver's own refusals, which no code reads as exactly.
+    Also(fn(&K) -> bool),
+    /// Every error no other row is reported for.
+    Rest,
+}
+
+/// The table: every code once, ascending; the constants are made from it.
+macro_rules! codes {
+    ($(
+        $(#[doc = $doc:literal])+
+        $name:ident = $code:literal => $reads:expr, $reported:expr;
+    )+) => {
+        $(
+            $(#[doc = $doc])+
+            pub const $name: i32 = $code;
+        )+
+
+        const TABLE: &[Row] = &[$(Row {
+            code: $name,
+            name: stringify!($name),
+            reads: $reads,
+            reported: $reported,
+        }),+];
+    };
+}
+
+codes! {
+    /// ACL's own parameter check refused an argument (`acl_base_rt.h`): what
+    /// `aclrtProcessReport` returns for a timeout of 0 or below -1, and
+    /// `aclrtLaunchCallback` for an unknown block type.
+    ACL_ERROR_INVALID_PARAM = 100_000 => RUNTIME_PARAM, For::None;
+    /// `aclInit` called again: treated as success.
+    ACL_ERROR_REPEAT_INITIALIZE = 100_002 => K::Unknown, For::None;
+    /// An invalid parameter, as the runtime's own checks report it (also what
+    /// a timeout of 0 gets from `aclrtSynchronize*WithTimeout`).
+    ACL_ERROR_RT_PARAM_INVALID = 107_000 => RUNTIME_PARAM, For::Also(|k| matches!(
+        k,
+        K::InvalidArgument { .. } | K::InvalidCode { .. } | K::BadHandle { .. } | K::BadAddress { .. }
+    ));
+    /// The calling thread has no device context.
+    ACL_ERROR_RT_CONTEXT_NULL = 107_002 => K::NoContext, For::Same;
+    /// The stream belongs to another context than the calling thread's.
+    ACL_ERROR_RT_STREAM_CONTEXT = 107_003 => K::ContextMismatch, For::Same;
+    /// The stream's callback subscription does not allow it ("error subscribe
+    /// stream"): `aclrtSubscribeReport` of a stream that already has a
+    /// subscribed thread, `aclrtUnSubscribeReport` of one that has none.
+    ACL_ERROR_RT_STREAM_SUBSCRIBE = 107_011 => K::Unknown, For::None;
+    /// The thread's callback subscription does not allow it ("error subscribe
+    /// thread"): `aclrtProcessReport` on a thread no stream is subscribed to,
+    /// `aclrtSubscribeReport` of a thread that already serves another device,
+    /// `aclrtUnSubscribeReport` by another thread than the stream's.
+    ACL_ERROR_RT_THREAD_SUBSCRIBE = 107_012 => K::Unknown, For::None;
+    /// `aclrtLaunchCallback` on a stream no thread is subscribed to ("callback
+    /// not register to stream").
+    ACL_ERROR_RT_STREAM_NO_CB_REG = 107_015 => K::Unknown, For::None;
+    /// Work on the stream was abandoned because of an earlier fault.
+    ACL_ERROR_RT_DEVICE_TASK_ABORT = 107_022 => K::KernelFault(F::Collateral), For::Same;
+    /// The stream is being aborted.
+    ACL_ERROR_RT_STREAM_ABORT = 107_023 => K::KernelFault(F::Collateral), For::None;
+    /// ACL could not allocate memory.
+    ACL_ERROR_BAD_ALLOC = 200_000 => OOM, For::None;
+    /// The API is not supported.
+    ACL_ERROR_API_NOT_SUPPORT = 200_001 => K::Unsupported, For::None;
+    /// The feature (or API) is not supported by this runtime or device.
+    ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207_000 => K::Unsupported, For::Same;
+    /// A device memory allocation failed.
+    ACL_ERROR_RT_MEMORY_ALLOCATION = 207_001 => OOM, For::Same;
+    /// A runtime resource could not be allocated (none more specific).
+    ACL_ERROR_RT_RESOURCE_ALLOC_FAIL = 207_005 => K::Unknown, For::Also(|k| matches!(k, K::NoResource { .. }));
+    /// The device has no event left.
+    ACL_ERROR_RT_NO_EVENT_RESOURCE = 207_007 => K::NoResource { what: "event" }, For::Same;
+    /// The device has no stream left.
+    ACL_ERROR_RT_NO_STREAM_RESOURCE = 207_008 => K::NoResource { what: "stream" }, For::Same;
+    /// The device is out of memory.
+    ACL_ERROR_RT_DEVICE_OOM = 207_018 => OOM, For::None;
+    /// A runtime failure with no more specific code.
+    ACL_ERROR_RT_INTERNAL_ERROR = 507_000 => K::Unknown, For::Rest;
+    /// `rtStreamQuery`: not complete yet (not an error).
+    ACL_ERROR_RT_STREAM_NOT_COMPLETE = 507_004 => TIMEOUT, For::None;
+    /// `rtEventQuery`: not complete yet (not an error).
+    ACL_ERROR_RT_EVENT_NOT_COMPLETE = 507_006 => TIMEOUT, For::None;
+    /// `aclrtProcessReport`: no callback was due within the timeout (an
+    /// answer, not an error).
+    ACL_ERROR_RT_REPORT_TIMEOUT = 507_012 => K::Unknown, For::None;
+    /// An AICore kernel ran past the device watchdog.
+    ACL_ERROR_RT_AICORE_TIMEOUT = 507_014 => K::KernelFault(F::AicoreTimeout), For::Same;
+    /// An AICore kernel raised an exception.
+    ACL_ERROR_RT_AICORE_EXCEPTION = 507_015 => K::KernelFault(F::AicoreException), For::Same;
+    /// An AICore kernel trapped.
+    ACL_ERROR_RT_AICORE_TRAP_EXCEPTION = 507_016 => K::KernelFault(F::AicoreException), For::None;
+    /// An AICPU kernel ran past the device watchdog.
+    ACL_ERROR_RT_AICPU_TIMEOUT = 507_017 => K::KernelFault(F::AicpuTimeout), For::Same;
+    /// An AICPU kernel raised an exception.
+    ACL_ERROR_RT_AICPU_EXCEPTION = 507_018 => K::KernelFault(F::AicpuException), For::Same;
+    /// `rtRegisterAllKernel`: the runtime holds as many registered programs as
+    /// it can ("program register num use out").
+    ACL_ERROR_RT_PROGRAM_USE_OUT = 507_032 => K::CodeMemoryFull { capacity: 0 }, For::Same;
+    /// A vector-core kernel ran past the device watchdog.
+    ACL_ERROR_RT_VECTOR_CORE_TIMEOUT = 507_034 => K::KernelFault(F::VectorCoreTimeout), For::Same;
+    /// A vector-core kernel raised an exception.
+    ACL_ERROR_RT_VECTOR_CORE_EXCEPTION = 507_035 => K::KernelFault(F::VectorCoreException), For::Same;
+    /// A vector-core kernel trapped.
+    ACL_ERROR_RT_VECTOR_CORE_TRAP_EXCEPTION = 507_036 => K::KernelFault(F::VectorCoreException), For::None;
+    /// An AICore kernel's read out of bounds was trapped.
+    ACL_ERROR_RT_AICORE_TRAP_READ_OVERFLOW = 507_042 => K::KernelFault(F::AicoreException), For::None;
+    /// An AICore kernel's write out of bounds was trapped.
+    ACL_ERROR_RT_AICORE_TRAP_WRITE_OVERFLOW = 507_043 => K::KernelFault(F::AicoreException), For::None;
+    /// A vector-core kernel's read out of bounds was trapped.
+    ACL_ERROR_RT_VECTOR_CORE_TRAP_READ_OVERFLOW = 507_044 => K::KernelFault(F::VectorCoreException), For::None;
+    /// A vector-core kernel's write out of bounds was trapped.
+    ACL_ERROR_RT_VECTOR_CORE_TRAP_WRITE_OVERFLOW = 507_045 => K::KernelFault(F::VectorCoreException), For::None;
+    /// Stream synchronize timed out.
+    ACL_ERROR_RT_STREAM_SYNC_TIMEOUT = 507_046 => TIMEOUT, For::SameWaiting(Waited::Stream);
+    /// Event synchronize timed out.
+    ACL_ERROR_RT_EVENT_SYNC_TIMEOUT = 507_047 => TIMEOUT, For::SameWaiting(Waited::Event);
+    /// An FFTS+ task ran past the device watchdog.
+    ACL_ERROR_RT_FFTS_PLUS_TIMEOUT = 507_048 => K::KernelFault(F::FftsPlusTimeout), For::Same;
+    /// An FFTS+ task raised an exception.
+    ACL_ERROR_RT_FFTS_PLUS_EXCEPTION = 507_049 => K::KernelFault(F::FftsPlusException), For::Same;
+    /// An FFTS+ task trapped.
+    ACL_ERROR_RT_FFTS_PLUS_TRAP_EXCEPTION = 507_050 => K::KernelFault(F::FftsPlusException), For::None;
+    /// The device driver failed internally: the device is lost.
+    ACL_ERROR_RT_DRV_INTERNAL_ERROR = 507_899 => K::DeviceLost, For::Same;
+    /// The connection to the device closed: the device is lost.
+    ACL_ERROR_RT_SOCKET_CLOSE = 507_901 => K::DeviceLost, For::None;
+}
+
+/// The row of `code`, if the table has one.
+fn row(code: i32) -> Option<&'static Row> {
+    TABLE.iter().find(|r| r.code == code)
+}
+
+/// Whether two kinds are the same as far as a return code can tell: the
+/// same variant, and for a fault the same fault, for a resource the same
+/// resource (no code carries a size, a duration, a handle or a text).
+fn same_kind(a: &K, b: &K) -> bool {
+    match (a, b) {
+        (K::KernelFault(x), K::KernelFault(y)) => x == y,
+        (K::NoResource { what: x }, K::NoResource { what: y }) => x == y,
+        _ => discriminant(a) == discriminant(b),
+    }
+}
 
 /// Every code this table names, with its name, in ascending order of
 /// code; the table grows as CANN adds codes.
@@ -99,7 +216,7 @@ const NAMED: &[(i32, &str)] = &[
 /// assert!(named().any(|(code, name)| code == 507_047 && name == "ACL_ERROR_RT_EVENT_SYNC_TIMEOUT"));
 /// ```
 pub fn named() -> impl Iterator<Item = (i32, &'static str)> {
-    NAMED.iter().copied()
+    TABLE.iter().map(|r| (r.code, r.name))
 }
 
 /// The name of a code this table names, if it has one.
@@ -112,49 +229,36 @@ pub fn named() -> impl Iterator<Item = (i32, &'static str)> {
 /// ```
 #[must_use]
 pub fn name_of(code: i32) -> Option<&'static str> {
-    NAMED.iter().find(|&&(c, _)| c == code).map(|&(_, n)| n)
+    row(code).map(|r| r.name)
 }
 
-/// What a non-zero code means. Timeouts carry no duration and
-/// `CodeMemoryFull` no capacity here; the caller that knows them fills them
-/// in.
+/// What a non-zero code means: `Unknown` for a code outside the table, and
+/// for one with no more specific meaning (an answer some call reads
+/// itself, such as [`ACL_ERROR_RT_REPORT_TIMEOUT`]). Timeouts carry no
+/// duration, `OutOfMemory` no size and `CodeMemoryFull` no capacity here;
+/// the caller that knows them fills them in.
+///
+/// ```
+/// use runclaim::driver::{DriverErrorKind, FaultKind};
+/// use runclaim::driver::acl::codes::kind_of;
+///
+/// assert_eq!(kind_of(507_016), DriverErrorKind::KernelFault(FaultKind::AicoreException));
+/// assert_eq!(kind_of(123_456), DriverErrorKind::Unknown);
+/// ```
 #[must_use]
 pub fn kind_of(code: i32) -> DriverErrorKind {
-    match code {
-        100_000 | 107_000 => DriverErrorKind::InvalidArgument {
-            what: "rejected by the runtime as an invalid parameter",
-        },
-        107_002 => DriverErrorKind::NoContext,
-        107_003 => DriverErrorKind::ContextMismatch,
-        107_022 | 107_023 => DriverErrorKind::KernelFault(FaultKind::Collateral),
-        200_000 | 207_001 | 207_018 => DriverErrorKind::OutOfMemory { bytes: 0 },
-        200_001 | 207_000 => DriverErrorKind::Unsupported,
-        207_007 => DriverErrorKind::NoResource { what: "event" },
-        207_008 => DriverErrorKind::NoResource { what: "stream" },
-        507_004 | 507_006 | 507_046 | 507_047 => DriverErrorKind::Timeout {
-            waited: std::time::Duration::ZERO,
-        },
-        507_014 => DriverErrorKind::KernelFault(FaultKind::AicoreTimeout),
-        507_015 | 507_016 | 507_042 | 507_043 => {
-            DriverErrorKind::KernelFault(FaultKind::AicoreException)
-        }
-        507_017 => DriverErrorKind::KernelFault(FaultKind::AicpuTimeout),
-        507_018 => DriverErrorKind::KernelFault(FaultKind::AicpuException),
-        507_032 => DriverErrorKind::CodeMemoryFull { capacity: 0 },
-        507_034 => DriverErrorKind::KernelFault(FaultKind::VectorCoreTimeout),
-        507_035 | 507_036 | 507_044 | 507_045 => {
-            DriverErrorKind::KernelFault(FaultKind::VectorCoreException)
-        }
-        507_048 => DriverErrorKind::KernelFault(FaultKind::FftsPlusTimeout),
-        507_049 | 507_050 => DriverErrorKind::KernelFault(FaultKind::FftsPlusException),
-        507_899 | 507_901 => DriverErrorKind::DeviceLost,
-        _ => DriverErrorKind::Unknown,
-    }
+    row(code).map_or(K::Unknown, |r| r.reads.clone())
 }
 
 /// What a call waits on when it waits: a stream (its queued work) or an
 /// event (its recorded work). It decides which code a timeout is reported
 /// as: `ACL_ERROR_RT_STREAM_SYNC_TIMEOUT` or `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT`.
+///
+/// ```
+/// use runclaim::driver::acl::codes::Waited;
+///
+/// assert_ne!(Waited::Stream, Waited::Event);
+/// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Waited {
     /// A stream: stream calls, and calls that are not about events.
@@ -164,7 +268,10 @@ pub enum Waited {
 }
 
 /// The code a simulated failure is reported as (the fake library's side of
-/// the same table), by a call that waits on `waited`.
+/// the same table), by a call that waits on `waited`: the row reported for
+/// what it reads as, else one reported for the driver's own refusals of
+/// that kind, else `ACL_ERROR_RT_INTERNAL_ERROR` (injected call failures,
+/// full queues, busy streams, unusable results).
 ///
 /// ```
 /// use runclaim::driver::DriverErrorKind;
@@ -176,51 +283,138 @@ pub enum Waited {
 /// ```
 #[must_use]
 pub fn code_of(kind: &DriverErrorKind, waited: Waited) -> i32 {
-    match kind {
-        DriverErrorKind::InvalidArgument { .. }
-        | DriverErrorKind::InvalidCode { .. }
-        | DriverErrorKind::BadHandle { .. }
-        | DriverErrorKind::BadAddress { .. } => ACL_ERROR_RT_PARAM_INVALID,
-        DriverErrorKind::NoContext => ACL_ERROR_RT_CONTEXT_NULL,
-        DriverErrorKind::ContextMismatch => ACL_ERROR_RT_STREAM_CONTEXT,
-        DriverErrorKind::OutOfMemory { .. } => 207_001,
-        DriverErrorKind::NoResource { what: "event" } => 207_007,
-        DriverErrorKind::NoResource { what: "stream" } => 207_008,
-        // ACL_ERROR_RT_RESOURCE_ALLOC_FAIL
-        DriverErrorKind::NoResource { .. } => 207_005,
-        DriverErrorKind::Unsupported => ACL_ERROR_RT_FEATURE_NOT_SUPPORT,
-        DriverErrorKind::CodeMemoryFull { .. } => ACL_ERROR_RT_PROGRAM_USE_OUT,
-        DriverErrorKind::Timeout { .. } if waited == Waited::Event => {
-            ACL_ERROR_RT_EVENT_SYNC_TIMEOUT
-        }
-        DriverErrorKind::Timeout { .. } => ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
-        DriverErrorKind::KernelFault(FaultKind::AicoreTimeout) => 507_014,
-        DriverErrorKind::KernelFault(FaultKind::AicoreException) => 507_015,
-        DriverErrorKind::KernelFault(FaultKind::AicpuTimeout) => 507_017,
-        DriverErrorKind::KernelFault(FaultKind::AicpuException) => 507_018,
-        DriverErrorKind::KernelFault(FaultKind::VectorCoreTimeout) => 507_034,
-        DriverErrorKind::KernelFault(FaultKind::VectorCoreException) => 507_035,
-        DriverErrorKind::KernelFault(FaultKind::FftsPlusTimeout) => 507_048,
-        DriverErrorKind::KernelFault(FaultKind::FftsPlusException) => 507_049,
-        DriverErrorKind::KernelFault(_) => 107_022,
-        DriverErrorKind::DeviceLost => 507_899,
-        // Injected call failures, full queues, busy streams, unusable
-        // results: a generic runtime failure (ACL_ERROR_RT_INTERNAL_ERROR).
-        _ => 507_000,
-    }
+    let same = |r: &&Row| match r.reported {
+        For::Same => same_kind(&r.reads, kind),
+        For::SameWaiting(w) => w == waited && same_kind(&r.reads, kind),
+        For::None | For::Also(_) | For::Rest => false,
+    };
+    let also = |r: &&Row| matches!(r.reported, For::Also(accepts) if accepts(kind));
+    let rest = |r: &&Row| matches!(r.reported, For::Rest);
+    TABLE
+        .iter()
+        .find(same)
+        .or_else(|| TABLE.iter().find(also))
+        .or_else(|| TABLE.iter().find(rest))
+        .map_or(ACL_ERROR_RT_INTERNAL_ERROR, |r| r.code)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::driver::HandleKind;
+
+    /// The wait a row is reported for (a stream where it does not matter).
+    fn waited(r: &Row) -> Waited {
+        match r.reported {
+            For::SameWaiting(w) => w,
+            _ if r.code == ACL_ERROR_RT_EVENT_NOT_COMPLETE => Waited::Event,
+            _ => Waited::Stream,
+        }
+    }
 
     #[test]
-    fn every_named_code_has_a_named_meaning() {
-        for &(code, name) in NAMED {
-            assert_ne!(kind_of(code), DriverErrorKind::Unknown, "{name} ({code})");
+    fn every_row_round_trips() {
+        for r in TABLE {
+            let what = format!("{} ({})", r.name, r.code);
+            // Code → name, code → kind: the row.
+            assert_eq!(name_of(r.code), Some(r.name), "{what}");
+            assert_eq!(kind_of(r.code), r.reads, "{what}");
+            // Kind → code → kind: what it reads as comes back, through
+            // this code where it is the one reported, else through the
+            // code its meaning is reported as.
+            let back = code_of(&r.reads, waited(r));
+            assert!(same_kind(&kind_of(back), &r.reads), "{what} → {back}");
+            assert_eq!(kind_of(back), r.reads, "{what} → {back}");
+            if matches!(r.reported, For::Same | For::SameWaiting(_)) {
+                assert_eq!(back, r.code, "{what} is the code of its meaning");
+            }
         }
-        assert_eq!(kind_of(123_456), DriverErrorKind::Unknown);
-        assert_eq!(kind_of(507_000), DriverErrorKind::Unknown);
+    }
+
+    #[test]
+    fn the_table_is_ascending_and_names_each_code_once() {
+        for w in TABLE.windows(2) {
+            assert!(w[0].code < w[1].code, "{} before {}", w[0].name, w[1].name);
+        }
+        let mut names: Vec<_> = named().map(|(_, n)| n).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), TABLE.len());
+        assert!(TABLE.iter().all(|r| r.name.starts_with("ACL_ERROR_")));
+    }
+
+    #[test]
+    fn every_meaning_is_reported_as_one_code_that_reads_back_as_it() {
+        // Exactly one row is reported for each meaning (per wait), so the
+        // order of the rows decides nothing.
+        for r in TABLE {
+            for w in [Waited::Stream, Waited::Event] {
+                let reporting = TABLE
+                    .iter()
+                    .filter(|x| match x.reported {
+                        For::Same => same_kind(&x.reads, &r.reads),
+                        For::SameWaiting(v) => v == w && same_kind(&x.reads, &r.reads),
+                        _ => false,
+                    })
+                    .count();
+                assert!(reporting <= 1, "{}: {reporting} rows", r.name);
+            }
+        }
+        assert_eq!(
+            TABLE
+                .iter()
+                .filter(|r| matches!(r.reported, For::Rest))
+                .count(),
+            1
+        );
+        // Every fault, and the driver's own refusals, which no code reads
+        // as exactly.
+        for f in [
+            F::AicoreTimeout,
+            F::AicoreException,
+            F::AicpuTimeout,
+            F::AicpuException,
+            F::VectorCoreException,
+            F::Collateral,
+            F::VectorCoreTimeout,
+            F::FftsPlusTimeout,
+            F::FftsPlusException,
+        ] {
+            let k = K::KernelFault(f);
+            assert_eq!(kind_of(code_of(&k, Waited::Stream)), k, "{f}");
+        }
+        for k in [
+            K::BadHandle {
+                kind: HandleKind::Event,
+                raw: 7,
+            },
+            K::BadAddress { addr: 1, len: 2 },
+            K::InvalidCode { what: "not an ELF" },
+            K::InvalidArgument { what: "block_dim" },
+        ] {
+            assert_eq!(
+                code_of(&k, Waited::Event),
+                ACL_ERROR_RT_PARAM_INVALID,
+                "{k}"
+            );
+        }
+        assert_eq!(
+            code_of(&K::NoResource { what: "notify" }, Waited::Stream),
+            ACL_ERROR_RT_RESOURCE_ALLOC_FAIL
+        );
+        for k in [
+            K::QueueFull { capacity: 1 },
+            K::StreamBusy { queued: 1 },
+            K::InvalidResult { what: "NaN" },
+            K::Injected { nth: 1 },
+            K::Unknown,
+        ] {
+            assert_eq!(
+                code_of(&k, Waited::Stream),
+                ACL_ERROR_RT_INTERNAL_ERROR,
+                "{k}"
+            );
+        }
     }
 
     #[test]
@@ -232,31 +426,13 @@ mod tests {
             207_018, 507_034, 507_016, 507_036, 507_042, 507_043, 507_044, 507_045, 507_048,
             507_049, 507_050, 107_023, 107_003, 207_007, 207_008,
         ] {
-            assert!(name_of(code).is_some(), "{code} is in NAMED");
-            assert_ne!(kind_of(code), DriverErrorKind::Unknown, "{code}");
+            assert!(name_of(code).is_some(), "{code} is in the table");
+            assert_ne!(kind_of(code), K::Unknown, "{code}");
         }
-        assert_eq!(kind_of(207_018), DriverErrorKind::OutOfMemory { bytes: 0 });
-        assert_eq!(
-            kind_of(507_034),
-            DriverErrorKind::KernelFault(FaultKind::VectorCoreTimeout)
-        );
-    }
-
-    #[test]
-    fn codes_round_trip_through_both_tables() {
-        for &(code, name) in NAMED {
-            let k = kind_of(code);
-            let waited = if code == 507_047 || code == 507_006 {
-                Waited::Event
-            } else {
-                Waited::Stream
-            };
-            let back = code_of(&k, waited);
-            assert_eq!(kind_of(back), k, "{name}");
-        }
-        assert!(
-            kind_of(507_899) == DriverErrorKind::DeviceLost
-                && kind_of(507_901) == DriverErrorKind::DeviceLost
-        );
+        assert_eq!(kind_of(207_018), K::OutOfMemory { bytes: 0 });
+        assert_eq!(kind_of(507_034), K::KernelFault(F::VectorCoreTimeout));
+        assert_eq!(kind_of(123_456), K::Unknown);
+        assert_eq!(kind_of(507_000), K::Unknown);
+        assert!(kind_of(507_899) == K::DeviceLost && kind_of(507_901) == K::DeviceLost);
     }
 }

@@ -13,7 +13,6 @@ use super::call::elapsed_of;
 use super::ffi::{ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE};
 use super::notify;
 use super::result::{self, HostCopy};
-use super::table::Table;
 use crate::driver::abi::{LaunchArgs, TICKS_PER_SEC};
 use crate::driver::{
     CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo, EventId,
@@ -24,7 +23,8 @@ impl Driver for AclDriver {
     fn info(&self) -> DriverInfo {
         DriverInfo {
             max_block_dim: self.max_block_dim,
-            stream_capacity: 1792,
+            // The runtime does not say: what was measured.
+            stream_capacity: crate::driver::STREAM_CAPACITY,
             watchdog: self.watchdog,
             capabilities: self.caps,
         }
@@ -286,7 +286,7 @@ impl Driver for AclDriver {
         }
         let not_yet = || DriverError::new(op, DriverErrorKind::Timeout { waited: timeout });
         // Blocking: mark the event waited on instead of holding the lock.
-        let waiting = Table::wait_event(e);
+        let waiting = e.wait();
         drop(t);
         self.bind(op)?;
         let query = || result::query_event_status(&self.api, waiting.live()).map_err(|f| f.at(op));

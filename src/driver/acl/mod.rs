@@ -4,14 +4,18 @@
 //! API. No link-time dependency: the crate builds anywhere, and loading never
 //! panics.
 //!
-//! Four layers:
-//! - `load` — library search and a function-pointer table (no logic); every
-//!   missing required symbol is reported in one [`LoadError`] naming the
-//!   file; libraries are never unloaded;
+//! Layers, each using only those above it:
+//! - `ffi`, `load`, [`codes`] — the C side: types, constants and layouts;
+//!   library search and a function-pointer table (no logic; every missing
+//!   required symbol is reported in one [`LoadError`] naming the file;
+//!   libraries are never unloaded); the return codes;
+//! - `ptr`, `tokens` — what the runtime hands out (`RtPtr`, and `Program`,
+//!   which owns its code image), the handle table's entries and the tokens
+//!   its checks return;
 //! - `result` — one thin function per C entry point, which owns its API
 //!   name, the contract of its `unsafe` call and its return-code mapping
-//!   (errors carry the API name, the code and `aclGetRecentErrMsg()`;
-//!   [`codes`]); its handles are tokens that only the table makes;
+//!   (errors carry the API name, the code and `aclGetRecentErrMsg()`); its
+//!   handles are tokens, and it knows nothing of the table that makes them;
 //! - `table` — what this driver created and has not destroyed; every handle
 //!   a safe method receives is checked against it before any C call, and
 //!   the check's result is the token the call takes;
@@ -185,9 +189,11 @@ mod ffi;
 mod lifecycle;
 mod load;
 mod notify;
+mod ptr;
 mod registry;
 mod result;
 mod table;
+mod tokens;
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64};

@@ -1,7 +1,7 @@
 //! Code registrations: registering and pinning (`rtRegisterAllKernel`),
 //! releasing pins, the upload stamps and counts every `AclDriver` on a
-//! device shares, unregistering code, and the images kept for the process's
-//! life when the runtime cannot let go of them.
+//! device shares, unregistering code (a program the runtime cannot let go
+//! of keeps its image for the process's life: `Program::keep_forever`).
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
@@ -37,18 +37,6 @@ pub(super) fn device_shared(device: i32) -> Arc<DeviceShared> {
     let s = Arc::new(DeviceShared::default());
     all.push((device, Arc::clone(&s)));
     s
-}
-
-/// Code images whose registration could not be released (no
-/// `rtDevBinaryUnRegister`, or it failed): the runtime may still point at
-/// them, so they live as long as the process.
-static KEPT_IMAGES: Mutex<Vec<Box<[u8]>>> = Mutex::new(Vec::new());
-
-pub(super) fn keep_forever(image: Box<[u8]>) {
-    KEPT_IMAGES
-        .lock()
-        .unwrap_or_else(PoisonError::into_inner)
-        .push(image);
 }
 
 impl AclDriver {

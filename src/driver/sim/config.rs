@@ -114,7 +114,9 @@ impl LatencyModel {
 #[derive(Debug, Clone, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct SimConfig {
-    /// Tasks one stream holds (default 1,792, as measured on a2a3).
+    /// Tasks one stream holds (default
+    /// [`STREAM_CAPACITY`](crate::driver::STREAM_CAPACITY), as measured on
+    /// a2a3).
     pub stream_capacity: usize,
     /// Largest `block_dim` (default 24 AICore blocks).
     pub max_block_dim: u32,
@@ -146,7 +148,7 @@ pub struct SimConfig {
 impl Default for SimConfig {
     fn default() -> Self {
         SimConfig {
-            stream_capacity: 1792,
+            stream_capacity: crate::driver::STREAM_CAPACITY,
             max_block_dim: 24,
             memory_bytes: 256 << 20,
             code_slots: 16,

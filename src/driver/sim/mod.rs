@@ -16,8 +16,9 @@
 //!   [`Device`](crate::Device) is never what another device's launch
 //!   names. Code memory, the control API and the device side are the
 //!   NPU's (see [`SimDriver`], *Each value owns what it makes*).
-//! - **Streams** are FIFO queues with a bounded capacity (1,792 tasks by
-//!   default, as measured on the device); kernels on different streams make
+//! - **Streams** are FIFO queues with a bounded capacity
+//!   ([`STREAM_CAPACITY`](crate::driver::STREAM_CAPACITY) tasks by default,
+//!   as measured on the device); kernels on different streams make
 //!   progress at the same time; events complete when their stream reaches
 //!   them.
 //! - **Code memory** holds [`SimConfig::code_slots`] resident images with

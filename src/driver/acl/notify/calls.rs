@@ -8,8 +8,10 @@ use std::time::{Duration, Instant};
 
 use super::{CALLBACK_TASKS_WAIT, TICKETS, on_callback, wake_elsewhere};
 use crate::driver::acl::AclDriver;
-use crate::driver::acl::result::{self, RtPtr};
-use crate::driver::acl::table::{Stream, Table};
+use crate::driver::acl::ptr::RtPtr;
+use crate::driver::acl::result;
+use crate::driver::acl::table::Table;
+use crate::driver::acl::tokens::Stream;
 use crate::driver::wake::reactor::{Arming, Pending};
 use crate::driver::{Completion, DriverError, EventId, Notice, Op, StreamId, wake_after};
 

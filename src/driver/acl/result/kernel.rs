@@ -21,7 +21,7 @@ use std::ptr::null_mut;
 
 use static_assertions::const_assert;
 
-use super::{AclResult, Failed, RtPtr, check};
+use super::{AclResult, Failed, check};
 use crate::driver::abi::{RunArgs, WorkArgs};
 use crate::driver::acl::ffi::{
     RT_DEV_BINARY_MAGIC_ELF, RT_LOAD_BINARY_OPT_CPU_KERNEL_MODE, RT_SCHEM_MODE_BATCH, RtArgsEx,
@@ -29,48 +29,8 @@ use crate::driver::acl::ffi::{
     RtLoadBinaryOption, RtTaskCfgInfo,
 };
 use crate::driver::acl::load::Api;
-use crate::driver::acl::registry::keep_forever;
-use crate::driver::acl::table::{Args, Stream};
-
-/// A registration the runtime holds (`rtRegisterAllKernel`) and the image
-/// it was made from. The runtime may keep a pointer to the image instead of
-/// a copy, so the image goes only with a successful unregistration; a
-/// program that is never unregistered keeps its image for the process's
-/// life ([`Program::keep_forever`]).
-#[derive(Debug)]
-pub(in crate::driver::acl) struct Program {
-    ptr: RtPtr,
-    image: Box<[u8]>,
-}
-
-impl Program {
-    /// The handle, as [`CodeHandle::raw`](crate::driver::CodeHandle::raw)
-    /// carries it.
-    pub(in crate::driver::acl) fn raw(&self) -> u64 {
-        self.ptr.raw()
-    }
-
-    /// The code it was registered from.
-    pub(in crate::driver::acl) fn image(&self) -> &[u8] {
-        &self.image
-    }
-
-    /// Gives the registration up without unregistering it: its image lives
-    /// as long as the process.
-    pub(in crate::driver::acl) fn keep_forever(self) {
-        keep_forever(self.image);
-    }
-
-    /// A program the runtime never made, for the table's unit tests (never
-    /// launched or unregistered).
-    #[cfg(test)]
-    pub(in crate::driver::acl) fn for_test(raw: u64, image: Box<[u8]>) -> Self {
-        Program {
-            ptr: RtPtr::from_raw(raw),
-            image,
-        }
-    }
-}
+use crate::driver::acl::ptr::{Program, RtPtr};
+use crate::driver::acl::tokens::{Args, MAX_HOST_ARGS, Stream};
 
 /// `rtRegisterAllKernel` of an AICore ELF (`RT_DEV_BINARY_MAGIC_ELF`).
 pub(in crate::driver::acl) fn register_all_kernel(
@@ -89,9 +49,10 @@ pub(in crate::driver::acl) fn register_all_kernel(
     // after a successful unregistration (or never); `h` is a valid
     // out-pointer.
     let rc = unsafe { (api.register_all_kernel)(&raw const bin, &raw mut h) };
-    check(api, "rtRegisterAllKernel", rc).map(|()| Program {
-        ptr: RtPtr(h),
-        image,
+    check(api, "rtRegisterAllKernel", rc).map(|()| {
+        // SAFETY: what the call returned, once it succeeded.
+        let ptr = unsafe { RtPtr::from_runtime(h) };
+        Program::new(ptr, image)
     })
 }
 
@@ -104,7 +65,7 @@ pub(in crate::driver::acl) fn dev_binary_unregister(api: &Api, p: Program) -> Re
     // SAFETY: a registration from rtRegisterAllKernel, taken out of the
     // table by the caller (nothing can launch it any more): unregistered
     // once. Its image is freed only after the runtime let go of it.
-    let rc = unsafe { f(p.ptr.get()) };
+    let rc = unsafe { f(p.ptr().get()) };
     if rc == 0 { Ok(()) } else { Err(p) }
 }
 
@@ -127,7 +88,8 @@ pub(in crate::driver::acl) fn binary_load_from_file(api: &Api, path: &CStr) -> A
     // SAFETY: `path` is NUL-terminated and `cfg` points at one option, both
     // alive for the call; `bin` is a valid out-pointer.
     let rc = unsafe { (api.binary_load_from_file)(path.as_ptr(), &raw const cfg, &raw mut bin) };
-    check(api, "rtsBinaryLoadFromFile", rc).map(|()| Binary(RtPtr(bin)))
+    // SAFETY: what the call returned, once it succeeded.
+    check(api, "rtsBinaryLoadFromFile", rc).map(|()| Binary(unsafe { RtPtr::from_runtime(bin) }))
 }
 
 /// `rtsBinaryUnload`: the binary, and every function found in it, is gone
@@ -173,17 +135,12 @@ pub(in crate::driver::acl) fn func_get_by_name(
     match check(api, "rtsFuncGetByName", rc) {
         Ok(()) => Ok(AicpuKernel {
             bin,
-            func: RtPtr(f),
+            // SAFETY: what the call returned, and it succeeded.
+            func: unsafe { RtPtr::from_runtime(f) },
         }),
         Err(e) => Err((bin, e)),
     }
 }
-
-/// The longest argument block a launch passes: the size of its host copy
-/// ([`HostArgs`]). `Table::run_args` refuses a longer block before any C
-/// call (the driver reads no block's
-/// layout, so it bounds the length itself).
-pub(in crate::driver::acl) const MAX_HOST_ARGS: usize = 64 << 10;
 
 /// Blocks up to this size are copied on the stack (runclaim's own: a
 /// `WorkArgs` block is at most this); a larger one (a big a2a3 envelope)
@@ -288,7 +245,7 @@ pub(in crate::driver::acl) fn kernel_launch_with_handle_v2(
     // a live stream of this driver, both kept live by their borrows.
     let rc = unsafe {
         (api.kernel_launch_v2)(
-            code.ptr.get(),
+            code.ptr().get(),
             0,
             block_dim,
             &raw mut ex,

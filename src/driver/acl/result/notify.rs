@@ -6,12 +6,12 @@
 use std::ffi::c_void;
 use std::time::Duration;
 
-use super::{AclResult, RtPtr, check};
-use crate::driver::acl::call::millis;
+use super::{AclResult, check, millis};
 use crate::driver::acl::codes::{ACL_ERROR_RT_REPORT_TIMEOUT, ACL_ERROR_RT_THREAD_SUBSCRIBE};
 use crate::driver::acl::ffi::{ACL_CALLBACK_NO_BLOCK, AclrtCallback, AclrtExceptionInfoCallback};
 use crate::driver::acl::load::Api;
-use crate::driver::acl::table::Stream;
+use crate::driver::acl::ptr::RtPtr;
+use crate::driver::acl::tokens::Stream;
 
 /// What one `aclrtProcessReport` said.
 #[derive(Debug)]

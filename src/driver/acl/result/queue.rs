@@ -5,8 +5,7 @@
 use std::ptr::null_mut;
 use std::time::Duration;
 
-use super::{AclResult, Failed, RtPtr, check};
-use crate::driver::acl::call::millis;
+use super::{AclResult, Failed, check, millis};
 use crate::driver::acl::codes::{
     ACL_ERROR_RT_EVENT_NOT_COMPLETE, ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
     ACL_ERROR_RT_STREAM_NOT_COMPLETE, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
@@ -16,7 +15,8 @@ use crate::driver::acl::ffi::{
     ACL_STREAM_STATUS_COMPLETE, ACL_STREAM_STATUS_NOT_READY,
 };
 use crate::driver::acl::load::Api;
-use crate::driver::acl::table::{Event, EventEntry, Stream, StreamEntry};
+use crate::driver::acl::ptr::RtPtr;
+use crate::driver::acl::tokens::{Event, EventEntry, Stream, StreamEntry};
 use crate::driver::{Completion, DriverErrorKind};
 
 /// A timed wait's failure: its expiry code is a timeout of `timeout`.
@@ -33,7 +33,8 @@ pub(in crate::driver::acl) fn create_stream(api: &Api) -> AclResult<RtPtr> {
     let mut s = null_mut();
     // SAFETY: `s` is a valid out-pointer.
     let rc = unsafe { (api.create_stream)(&raw mut s) };
-    check(api, "aclrtCreateStream", rc).map(|()| RtPtr(s))
+    // SAFETY: what the call returned, once it succeeded.
+    check(api, "aclrtCreateStream", rc).map(|()| unsafe { RtPtr::from_runtime(s) })
 }
 
 /// `aclrtDestroyStream` (waits for queued work). The stream's entry, taken
@@ -106,7 +107,8 @@ pub(in crate::driver::acl) fn create_event_with_flag(api: &Api, flags: u32) -> A
     let mut e = null_mut();
     // SAFETY: `e` is a valid out-pointer; the flags by value.
     let rc = unsafe { (api.create_event)(&raw mut e, flags) };
-    check(api, "aclrtCreateEventWithFlag", rc).map(|()| RtPtr(e))
+    // SAFETY: what the call returned, once it succeeded.
+    check(api, "aclrtCreateEventWithFlag", rc).map(|()| unsafe { RtPtr::from_runtime(e) })
 }
 
 /// `aclrtCreateEventExWithFlag` (complete before its first record). `None`
@@ -119,7 +121,8 @@ pub(in crate::driver::acl) fn create_event_ex_with_flag(
     let mut e = null_mut();
     // SAFETY: `e` is a valid out-pointer; the flags by value.
     let rc = unsafe { f(&raw mut e, flags) };
-    Some(check(api, "aclrtCreateEventExWithFlag", rc).map(|()| RtPtr(e)))
+    // SAFETY: what the call returned, once it succeeded.
+    Some(check(api, "aclrtCreateEventExWithFlag", rc).map(|()| unsafe { RtPtr::from_runtime(e) }))
 }
 
 /// `aclrtDestroyEvent`. The event's entry, taken out of the table, is

@@ -19,7 +19,7 @@ use crate::driver::Op;
 use crate::driver::abi::{
     self, BlockBuf, Dir, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs,
 };
-use crate::driver::acl::result::{Program, RtPtr};
+use crate::driver::acl::ptr::{Program, RtPtr};
 
 const RUNS: u32 = 200_000;
 const BATCHES: usize = 9;
@@ -96,79 +96,90 @@ fn time(mut f: impl FnMut()) -> f64 {
     per[BATCHES / 2]
 }
 
+/// A device range one call checks: the call, the address, the length.
+type Range = (Op, u64, usize);
+
+/// The device ranges one run's calls check, in order, each under its own
+/// read lock: its prepare's (input, handshake, wall, status) before the
+/// launch, its finalize's (status, wall, output) after the fence.
+fn ranges(s: &Slot) -> ([Range; 4], [Range; 3]) {
+    let prepare = [
+        (Op::CopyToDevice, s.arena, 4096),
+        (Op::Memset, s.handshake, 128),
+        (Op::Memset, s.wall, WallRecord::SIZE),
+        (Op::CopyToDevice, s.status, StatusRecord::SIZE),
+    ];
+    let finalize = [
+        (Op::CopyFromDevice, s.status, StatusRecord::SIZE),
+        (Op::CopyFromDevice, s.wall, WallRecord::SIZE),
+        (Op::CopyFromDevice, s.arena + 4096, 4096),
+    ];
+    (prepare, finalize)
+}
+
+/// The handles one run's launch and fence check: the two launches (stream,
+/// code, block), the AICore event's record and the AICPU stream's wait on
+/// it, the fence's record, then the fence's waiter mark (held without the
+/// lock). Each call under its own read lock.
+fn check_handles(table: &RwLock<Table>, s: &Slot, args: &BlockBuf, (core, cpu): (u64, u64)) {
+    let read = || table.read().unwrap_or_else(PoisonError::into_inner);
+    {
+        let t = read();
+        t.stream(Op::LaunchAicore, core).unwrap();
+        t.code(Op::LaunchAicore, 0xc0de, 7).unwrap();
+        black_box(t.run_args(Op::LaunchAicore, args.args()).unwrap());
+    }
+    {
+        let t = read();
+        t.stream(Op::LaunchAicpu, cpu).unwrap();
+        black_box(t.run_args(Op::LaunchAicpu, args.args()).unwrap());
+    }
+    {
+        let t = read();
+        let e = t.event(Op::RecordEvent, s.ev_aicore).unwrap();
+        t.stream(Op::RecordEvent, core).unwrap();
+        e.recorded.store(true, Ordering::Release);
+    }
+    {
+        let t = read();
+        t.stream(Op::StreamWaitEvent, cpu).unwrap();
+        black_box(
+            t.event(Op::StreamWaitEvent, s.ev_aicore)
+                .unwrap()
+                .unrecorded_legacy(),
+        );
+    }
+    {
+        let t = read();
+        let e = t.event(Op::RecordEvent, s.ev_fence).unwrap();
+        t.stream(Op::RecordEvent, cpu).unwrap();
+        e.recorded.store(true, Ordering::Release);
+    }
+    let waiting = {
+        let t = read();
+        let e = t.event(Op::SyncEvent, s.ev_fence).unwrap();
+        black_box(e.unrecorded_legacy());
+        e.wait()
+    };
+    drop(black_box(waiting));
+}
+
 #[test]
 #[ignore = "a measurement: cargo test --release --lib -- --ignored validation_cost --nocapture"]
 fn validation_cost_per_run() {
-    let (table, slots, args, (core, cpu)) = device();
+    let (table, slots, args, streams) = device();
     let read = || table.read().unwrap_or_else(PoisonError::into_inner);
-    let s = &slots[0];
+    let (prepare, finalize) = ranges(&slots[0]);
+    let check_ranges = |ranges: &[Range]| {
+        for &(op, addr, len) in ranges {
+            black_box(read().range(op, addr, len).unwrap());
+        }
+    };
+    // 4 in prepare, 5 in launch, 1 in fence, 3 in finalize.
     let full = time(|| {
-        // prepare: input, handshake, wall, status
-        black_box(read().range(Op::CopyToDevice, s.arena, 4096).unwrap());
-        black_box(read().range(Op::Memset, s.handshake, 128).unwrap());
-        black_box(read().range(Op::Memset, s.wall, WallRecord::SIZE).unwrap());
-        black_box(
-            read()
-                .range(Op::CopyToDevice, s.status, StatusRecord::SIZE)
-                .unwrap(),
-        );
-        // launch: aicore, aicpu, record, wait, record
-        {
-            let t = read();
-            t.stream(Op::LaunchAicore, core).unwrap();
-            t.code(Op::LaunchAicore, 0xc0de, 7).unwrap();
-            black_box(t.run_args(Op::LaunchAicore, args.args()).unwrap());
-        }
-        {
-            let t = read();
-            t.stream(Op::LaunchAicpu, cpu).unwrap();
-            black_box(t.run_args(Op::LaunchAicpu, args.args()).unwrap());
-        }
-        {
-            let t = read();
-            let e = t.event(Op::RecordEvent, s.ev_aicore).unwrap();
-            t.stream(Op::RecordEvent, core).unwrap();
-            e.recorded.store(true, Ordering::Release);
-        }
-        {
-            let t = read();
-            t.stream(Op::StreamWaitEvent, cpu).unwrap();
-            black_box(
-                t.event(Op::StreamWaitEvent, s.ev_aicore)
-                    .unwrap()
-                    .unrecorded_legacy(),
-            );
-        }
-        {
-            let t = read();
-            let e = t.event(Op::RecordEvent, s.ev_fence).unwrap();
-            t.stream(Op::RecordEvent, cpu).unwrap();
-            e.recorded.store(true, Ordering::Release);
-        }
-        // fence: the waiter mark, held without the lock
-        let waiting = {
-            let t = read();
-            let e = t.event(Op::SyncEvent, s.ev_fence).unwrap();
-            black_box(e.unrecorded_legacy());
-            Table::wait_event(e)
-        };
-        drop(black_box(waiting));
-        // finalize: status, wall, output
-        black_box(
-            read()
-                .range(Op::CopyFromDevice, s.status, StatusRecord::SIZE)
-                .unwrap(),
-        );
-        black_box(
-            read()
-                .range(Op::CopyFromDevice, s.wall, WallRecord::SIZE)
-                .unwrap(),
-        );
-        black_box(
-            read()
-                .range(Op::CopyFromDevice, s.arena + 4096, 4096)
-                .unwrap(),
-        );
+        check_ranges(&prepare);
+        check_handles(&table, &slots[0], &args, streams);
+        check_ranges(&finalize);
     });
     // The 13 lock round trips alone, without a lookup.
     let locks = time(|| {

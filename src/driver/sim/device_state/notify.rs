@@ -83,7 +83,8 @@ impl DeviceState {
         waker: &Waker,
     ) -> Result<Notice, DriverErrorKind> {
         match self.event_done(event) {
-            Ok(Some(_)) | Err(DriverErrorKind::KernelFault(_)) => return Ok(Notice::Ready),
+            Ok(Some(_)) => return Ok(Notice::Ready),
+            Err(e) if e.is_kernel_fault() => return Ok(Notice::Ready),
             Err(other) => return Err(other),
             Ok(None) => {}
         }

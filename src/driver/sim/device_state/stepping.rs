@@ -6,9 +6,13 @@
 //! mode takes one step per call; real-time mode takes every step whose time
 //! has come.
 
-use super::{DeviceState, Stream, Task, TaskKind};
+use std::collections::BTreeMap;
+
+use super::{DeviceState, Event, Stream, Task, TaskKind};
 use crate::driver::abi;
+use crate::driver::sim::faults::FaultPlan;
 use crate::driver::sim::kernels::{Code, KernelStep};
+use crate::driver::sim::memory::Memory;
 use crate::driver::sim::trace::TraceKind;
 use crate::driver::sim::{Kernel, StepOutcome};
 use crate::driver::{FaultKind, StreamId};
@@ -101,11 +105,9 @@ impl DeviceState {
         head.enqueued.max(s.last_end).saturating_add(gap)
     }
 
-    /// One action on stream `id`.
-    #[allow(
-        clippy::too_many_lines,
-        reason = "one match over task kinds; split, the borrows of the stream, memory and events would scatter"
-    )]
+    /// One action on stream `id`: start its head task once its time gate
+    /// opens, else move the task on ([`act`]) and settle what that did —
+    /// progress, a block the watchdog may end, the task done, a fault.
     pub fn step_stream(&mut self, id: u64) -> StepResult {
         let now = self.dev();
         let Some(s) = self.streams.get(&id).filter(|s| s.fault.is_none()) else {
@@ -121,16 +123,7 @@ impl DeviceState {
             }
             return self.start_head(id, now);
         };
-        // The device watchdog covers kernels and stream waits: a wait on an
-        // event that never completes ends the stream's work, like a task
-        // timeout on the device, instead of blocking it for good.
-        let timeout_kind = match head.kind {
-            TaskKind::Aicore(_) => Some(FaultKind::AicoreTimeout),
-            TaskKind::Aicpu(_) => Some(FaultKind::AicpuTimeout),
-            TaskKind::Wait { .. } => Some(FaultKind::Collateral),
-            _ => None,
-        };
-        let watchdog = started.saturating_add(abi::duration_to_ticks(self.cfg.watchdog));
+        let watchdog = self.watchdog(&head.kind, started);
         let kernel_ticks = if self.is_real_time() {
             abi::duration_to_ticks(self.cfg.latency.kernel)
         } else {
@@ -147,76 +140,58 @@ impl DeviceState {
             let Some(head) = streams.get_mut(&id).and_then(|s| s.queue.front_mut()) else {
                 return StepResult::Idle;
             };
-            match &mut head.kind {
-                TaskKind::Aicore(k) => k.step(mem, now, kernel_ticks),
-                TaskKind::Aicpu(k) => k.step(mem, now, faults),
-                TaskKind::Record {
-                    event,
-                    generation,
-                    fate,
-                } => {
-                    if let Some(e) = events.get_mut(event)
-                        && !fate.never
-                        && e.completed < *generation
-                    {
-                        e.completed = *generation;
-                        e.completed_at = now.saturating_add(fate.delay_ticks);
-                    }
-                    KernelStep::Finished
-                }
-                TaskKind::Wait { event, generation } => match events.get(event) {
-                    None => KernelStep::Finished,
-                    Some(e) => match e.done(*generation, now) {
-                        Ok(Some(_)) => KernelStep::Finished,
-                        // A delayed record: nothing changes before it lands.
-                        Ok(None) if e.completed >= *generation => {
-                            KernelStep::Blocked(Some(e.completed_at))
-                        }
-                        Ok(None) => KernelStep::Blocked(None),
-                        Err(_) => KernelStep::Fault(FaultKind::Collateral),
-                    },
-                },
-                TaskKind::Copy { dst, src, len } => match mem.copy(*dst, *src, *len) {
-                    Ok(()) => KernelStep::Finished,
-                    Err(_) => KernelStep::Fault(FaultKind::AicoreException),
-                },
-                TaskKind::Memset { dst, value, len } => match mem.fill(*dst, *value, *len) {
-                    Ok(()) => KernelStep::Finished,
-                    Err(_) => KernelStep::Fault(FaultKind::AicoreException),
-                },
-            }
+            act(&mut head.kind, mem, events, faults, now, kernel_ticks)
         };
         match out {
             KernelStep::Progress => StepResult::Progress,
-            KernelStep::Blocked(gate) => match timeout_kind {
-                Some(kind) if now >= watchdog => {
-                    self.fault_stream(id, kind);
+            KernelStep::Blocked(gate) => match watchdog {
+                Some(w) if now >= w.at => {
+                    self.fault_stream(id, w.kind);
                     StepResult::Progress
                 }
-                Some(_) => StepResult::Blocked(Some(gate.map_or(watchdog, |g| g.min(watchdog)))),
+                Some(w) => StepResult::Blocked(Some(gate.map_or(w.at, |g| g.min(w.at)))),
                 None => StepResult::Blocked(gate),
             },
-            KernelStep::Finished => {
-                let Some(s) = self.streams.get_mut(&id) else {
-                    return StepResult::Idle;
-                };
-                let Some(task) = s.queue.pop_front() else {
-                    return StepResult::Idle;
-                };
-                s.last_end = now;
-                *self
-                    .stats
-                    .tasks_run
-                    .entry(StreamId::from_raw(id))
-                    .or_insert(0) += 1;
-                self.push_trace(id, task.run, TraceKind::Finished(task.kind.tag()));
-                StepResult::Progress
-            }
+            KernelStep::Finished => self.finish_head(id, now),
             KernelStep::Fault(kind) => {
                 self.fault_stream(id, kind);
                 StepResult::Progress
             }
         }
+    }
+
+    /// The device watchdog over a task started at `started`, if it covers
+    /// the task: kernels and stream waits. A wait on an event that never
+    /// completes ends the stream's work, like a task timeout on the device,
+    /// instead of blocking it for good.
+    fn watchdog(&self, kind: &TaskKind, started: u64) -> Option<Watchdog> {
+        let kind = match kind {
+            TaskKind::Aicore(_) => FaultKind::AicoreTimeout,
+            TaskKind::Aicpu(_) => FaultKind::AicpuTimeout,
+            TaskKind::Wait { .. } => FaultKind::Collateral,
+            _ => return None,
+        };
+        let at = started.saturating_add(abi::duration_to_ticks(self.cfg.watchdog));
+        Some(Watchdog { kind, at })
+    }
+
+    /// Stream `id`'s head task finished at `now`: off the queue, counted
+    /// and traced.
+    fn finish_head(&mut self, id: u64, now: u64) -> StepResult {
+        let Some(s) = self.streams.get_mut(&id) else {
+            return StepResult::Idle;
+        };
+        let Some(task) = s.queue.pop_front() else {
+            return StepResult::Idle;
+        };
+        s.last_end = now;
+        *self
+            .stats
+            .tasks_run
+            .entry(StreamId::from_raw(id))
+            .or_insert(0) += 1;
+        self.push_trace(id, task.run, TraceKind::Finished(task.kind.tag()));
+        StepResult::Progress
     }
 
     /// Starts the head task of stream `id` at `now`.
@@ -312,5 +287,61 @@ impl DeviceState {
         }
         self.stats.kernel_faults += 1;
         self.push_trace(id, run, TraceKind::Faulted(kind));
+    }
+}
+
+/// When a started task's watchdog fires, and the fault it raises.
+#[derive(Debug, Clone, Copy)]
+struct Watchdog {
+    kind: FaultKind,
+    at: u64,
+}
+
+/// One action of a started task at `now`, on the device's memory and
+/// events: a kernel moved one phase on, a record landed, a wait checked, a
+/// copy or memset done (a bad range faults it).
+fn act(
+    kind: &mut TaskKind,
+    mem: &mut Memory,
+    events: &mut BTreeMap<u64, Event>,
+    faults: &mut FaultPlan,
+    now: u64,
+    kernel_ticks: u64,
+) -> KernelStep {
+    match kind {
+        TaskKind::Aicore(k) => k.step(mem, now, kernel_ticks),
+        TaskKind::Aicpu(k) => k.step(mem, now, faults),
+        TaskKind::Record {
+            event,
+            generation,
+            fate,
+        } => {
+            if let Some(e) = events.get_mut(event)
+                && !fate.never
+                && e.completed < *generation
+            {
+                e.completed = *generation;
+                e.completed_at = now.saturating_add(fate.delay_ticks);
+            }
+            KernelStep::Finished
+        }
+        TaskKind::Wait { event, generation } => match events.get(event) {
+            None => KernelStep::Finished,
+            Some(e) => match e.done(*generation, now) {
+                Ok(Some(_)) => KernelStep::Finished,
+                // A delayed record: nothing changes before it lands.
+                Ok(None) if e.completed >= *generation => KernelStep::Blocked(Some(e.completed_at)),
+                Ok(None) => KernelStep::Blocked(None),
+                Err(_) => KernelStep::Fault(FaultKind::Collateral),
+            },
+        },
+        TaskKind::Copy { dst, src, len } => match mem.copy(*dst, *src, *len) {
+            Ok(()) => KernelStep::Finished,
+            Err(_) => KernelStep::Fault(FaultKind::AicoreException),
+        },
+        TaskKind::Memset { dst, value, len } => match mem.fill(*dst, *value, *len) {
+            Ok(()) => KernelStep::Finished,
+            Err(_) => KernelStep::Fault(FaultKind::AicoreException),
+        },
     }
 }

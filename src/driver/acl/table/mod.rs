@@ -18,120 +18,19 @@
 //! handful of streams, events and allocations), with no allocation and no
 //! hashing on the per-run path.
 //!
-//! What a check proves is a token the `result` layer's calls take: a
-//! [`Stream`], [`Event`], [`Span`] or [`Args`] is made only here, from an
+//! What a check proves is a token the `result` layer's calls take (see
+//! `tokens`): a `Stream`, `Event`, [`Span`] or [`Args`] is made from an
 //! entry the table holds, and borrows the table (or a waiter mark) for as
 //! long as it lives — so the handle it names stays live while the call that
 //! takes it runs. A destroy or free takes the entry itself out of the table
 //! ([`Table::take_stream`], …) and hands it to the call by value.
 
 use std::cell::RefCell;
-use std::marker::PhantomData;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use self::tokens::Mark;
-pub(super) use self::tokens::{Args, Event, EventWait, Span, Stream, StreamWait};
-use super::result::{MAX_HOST_ARGS, Program, RtPtr};
+use super::ptr::{Program, RtPtr};
+use super::tokens::{Alloc, Args, EventEntry, MAX_HOST_ARGS, Span, StreamEntry, StreamWait};
 use crate::driver::abi::LaunchArgs;
 use crate::driver::{DriverError, DriverErrorKind, HandleKind, Op};
-
-/// A live allocation of this driver: `[base, base + len)`. Owned (out of the
-/// table) only by a free in progress.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) struct Alloc {
-    base: u64,
-    len: u64,
-    ptr: RtPtr,
-}
-
-impl Alloc {
-    /// Its start, as the runtime returned it.
-    pub(super) fn ptr(&self) -> RtPtr {
-        self.ptr
-    }
-}
-
-/// A live stream. Owned (out of the table) only by a destroy in progress.
-#[derive(Debug)]
-pub(super) struct StreamEntry {
-    ptr: RtPtr,
-    /// Threads blocked in `sync_stream` on it right now.
-    waiters: Arc<AtomicU32>,
-}
-
-impl StreamEntry {
-    fn raw(&self) -> u64 {
-        self.ptr.raw()
-    }
-
-    /// The stream, for as long as this entry is borrowed.
-    pub(super) fn live(&self) -> Stream<'_> {
-        Stream {
-            ptr: self.ptr,
-            _live: PhantomData,
-        }
-    }
-}
-
-/// A live event. Owned (out of the table) only by a destroy in progress.
-#[derive(Debug)]
-pub(super) struct EventEntry {
-    ptr: RtPtr,
-    /// Made by `aclrtCreateEventWithFlag` ("old mode"): until its first
-    /// record the runtime reports it not ready, and a stream wait on it
-    /// would queue a device wait that nothing satisfies. The driver answers
-    /// for it instead (see `AclDriver::create_event`).
-    pub legacy: bool,
-    /// Recorded at least once.
-    pub recorded: AtomicBool,
-    /// Which record is the last: a number unique to this event in its high
-    /// 32 bits (no two events of the process share it, whatever their
-    /// handles), the count of its records in the low 32 (0: never
-    /// recorded). Completion notifications are kept per record: a record
-    /// makes what was noted for the previous one stale.
-    generation: AtomicU64,
-    /// Threads blocked in `sync_event` on it right now.
-    waiters: Arc<AtomicU32>,
-}
-
-impl EventEntry {
-    fn raw(&self) -> u64 {
-        self.ptr.raw()
-    }
-
-    /// The event, for as long as this entry is borrowed.
-    pub(super) fn live(&self) -> Event<'_> {
-        Event {
-            ptr: self.ptr,
-            _live: PhantomData,
-        }
-    }
-
-    /// A legacy event never recorded: the runtime must not be asked about it.
-    pub fn unrecorded_legacy(&self) -> bool {
-        self.legacy && !self.recorded.load(Ordering::Acquire)
-    }
-
-    /// Recorded at least once.
-    pub fn recorded(&self) -> bool {
-        self.recorded.load(Ordering::Acquire)
-    }
-
-    /// Notes a successful record: recorded, and a new generation.
-    pub fn note_record(&self) {
-        self.recorded.store(true, Ordering::Release);
-        self.generation.fetch_add(1, Ordering::AcqRel);
-    }
-
-    /// The generation of its last record (see the field).
-    pub fn generation(&self) -> u64 {
-        self.generation.load(Ordering::Acquire)
-    }
-}
-
-/// Source of the numbers that tell events' generations apart.
-static EVENT_SERIAL: AtomicU64 = AtomicU64::new(1);
 
 /// One registration the runtime holds (`rtRegisterAllKernel`).
 #[derive(Debug)]
@@ -210,9 +109,9 @@ impl Table {
 
     /// The allocation containing `addr` (or ending at it), if any.
     fn alloc_at(&self, addr: u64) -> Option<&Alloc> {
-        let i = self.allocs.partition_point(|a| a.base <= addr);
+        let i = self.allocs.partition_point(|a| a.base() <= addr);
         let a = self.allocs.get(i.checked_sub(1)?)?;
-        (addr - a.base <= a.len).then_some(a)
+        (addr - a.base() <= a.bytes()).then_some(a)
     }
 
     /// Checks that `[addr, addr + len)` lies inside one live allocation and
@@ -220,34 +119,19 @@ impl Table {
     /// start at `addr` (the true destination size for the runtime's own
     /// bound check). A zero-length range may sit at an allocation's end.
     pub fn range(&self, op: Op, addr: u64, len: usize) -> Result<Span<'_>, DriverError> {
-        let len64 = len as u64;
-        let a = self
-            .alloc_at(addr)
-            .ok_or_else(|| bad_range(op, addr, len64))?;
-        let remaining = a.len - (addr - a.base);
-        if len64 > remaining {
-            return Err(bad_range(op, addr, len64));
-        }
-        Ok(Span {
-            ptr: a.ptr.byte_add(addr - a.base),
-            len,
-            room: usize::try_from(remaining).unwrap_or(usize::MAX),
-            _table: PhantomData,
-        })
+        self.alloc_at(addr)
+            .and_then(|a| a.span(addr, len))
+            .ok_or_else(|| bad_range(op, addr, len as u64))
     }
 
     /// Records a new allocation of `len` bytes at `ptr`.
     pub fn insert_alloc(&mut self, ptr: RtPtr, len: usize) {
-        self.put_back_alloc(Alloc {
-            base: ptr.raw(),
-            len: len as u64,
-            ptr,
-        });
+        self.put_back_alloc(Alloc::new(ptr, len));
     }
 
     /// Takes the allocation starting at `base` out of the table, to free it.
     pub fn take_alloc(&mut self, op: Op, base: u64) -> Result<Alloc, DriverError> {
-        match self.allocs.binary_search_by_key(&base, |a| a.base) {
+        match self.allocs.binary_search_by_key(&base, Alloc::base) {
             Ok(i) => {
                 self.version += 1;
                 Ok(self.allocs.remove(i))
@@ -259,7 +143,7 @@ impl Table {
     /// Puts an allocation (back) into the table.
     pub fn put_back_alloc(&mut self, a: Alloc) {
         self.version += 1;
-        let i = self.allocs.partition_point(|x| x.base < a.base);
+        let i = self.allocs.partition_point(|x| x.base() < a.base());
         self.allocs.insert(i, a);
     }
 
@@ -295,10 +179,14 @@ impl Table {
                 "an address the block's writer recorded is no longer in the block",
             ));
         }
-        let checked = Args {
-            blob: args.bytes(),
-            _table: PhantomData,
-        };
+        // SAFETY: at most `MAX_HOST_ARGS` bytes (above), and `checked` is
+        // returned only once every range the block's writer recorded was
+        // found inside one live allocation of this table — just now, by
+        // `range`, or at this allocation version by this thread (a free
+        // moves the version) — while `'a` borrows the table, so none can be
+        // freed for as long as the token lives. `consistent` (above): those
+        // recorded addresses are the ones in the bytes.
+        let checked = unsafe { Args::new(args.bytes()) };
         let fields = args.fields();
         let key = (fields.len() <= REMEMBERED_FIELDS).then(|| {
             let mut key: RangesKey = [0; 3 + 2 * REMEMBERED_FIELDS];
@@ -348,17 +236,13 @@ impl Table {
 
     /// Records a new stream.
     pub fn insert_stream(&mut self, ptr: RtPtr) {
-        self.put_back_stream(StreamEntry {
-            ptr,
-            waiters: Arc::new(AtomicU32::new(0)),
-        });
+        self.put_back_stream(StreamEntry::new(ptr));
     }
 
     /// Takes stream `raw` out of the table, to destroy it: it must be live
     /// and nobody may wait on it.
     pub fn take_stream(&mut self, op: Op, raw: u64) -> Result<StreamEntry, DriverError> {
-        let s = self.stream(op, raw)?;
-        if s.waiters.load(Ordering::Acquire) > 0 {
+        if self.stream(op, raw)?.waited_on() {
             return Err(DriverError::new(
                 op,
                 DriverErrorKind::InvalidArgument {
@@ -378,11 +262,7 @@ impl Table {
 
     /// Marks stream `raw` waited on until the guard drops.
     pub fn wait_stream(&self, op: Op, raw: u64) -> Result<StreamWait, DriverError> {
-        let s = self.stream(op, raw)?;
-        Ok(StreamWait {
-            _mark: Mark::new(&s.waiters),
-            ptr: s.ptr,
-        })
+        Ok(self.stream(op, raw)?.wait())
     }
 
     // ----- events -----------------------------------------------------------
@@ -397,20 +277,13 @@ impl Table {
 
     /// Records a new event.
     pub fn insert_event(&mut self, ptr: RtPtr, legacy: bool) {
-        self.put_back_event(EventEntry {
-            ptr,
-            legacy,
-            recorded: AtomicBool::new(false),
-            generation: AtomicU64::new(EVENT_SERIAL.fetch_add(1, Ordering::Relaxed) << 32),
-            waiters: Arc::new(AtomicU32::new(0)),
-        });
+        self.put_back_event(EventEntry::new(ptr, legacy));
     }
 
     /// Takes event `raw` out of the table, to destroy it: it must be live
     /// and nobody may wait on it.
     pub fn take_event(&mut self, op: Op, raw: u64) -> Result<EventEntry, DriverError> {
-        let e = self.event(op, raw)?;
-        if e.waiters.load(Ordering::Acquire) > 0 {
+        if self.event(op, raw)?.waited_on() {
             return Err(DriverError::new(
                 op,
                 DriverErrorKind::InvalidArgument {
@@ -426,14 +299,6 @@ impl Table {
     pub fn put_back_event(&mut self, e: EventEntry) {
         let i = self.events.partition_point(|x| x.raw() < e.raw());
         self.events.insert(i, e);
-    }
-
-    /// Marks event `e` waited on until the guard drops.
-    pub fn wait_event(e: &EventEntry) -> EventWait {
-        EventWait {
-            _mark: Mark::new(&e.waiters),
-            ptr: e.ptr,
-        }
     }
 
     // ----- code -------------------------------------------------------------
@@ -653,7 +518,7 @@ mod tests {
         t.insert_stream(RtPtr::from_raw(7));
         t.insert_event(RtPtr::from_raw(9), true);
         let w = t.wait_stream(Op::SyncStream, 7).unwrap();
-        let v = Table::wait_event(t.event(Op::SyncEvent, 9).unwrap());
+        let v = t.event(Op::SyncEvent, 9).unwrap().wait();
         assert!(t.take_stream(Op::DestroyStream, 7).is_err());
         assert!(t.take_event(Op::DestroyEvent, 9).is_err());
         drop((w, v));
@@ -671,4 +536,3 @@ mod tests {
 
 #[cfg(test)]
 mod cost;
-mod tokens;

@@ -32,31 +32,56 @@ impl SimDriver {
     /// guard, or (having released it) the time waited on expiry.
     pub(super) fn wait<'a>(
         &'a self,
+        core: MutexGuard<'a, DeviceState>,
+        timeout: Duration,
+        cond: impl FnMut(&DeviceState) -> bool,
+    ) -> Result<MutexGuard<'a, DeviceState>, Duration> {
+        if core.is_real_time() {
+            self.wait_real_time(core, timeout, cond)
+        } else {
+            self.wait_stepped(core, timeout, cond)
+        }
+    }
+
+    /// A stepped wait: a budget of steps (`timeout` over the step time,
+    /// capped by the configuration), each one policy step of the device.
+    fn wait_stepped<'a>(
+        &'a self,
         mut core: MutexGuard<'a, DeviceState>,
         timeout: Duration,
         mut cond: impl FnMut(&DeviceState) -> bool,
     ) -> Result<MutexGuard<'a, DeviceState>, Duration> {
-        if !core.is_real_time() {
-            let step = core.cfg.step_time.max(Duration::from_nanos(1));
-            // A positive wait takes at least one step, so that the virtual
-            // clock moves even when the wait is shorter than a step.
-            let budget = u64::try_from(timeout.as_nanos() / step.as_nanos())
-                .unwrap_or(u64::MAX)
-                .max(u64::from(!timeout.is_zero()))
-                .min(core.cfg.max_wait_steps);
-            let mut steps = 0;
-            while !cond(&core) {
-                if steps >= budget {
-                    // The steps taken moved the simulation: what they made
-                    // due is woken.
-                    self.release(core);
-                    return Err(step.saturating_mul(u32::try_from(steps).unwrap_or(u32::MAX)));
-                }
-                core.policy_step();
-                steps += 1;
+        let step = core.cfg.step_time.max(Duration::from_nanos(1));
+        // A positive wait takes at least one step, so that the virtual
+        // clock moves even when the wait is shorter than a step.
+        let budget = u64::try_from(timeout.as_nanos() / step.as_nanos())
+            .unwrap_or(u64::MAX)
+            .max(u64::from(!timeout.is_zero()))
+            .min(core.cfg.max_wait_steps);
+        let mut steps = 0;
+        while !cond(&core) {
+            if steps >= budget {
+                // The steps taken moved the simulation: what they made
+                // due is woken.
+                self.release(core);
+                return Err(step.saturating_mul(u32::try_from(steps).unwrap_or(u32::MAX)));
             }
-            return Ok(core);
+            core.policy_step();
+            steps += 1;
         }
+        Ok(core)
+    }
+
+    /// A real-time wait: a wall-clock deadline (none past the clock's end);
+    /// its first 2 ms spin toward the device's next gate
+    /// ([`spin_toward_gate`](Self::spin_toward_gate)), then it sleeps on
+    /// the progress condition 1 ms at most at a time.
+    fn wait_real_time<'a>(
+        &'a self,
+        mut core: MutexGuard<'a, DeviceState>,
+        timeout: Duration,
+        mut cond: impl FnMut(&DeviceState) -> bool,
+    ) -> Result<MutexGuard<'a, DeviceState>, Duration> {
         let start = Instant::now();
         // `None`: the wait has no deadline (it would lie past the clock's end).
         let deadline = start.checked_add(timeout);
@@ -78,56 +103,67 @@ impl SimDriver {
                 return Err(now - start);
             }
             let left = deadline.map_or(Duration::MAX, |d| d.saturating_duration_since(now));
-            if now < spin_until {
-                // Spin on the progress epoch, not the lock: the device thread
-                // must not queue behind a polling host. Re-check at least every
-                // 50 µs for conditions that depend on time alone.
-                let gate = self.shared().next_gate.load(Ordering::Acquire);
-                let until_gate = gate.saturating_sub(core.now());
-                // Far from the next device event: sleep through most of it
-                // (sleep overshoots by ~100 µs on small VMs), leaving the CPU
-                // to the device thread; any device progress wakes us early.
-                let far = Duration::from_nanos(abi::ticks_to_nanos(until_gate.min(1 << 40)));
-                if gate != u64::MAX && far > SLEEP_THRESHOLD {
-                    // Nothing happens on its own before the gate, and a new
-                    // submission resets it; so a plain sleep, which wakes no
-                    // one and takes no lock.
-                    let nap = far.saturating_sub(SLEEP_MARGIN).min(left);
-                    drop(core);
-                    std::thread::sleep(nap);
-                    core = self.lock();
-                    continue;
-                }
-                let seen = self.shared().epoch.load(Ordering::Acquire);
-                let gate_at = core
-                    .base()
-                    .filter(|_| gate != u64::MAX)
-                    .and_then(|b| b.checked_add(Duration::from_nanos(abi::ticks_to_nanos(gate))));
-                drop(core);
-                let recheck = Instant::now() + Duration::from_micros(50);
-                loop {
-                    let t = Instant::now();
-                    if self.shared().epoch.load(Ordering::Acquire) != seen
-                        || t >= recheck
-                        || gate_at.is_some_and(|g| t >= g)
-                    {
-                        break;
-                    }
-                    std::hint::spin_loop();
-                    std::thread::yield_now();
-                }
-                core = self.lock();
+            core = if now < spin_until {
+                self.spin_toward_gate(core, left)
             } else {
                 let left = left.min(Duration::from_millis(1));
                 self.shared().waiters.fetch_add(1, Ordering::AcqRel);
-                core = self
+                let core = self
                     .shared()
                     .progress
                     .wait_timeout(core, left)
                     .map_or_else(|e| e.into_inner().0, |(g, _)| g);
                 self.shared().waiters.fetch_sub(1, Ordering::AcqRel);
-            }
+                core
+            };
         }
+    }
+
+    /// One look of a real-time wait's first milliseconds, toward the
+    /// device's next gate, at most `left` of the wait: far from it, a
+    /// plain sleep through most of the way; near it, a spin on the progress
+    /// epoch (not the lock: the device thread must not queue behind a
+    /// polling host) for at most 50 µs, for conditions that depend on time
+    /// alone. Returns the lock, taken again.
+    fn spin_toward_gate<'a>(
+        &'a self,
+        core: MutexGuard<'a, DeviceState>,
+        left: Duration,
+    ) -> MutexGuard<'a, DeviceState> {
+        let gate = self.shared().next_gate.load(Ordering::Acquire);
+        let until_gate = gate.saturating_sub(core.now());
+        // Far from the next device event: sleep through most of it
+        // (sleep overshoots by ~100 µs on small VMs), leaving the CPU
+        // to the device thread; any device progress wakes us early.
+        let far = Duration::from_nanos(abi::ticks_to_nanos(until_gate.min(1 << 40)));
+        if gate != u64::MAX && far > SLEEP_THRESHOLD {
+            // Nothing happens on its own before the gate, and a new
+            // submission resets it; so a plain sleep, which wakes no
+            // one and takes no lock.
+            let nap = far.saturating_sub(SLEEP_MARGIN).min(left);
+            drop(core);
+            std::thread::sleep(nap);
+            return self.lock();
+        }
+        let seen = self.shared().epoch.load(Ordering::Acquire);
+        let gate_at = core
+            .base()
+            .filter(|_| gate != u64::MAX)
+            .and_then(|b| b.checked_add(Duration::from_nanos(abi::ticks_to_nanos(gate))));
+        drop(core);
+        let recheck = Instant::now() + Duration::from_micros(50);
+        loop {
+            let t = Instant::now();
+            if self.shared().epoch.load(Ordering::Acquire) != seen
+                || t >= recheck
+                || gate_at.is_some_and(|g| t >= g)
+            {
+                break;
+            }
+            std::hint::spin_loop();
+            std::thread::yield_now();
+        }
+        self.lock()
     }
 
     /// After a blocking wait observed completion at device tick `at`, the

@@ -120,8 +120,9 @@ use std::time::{Duration, Instant};
 
 use super::AclDriver;
 use super::load::Api;
-use super::result::{self, Context, Failed, Report, RtPtr};
-use super::table::Stream;
+use super::ptr::RtPtr;
+use super::result::{self, Context, Failed, Report};
+use super::tokens::Stream;
 use crate::driver::wake::reactor::{Limits, Reactor, SubscribeError, Waited};
 use crate::driver::{DriverError, DriverErrorKind, Op};
 

@@ -7,18 +7,23 @@
 //!
 //! Where a call's contract can be carried by its argument types, the
 //! function is safe: a live stream, event, device range, registered program
-//! or checked argument block is a token only the handle table makes (see
-//! `table`), borrowed from the table for as long as the table keeps that
-//! handle alive; a destroy or free takes its handle's entry *by value*, out
-//! of the table, so nothing can use it afterwards (on failure it is handed
-//! back). The calls whose contract no type carries — resetting a device,
-//! making a context current, finalizing ACL — are `unsafe fn`s with a
-//! `# Safety` section.
+//! or checked argument block is a token (`tokens`) made from an entry of
+//! the handle table, borrowed from the table for as long as the table keeps
+//! that handle alive; a destroy or free takes its handle's entry *by
+//! value*, out of the table, so nothing can use it afterwards (on failure
+//! it is handed back). The calls whose contract no type carries —
+//! resetting a device, making a context current, finalizing ACL — are
+//! `unsafe fn`s with a `# Safety` section.
 //!
-//! Prototypes, constants and layouts: [`ffi`](super::ffi).
+//! Like cudarc's `result` on its `sys`, this layer uses only the C side —
+//! prototypes, constants and layouts ([`ffi`](super::ffi)), the function
+//! pointers (`load`), the return codes ([`codes`]) — and what
+//! sits between it and the table: the runtime's pointers (`ptr`) and the
+//! tokens (`tokens`). The table uses those too, never this layer.
 
-use std::ffi::{CStr, c_void};
+use std::ffi::CStr;
 use std::ptr::null_mut;
+use std::time::Duration;
 
 use super::codes::{self, ACL_ERROR_REPEAT_INITIALIZE};
 use super::ffi::{
@@ -26,7 +31,8 @@ use super::ffi::{
     ACL_MEMCPY_HOST_TO_DEVICE,
 };
 use super::load::Api;
-use super::table::{Alloc, Span, Stream};
+use super::ptr::RtPtr;
+use super::tokens::{Alloc, Span, Stream};
 use crate::driver::{DriverError, DriverErrorKind, Native, Op};
 
 mod kernel;
@@ -34,9 +40,8 @@ mod notify;
 mod queue;
 
 pub(super) use self::kernel::{
-    AicpuKernel, MAX_HOST_ARGS, Program, binary_load_from_file, binary_unload,
-    dev_binary_unregister, func_get_by_name, kernel_launch_with_handle_v2, launch_cpu_kernel,
-    register_all_kernel,
+    AicpuKernel, binary_load_from_file, binary_unload, dev_binary_unregister, func_get_by_name,
+    kernel_launch_with_handle_v2, launch_cpu_kernel, register_all_kernel,
 };
 pub(super) use self::notify::{
     Report, exception_device_id, launch_callback, process_report, set_exception_info_callback,
@@ -48,56 +53,6 @@ pub(super) use self::queue::{
     query_event_status, record_event, stream_query, stream_wait_event,
     synchronize_event_with_timeout, synchronize_stream_with_timeout,
 };
-
-/// An opaque runtime pointer, exactly as the runtime returned it: a stream,
-/// event, context, binary, function or program handle, or a device address.
-/// Rust never dereferences it; it is only handed back to the runtime, with
-/// the provenance the runtime gave it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(transparent)]
-pub(super) struct RtPtr(*mut c_void);
-
-// SAFETY: an `RtPtr` is an address the runtime handed out, never
-// dereferenced by Rust: sending one to another thread moves no Rust data.
-// What it names is the runtime's object, which the runtime synchronizes:
-// every thread that sets a device shares that device's default context
-// (`aclrtSetDevice`, `acl/acl_rt.h`), its streams, events and memory are
-// usable from any of them, and this driver makes each call in its device's
-// context whatever thread it is on (`context.rs`).
-unsafe impl Send for RtPtr {}
-// SAFETY: `&RtPtr` only yields a copy of the address (no interior
-// mutability); concurrent calls on one runtime object from several threads
-// are the runtime's to synchronize (as above), and this driver orders the
-// ones that need it (destroying, freeing) with its table's write lock.
-unsafe impl Sync for RtPtr {}
-
-impl RtPtr {
-    /// The address as the public handle types carry it.
-    pub(super) fn raw(self) -> u64 {
-        self.0.addr() as u64
-    }
-
-    /// `off` bytes past this device address, with its provenance.
-    pub(super) fn byte_add(self, off: u64) -> RtPtr {
-        RtPtr(
-            self.0
-                .wrapping_byte_add(usize::try_from(off).unwrap_or(usize::MAX)),
-        )
-    }
-
-    fn get(self) -> *mut c_void {
-        self.0
-    }
-
-    /// A pointer made from a number, for the table's unit tests (never
-    /// handed to C).
-    #[cfg(test)]
-    pub(super) fn from_raw(raw: u64) -> RtPtr {
-        RtPtr(std::ptr::without_provenance_mut(
-            usize::try_from(raw).unwrap_or(usize::MAX),
-        ))
-    }
-}
 
 /// A call that failed: what its code means, and the native detail (the API
 /// name, the code, the runtime's message).
@@ -150,6 +105,12 @@ fn check(api: &Api, name: &'static str, code: i32) -> AclResult<()> {
     } else {
         Err(Failed::new(api, name, code))
     }
+}
+
+/// A timeout in whole milliseconds, as the C API takes it: rounded up, at
+/// least 1 (the runtime rejects 0), at most `i32::MAX`.
+fn millis(t: Duration) -> i32 {
+    i32::try_from(t.as_micros().div_ceil(1000).max(1)).unwrap_or(i32::MAX)
 }
 
 /// `aclGetRecentErrMsg`: the calling thread's last error message, if the
@@ -246,7 +207,10 @@ pub(super) fn get_current_context(api: &Api) -> Option<AclResult<Context>> {
     let mut ctx = null_mut();
     // SAFETY: `ctx` is a valid out-pointer.
     let rc = unsafe { f(&raw mut ctx) };
-    Some(check(api, "aclrtGetCurrentContext", rc).map(|()| Context(RtPtr(ctx))))
+    Some(check(api, "aclrtGetCurrentContext", rc).map(|()| {
+        // SAFETY: what the call returned, and it succeeded.
+        Context(unsafe { RtPtr::from_runtime(ctx) })
+    }))
 }
 
 /// `aclrtSetCurrentContext`: makes `ctx` current on the calling thread.
@@ -269,7 +233,8 @@ pub(super) fn malloc(api: &Api, bytes: usize) -> AclResult<RtPtr> {
     // SAFETY: `p` is a valid out-pointer; size and policy by value.
     let rc = unsafe { (api.malloc)(&raw mut p, bytes, ACL_MEM_MALLOC_HUGE_FIRST) };
     match rc {
-        0 => Ok(RtPtr(p)),
+        // SAFETY: what the call returned, and it succeeded.
+        0 => Ok(unsafe { RtPtr::from_runtime(p) }),
         _ => Err(match codes::kind_of(rc) {
             DriverErrorKind::OutOfMemory { .. } => Failed::as_kind(
                 api,
@@ -408,4 +373,20 @@ pub(super) fn memset_async(api: &Api, s: Stream<'_>, dst: Span<'_>, value: u8) -
         )
     };
     check(api, "aclrtMemsetAsync", rc)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn millis_round_up_and_clamp() {
+        assert_eq!(millis(Duration::ZERO), 1, "never 0: the runtime rejects it");
+        assert_eq!(millis(Duration::from_nanos(1)), 1);
+        assert_eq!(millis(Duration::from_micros(1)), 1);
+        assert_eq!(millis(Duration::from_micros(1001)), 2);
+        assert_eq!(millis(Duration::from_secs(5)), 5000);
+        assert_eq!(millis(Duration::from_secs(u64::MAX / 2)), i32::MAX);
+        assert_eq!(millis(Duration::MAX), i32::MAX);
+    }
 }
