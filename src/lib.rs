@@ -145,7 +145,8 @@ mod sync;
 
 pub use contract::{
     Callable, CodeRef, Completed, Device, DeviceBuffer, DeviceConfig, Error, Fenced, Finalized,
-    Input, Launched, Outputs, Pipeline, Prepared, Run, RunSpec, Runner, SlotToken, Workload,
+    Input, Launched, Outputs, Pipeline, Prepared, Run, RunSpec, Runner, SharedDevice, SlotToken,
+    Workload,
 };
 pub use driver::sim;
 

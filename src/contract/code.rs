@@ -73,16 +73,21 @@ pub(crate) struct CodeEntry {
 pub struct CodeRef<'r> {
     pub(crate) device: u64,
     pub(crate) handle: CodeHandle,
+    /// The publication it belongs to: a run of it is refused once the
+    /// device has published again (a typed runner's never is: it borrows
+    /// the device; a shared device's may be).
+    pub(crate) publication: u64,
     _runner: PhantomData<&'r ()>,
 }
 
 impl CodeRef<'_> {
     /// The reference a runner hands out for `handle`, published on device
     /// `device`.
-    pub(crate) fn new(device: u64, handle: CodeHandle) -> Self {
+    pub(crate) fn new(device: u64, handle: CodeHandle, publication: u64) -> Self {
         CodeRef {
             device,
             handle,
+            publication,
             _runner: PhantomData,
         }
     }

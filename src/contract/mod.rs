@@ -11,6 +11,7 @@
 //! | [`Workload`] | a run's tensors (host slices, device buffers) and scalars |
 //! | [`DeviceBuffer`] | typed device memory that outlives code generations |
 //! | [`Pipeline`] | all of a runner's slots kept busy: submit specs, complete results in order |
+//! | [`SharedDevice`] | one device many tasks share: owned, cloneable, `'static`; each submission its own [`Ticket`] |
 //! | [`FenceFuture`], [`DrainFuture`], [`CompleteFuture`], … | a fence, a drain, a pipeline's completion awaited: no thread parked on the device |
 //!
 //! See the [crate documentation](crate) for the rules and what enforces each.
@@ -28,6 +29,7 @@ mod prepare;
 mod publish;
 mod run;
 mod runner;
+mod shared;
 mod slot;
 mod spec;
 mod states;
@@ -37,7 +39,7 @@ mod workload;
 pub use buffer::{BufferSlice, DeviceBuffer, PerSlot, Scratch, SlotBuffer};
 pub use code::{Callable, CodeRef};
 pub use config::{ConfigError, DeviceConfig};
-pub use device::{ContractStats, Device, DrainReport, Health};
+pub use device::{CloseFuture, ContractStats, Device, DrainReport, Health};
 pub use error::{Action, BufferId, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
 pub use outputs::{Finalized, Outputs};
 pub use pipeline::{
@@ -48,6 +50,7 @@ pub use run::FenceFuture;
 pub use run::Run;
 pub use runner::DrainFuture;
 pub use runner::Runner;
+pub use shared::{Done, PublishFuture, SharedCloseFuture, SharedDevice, SubmitFuture, Ticket};
 pub use slot::{Depth, Slot, SlotOf, SlotSet, SlotToken, SupportedDepth};
 pub use spec::{Input, RunSpec};
 pub use states::{Fenced, Launched, Prepared, State};

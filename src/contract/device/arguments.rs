@@ -46,6 +46,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let run = {
             let mut st = self.lock();
             st.slots.check_held(slot, lease)?;
+            if code.publication != st.publications {
+                return Err(ErrorKind::CodeRepublished);
+            }
             st.new_run()
         };
         self.copy_in(slot, &args)?;
@@ -66,10 +69,14 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     fn place(&self, slot: usize, args: &mut Args<'_, '_>) -> Result<Arena, ErrorKind> {
         let mut packer = Packer::new(self.config.staging_bytes, self.regions[slot].staging.raw());
         let mut arena = Arena::default();
-        let owned = &*args.owned;
+        let (owned, held) = (&*args.owned, args.held);
         for (i, t) in args.tensors.iter_mut().enumerate() {
             match t.data {
                 Data::Device { core, .. } => self.owns(core)?,
+                Data::Held { index, .. } => match held.get(index) {
+                    Some(b) => self.owns(b.core())?,
+                    None => return Err(ErrorKind::broken("a held buffer the workload lacks")),
+                },
                 Data::Scratch { core, .. } => {
                     self.owns(core)?;
                     // Prepare writes it: no run that bound it before (a
@@ -117,9 +124,11 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 Data::Owned(i) => (owned(args.owned, *i), r.staging.offset(t.at)),
                 Data::ArenaIn(b) => (b, r.input),
                 Data::Scratch { core, init } => (init, core.ptr),
-                Data::Device { .. } | Data::PerSlot(_) | Data::Chained | Data::ArenaOut(_) => {
-                    continue;
-                }
+                Data::Device { .. }
+                | Data::Held { .. }
+                | Data::PerSlot(_)
+                | Data::Chained
+                | Data::ArenaOut(_) => continue,
             };
             if t.dir.reads() && !src.is_empty() {
                 self.driver.copy_to_device(dst, src).map_err(e)?;
@@ -158,6 +167,18 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     offset,
                     bytes,
                 } => (span(core.ptr.offset(offset), bytes), Home::Buffer),
+                Data::Held {
+                    index,
+                    offset,
+                    bytes,
+                } => {
+                    // Checked at prepare: a buffer the workload holds.
+                    let ptr = args
+                        .held
+                        .get(index)
+                        .map_or(DevPtr::from_raw(0), |b| b.core().ptr);
+                    (span(ptr.offset(offset), bytes), Home::Buffer)
+                }
                 Data::Scratch { core, .. } => (span(core.ptr, core.bytes), Home::Buffer),
                 // Checked at prepare: this device's, this slot's.
                 Data::PerSlot(set) => {
@@ -214,7 +235,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// these tensors: every device buffer among them remembers it.
     pub(super) fn mark(args: &Args<'_, '_>, slot: usize, run: RunId, seq: u64) {
         for t in args.tensors.iter() {
-            if let Some(core) = t.bound_core(slot) {
+            if let Some(core) = t.bound_core(slot, args.held) {
                 core.bound_by(run, seq);
             }
         }

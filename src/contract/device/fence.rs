@@ -362,3 +362,14 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         Some(h.run)
     }
 }
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    /// Sleeps at most `limit` on slot `slot`'s fence event — whoever it is
+    /// recorded for — and proves nothing: a blocking caller's pause between
+    /// two looks (on a stepped simulator, the wait drives the device).
+    pub(crate) fn idle_on(&self, slot: usize, limit: Duration) {
+        if let Some(r) = self.regions.get(slot) {
+            let _ = self.driver.sync_event(r.ev_fence, limit.max(MIN_SLICE));
+        }
+    }
+}

@@ -37,6 +37,7 @@ use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
 use self::abi::{Abi, SlotHost};
+pub use self::recovery::CloseFuture;
 pub use self::report::{ContractStats, DrainReport, Health};
 use self::state::State;
 use super::buffer::SharedLedger;

@@ -12,7 +12,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// forgotten runs drained, the last publication's pins released, the
     /// new code registered and pinned, the code generation advanced where
     /// the AICore stream may be stale for it.
-    pub(crate) fn register(&mut self, callables: &[Callable]) -> Result<Vec<CodeEntry>, Error> {
+    ///
+    /// `&self`: a caller that did not prove by a borrow that no runner,
+    /// token or run is alive (a shared device) proves it at run time first.
+    pub(crate) fn register(&self, callables: &[Callable]) -> Result<Vec<CodeEntry>, Error> {
         // Refused before anything happens: `code(name)` must name one callable.
         for (i, c) in callables.iter().enumerate() {
             if callables[..i].iter().any(|p| p.name() == c.name()) {
@@ -25,8 +28,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         self.drain(None)
             .map_err(|k| Error::plain(Action::Publish, k))?;
         let mut st = self.lock();
-        // The last publication's runner is gone (this borrow is exclusive)
-        // and nothing is in flight: its code may go.
+        // From here on no code reference of the last publication is valid,
+        // whether or not this one succeeds.
+        st.publications += 1;
+        // The last publication's runner is gone (the caller's borrow is
+        // exclusive, or it proved no token or run alive) and nothing is in
+        // flight: its code may go.
         for code in st.pins.take_all() {
             // A refused release keeps the pin, to be retried at the next
             // publication and at close (meanwhile the code stays resident).
@@ -65,5 +72,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         drop(st);
         Ok(entries)
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    /// The current publication (see `CodeRef::publication`).
+    pub(crate) fn publication(&self) -> u64 {
+        self.lock().publications
     }
 }

@@ -2,11 +2,15 @@
 //! streams), close and teardown — never destroying a stream with queued
 //! work, never freeing memory a kernel may still write.
 
+use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use super::{Device, DrainReport, MIN_SLICE};
 use crate::contract::error::{Action, Error, ErrorKind};
 use crate::contract::inflight::Proof;
+use crate::contract::wait::{DrainWait, polled_after_ready};
 use crate::driver::{Driver, DriverError};
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
@@ -142,5 +146,81 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             note(self.driver.free(r.region_base));
         }
         first_err.map_or(Ok(()), Err)
+    }
+
+    /// [`close`](Device::close), awaited: the queue is proven quiet without
+    /// parking a thread on the device (as an awaited drain looks), then
+    /// the device is released — its teardown finds nothing to wait for. An
+    /// executor's thread is never blocked on the device's runs, as a
+    /// `Device`'s drop would block it.
+    ///
+    /// ```
+    /// use runclaim::{Callable, Device, DeviceConfig, Input, RunSpec};
+    /// use runclaim::driver::abi::Program;
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    ///
+    /// let mut device = Device::<_, 2>::open(SimDriver::real_time(SimConfig::default()), DeviceConfig::default())?;
+    /// {
+    ///     let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+    ///     let code = runner.code("f")?;
+    ///     let run = runner.prepare(runner.take_slot::<0>()?, RunSpec::new(code, Input::Host(&[1])))?.launch()?;
+    ///     std::mem::forget(run); // still on the device when the close starts
+    /// }
+    /// pollster::block_on(device.close_async())?;
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`close`](Device::close): the device comes back (`Some`) when
+    /// the queue was not proven quiet within its budget.
+    pub fn close_async(self) -> CloseFuture<D, DEPTH> {
+        CloseFuture {
+            device: Some(self),
+            wait: DrainWait::new(None),
+        }
+    }
+}
+
+/// A device's close, awaited: what [`Device::close_async`] returns. It
+/// owns the device until it resolves; dropped early, the device drops with
+/// it (as a dropped device does: a bounded wait, then release). Polled
+/// again after it resolved, it panics, as std's `async fn` futures do.
+#[must_use = "a future does nothing unless awaited"]
+pub struct CloseFuture<D: Driver, const DEPTH: usize> {
+    device: Option<Device<D, DEPTH>>,
+    wait: DrainWait,
+}
+
+impl<D: Driver, const DEPTH: usize> Unpin for CloseFuture<D, DEPTH> {}
+
+impl<D: Driver, const DEPTH: usize> std::fmt::Debug for CloseFuture<D, DEPTH> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CloseFuture")
+            .field("done", &self.device.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> Future for CloseFuture<D, DEPTH> {
+    type Output = Result<(), Error<Option<Device<D, DEPTH>>>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let Some(device) = this.device.as_mut() else {
+            polled_after_ready("CloseFuture")
+        };
+        let quiet = match device.poll_drain(&mut this.wait, cx.waker()) {
+            Poll::Pending => return Poll::Pending,
+            Poll::Ready(r) => r,
+        };
+        let Some(mut device) = this.device.take() else {
+            polled_after_ready("CloseFuture")
+        };
+        Poll::Ready(match quiet {
+            Ok(_) => device
+                .teardown()
+                .map_err(|k| Error::new(None, Action::Close, None, None, k)),
+            Err(k) => Err(Error::new(Some(device), Action::Close, None, None, k)),
+        })
     }
 }

@@ -313,6 +313,26 @@ pub enum ErrorKind {
         /// `size_of` the element type.
         elem_size: usize,
     },
+    /// The callable was published by a publication the device has since
+    /// replaced (a shared device's code reference, kept across a
+    /// republication): its code may be gone.
+    #[error("the callable belongs to a publication the device has replaced")]
+    CodeRepublished,
+    /// `Input::Previous` through a device many tasks share: "the run
+    /// launched before" would be another task's.
+    #[error("a shared device does not chain on the previous run: it may be another task's")]
+    ChainAcrossTasks,
+    /// The shared device was closed: it takes no new run.
+    #[error("the shared device is closed")]
+    Closed,
+    /// A device buffer is still shared (bound by a submitted run, or held
+    /// elsewhere): the host may not read or write it until it is the only
+    /// holder.
+    #[error("{buffer} is still shared: bound by a run, or held elsewhere")]
+    BufferShared {
+        /// The buffer.
+        buffer: BufferId,
+    },
     /// A refill names a tensor the workload does not have.
     #[error("the workload has {count} tensors: there is no tensor {index}")]
     NoTensor {

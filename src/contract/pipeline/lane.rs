@@ -155,8 +155,42 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
         })
     }
 
-    fn slot(&self) -> usize {
+    /// Lane `slot`, holding no claim yet (a [`renew`](Self::renew) takes
+    /// one), with a buffer of `capacity` elements.
+    pub(crate) fn unclaimed(slot: usize, capacity: usize) -> Self {
+        Lane {
+            state: LaneState::Idle(Idle::Lost(ErrorKind::InvariantBroken(
+                "a lane not claimed yet",
+            ))),
+            out: ErasedOutputs::new(slot, capacity),
+        }
+    }
+
+    /// The lane's slot.
+    pub(crate) fn slot(&self) -> usize {
         self.out.slot()
+    }
+
+    /// `true` while the lane owes a result: a pending run, or one a drain
+    /// settled that was not handed back yet.
+    pub(crate) fn owes(&self) -> bool {
+        !matches!(self.state, LaneState::Idle(_))
+    }
+
+    /// `true` when a submit into the lane needs no wait: its slot's token
+    /// is idle (not an orphan's, not lost).
+    pub(crate) fn is_free(&self) -> bool {
+        matches!(self.state, LaneState::Idle(Idle::Free(_)))
+    }
+
+    /// The tag of the run the lane owes, if any.
+    pub(crate) fn owed_tag(&self) -> Option<&T> {
+        match &self.state {
+            LaneState::Pending { ticket, .. } | LaneState::Settled { ticket, .. } => {
+                Some(&ticket.tag)
+            }
+            LaneState::Idle(_) => None,
+        }
     }
 
     /// Moves the lane from its state to the one `f` returns; `f` owns the

@@ -46,8 +46,8 @@
 
 mod drain;
 mod future;
-mod lane;
-mod results;
+pub(crate) mod lane;
+pub(crate) mod results;
 
 use std::fmt;
 use std::task::{Poll, Waker};

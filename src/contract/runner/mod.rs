@@ -63,6 +63,8 @@ use crate::driver::Driver;
 pub struct Runner<'p, D: Driver, const DEPTH: usize = 2> {
     device: &'p Device<D, DEPTH>,
     code: Vec<CodeEntry>,
+    /// The device's publication this runner is.
+    publication: u64,
 }
 
 impl<D: Driver, const DEPTH: usize> std::fmt::Debug for Runner<'_, D, DEPTH> {
@@ -79,7 +81,12 @@ impl<D: Driver, const DEPTH: usize> std::fmt::Debug for Runner<'_, D, DEPTH> {
 
 impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
     pub(crate) fn new(device: &'p Device<D, DEPTH>, code: Vec<CodeEntry>) -> Self {
-        Runner { device, code }
+        let publication = device.publication();
+        Runner {
+            device,
+            code,
+            publication,
+        }
     }
 
     /// The device.
@@ -109,7 +116,7 @@ impl<'p, D: Driver, const DEPTH: usize> Runner<'p, D, DEPTH> {
     }
 
     fn code_ref(&self, c: &CodeEntry) -> CodeRef<'_> {
-        CodeRef::new(self.device.id(), c.handle)
+        CodeRef::new(self.device.id(), c.handle, self.publication)
     }
 
     /// Takes the token of slot `I`. `I >= DEPTH` does not compile:

@@ -5,6 +5,7 @@
 //! two tensors ([`lowered`]).
 
 use std::any::{Any, TypeId};
+use std::sync::Arc;
 
 use bytemuck::Pod;
 
@@ -152,6 +153,13 @@ pub(crate) enum Data<'a> {
         offset: usize,
         bytes: usize,
     },
+    /// A range of a device buffer the workload holds a share of (an
+    /// `Arc`): the index of its share in the workload's held list.
+    Held {
+        index: usize,
+        offset: usize,
+        bytes: usize,
+    },
     /// A [`RunSpec`](crate::RunSpec) run's input: `u32` elements copied
     /// into the slot's arena input region at prepare.
     ArenaIn(&'a [u8]),
@@ -218,19 +226,37 @@ impl<'a> Tensor<'a> {
             Data::Owned(i) => owned.get(*i).map_or(0, |o| o.bytes().len()),
             Data::Scratch { core, .. } => core.bytes,
             Data::PerSlot(set) => set.bytes(),
-            Data::Device { bytes, .. } => *bytes,
+            Data::Device { bytes, .. } | Data::Held { bytes, .. } => *bytes,
             Data::Chained => 0,
         }
     }
 
-    /// The buffer a launch marks with the run that binds it, if any.
+    /// The buffer the tensor binds, if any (`held`: the workload's shared
+    /// buffers): what a launch marks with the run that binds it.
     #[inline]
-    pub(crate) fn bound_core(&self, slot: usize) -> Option<&'a BufferCore> {
+    pub(crate) fn bound_core<'x>(
+        &'x self,
+        slot: usize,
+        held: &'x [Arc<dyn HeldBuffer>],
+    ) -> Option<&'x BufferCore> {
         match self.data {
             Data::Device { core, .. } | Data::Scratch { core, .. } => Some(core),
             Data::PerSlot(set) => set.core(slot),
+            Data::Held { index, .. } => held.get(index).map(|b| b.core()),
             _ => None,
         }
+    }
+}
+
+/// A device buffer a workload holds a share of (`Arc<DeviceBuffer<T>>`),
+/// its element type erased.
+pub(crate) trait HeldBuffer: Send + Sync {
+    fn core(&self) -> &BufferCore;
+}
+
+impl<T: Pod> HeldBuffer for super::super::buffer::DeviceBuffer<T> {
+    fn core(&self) -> &BufferCore {
+        super::super::buffer::DeviceBuffer::core(self)
     }
 }
 
@@ -292,6 +318,7 @@ impl Flaw {
 pub(crate) struct Args<'x, 'a> {
     pub tensors: PartsMut<'x, Tensor<'a>>,
     pub owned: &'x mut [Box<dyn OwnedHost>],
+    pub held: &'x [Arc<dyn HeldBuffer>],
     pub scalars: Parts<'x, u64>,
     pub flaw: Option<Flaw>,
 }
@@ -338,6 +365,7 @@ pub(crate) fn lowered_args<'x, 'a>(tensors: &'x mut [Tensor<'a>; 2]) -> Args<'x,
     Args {
         tensors: PartsMut::spilled(tensors),
         owned: &mut [],
+        held: &[],
         scalars: Parts::EMPTY,
         flaw: None,
     }

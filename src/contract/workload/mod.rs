@@ -15,13 +15,15 @@ mod bindings;
 mod refill;
 
 use std::fmt;
+use std::ops::Range;
+use std::sync::Arc;
 
 use bytemuck::Pod;
 
 use self::args::ArgList;
 pub(crate) use self::args::{
-    Args, Data, Elem, Flaw, INLINE_SCALARS, INLINE_TENSORS, OwnedHost, Packer, Tensor, lowered,
-    lowered_args,
+    Args, Data, Elem, Flaw, HeldBuffer, INLINE_SCALARS, INLINE_TENSORS, OwnedHost, Packer, Tensor,
+    lowered, lowered_args,
 };
 
 pub use self::bindings::{Bindings, Bound, Simple};
@@ -175,6 +177,9 @@ pub struct Workload<'a> {
     /// kept apart, so that a tensor holds no owned value and a workload's
     /// inline lists need no drop.
     pub(crate) owned: Vec<Box<dyn OwnedHost>>,
+    /// The shares of the device buffers it holds ([`Data::Held`] names an
+    /// index): what a workload of a shared device binds without a borrow.
+    pub(crate) held: Vec<Arc<dyn HeldBuffer>>,
     pub(crate) flaw: Option<Flaw>,
 }
 
@@ -197,6 +202,7 @@ impl<'a> Workload<'a> {
             tensors: ArgList::new(),
             scalars: ArgList::new(),
             owned: Vec::new(),
+            held: Vec::new(),
             flaw: None,
         }
     }
@@ -213,6 +219,7 @@ impl<'a> Workload<'a> {
         Args {
             tensors: self.tensors.parts_mut(),
             owned: &mut self.owned,
+            held: &self.held,
             scalars: self.scalars.parts(),
             flaw: self.flaw,
         }
@@ -391,6 +398,65 @@ impl<'a> Workload<'a> {
         self.tensor(Data::PerSlot(set), dir, Elem::of::<T>())
     }
 
+    /// Appends a device buffer the workload holds a share of — the
+    /// elements `range` of `buffer` — passed by address with direction
+    /// `dir`, never copied: what a workload of a
+    /// [`SharedDevice`](super::SharedDevice) binds, since it cannot borrow.
+    /// The share keeps the host off the buffer while a run binds it: host
+    /// access needs the one share (`Arc::get_mut`), and the workload holds
+    /// one until it is dropped. A range outside the buffer is refused at
+    /// prepare ([`ErrorKind::BufferRange`]).
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+    /// # use runclaim::driver::abi::{Dir, Program};
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// let mut out = Arc::new(device.alloc_buffer::<u32>(4)?);
+    /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// let mut w = Workload::new(runner.code("inc")?);
+    /// w.input(&[1u32, 2]).shared(&out, 1..3, Dir::Out);
+    /// runner.prepare(runner.take_slot::<0>()?, &mut w)?.launch()?.fence()?.finalize()?;
+    /// assert!(Arc::get_mut(&mut out).is_none(), "the workload holds a share");
+    /// drop(w);
+    /// let mut back = [0u32; 4];
+    /// runner.device().read_buffer(Arc::get_mut(&mut out).expect("the one share"), 0, &mut back)?;
+    /// assert_eq!(back, [0, 2, 3, 0]);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    #[inline]
+    pub fn shared<T: Pod>(
+        &mut self,
+        buffer: &Arc<DeviceBuffer<T>>,
+        range: Range<usize>,
+        dir: Dir,
+    ) -> &mut Self {
+        let index = self.held.len();
+        let core = buffer.core();
+        let (id, len) = (core.id, buffer.len());
+        self.held.push(Arc::clone(buffer) as Arc<dyn HeldBuffer>);
+        let Some((offset, bytes)) = buffer.slice(range).byte_range() else {
+            self.flaw.get_or_insert(Flaw::BufferRange {
+                tensor: self.tensors.len(),
+                buffer: id,
+                len,
+            });
+            let data = Data::Held {
+                index,
+                offset: 0,
+                bytes: 0,
+            };
+            return self.tensor(data, dir, Elem::of::<T>());
+        };
+        let data = Data::Held {
+            index,
+            offset,
+            bytes,
+        };
+        self.tensor(data, dir, Elem::of::<T>())
+    }
+
     /// Appends a `u64` scalar (pass an `f32` as `f32::to_bits(x).into()`).
     #[inline]
     pub fn scalar(&mut self, value: u64) -> &mut Self {
@@ -467,6 +533,7 @@ pub(crate) fn tensor_kind(data: &Data<'_>) -> &'static str {
         Data::Scratch { .. } => "the device scratch",
         Data::PerSlot(_) => "a per-slot buffer",
         Data::Device { .. } => "a device buffer",
+        Data::Held { .. } => "a shared device buffer",
         Data::ArenaIn(_) | Data::Chained | Data::ArenaOut(_) => "a RunSpec run's arena",
     }
 }

@@ -33,6 +33,8 @@ pub(super) struct State<const DEPTH: usize> {
     pub(super) pins: Pins,
     pub(super) stats: ContractStats,
     next_run: RunId,
+    /// Publications begun (a code reference names the one it belongs to).
+    pub(super) publications: u64,
     /// The run being launched while the lock is held across its submission
     /// (what a panic interrupted, if one does).
     launching: Option<(RunId, usize)>,
@@ -47,6 +49,7 @@ impl<const DEPTH: usize> State<DEPTH> {
             pins: Pins::default(),
             stats: ContractStats::default(),
             next_run: RunId::FIRST,
+            publications: 0,
             launching: None,
         }
     }

@@ -1,0 +1,205 @@
+//! What a shared device keeps under its lock ([`Hub`]): one lane per slot
+//! (the pipeline's lanes, holding claims on the device), the arrivals
+//! waiting to be admitted in order, the outcomes settled for tickets not
+//! yet polled, and the wakers to tell.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+use std::task::{Poll, Waker};
+
+use super::claim::{ArcClaim, Cell};
+use super::ticket::{Delivery, Done};
+use crate::contract::code::CodeEntry;
+use crate::contract::error::Action;
+use crate::contract::pipeline::lane::Lane;
+use crate::contract::wait::AsyncWait;
+use crate::driver::Driver;
+
+/// One slot of a shared device: a pipeline lane whose runs are tagged with
+/// their ticket's id.
+pub(super) type SharedLane<D, const DEPTH: usize> = Lane<'static, ArcClaim<D, DEPTH>, u64>;
+
+/// Someone waiting to be admitted: a submission, a publication, a close.
+struct Arrival {
+    id: u64,
+    waker: Option<Waker>,
+}
+
+/// The shared device's state under its lock.
+pub(super) struct Hub<D: Driver, const DEPTH: usize> {
+    pub(super) lanes: [SharedLane<D, DEPTH>; DEPTH],
+    /// Arrivals in order: only the head is admitted.
+    arrivals: VecDeque<Arrival>,
+    /// Outcomes settled for tickets that have not taken them yet.
+    done: Vec<(u64, Delivery)>,
+    /// Wakers of the tickets whose run is pending.
+    ticket_wakers: Vec<(u64, Waker)>,
+    /// Tickets dropped before their run settled: their outcome is dropped
+    /// when it comes.
+    dropped: Vec<u64>,
+    next_id: u64,
+    pub(super) closed: bool,
+    /// The current publication's callables, and its number.
+    pub(super) code: Vec<CodeEntry>,
+    pub(super) publication: u64,
+}
+
+impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
+    pub(super) fn new(lanes: [SharedLane<D, DEPTH>; DEPTH]) -> Self {
+        Hub {
+            lanes,
+            arrivals: VecDeque::new(),
+            done: Vec::new(),
+            ticket_wakers: Vec::new(),
+            dropped: Vec::new(),
+            next_id: 1,
+            closed: false,
+            code: Vec::new(),
+            publication: 0,
+        }
+    }
+
+    /// A new arrival's id, at the back of the queue.
+    pub(super) fn arrive(&mut self) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.arrivals.push_back(Arrival { id, waker: None });
+        id
+    }
+
+    /// `true` when `id` is the arrival to admit next.
+    pub(super) fn is_head(&self, id: u64) -> bool {
+        self.arrivals.front().is_some_and(|a| a.id == id)
+    }
+
+    /// `id` waits: `waker` is woken when it may be admitted.
+    pub(super) fn wait_turn(&mut self, id: u64, waker: &Waker) {
+        if let Some(a) = self.arrivals.iter_mut().find(|a| a.id == id) {
+            match &mut a.waker {
+                Some(w) if w.will_wake(waker) => {}
+                w => *w = Some(waker.clone()),
+            }
+        }
+    }
+
+    /// `id` leaves the queue (admitted, refused or cancelled); the next
+    /// arrival is woken.
+    pub(super) fn leave(&mut self, id: u64) {
+        let was_head = self.is_head(id);
+        self.arrivals.retain(|a| a.id != id);
+        if was_head {
+            self.wake_head();
+        }
+    }
+
+    /// Wakes the arrival to admit next (a lane may have come free).
+    pub(super) fn wake_head(&mut self) {
+        if let Some(w) = self.arrivals.front_mut().and_then(|a| a.waker.take()) {
+            w.wake();
+        }
+    }
+
+    /// Wakes every arrival (the device closed: each learns it).
+    pub(super) fn wake_all(&mut self) {
+        for a in &mut self.arrivals {
+            if let Some(w) = a.waker.take() {
+                w.wake();
+            }
+        }
+    }
+
+    /// A lane a submission can take now, if any.
+    pub(super) fn free_lane(&self) -> Option<usize> {
+        self.lanes.iter().position(Lane::is_free)
+    }
+
+    /// The lanes that owe a result, oldest slot first.
+    pub(super) fn owing(&self) -> impl Iterator<Item = usize> + '_ {
+        (0..DEPTH).filter(|&i| self.lanes[i].owes())
+    }
+
+    /// The lane that owes `ticket`'s result, if any.
+    pub(super) fn lane_of(&self, ticket: u64) -> Option<usize> {
+        (0..DEPTH).find(|&i| self.lanes[i].owed_tag() == Some(&ticket))
+    }
+
+    /// One look at lane `i`'s run (`wait`: the looker's own wait): once its
+    /// verdict is in, its outcome goes to its ticket and the lane is free.
+    pub(super) fn settle(&mut self, i: usize, wait: &mut AsyncWait, waker: &Waker) -> Poll<()> {
+        if self.lanes[i].poll_settle(wait, waker).is_pending() {
+            return Poll::Pending;
+        }
+        self.collect(i);
+        Poll::Ready(())
+    }
+
+    /// Lane `i`'s outcome, if it owes one, to its ticket (or dropped with
+    /// it); a lane came free: the next arrival is woken.
+    pub(super) fn collect(&mut self, i: usize) {
+        let Some(((ticket, outcome), values)) = self.lanes[i].complete() else {
+            return;
+        };
+        let id = ticket.tag;
+        let delivery = match outcome {
+            Ok(wall) => Ok(Done {
+                run: ticket.run,
+                seq: ticket.seq,
+                wall,
+                values: if ticket.work.is_some() {
+                    Vec::new()
+                } else {
+                    values.to_vec()
+                },
+                work: ticket.work,
+            }),
+            Err(e) => Err(e.map_value(|()| ticket.work)),
+        };
+        if let Some(k) = self.dropped.iter().position(|&d| d == id) {
+            self.dropped.swap_remove(k);
+        } else {
+            self.done.push((id, delivery));
+            if let Some(k) = self.ticket_wakers.iter().position(|(t, _)| *t == id) {
+                self.ticket_wakers.swap_remove(k).1.wake();
+            }
+        }
+        self.wake_head();
+    }
+
+    /// `ticket`'s outcome, if it was settled.
+    pub(super) fn take_done(&mut self, ticket: u64) -> Option<Delivery> {
+        let k = self.done.iter().position(|(t, _)| *t == ticket)?;
+        Some(self.done.swap_remove(k).1)
+    }
+
+    /// `ticket` waits for its run: `waker` is woken when another looker
+    /// settles it.
+    pub(super) fn wait_ticket(&mut self, ticket: u64, waker: &Waker) {
+        match self.ticket_wakers.iter_mut().find(|(t, _)| *t == ticket) {
+            Some((_, w)) if w.will_wake(waker) => {}
+            Some((_, w)) => w.clone_from(waker),
+            None => self.ticket_wakers.push((ticket, waker.clone())),
+        }
+    }
+
+    /// `ticket` was dropped before it resolved: its outcome, settled or
+    /// to come, is dropped.
+    pub(super) fn drop_ticket(&mut self, ticket: u64) {
+        self.ticket_wakers.retain(|(t, _)| *t != ticket);
+        if self.take_done(ticket).is_none() && self.lane_of(ticket).is_some() {
+            self.dropped.push(ticket);
+        }
+    }
+
+    /// After a drain or a publication reset every slot: fresh claims.
+    pub(super) fn renew(&mut self, cell: &Arc<Cell<D, DEPTH>>)
+    where
+        crate::contract::slot::Depth<DEPTH>: crate::contract::slot::SupportedDepth,
+    {
+        for lane in &mut self.lanes {
+            lane.renew(cell);
+        }
+    }
+}
+
+/// The action a refused admission names.
+pub(super) const SUBMIT: Action = Action::Launch;

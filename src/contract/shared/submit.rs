@@ -1,0 +1,264 @@
+//! Submitting to a shared device: [`SubmitFuture`] — admitted in arrival
+//! order, waiting (awaited or blocking) for a slot when all are busy —
+//! and [`SharedDevice::try_submit`], which refuses at once.
+
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll, Waker};
+
+use super::hub::{Hub, SUBMIT};
+use super::ticket::Ticket;
+use super::{Inner, SharedDevice, blocking};
+use crate::contract::error::{Error, ErrorKind};
+use crate::contract::pipeline::Submit;
+use crate::contract::slot::{Depth, SupportedDepth};
+use crate::contract::wait::{AsyncWait, Wait, polled_after_ready};
+use crate::driver::Driver;
+
+impl<D: Driver + 'static, const DEPTH: usize> SharedDevice<D, DEPTH>
+where
+    Depth<DEPTH>: SupportedDepth,
+{
+    /// Submits `work` — a [`RunSpec`](crate::RunSpec) (its input is copied
+    /// when the run is prepared, so it is borrowed only until then) or an
+    /// owned [`Workload`](crate::Workload) — and resolves, once it is
+    /// admitted and launched, to its [`Ticket`]. Admission is in arrival
+    /// order; while every slot is busy the future waits for one (looking
+    /// at the oldest runs' fences itself, so it never depends on another
+    /// task to poll). Dropped while waiting, it leaves the queue and takes
+    /// nothing.
+    ///
+    /// ```
+    /// use runclaim::{Callable, DeviceConfig, Input, RunSpec, SharedDevice};
+    /// use runclaim::driver::abi::Program;
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    ///
+    /// let shared = SharedDevice::<_, 2>::open(SimDriver::real_time(SimConfig::default()), DeviceConfig::default())?;
+    /// shared.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// let inc = shared.code("inc")?;
+    /// let sum = pollster::block_on(async {
+    ///     let mut tickets = Vec::new();
+    ///     for i in 0..6u32 {
+    ///         // The third submission waits for a slot: depth 2.
+    ///         tickets.push(shared.submit(RunSpec::new(inc, Input::Host(&[i]))).await?);
+    ///     }
+    ///     let mut sum = 0;
+    ///     for t in tickets {
+    ///         sum += t.await?.values[0];
+    ///     }
+    ///     Ok::<_, runclaim::Error>(sum)
+    /// })?;
+    /// assert_eq!(sum, (1..=6).sum::<u32>());
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// The work comes back inside the error: [`ErrorKind::Closed`],
+    /// [`ErrorKind::ChainAcrossTasks`] for `Input::Previous`,
+    /// [`ErrorKind::CodeRepublished`] for code of a replaced publication,
+    /// or any error of a prepare or of a launch that submitted nothing.
+    pub fn submit<W: Submit<'static>>(&self, work: W) -> SubmitFuture<'_, D, DEPTH, W> {
+        SubmitFuture {
+            shared: self,
+            work: Some(work),
+            arrival: None,
+            waits: [None; DEPTH],
+            try_once: false,
+        }
+    }
+
+    /// [`submit`](SharedDevice::submit), blocking the thread while every
+    /// slot is busy (sleeping on the oldest run's fence: a stepped
+    /// simulator is driven by that sleep).
+    ///
+    /// # Errors
+    /// As [`submit`](SharedDevice::submit).
+    pub fn submit_blocking<W: Submit<'static>>(
+        &self,
+        work: W,
+    ) -> Result<Ticket<D, DEPTH>, Error<W>> {
+        blocking::drive(self.submit(work))
+    }
+
+    /// [`submit`](SharedDevice::submit) without waiting: refused at once,
+    /// the work handed back, when it would wait — every slot busy
+    /// ([`ErrorKind::DepthExhausted`]) or earlier submissions still
+    /// waiting.
+    ///
+    /// ```
+    /// use runclaim::{Callable, DeviceConfig, Input, RunSpec, SharedDevice};
+    /// use runclaim::contract::ErrorKind;
+    /// use runclaim::driver::abi::Program;
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    ///
+    /// let shared = SharedDevice::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// shared.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// let inc = shared.code("inc")?;
+    /// let (a, b) = (shared.try_submit(RunSpec::new(inc, Input::Host(&[1])))?, shared.try_submit(RunSpec::new(inc, Input::Host(&[2])))?);
+    /// let full = shared.try_submit(RunSpec::new(inc, Input::Host(&[3]))).unwrap_err();
+    /// assert_eq!(full.kind(), &ErrorKind::DepthExhausted { depth: 2 });
+    /// let back = full.into_value(); // the spec, to submit later
+    /// assert_eq!((a.wait()?.values, b.wait()?.values), (vec![2], vec![3]));
+    /// shared.try_submit(back)?.wait()?;
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`submit`](SharedDevice::submit), and
+    /// [`ErrorKind::DepthExhausted`].
+    pub fn try_submit<W: Submit<'static>>(&self, work: W) -> Result<Ticket<D, DEPTH>, Error<W>> {
+        let mut fut = SubmitFuture {
+            shared: self,
+            work: Some(work),
+            arrival: None,
+            waits: [None; DEPTH],
+            try_once: true,
+        };
+        let mut cx = Context::from_waker(Waker::noop());
+        match Pin::new(&mut fut).poll(&mut cx) {
+            Poll::Ready(r) => r,
+            Poll::Pending => Err(Error::plain(SUBMIT, ErrorKind::broken("a try that waited"))
+                .map_value(|()| unreachable!("a try's work comes back in its own error"))),
+        }
+    }
+}
+
+/// A submission to a [`SharedDevice`], waiting to be admitted: what
+/// [`SharedDevice::submit`] returns. It resolves to the run's [`Ticket`]
+/// once the run is launched, or to the error with the work handed back.
+/// Dropped before it resolves it leaves the queue and takes nothing.
+/// Polled again after it resolved, it panics, as std's `async fn` futures
+/// do.
+#[must_use = "a future does nothing unless awaited"]
+pub struct SubmitFuture<'s, D: Driver + 'static, const DEPTH: usize, W> {
+    shared: &'s SharedDevice<D, DEPTH>,
+    work: Option<W>,
+    /// Its place in the arrival queue, from its first poll.
+    arrival: Option<u64>,
+    /// Its own look at each lane's run, while it waits for a slot.
+    waits: [Option<AsyncWait>; DEPTH],
+    /// `try_submit`: refuse instead of waiting.
+    try_once: bool,
+}
+
+impl<D: Driver + 'static, const DEPTH: usize, W> Unpin for SubmitFuture<'_, D, DEPTH, W> {}
+
+impl<D: Driver + 'static, const DEPTH: usize, W> std::fmt::Debug for SubmitFuture<'_, D, DEPTH, W> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SubmitFuture")
+            .field("arrival", &self.arrival)
+            .field("resolved", &self.work.is_none())
+            .finish_non_exhaustive()
+    }
+}
+
+impl<D: Driver + 'static, const DEPTH: usize, W: Submit<'static>> SubmitFuture<'_, D, DEPTH, W>
+where
+    Depth<DEPTH>: SupportedDepth,
+{
+    /// A free lane for the head arrival: one already free, or one whose run
+    /// this look finds settled.
+    fn lane(&mut self, hub: &mut Hub<D, DEPTH>, waker: &Waker) -> Option<usize> {
+        if let Some(i) = hub.free_lane() {
+            return Some(i);
+        }
+        let owing: Vec<usize> = hub.owing().collect();
+        for i in owing {
+            let wait = self.waits[i].get_or_insert_with(|| AsyncWait::new(Wait::Configured));
+            if hub.settle(i, wait, waker).is_ready() {
+                self.waits[i] = None;
+                if hub.lanes[i].is_free() {
+                    return Some(i);
+                }
+            }
+        }
+        hub.free_lane()
+    }
+
+    /// The work refused with `kind`, handed back.
+    fn refuse(&mut self, hub: &mut Hub<D, DEPTH>, work: W, kind: ErrorKind) -> Error<W> {
+        if let Some(id) = self.arrival.take() {
+            hub.leave(id);
+        }
+        Error::new(work, SUBMIT, None, None, kind)
+    }
+}
+
+impl<D: Driver + 'static, const DEPTH: usize, W: Submit<'static>> Future
+    for SubmitFuture<'_, D, DEPTH, W>
+where
+    Depth<DEPTH>: SupportedDepth,
+{
+    type Output = Result<Ticket<D, DEPTH>, Error<W>>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Self::Output> {
+        let this = self.get_mut();
+        let Some(work) = this.work.take() else {
+            polled_after_ready("SubmitFuture")
+        };
+        let inner: &Arc<Inner<D, DEPTH>> = &this.shared.inner;
+        let mut hub = inner.hub();
+        if hub.closed {
+            return Poll::Ready(Err(this.refuse(&mut hub, work, ErrorKind::Closed)));
+        }
+        if work.chains() {
+            return Poll::Ready(Err(this.refuse(
+                &mut hub,
+                work,
+                ErrorKind::ChainAcrossTasks,
+            )));
+        }
+        let id = *this.arrival.get_or_insert_with(|| hub.arrive());
+        let lane = if hub.is_head(id) {
+            this.lane(&mut hub, cx.waker())
+        } else {
+            None
+        };
+        let Some(lane) = lane else {
+            if this.try_once {
+                let kind = ErrorKind::DepthExhausted { depth: DEPTH };
+                return Poll::Ready(Err(this.refuse(&mut hub, work, kind)));
+            }
+            hub.wait_turn(id, cx.waker());
+            this.work = Some(work);
+            return Poll::Pending;
+        };
+        // Admitted: the launch happens under the lock, so launch order is
+        // admission order.
+        let launched = work.submit_into(&mut hub.lanes[lane], &inner.cell, id);
+        this.arrival = None;
+        hub.leave(id);
+        Poll::Ready(match launched {
+            Ok(run) => Ok(Ticket::new(Arc::clone(inner), id, run)),
+            Err((e, _, work)) => Err(e.map_value(|()| work)),
+        })
+    }
+}
+
+impl<D: Driver + 'static, const DEPTH: usize, W: Submit<'static>> blocking::Driven<D, DEPTH>
+    for SubmitFuture<'_, D, DEPTH, W>
+where
+    Depth<DEPTH>: SupportedDepth,
+{
+    fn inner(&self) -> &Inner<D, DEPTH> {
+        &self.shared.inner
+    }
+
+    fn waits_on(&self) -> Option<usize> {
+        let hub = self.shared.inner.hub();
+        let id = self.arrival?;
+        if !hub.is_head(id) {
+            return None;
+        }
+        hub.owing().next()
+    }
+}
+
+impl<D: Driver + 'static, const DEPTH: usize, W> Drop for SubmitFuture<'_, D, DEPTH, W> {
+    fn drop(&mut self) {
+        if let Some(id) = self.arrival.take() {
+            self.shared.inner.hub().leave(id);
+        }
+    }
+}
