@@ -44,6 +44,9 @@ pub struct Hooks {
     pub frozen: AtomicBool,
     /// The bytes of every AICore block launched, in launch order.
     pub blocks: Mutex<Vec<Vec<u8>>>,
+    /// The name of the thread each `destroy_stream` ran on (a device's
+    /// teardown), in call order.
+    pub teardown_threads: Mutex<Vec<Option<String>>>,
 }
 
 /// The simulator with [`Hooks`].
@@ -64,6 +67,10 @@ impl Hooked {
     }
 
     fn enter(&self, op: Op) {
+        if op == Op::DestroyStream {
+            let name = std::thread::current().name().map(str::to_owned);
+            self.hooks.teardown_threads.lock().unwrap().push(name);
+        }
         let target = *self.hooks.panic_in.lock().unwrap();
         assert!(
             !(self.hooks.armed.load(Ordering::SeqCst) && target == Some(op)),

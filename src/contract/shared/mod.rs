@@ -31,7 +31,7 @@ pub use self::ticket::{Done, Ticket};
 use crate::contract::buffer::DeviceBuffer;
 use crate::contract::code::CodeRef;
 use crate::contract::config::DeviceConfig;
-use crate::contract::device::{Device, Health};
+use crate::contract::device::{ContractStats, Device, Health};
 use crate::contract::error::{Action, Error, ErrorKind};
 use crate::contract::pipeline::lane::Lane;
 use crate::contract::slot::{Depth, SupportedDepth};
@@ -251,6 +251,12 @@ impl<D: Driver + 'static, const DEPTH: usize> SharedDevice<D, DEPTH> {
     #[must_use]
     pub fn health(&self) -> Health {
         self.inner.cell.device.health()
+    }
+
+    /// The device's counters since it opened.
+    #[must_use]
+    pub fn stats(&self) -> ContractStats {
+        self.inner.cell.device.stats()
     }
 
     /// Refuses every submission from now on ([`ErrorKind::Closed`]); runs
