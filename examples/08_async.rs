@@ -19,11 +19,6 @@
 //! Run: `cargo run --release --example 08_async [-- --runs N]`
 
 use std::error::Error;
-use std::future::Future;
-use std::pin::Pin;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::task::{Context, Poll, Wake, Waker};
 use std::time::{Duration, Instant};
 
 use runclaim::driver::abi::Program;
@@ -36,7 +31,10 @@ mod cpu;
 mod join;
 #[path = "support/quantiles.rs"]
 mod quantiles;
+#[path = "support/stamp.rs"]
+mod stamp;
 use quantiles::{quantile, us};
+use stamp::Stamped;
 
 fn f(x: u32) -> u32 {
     x.wrapping_mul(3).wrapping_add(1)
@@ -79,52 +77,6 @@ async fn feed(runner: &Runner<'_, SimDriver, 4>, base: u32, runs: u32) -> Result
         check(done.tag, done.values[0])?;
     }
     Ok(ok)
-}
-
-/// A future that notes when its task is woken: the instant of the latest
-/// wake (nanoseconds since [`ORIGIN`]) of the waker it hands the future.
-struct Stamped<F> {
-    fut: F,
-    woke: Arc<Stamp>,
-}
-
-struct Stamp {
-    inner: std::sync::Mutex<Option<Waker>>,
-    at: AtomicU64,
-}
-
-impl Wake for Stamp {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &Arc<Self>) {
-        let origin = ORIGIN.get_or_init(Instant::now);
-        let ns = u64::try_from(origin.elapsed().as_nanos()).unwrap_or(u64::MAX);
-        self.at.store(ns, Ordering::Release);
-        if let Some(w) = self
-            .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .as_ref()
-        {
-            w.wake_by_ref();
-        }
-    }
-}
-
-static ORIGIN: std::sync::OnceLock<Instant> = std::sync::OnceLock::new();
-
-impl<F: Future + Unpin> Future for Stamped<F> {
-    type Output = F::Output;
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
-        *self
-            .woke
-            .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Some(cx.waker().clone());
-        let waker = Waker::from(self.woke.clone());
-        Pin::new(&mut self.fut).poll(&mut Context::from_waker(&waker))
-    }
 }
 
 /// One run of a 1 s kernel, awaited; whether its value was right.
@@ -171,7 +123,6 @@ fn long_wait() -> Result<bool, runclaim::Error> {
 /// `runs` runs awaited one at a time: wake and resume latencies after each
 /// run's end, and the latency model.
 fn latencies(runs: u32) -> Result<(Vec<Duration>, Vec<Duration>, LatencyModel), runclaim::Error> {
-    let origin = *ORIGIN.get_or_init(Instant::now);
     let sim = SimDriver::real_time(SimConfig::default());
     let model = sim.config().latency;
     let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default())?;
@@ -186,25 +137,17 @@ fn latencies(runs: u32) -> Result<(Vec<Duration>, Vec<Duration>, LatencyModel), 
                 RunSpec::new(code, Input::Host(&[i])),
             )?
             .launch()?;
-        let stamp = Arc::new(Stamp {
-            inner: std::sync::Mutex::new(None),
-            at: AtomicU64::new(u64::MAX),
-        });
-        let fut = Stamped {
-            fut: run.fence_async(),
-            woke: stamp.clone(),
-        };
+        let fut = Stamped::new(run.fence_async());
+        let stamp = fut.stamp();
         let fenced = pollster::block_on(fut)?;
         let back = Instant::now();
         let done = fenced.finalize(&mut out)?;
         let Some(end) = sim.tick_instant(done.wall.end) else {
             continue;
         };
-        let at = stamp.at.load(Ordering::Acquire);
-        if at == u64::MAX {
+        let Some(woken_at) = stamp.woken_at() else {
             continue; // complete at its first poll: nothing to wake
-        }
-        let woken_at = origin + Duration::from_nanos(at);
+        };
         wake.push(woken_at.saturating_duration_since(end));
         resumed.push(back.saturating_duration_since(end));
     }

@@ -81,24 +81,24 @@ fn every_thread_gets_its_own_results() {
 fn admission_is_in_arrival_order() {
     let sim = SimDriver::stepped(SimConfig::default());
     let shared = shared::<2>(sim.clone());
-    let a = shared.try_submit(spec(&shared, &[1])).unwrap();
-    let b = shared.try_submit(spec(&shared, &[2])).unwrap();
-    let mut c = shared.submit(spec(&shared, &[3]));
-    let mut d = shared.submit(spec(&shared, &[4]));
-    assert!(poll(&mut c).is_pending(), "both slots busy");
-    assert!(poll(&mut d).is_pending());
-    // `a` and `b` finish; `d` is polled first, but `c` arrived first.
+    let first = shared.try_submit(spec(&shared, &[1])).unwrap();
+    let second = shared.try_submit(spec(&shared, &[2])).unwrap();
+    let mut third = shared.submit(spec(&shared, &[3]));
+    let mut fourth = shared.submit(spec(&shared, &[4]));
+    assert!(poll(&mut third).is_pending(), "both slots busy");
+    assert!(poll(&mut fourth).is_pending());
+    // `first` and `second` finish; `fourth` is polled first, but `third` arrived first.
     sim.run_until_idle(10_000_000).unwrap();
-    assert!(poll(&mut d).is_pending(), "d is not at the head");
-    let c = match poll(&mut c) {
+    assert!(poll(&mut fourth).is_pending(), "fourth is not at the head");
+    let third = match poll(&mut third) {
         Poll::Ready(t) => t.unwrap(),
-        Poll::Pending => panic!("c is at the head and a slot is free"),
+        Poll::Pending => panic!("third is at the head and a slot is free"),
     };
-    let d = match poll(&mut d) {
+    let fourth = match poll(&mut fourth) {
         Poll::Ready(t) => t.unwrap(),
-        Poll::Pending => panic!("d is at the head now and a slot is free"),
+        Poll::Pending => panic!("fourth is at the head now and a slot is free"),
     };
-    let seqs: Vec<_> = [a, b, c, d]
+    let seqs: Vec<_> = [first, second, third, fourth]
         .into_iter()
         .map(|t| {
             let done = t.wait().unwrap();
@@ -151,21 +151,21 @@ fn try_submit_refuses_a_full_device_and_hands_the_work_back() {
 fn a_cancelled_submission_leaves_the_queue() {
     let sim = SimDriver::stepped(SimConfig::default());
     let shared = shared::<2>(sim.clone());
-    let a = shared.try_submit(spec(&shared, &[1])).unwrap();
-    let b = shared.try_submit(spec(&shared, &[2])).unwrap();
-    let mut c = shared.submit(spec(&shared, &[3]));
-    let mut d = shared.submit(spec(&shared, &[4]));
-    assert!(poll(&mut c).is_pending());
-    assert!(poll(&mut d).is_pending());
-    drop(c);
+    let first = shared.try_submit(spec(&shared, &[1])).unwrap();
+    let second = shared.try_submit(spec(&shared, &[2])).unwrap();
+    let mut third = shared.submit(spec(&shared, &[3]));
+    let mut fourth = shared.submit(spec(&shared, &[4]));
+    assert!(poll(&mut third).is_pending());
+    assert!(poll(&mut fourth).is_pending());
+    drop(third);
     sim.run_until_idle(10_000_000).unwrap();
-    let d = match poll(&mut d) {
+    let fourth = match poll(&mut fourth) {
         Poll::Ready(t) => t.unwrap(),
-        Poll::Pending => panic!("c left: d is the head"),
+        Poll::Pending => panic!("third left: fourth is the head"),
     };
-    assert_eq!(a.wait().unwrap().values, [f(1)]);
-    assert_eq!(b.wait().unwrap().values, [f(2)]);
-    assert_eq!(d.wait().unwrap().values, [f(4)]);
+    assert_eq!(first.wait().unwrap().values, [f(1)]);
+    assert_eq!(second.wait().unwrap().values, [f(2)]);
+    assert_eq!(fourth.wait().unwrap().values, [f(4)]);
 }
 
 /// A dropped ticket loses only its own result: its run still completes,
@@ -189,6 +189,30 @@ fn a_dropped_ticket_loses_only_its_own_result() {
     assert_eq!((h.in_flight, shared.stats().finalized), (0, 60));
 }
 
+/// A dropped ticket's slot comes back at once when its run is already
+/// complete, and at the next submission once it is — not only when every
+/// slot is busy — so the device's count of runs in flight stays true.
+#[test]
+fn a_dropped_tickets_slot_comes_back_once_its_run_is_complete() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let shared = shared::<2>(sim.clone());
+    let a = shared.try_submit(spec(&shared, &[1])).unwrap();
+    drop(a); // not complete yet: its lane still owes the run
+    assert_eq!(shared.health().in_flight, 1);
+    sim.run_until_idle(10_000_000).unwrap();
+    let b = shared.try_submit(spec(&shared, &[2])).unwrap();
+    assert_eq!(
+        shared.health().in_flight,
+        1,
+        "a's run reclaimed at b's submit"
+    );
+    sim.run_until_idle(10_000_000).unwrap();
+    drop(b); // complete: reclaimed at once
+    let h = shared.health();
+    assert_eq!((h.in_flight, h.launched.len()), (0, 0));
+    assert_eq!(shared.stats().finalized, 2);
+}
+
 /// Republication through the handle settles every outstanding run into
 /// its ticket first — here with the tickets still held by the publishing
 /// thread, which must not deadlock — and the old code's references are
@@ -198,8 +222,12 @@ fn republication_settles_outstanding_runs_and_refuses_old_code() {
     let sim = SimDriver::stepped(SimConfig::default());
     let shared = shared::<2>(sim);
     let old = shared.code("f").unwrap();
-    let a = shared.try_submit(RunSpec::new(old, Input::Host(&[1]))).unwrap();
-    let b = shared.try_submit(RunSpec::new(old, Input::Host(&[2]))).unwrap();
+    let a = shared
+        .try_submit(RunSpec::new(old, Input::Host(&[1])))
+        .unwrap();
+    let b = shared
+        .try_submit(RunSpec::new(old, Input::Host(&[2])))
+        .unwrap();
     shared
         .publish(&[Callable::program("f", &Program::new().add(100))])
         .unwrap();
@@ -340,7 +368,10 @@ fn a_shared_buffer_is_host_accessible_only_while_unheld() {
     assert!(matches!(e.kind(), ErrorKind::BufferShared { .. }), "{e}");
     let done = ticket.wait().unwrap();
     assert!(matches!(
-        shared.read_buffer(&mut out, 0, &mut back).unwrap_err().kind(),
+        shared
+            .read_buffer(&mut out, 0, &mut back)
+            .unwrap_err()
+            .kind(),
         ErrorKind::BufferShared { .. }
     ));
     drop(done); // the workload, and its share of the buffer
@@ -387,13 +418,17 @@ fn tickets_resolve_anywhere_in_any_order() {
     let shared = shared::<4>(SimDriver::real_time(SimConfig::default()));
     let code = shared.code("f").unwrap();
     let tickets: Vec<Ticket<SimDriver, 4>> = (0..4u32)
-        .map(|x| shared.submit_blocking(RunSpec::new(code, Input::Host(&[x]))).unwrap())
+        .map(|x| {
+            shared
+                .submit_blocking(RunSpec::new(code, Input::Host(&[x])))
+                .unwrap()
+        })
         .collect();
     let joins: Vec<_> = tickets
         .into_iter()
         .rev()
-        .enumerate()
-        .map(|(k, t)| std::thread::spawn(move || (3 - k as u32, pollster::block_on(t))))
+        .zip((0..4u32).rev())
+        .map(|(t, x)| std::thread::spawn(move || (x, pollster::block_on(t))))
         .collect();
     for j in joins {
         let (x, done) = j.join().unwrap();
@@ -412,8 +447,12 @@ fn the_last_drop_tears_the_device_down_on_its_own_thread() {
     let shared = SharedDevice::<_, 2>::open(hooked, DeviceConfig::default()).unwrap();
     shared.publish(&callables()).unwrap();
     let code = shared.code("f").unwrap();
-    let a = shared.submit_blocking(RunSpec::new(code, Input::Host(&[1]))).unwrap();
-    let b = shared.submit_blocking(RunSpec::new(code, Input::Host(&[2]))).unwrap();
+    let a = shared
+        .submit_blocking(RunSpec::new(code, Input::Host(&[1])))
+        .unwrap();
+    let b = shared
+        .submit_blocking(RunSpec::new(code, Input::Host(&[2])))
+        .unwrap();
     // (A publication may have retired a stream already.)
     let before = hooks.teardown_threads.lock().unwrap().len();
     std::thread::Builder::new()
@@ -460,5 +499,8 @@ fn a_plain_device_tears_down_where_it_is_dropped() {
         .join()
         .unwrap();
     let names = hooks.teardown_threads.lock().unwrap().clone();
-    assert_eq!(names, [Some("dropping".to_owned()), Some("dropping".to_owned())]);
+    assert_eq!(
+        names,
+        [Some("dropping".to_owned()), Some("dropping".to_owned())]
+    );
 }

@@ -313,6 +313,28 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
         Poll::Ready(())
     }
 
+    /// One query of the pending run's fence, never a wait: `true` once the
+    /// lane owes no pending run — the run was complete (retired, its
+    /// outcome kept for `complete`, as [`settle`](Self::settle) keeps it)
+    /// or nothing was pending. A run not complete yet is left untouched.
+    pub(crate) fn settle_if_done(&mut self) -> bool {
+        let verdict = match &self.state {
+            LaneState::Pending { run, .. } => match run.look() {
+                Err(ErrorKind::NotReady) => return false,
+                v => v,
+            },
+            _ => return true,
+        };
+        self.settle_with(|run, out, work| {
+            let fenced = match verdict {
+                Ok(()) => Ok(run.fenced()),
+                Err(kind) => Err(run.refused(Action::Fence, kind)),
+            };
+            finish(fenced, out, work)
+        });
+        true
+    }
+
     /// Retires the pending run, if any, keeping its outcome for
     /// `complete`: its fence waited for at most `left` of the drain's
     /// `budget` (once it is spent, only looked at).

@@ -67,8 +67,10 @@ where
             return Stage::Waiting;
         }
         let mut settled = true;
-        let owing: Vec<usize> = hub.owing().collect();
-        for i in owing {
+        for i in 0..DEPTH {
+            if !hub.lanes[i].owes() {
+                continue;
+            }
             let wait = self.waits[i].get_or_insert_with(|| AsyncWait::new(Wait::Configured));
             if hub.settle(i, wait, waker).is_ready() {
                 self.waits[i] = None;

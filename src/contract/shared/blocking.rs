@@ -42,7 +42,12 @@ impl Wake for Unpark {
 pub(super) fn drive<D: Driver + 'static, const DEPTH: usize, F: Driven<D, DEPTH>>(
     mut fut: F,
 ) -> F::Output {
-    let waker = Waker::from(Arc::new(Unpark(thread::current())));
+    // One waker per thread, made at its first blocking call: a blocking
+    // call allocates nothing.
+    thread_local! {
+        static UNPARK: Waker = Waker::from(Arc::new(Unpark(thread::current())));
+    }
+    let waker = UNPARK.with(Waker::clone);
     let mut cx = Context::from_waker(&waker);
     loop {
         if let Poll::Ready(r) = Pin::new(&mut fut).poll(&mut cx) {

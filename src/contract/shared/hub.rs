@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::task::{Poll, Waker};
 
 use super::claim::{ArcClaim, Cell};
-use super::ticket::{Delivery, Done};
+use super::done::{Delivery, Done};
 use crate::contract::code::CodeEntry;
 use crate::contract::error::Action;
 use crate::contract::pipeline::lane::Lane;
@@ -181,12 +181,49 @@ impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
         }
     }
 
+    /// `ticket` looks for itself: no waker of its to wake.
+    pub(super) fn unwait_ticket(&mut self, ticket: u64) {
+        if let Some(k) = self.ticket_wakers.iter().position(|(t, _)| *t == ticket) {
+            self.ticket_wakers.swap_remove(k);
+        }
+    }
+
     /// `ticket` was dropped before it resolved: its outcome, settled or
-    /// to come, is dropped.
+    /// to come, is dropped. Its run is looked at once (never waited for):
+    /// complete, its lane is free at once; otherwise the lane is taken
+    /// back by the next submission that looks at it.
     pub(super) fn drop_ticket(&mut self, ticket: u64) {
         self.ticket_wakers.retain(|(t, _)| *t != ticket);
-        if self.take_done(ticket).is_none() && self.lane_of(ticket).is_some() {
+        if self.take_done(ticket).is_some() {
+            return;
+        }
+        if let Some(i) = self.lane_of(ticket) {
             self.dropped.push(ticket);
+            self.reclaim(i);
+        }
+    }
+
+    /// Lane `i`'s run, if its ticket was dropped and the run is complete:
+    /// finalized, its outcome dropped, the lane free.
+    fn reclaim(&mut self, i: usize) {
+        if self.lanes[i].settle_if_done() {
+            self.collect(i);
+        }
+    }
+
+    /// Every lane whose ticket was dropped, looked at once: those whose
+    /// runs are complete are free again (what a submission does before it
+    /// takes a lane, so a dropped ticket's slot comes back at the next
+    /// submission once its run is complete, not only when every slot is
+    /// busy).
+    pub(super) fn reclaim_dropped(&mut self) {
+        for k in (0..self.dropped.len()).rev() {
+            let Some(&ticket) = self.dropped.get(k) else {
+                continue;
+            };
+            if let Some(i) = self.lane_of(ticket) {
+                self.reclaim(i);
+            }
         }
     }
 

@@ -6,7 +6,8 @@
 //! |---|---|
 //! | `mod.rs` | `SharedDevice`: open, publish, code, buffers, health, close, the last drop |
 //! | `submit.rs` | `SubmitFuture`: admission in arrival order, a slot awaited when all are busy; `try_submit`, `submit_blocking` |
-//! | `ticket.rs` | `Ticket` and `Done`: one submission's result, awaited or waited for |
+//! | `ticket.rs` | `Ticket`: one submission's result, awaited or waited for |
+//! | `done.rs` | `Done`: what a ticket resolves to |
 //! | `barrier.rs` | `PublishFuture`, `SharedCloseFuture`: every outstanding run settled into its ticket first |
 //! | `hub.rs` | what the handle keeps under its lock: the lanes, the arrivals, the settled outcomes |
 //! | `claim.rs` | `ArcClaim`: a claim on a slot that holds the device (no borrow, no `unsafe`) |
@@ -15,6 +16,7 @@
 mod barrier;
 mod blocking;
 mod claim;
+mod done;
 mod hub;
 mod submit;
 mod ticket;
@@ -25,9 +27,10 @@ use bytemuck::Pod;
 
 pub use self::barrier::{PublishFuture, SharedCloseFuture};
 use self::claim::Cell;
+pub use self::done::Done;
 use self::hub::{Hub, SharedLane};
 pub use self::submit::SubmitFuture;
-pub use self::ticket::{Done, Ticket};
+pub use self::ticket::Ticket;
 use crate::contract::buffer::DeviceBuffer;
 use crate::contract::code::CodeRef;
 use crate::contract::config::DeviceConfig;

@@ -160,11 +160,14 @@ where
     /// A free lane for the head arrival: one already free, or one whose run
     /// this look finds settled.
     fn lane(&mut self, hub: &mut Hub<D, DEPTH>, waker: &Waker) -> Option<usize> {
+        hub.reclaim_dropped();
         if let Some(i) = hub.free_lane() {
             return Some(i);
         }
-        let owing: Vec<usize> = hub.owing().collect();
-        for i in owing {
+        for i in 0..DEPTH {
+            if !hub.lanes[i].owes() {
+                continue;
+            }
             let wait = self.waits[i].get_or_insert_with(|| AsyncWait::new(Wait::Configured));
             if hub.settle(i, wait, waker).is_ready() {
                 self.waits[i] = None;

@@ -11,35 +11,11 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
 
+use super::done::Delivery;
 use super::{Inner, blocking};
 use crate::contract::error::{Error, ErrorKind, RunId};
 use crate::contract::wait::{AsyncWait, Wait, polled_after_ready};
-use crate::contract::workload::Workload;
 use crate::driver::Driver;
-use crate::driver::abi::WallRecord;
-
-/// A finished run of a [`SharedDevice`](super::SharedDevice): its records,
-/// a [`RunSpec`](crate::RunSpec) run's outputs, and a workload's run's
-/// workload, its owned host tensors holding what the device wrote.
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Done {
-    /// The run.
-    pub run: RunId,
-    /// Its launch sequence number (admission order is launch order).
-    pub seq: u64,
-    /// Its device-wall record (validated to be this run's).
-    pub wall: WallRecord,
-    /// A [`RunSpec`](crate::RunSpec) run's outputs (empty for a
-    /// workload's run).
-    pub values: Vec<u32>,
-    /// A workload's run's workload, to read, refill and submit again.
-    pub work: Option<Workload<'static>>,
-}
-
-/// What a ticket resolves to: the finished run, or why it produced no
-/// result, with its workload handed back.
-pub(super) type Delivery = Result<Done, Error<Option<Workload<'static>>>>;
 
 /// One admitted submission's result, for the task that submitted it: a
 /// future (`ticket.await`) and a blocking wait ([`wait`](Ticket::wait)).
@@ -136,6 +112,9 @@ impl<D: Driver + 'static, const DEPTH: usize> Future for Ticket<D, DEPTH> {
             polled_after_ready("Ticket");
         }
         let mut hub = this.inner.hub();
+        // The ticket looks itself now: a settle by this look must not wake
+        // its own task again (a wasted poll).
+        hub.unwait_ticket(this.id);
         if let Some(lane) = hub.lane_of(this.id)
             && hub.settle(lane, &mut this.wait, cx.waker()).is_pending()
         {
@@ -155,7 +134,14 @@ impl<D: Driver + 'static, const DEPTH: usize> Future for Ticket<D, DEPTH> {
 impl<D: Driver + 'static, const DEPTH: usize> Drop for Ticket<D, DEPTH> {
     fn drop(&mut self) {
         if !self.done {
-            self.inner.hub().drop_ticket(self.id);
+            // One look at the run, never a wait; a driver that panics in
+            // it is caught (the lane then reports the broken transition
+            // at its next use), so a ticket dropped while unwinding never
+            // aborts the process.
+            let (inner, id) = (&self.inner, self.id);
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                inner.hub().drop_ticket(id);
+            }));
         }
     }
 }
