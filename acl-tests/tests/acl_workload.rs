@@ -22,7 +22,6 @@ use std::time::Duration;
 
 use common::acl::{control, open, open_on};
 use runclaim::DeviceConfig;
-use runclaim::driver::abi::a2a3_layout::{envelope, image, payload};
 use runclaim::driver::abi::{
     self, A2a3Abi, AicpuBlock, BlockBuf, DevSpan, Dir, KernelAbi, LaunchArgs, Prep, Program,
     RunArgs, RunIdentity, RunView, RunclaimAbi, Shape, StatusRecord, TensorArg, TensorView,
@@ -729,13 +728,19 @@ fn a_workload_program_runs_end_to_end_through_the_fake(abi: Abi) {
 /// middling block and the largest one.
 #[test]
 fn a2a3_envelopes_past_the_drivers_stack_copy_launch_and_compute() {
-    assert_eq!(envelope::size(71, 2), Some(WorkArgs::MAX_SIZE));
+    // The a2a3 layout's numbers, as its docs (`A2a3Abi`) give them: the
+    // envelope is 192 + 128 per tensor + 8 per scalar; the task payload,
+    // after the image's 64-byte header and one 64-byte record per worker,
+    // is a 64-byte header (epoch, tensor count @8, scalar count @12), then
+    // the tensors and scalars.
+    let envelope = |t: usize, n: usize| 192 + 128 * t + 8 * n;
+    assert_eq!(envelope(71, 2), WorkArgs::MAX_SIZE);
     let program = Program::new().mul(3).add(2);
     let s = AbiSlot::open(Abi::A2a3, Abi::A2a3, &program);
     let (x, y) = (s.d.alloc(64).unwrap(), s.d.alloc(64).unwrap());
     let pay = s
         .region(A2a3Abi::IMAGE)
-        .offset(image::payload(BLOCK_DIM).unwrap());
+        .offset(64 + 64 * BLOCK_DIM as usize);
     for (k, (t, n)) in [(71, 2), (71, 3), (80, 16), (256, 128)]
         .into_iter()
         .enumerate()
@@ -748,7 +753,7 @@ fn a2a3_envelopes_past_the_drivers_stack_copy_launch_and_compute() {
         let mut tensors = vec![view(x, 64, Dir::In), view(y, 64, Dir::Out)];
         tensors.extend((2..t).map(|i| view(x.offset(i % 16 * 4), 4, Dir::In)));
         let scalars: Vec<u64> = (0..n as u64).map(|j| j * 0x1_0001 + epoch).collect();
-        let size = 192 + 128 * t + 8 * n;
+        let size = envelope(t, n);
         assert_eq!(
             s.run(&identity(epoch), &tensors, &scalars),
             Verdict::Succeeded
@@ -762,7 +767,7 @@ fn a2a3_envelopes_past_the_drivers_stack_copy_launch_and_compute() {
         let block = cpu.expect("a2a3 writes its own AICPU block");
         let block = block.args().bytes();
         assert_eq!(block.len(), size);
-        let mut head = [0u8; payload::HEADER];
+        let mut head = [0u8; 64];
         s.d.copy_from_device(&mut head, pay).unwrap();
         let word = |at: usize| u32::from_le_bytes(head[at..at + 4].try_into().unwrap());
         assert_eq!(
@@ -771,21 +776,18 @@ fn a2a3_envelopes_past_the_drivers_stack_copy_launch_and_compute() {
             "the payload's epoch"
         );
         assert_eq!(
-            (word(payload::TENSOR_COUNT), word(payload::SCALAR_COUNT)),
+            (word(8), word(12)),
             (u32::try_from(t).unwrap(), u32::try_from(n).unwrap())
         );
-        let last = envelope::tensor_at(t - 1).unwrap();
+        let last = envelope(t - 1, 0);
         let mut got = vec![0u8; 128];
-        s.d.copy_from_device(&mut got, pay.offset(payload::TENSORS + 128 * (t - 1)))
+        s.d.copy_from_device(&mut got, pay.offset(64 + 128 * (t - 1)))
             .unwrap();
         assert_eq!(got, block[last..last + 128], "the last tensor");
-        let last = envelope::scalar_at(t, n - 1).unwrap();
+        let last = envelope(t, n - 1);
         let mut got = [0u8; 8];
-        s.d.copy_from_device(
-            &mut got,
-            pay.offset(payload::TENSORS + 128 * t + 8 * (n - 1)),
-        )
-        .unwrap();
+        s.d.copy_from_device(&mut got, pay.offset(64 + 128 * t + 8 * (n - 1)))
+            .unwrap();
         assert_eq!(got, block[last..last + 8], "the last scalar");
         assert_eq!(u64::from_le_bytes(got), scalars[n - 1]);
     }

@@ -37,7 +37,8 @@ mod workload;
 
 use static_assertions::const_assert_eq;
 
-pub use a2a3::{A2a3Abi, A2a3Result, A2a3Timing, A2a3Verdict, a2a3_layout};
+pub(crate) use a2a3::layout as a2a3_layout;
+pub use a2a3::{A2a3Abi, A2a3Result, A2a3Timing, A2a3Verdict};
 pub(crate) use adapter::Builtin;
 pub use adapter::{
     AbiError, AddrField, AicpuBlock, BlockBuf, BlockWriter, DevSpan, Home, KernelAbi, KernelAbiRef,

@@ -1,126 +1,27 @@
 //! The reference runtime's a2a3 device protocol ([`A2a3Model`]): epoch
 //! identity instead of host clears.
 //!
-//! Layouts from the reference runtime's public headers (simpler,
-//! `kernel_args.h`, `device_run_result.h`, `runtime.h`): `KernelArgs` and
-//! `AicoreLaunchArgs`, the `Handshake` record with its `report_epoch`,
-//! `DeviceRunResultRegion` and `DeviceRunTiming`. Where only the order and
-//! types of fields are known, the natural C layout is used (marked
-//! "inferred" below); words runclaim adds are marked "runclaim".
+//! Every offset is the a2a3 adapter's, read from the one a2a3 layout the
+//! adapter writes with (`driver::abi::a2a3::layout`); the records are
+//! encoded by the adapter's own record types ([`A2a3Result`],
+//! [`A2a3Timing`]). What is this file's: the protocol's steps and what the
+//! device refuses.
 
 use super::{AicoreLaunch, AicpuLaunch, DeviceMemory, DeviceModel, ModelError, RunEnd, Task};
-use crate::driver::abi::{self, Dir, TensorArg};
+use crate::driver::abi::a2a3_layout::{
+    aicore_args, envelope, handshake, image, kernel_args, payload, result, tensor, timing,
+};
+use crate::driver::abi::{self, A2a3Result, A2a3Timing, Dir, TensorArg};
 use crate::driver::sim::rust_kernel::KernelRun;
 
-/// The image header: `core_start_epoch`, `core_start`, reserved.
-const IMAGE_HEADER: u64 = 64;
-/// One worker's handshake record (`alignas(64)`).
-const RECORD: u64 = 64;
-/// The task payload's header: epoch, counts, reserved.
-const PAYLOAD_HEADER: u64 = PAYLOAD_HEADER_BYTES as u64;
-const PAYLOAD_HEADER_BYTES: usize = 64;
-/// One `ChipTensor`-shaped descriptor.
-const TENSOR: usize = 128;
-const MAX_TENSORS: u32 = 256;
-const MAX_SCALARS: u32 = 128;
-/// The largest task payload: 33,856 bytes.
-const PAYLOAD_MAX: u64 =
-    PAYLOAD_HEADER + TENSOR as u64 * MAX_TENSORS as u64 + 8 * MAX_SCALARS as u64;
-/// `AicoreLaunchArgs`.
-const AICORE_BLOCK: usize = 40;
-/// `LAUNCH_ENVELOPE_HEADER_BYTES`: `KernelArgs` (136 B) and the reserved
-/// rest of the header.
-const ENVELOPE_HEADER: usize = 192;
-/// `entry_args_source = LaunchEnvelope`.
-const SOURCE_ENVELOPE: u32 = 1;
-/// `DeviceRunResultRegion`.
-const RESULT_BYTES: u64 = 280;
-/// The timing record.
-const TIMING_BYTES: u64 = TIMING as u64;
-const TIMING: usize = 80;
-
-/// Image header offsets.
-mod image {
-    pub const CORE_START_EPOCH: u64 = 0;
-    pub const CORE_START: u64 = 8;
-}
-
-/// Handshake record offsets (0..32 the reference's `Handshake`).
-mod hs {
-    /// `u32` `aicore_done`: `w + 1` once worker `w` reported.
-    pub const AICORE_DONE: u64 = 4;
-    /// `u64` `task`: the task payload's address.
-    pub const TASK: u64 = 8;
-    /// `i32` `core_type` (0 = AIC).
-    pub const CORE_TYPE: u64 = 16;
-    /// `u32` `physical_core_id`.
-    pub const PHYSICAL_CORE_ID: u64 = 20;
-    /// `u64` `report_epoch` (stated @24).
-    pub const REPORT_EPOCH: u64 = 24;
-    /// `u64` `task_epoch` [runclaim].
-    pub const TASK_EPOCH: u64 = 32;
-    /// `u64` `done_epoch` [runclaim].
-    pub const DONE_EPOCH: u64 = 40;
-    /// `i32` `error` [runclaim].
-    pub const ERROR: u64 = 48;
-    /// `u64` `release_epoch` [runclaim].
-    pub const RELEASE_EPOCH: u64 = 56;
-}
-
-/// Task payload offsets.
-mod payload {
-    pub const EPOCH: u64 = 0;
-    pub const TENSORS: u64 = 8;
-    pub const SCALARS: u64 = 12;
-    /// `u32` slot [simulator: reserved in the shared layout, 0 there].
-    pub const SLOT: u64 = 16;
-}
-
-/// `KernelArgs` offsets (in the envelope).
-mod ka {
-    pub const RUNTIME_ARGS: usize = 0;
-    /// `regs` up to `chip_swimlane_aicore_rotation_table`: all 0.
-    pub const ZERO_FROM: usize = 8;
-    pub const ZERO_TO: usize = 88;
-    pub const DEVICE_WALL: usize = 88;
-    pub const RUN_RESULT: usize = 96;
-    pub const RUN_RESULT_EPOCH: usize = 104;
-    pub const ENABLE_PROFILING: usize = 112;
-    pub const ENTRY_ARGS_OFFSET: usize = 116;
-    pub const ENTRY_TENSORS: usize = 120;
-    pub const ENTRY_SCALARS: usize = 124;
-    pub const ENTRY_SOURCE: usize = 128;
-    pub const PADDING: usize = 132;
-    /// [runclaim, in the envelope's reserved bytes]
-    pub const BLOCK_DIM: usize = 136;
-    /// [runclaim]
-    pub const SLOT: usize = 140;
-    pub const RESERVED_FROM: usize = 144;
-}
-
-/// `ChipTensor`-shaped descriptor offsets (types inferred).
-mod ct {
-    pub const ADDR: usize = 0;
-    pub const SIZE: usize = 8;
-    pub const OWNER_TASK_ID: usize = 16;
-    pub const START_OFFSET: usize = 24;
-    pub const VERSION: usize = 32;
-    pub const NDIMS: usize = 36;
-    pub const DTYPE: usize = 40;
-    pub const MANUAL_DEP: usize = 44;
-    pub const IS_CONTIGUOUS: usize = 45;
-    pub const ADDRESS_SPACE: usize = 46;
-    pub const DIRECTION: usize = 47;
-    pub const SHAPE0: usize = 48;
-    pub const STAGED: usize = 56;
-    pub const EXTENT: usize = 64;
-    pub const STRIDE0: usize = 72;
-    pub const PADDING: usize = 80;
-}
+// The identity word leads both records: the rest of each is one write,
+// then the identity.
+const _: () = assert!(timing::EPOCH == 0 && result::PUBLISHED == 0);
 
 /// The reference runtime's a2a3 device protocol: the layout of runclaim's
-/// a2a3 adapter, with the run's **epoch** as its identity, so the host
-/// never clears anything between runs.
+/// a2a3 adapter ([`A2a3Abi`](crate::driver::abi::A2a3Abi), whose docs give
+/// every struct offset by offset), with the run's **epoch** as its
+/// identity, so the host never clears anything between runs.
 ///
 /// Three per-slot regions, zeroed once (when the slot is opened) and
 /// never written by the host again: the **image** (a 64-byte header,
@@ -132,34 +33,16 @@ mod ct {
 ///
 /// # Launch blocks
 ///
-/// - **AICore**: `AicoreLaunchArgs`, 40 bytes: `runtime_args` (the image,
-///   @0), `enable_profiling_flag` (u32 @8, 0), padding (@12, 0),
-///   `ffts_base_addr` (@16, 0), `chip_swimlane_aicore_rotation_table`
-///   (@24, 0), `report_epoch` (@32, the epoch, never 0). `block_dim` is
-///   the launch's.
-/// - **AICPU**: the launch envelope, `192 + 128·T + 8·S` bytes:
-///   `KernelArgs` — `runtime_args` (@0, the image), `regs` …
-///   `chip_swimlane_aicore_rotation_table` (@8..88, all 0),
-///   `device_wall_data_base` (@88, timing), `run_result_data_base` (@96,
-///   result), `run_result_epoch` (@104, the epoch), `enable_profiling_flag`
-///   (u32 @112, 0), `entry_args_offset` (u32 @116, 192), the tensor and
-///   scalar counts `T` ≤ 256 and `S` ≤ 128 (u32 @120, @124),
-///   `entry_args_source` (u32 @128, 1 = launch envelope), padding (@132,
-///   0) — then runclaim's `block_dim` (u32 @136) and slot (u32 @140), 0 to
-///   192; then `T` 128-byte `ChipTensor`-shaped descriptors and `S` `u64`
-///   scalars.
-/// - **Tensor descriptor** (types inferred): `buffer.addr` (@0),
-///   `buffer.size` (@8), `owner_task_id` (@16, 0), `start_offset` (@24,
-///   0), `version` (u32 @32, 0), `ndims` (u32 @36, 1), `dtype` (u32 @40:
-///   the element size in bytes), `manual_dep` (u8 @44, 0),
-///   `is_contiguous` (u8 @45, 1), `address_space` (u8 @46, 1 = device),
-///   direction (u8 @47, [`Dir::code`]), `shapes[0]` (@48, the element
-///   count `size / dtype`), `staged` (@56, 0 or 1), `extent_elem_cache`
-///   (@64, the element count), `strides[0]` (@72, 1), 0 to 128.
-///
-/// A block that is not exactly this (a field the simulator does not model
-/// set, such as profiling, FFTS or swimlanes; a count that disagrees with
-/// the length; an epoch of 0) is refused at launch
+/// The AICore block is `AicoreLaunchArgs` (40 bytes); the AICPU block the
+/// launch envelope, `KernelArgs` in a 192-byte header, then T tensor
+/// descriptors and S scalars (`192 + 128·T + 8·S` bytes, T ≤ 256, S ≤
+/// 128). A block that is not exactly what the adapter writes (a field the
+/// simulator does not model set, such as profiling, FFTS, registers or
+/// swimlanes; a reserved or padding byte that is not 0; a count that
+/// disagrees with the length; an epoch of 0; a tensor descriptor of more
+/// than one dimension, host memory, an unknown direction or staged flag,
+/// or a shape that is not its size over its element size) is refused at
+/// launch
 /// ([`DriverErrorKind::InvalidArgument`](crate::driver::DriverErrorKind::InvalidArgument)),
 /// and every range the blocks name is checked: the image
 /// ([`image_bytes`](A2a3Model::image_bytes)), the result and timing
@@ -167,43 +50,32 @@ mod ct {
 ///
 /// # The protocol
 ///
-/// Worker `w`'s handshake record is at `image + 64 + 64·w`: `aicore_done`
-/// (u32 @4), `task` (@8), `core_type` (i32 @16), `physical_core_id` (u32
-/// @20), `report_epoch` (@24), then runclaim's `task_epoch` (@32),
-/// `done_epoch` (@40), `error` (i32 @48) and `release_epoch` (@56). The
-/// task payload is at `image + 64 + 64·block_dim`.
-///
 /// - **AICore worker** `w` (epoch `E` from its block): the kernel's start
-///   stamps the image's `core_start` (@8), then its `core_start_epoch`
-///   (@0) = `E`; the worker writes `core_type` = 0, `physical_core_id` =
-///   `w`, `report_epoch` = `E`, then `aicore_done` = `w + 1`; waits until
-///   `task_epoch` == `E`; reads the payload at `task` — inside the image
-///   and carrying `E`, else the kernel faults — and takes its tensors and
-///   scalars as its run; computes; writes `error`, then `done_epoch` =
-///   `E`; waits until `release_epoch` == `E`.
+///   stamps the image's `core_start`, then its `core_start_epoch` = `E`;
+///   the worker writes its record's `core_type` = 0 (AIC),
+///   `physical_core_id` = `w`, `report_epoch` = `E`, then `aicore_done` =
+///   `w + 1`; waits until `task_epoch` == `E`; reads the payload at `task`
+///   — inside the image and carrying `E`, else the kernel faults — and
+///   takes its tensors and scalars as its run; computes; writes `error`,
+///   then `done_epoch` = `E`; waits until `release_epoch` == `E`.
 /// - **AICPU kernel** (`E` = `run_result_epoch`): at its start, copies the
-///   envelope's tensors and scalars into the payload area (tensors and
-///   scalars, then its header: epoch `E` @0, `T` @8, `S` @12 and, a
-///   simulator extension in the reserved bytes, the slot @16); waits until
-///   every report is accepted — `aicore_done != 0 && report_epoch == E`,
-///   the reference's `aicore_report_accepted`; dispatches each worker
-///   (`task`, then `task_epoch` = `E`); waits until every `done_epoch` ==
-///   `E`, the run's code being the first non-zero `error`; writes the
-///   timing record, then the result region; releases every worker
-///   (`release_epoch` = `E`).
+///   envelope's tensors and scalars into the payload area, then its header
+///   (epoch `E`, the counts, the slot); waits until every report is
+///   accepted — `aicore_done != 0 && report_epoch == E`, the reference's
+///   `aicore_report_accepted`; dispatches each worker (`task`, then
+///   `task_epoch` = `E`); waits until every `done_epoch` == `E`, the run's
+///   code being the first non-zero `error`; writes the timing record, then
+///   the result region; releases every worker (`release_epoch` = `E`).
 ///
 /// # Records
 ///
-/// - **Timing** (80 B): `wall_ns` (@8), `run_wall_start_cycles` (@16, the
-///   earlier kernel start), `run_wall_end_cycles` (@24), `sys_cnt_hz`
-///   (@32, 50,000,000), `device_id` (i32 @40, 0), then runclaim's slot
-///   (u32 @44), `aicore_start_cycles` (@48), `aicpu_start_cycles` (@56),
-///   `dispatch_cycles` (@64), `block_dim` (u32 @72) — and the epoch (@0)
+/// - **Timing**: the run's wall from the earlier kernel start to the end,
+///   in the device's ticks (`sys_cnt_hz` 50,000,000, `device_id` 0), the
+///   slot, both kernels' starts, the dispatch, `block_dim` — and the epoch
 ///   written **last**.
-/// - **Result** (280 B): `payload_bytes` (u32 @8, 0), `verdict` (u32 @12:
-///   1 Ok, 2 Error), `completion_code` (i32 @16: 0, or the run's code),
-///   `code_source` (u32 @20: 0 on Ok, 1 = header on Error), the payload
-///   (@24, untouched) — and `published` (@0) = `E` written **last**.
+/// - **Result**: `payload_bytes` 0, `verdict` 1 Ok (code 0, source 0) or 2
+///   Error (the run's code, source 1 = header), the payload untouched —
+///   and `published` = `E` written **last**.
 ///
 /// ```
 /// use runclaim::sim::{A2a3Model, DeviceModel, SimConfig, SimDriver};
@@ -226,14 +98,17 @@ impl A2a3Model {
     /// ```
     #[must_use]
     pub const fn image_bytes(block_dim: u32) -> u64 {
-        IMAGE_HEADER
-            .saturating_add(RECORD.saturating_mul(block_dim as u64))
-            .saturating_add(PAYLOAD_MAX)
+        image::bytes_u64(block_dim)
     }
 }
 
 fn refused(what: &'static str) -> ModelError {
     ModelError::Refused { what }
+}
+
+/// An offset, in device-address arithmetic.
+const fn off(at: usize) -> u64 {
+    at as u64
 }
 
 fn u32_at(b: &[u8], at: usize) -> u32 {
@@ -248,37 +123,40 @@ fn u64_at(b: &[u8], at: usize) -> u64 {
     u64::from_le_bytes(w)
 }
 
-/// Worker `w`'s record word `off`.
-fn record(image: u64, w: u32, off: u64) -> u64 {
-    image + IMAGE_HEADER + RECORD * u64::from(w) + off
+/// `true` when bytes `from..to` of `b` are all 0.
+fn zero(b: &[u8], from: usize, to: usize) -> bool {
+    b[from..to].iter().all(|&x| x == 0)
+}
+
+/// Worker `w`'s record word `field` (a [`handshake`] offset).
+fn record(image: u64, w: u32, field: usize) -> u64 {
+    image + off(image::HEADER) + off(handshake::SIZE) * u64::from(w) + off(field)
 }
 
 /// The task payload of a run with `block_dim` workers.
 fn payload_at(image: u64, block_dim: u32) -> u64 {
-    image + IMAGE_HEADER + RECORD * u64::from(block_dim)
+    record(image, block_dim, 0)
 }
 
 /// One tensor descriptor of the envelope, validated (structure only).
 fn tensor(d: &[u8]) -> Result<TensorArg, ModelError> {
     let bad = refused("a tensor descriptor does not follow the a2a3 layout (ChipTensor)");
-    let bytes = u64_at(d, ct::SIZE);
-    let elem_size = u32_at(d, ct::DTYPE);
-    let elements = match elem_size {
+    let bytes = u64_at(d, tensor::BUFFER_SIZE);
+    let elements = match u32_at(d, tensor::DTYPE) {
         0 => 0,
         e => bytes / u64::from(e),
     };
-    let zero = |from: usize, to: usize| d[from..to].iter().all(|&b| b == 0);
-    let ok = u64_at(d, ct::OWNER_TASK_ID) == 0
-        && u64_at(d, ct::START_OFFSET) == 0
-        && u32_at(d, ct::VERSION) == 0
-        && u32_at(d, ct::NDIMS) == 1
-        && d[ct::MANUAL_DEP] == 0
-        && d[ct::IS_CONTIGUOUS] == 1
-        && d[ct::ADDRESS_SPACE] == 1
-        && u64_at(d, ct::SHAPE0) == elements
-        && u64_at(d, ct::EXTENT) == elements
-        && u64_at(d, ct::STRIDE0) == 1
-        && zero(ct::PADDING, TENSOR);
+    let ok = u64_at(d, tensor::OWNER_TASK_ID) == 0
+        && u64_at(d, tensor::START_OFFSET) == 0
+        && u32_at(d, tensor::VERSION) == 0
+        && u32_at(d, tensor::NDIMS) == 1
+        && d[tensor::MANUAL_DEP] == 0
+        && d[tensor::IS_CONTIGUOUS] == 1
+        && d[tensor::ADDRESS_SPACE] == tensor::ADDRESS_SPACE_DEVICE
+        && u64_at(d, tensor::SHAPES) == elements
+        && u64_at(d, tensor::EXTENT_ELEM_CACHE) == elements
+        && u64_at(d, tensor::STRIDES) == 1
+        && zero(d, tensor::PADDING, tensor::SIZE);
     if !ok {
         return Err(bad);
     }
@@ -288,18 +166,60 @@ fn tensor(d: &[u8]) -> Result<TensorArg, ModelError> {
 /// The fields a kernel sees of one descriptor; `None` for a direction or
 /// staged flag that is not one.
 fn decode_tensor(d: &[u8]) -> Option<TensorArg> {
-    let staged = match u64_at(d, ct::STAGED) {
+    let staged = match u64_at(d, tensor::STAGED) {
         0 => false,
         1 => true,
         _ => return None,
     };
     Some(TensorArg {
-        addr: u64_at(d, ct::ADDR),
-        bytes: u64_at(d, ct::SIZE),
-        elem_size: u32_at(d, ct::DTYPE),
-        dir: Dir::from_code(u32::from(d[ct::DIRECTION]))?,
+        addr: u64_at(d, tensor::BUFFER_ADDR),
+        bytes: u64_at(d, tensor::BUFFER_SIZE),
+        elem_size: u32_at(d, tensor::DTYPE),
+        dir: Dir::from_code(u32::from(d[tensor::DIRECTION]))?,
         staged,
     })
+}
+
+/// The envelope's header, refused unless every word is what the adapter
+/// writes; its counts, when it is.
+fn envelope_counts(block: &[u8]) -> Result<(usize, usize), ModelError> {
+    if block.len() < envelope::HEADER {
+        return Err(refused(
+            "an a2a3 AICPU block is a launch envelope of at least 192 bytes",
+        ));
+    }
+    let (t, s) = (
+        u32_at(block, kernel_args::ENTRY_TENSOR_COUNT) as usize,
+        u32_at(block, kernel_args::ENTRY_SCALAR_COUNT) as usize,
+    );
+    let Some(size) = envelope::size(t, s) else {
+        return Err(refused(
+            "a2a3 AICPU block: more than 256 tensors or 128 scalars",
+        ));
+    };
+    if block.len() != size {
+        return Err(refused(
+            "a2a3 AICPU block: its length is not 192 + 128 per tensor + 8 per scalar",
+        ));
+    }
+    if !zero(block, kernel_args::REGS, kernel_args::DEVICE_WALL_DATA_BASE)
+        || u32_at(block, kernel_args::ENABLE_PROFILING_FLAG) != 0
+        || !zero(block, kernel_args::PADDING, kernel_args::SIZE)
+        || !zero(block, envelope::RESERVED, envelope::HEADER)
+    {
+        return Err(refused(
+            "a2a3 AICPU block: a KernelArgs field the simulator does not model is set \
+             (registers, dumps, swimlanes, PMU, profiling) or a reserved byte is not 0",
+        ));
+    }
+    if u32_at(block, kernel_args::ENTRY_ARGS_OFFSET) as usize != envelope::HEADER
+        || u32_at(block, kernel_args::ENTRY_ARGS_SOURCE) != envelope::LAUNCH_ENVELOPE
+    {
+        return Err(refused(
+            "a2a3 AICPU block: the entry arguments are not in the launch envelope at 192",
+        ));
+    }
+    Ok((t, s))
 }
 
 impl DeviceModel for A2a3Model {
@@ -314,21 +234,25 @@ impl DeviceModel for A2a3Model {
         _max_block_dim: u32,
         mem: &DeviceMemory<'_>,
     ) -> Result<AicoreLaunch, ModelError> {
-        if block.len() != AICORE_BLOCK {
+        if block.len() != aicore_args::SIZE {
             return Err(refused(
                 "an a2a3 AICore block is AicoreLaunchArgs, 40 bytes",
             ));
         }
-        if block[8..32].iter().any(|&b| b != 0) {
+        if !zero(
+            block,
+            aicore_args::ENABLE_PROFILING_FLAG,
+            aicore_args::REPORT_EPOCH,
+        ) {
             return Err(refused(
                 "a2a3 AICore block: profiling, FFTS and swimlanes are not simulated (must be 0)",
             ));
         }
-        let epoch = u64_at(block, 32);
+        let epoch = u64_at(block, aicore_args::REPORT_EPOCH);
         if epoch == 0 {
             return Err(refused("a2a3 AICore block: report_epoch is 0"));
         }
-        let image = u64_at(block, 0);
+        let image = u64_at(block, aicore_args::RUNTIME_ARGS);
         mem.check(image, A2a3Model::image_bytes(block_dim))?;
         Ok(AicoreLaunch::new(epoch, block_dim, image))
     }
@@ -339,78 +263,33 @@ impl DeviceModel for A2a3Model {
         max_block_dim: u32,
         mem: &DeviceMemory<'_>,
     ) -> Result<AicpuLaunch, ModelError> {
-        if block.len() < ENVELOPE_HEADER {
-            return Err(refused(
-                "an a2a3 AICPU block is a launch envelope of at least 192 bytes",
-            ));
-        }
-        let (t, s) = (
-            u32_at(block, ka::ENTRY_TENSORS),
-            u32_at(block, ka::ENTRY_SCALARS),
-        );
-        if t > MAX_TENSORS || s > MAX_SCALARS {
-            return Err(refused(
-                "a2a3 AICPU block: more than 256 tensors or 128 scalars",
-            ));
-        }
-        let entries = TENSOR * t as usize + 8 * s as usize;
-        if block.len() != ENVELOPE_HEADER + entries {
-            return Err(refused(
-                "a2a3 AICPU block: its length is not 192 + 128 per tensor + 8 per scalar",
-            ));
-        }
-        let zero = |from: usize, to: usize| block[from..to].iter().all(|&b| b == 0);
-        if !zero(ka::ZERO_FROM, ka::ZERO_TO)
-            || u32_at(block, ka::ENABLE_PROFILING) != 0
-            || u32_at(block, ka::PADDING) != 0
-            || !zero(ka::RESERVED_FROM, ENVELOPE_HEADER)
-        {
-            return Err(refused(
-                "a2a3 AICPU block: a KernelArgs field the simulator does not model is set \
-                 (registers, dumps, swimlanes, PMU, profiling) or a reserved byte is not 0",
-            ));
-        }
-        if u32_at(block, ka::ENTRY_ARGS_OFFSET) as usize != ENVELOPE_HEADER
-            || u32_at(block, ka::ENTRY_SOURCE) != SOURCE_ENVELOPE
-        {
-            return Err(refused(
-                "a2a3 AICPU block: the entry arguments are not in the launch envelope at 192",
-            ));
-        }
-        let epoch = u64_at(block, ka::RUN_RESULT_EPOCH);
+        let (t, _) = envelope_counts(block)?;
+        let epoch = u64_at(block, kernel_args::RUN_RESULT_EPOCH);
         if epoch == 0 {
             return Err(refused("a2a3 AICPU block: run_result_epoch is 0"));
         }
-        let block_dim = u32_at(block, ka::BLOCK_DIM);
+        let block_dim = u32_at(block, envelope::BLOCK_DIM);
         if block_dim == 0 || block_dim > max_block_dim {
             return Err(refused("block_dim is 0 or above the device maximum"));
         }
-        let mut tensors = Vec::with_capacity(t as usize);
-        for d in block[ENVELOPE_HEADER..ENVELOPE_HEADER + TENSOR * t as usize].chunks_exact(TENSOR)
-        {
-            tensors.push(tensor(d)?);
-        }
-        let image = u64_at(block, ka::RUNTIME_ARGS);
-        let (timing, result) = (
-            u64_at(block, ka::DEVICE_WALL),
-            u64_at(block, ka::RUN_RESULT),
-        );
+        let descriptors = &block[envelope::HEADER..envelope::HEADER + tensor::SIZE * t];
+        let tensors = descriptors
+            .chunks_exact(tensor::SIZE)
+            .map(tensor)
+            .collect::<Result<Vec<_>, _>>()?;
+        let image = u64_at(block, kernel_args::RUNTIME_ARGS);
+        let timing = u64_at(block, kernel_args::DEVICE_WALL_DATA_BASE);
+        let result = u64_at(block, kernel_args::RUN_RESULT_DATA_BASE);
         mem.check(image, A2a3Model::image_bytes(block_dim))?;
-        mem.check(timing, TIMING_BYTES)?;
-        mem.check(result, RESULT_BYTES)?;
+        mem.check(timing, off(timing::SIZE))?;
+        mem.check(result, off(result::SIZE))?;
         for t in &tensors {
             mem.check(t.addr, t.bytes)?;
         }
+        let slot = u32_at(block, envelope::SLOT);
         Ok(AicpuLaunch {
             data: block.to_vec(),
-            ..AicpuLaunch::new(
-                epoch,
-                u32_at(block, ka::SLOT),
-                block_dim,
-                image,
-                result,
-                timing,
-            )
+            ..AicpuLaunch::new(epoch, slot, block_dim, image, result, timing)
         })
     }
 
@@ -421,8 +300,8 @@ impl DeviceModel for A2a3Model {
         mem: &mut DeviceMemory<'_>,
         now: u64,
     ) -> Result<(), ModelError> {
-        mem.write_u64(k.base + image::CORE_START, now)?;
-        mem.write_u64(k.base + image::CORE_START_EPOCH, k.identity)
+        mem.write_u64(k.base + off(image::CORE_START), now)?;
+        mem.write_u64(k.base + off(image::CORE_START_EPOCH), k.identity)
     }
 
     fn report(
@@ -431,11 +310,14 @@ impl DeviceModel for A2a3Model {
         worker: u32,
         mem: &mut DeviceMemory<'_>,
     ) -> Result<(), ModelError> {
-        let at = |off| record(k.base, worker, off);
-        mem.write_u32(at(hs::CORE_TYPE), 0)?;
-        mem.write_u32(at(hs::PHYSICAL_CORE_ID), worker)?;
-        mem.write_u64(at(hs::REPORT_EPOCH), k.identity)?;
-        mem.write_u32(at(hs::AICORE_DONE), worker + 1)
+        let at = |field| record(k.base, worker, field);
+        mem.write_u32(
+            at(handshake::CORE_TYPE),
+            handshake::CORE_TYPE_AIC.cast_unsigned(),
+        )?;
+        mem.write_u32(at(handshake::PHYSICAL_CORE_ID), worker)?;
+        mem.write_u64(at(handshake::REPORT_EPOCH), k.identity)?;
+        mem.write_u32(at(handshake::AICORE_DONE), worker + 1)
     }
 
     fn task(
@@ -444,46 +326,46 @@ impl DeviceModel for A2a3Model {
         worker: u32,
         mem: &DeviceMemory<'_>,
     ) -> Result<Option<Task>, ModelError> {
-        if mem.read_u64(record(k.base, worker, hs::TASK_EPOCH))? != k.identity {
+        if mem.read_u64(record(k.base, worker, handshake::TASK_EPOCH))? != k.identity {
             return Ok(None);
         }
-        let at = mem.read_u64(record(k.base, worker, hs::TASK))?;
+        let at = mem.read_u64(record(k.base, worker, handshake::TASK))?;
         let end = k.base.saturating_add(A2a3Model::image_bytes(k.block_dim));
         let outside = refused("a2a3: the dispatched task payload is outside the image");
         let inside = |len: u64| at >= k.base && at.checked_add(len).is_some_and(|e| e <= end);
-        if !inside(PAYLOAD_HEADER) {
+        if !inside(off(payload::HEADER)) {
             return Err(outside);
         }
-        if mem.read_u64(at + payload::EPOCH)? != k.identity {
+        if mem.read_u64(at + off(payload::EPOCH))? != k.identity {
             return Err(refused(
                 "a2a3: the dispatched task payload is another run's",
             ));
         }
-        let (t, s) = (
-            mem.read_u32(at + payload::TENSORS)?,
-            mem.read_u32(at + payload::SCALARS)?,
-        );
-        if t > MAX_TENSORS || s > MAX_SCALARS {
+        let t = mem.read_u32(at + off(payload::TENSOR_COUNT))? as usize;
+        let s = mem.read_u32(at + off(payload::SCALAR_COUNT))? as usize;
+        let Some(size) = payload::size(t, s) else {
             return Err(refused(
                 "a2a3: the task payload's counts are above the maximum",
             ));
-        }
-        let slot = mem.read_u32(at + payload::SLOT)?;
-        let len = TENSOR as u64 * u64::from(t) + 8 * u64::from(s);
-        if !inside(PAYLOAD_HEADER + len) {
+        };
+        let slot = mem.read_u32(at + off(payload::SLOT))?;
+        if !inside(off(size)) {
             return Err(outside);
         }
-        let mut bytes = vec![0u8; usize::try_from(len).unwrap_or(0)];
-        mem.read(at + PAYLOAD_HEADER, &mut bytes)?;
-        let (ts, ss) = bytes.split_at(TENSOR * t as usize);
+        let mut bytes = vec![0u8; size - payload::TENSORS];
+        mem.read(at + off(payload::TENSORS), &mut bytes)?;
+        let (ts, ss) = bytes.split_at(tensor::SIZE * t);
         let tensors = ts
-            .chunks_exact(TENSOR)
+            .chunks_exact(tensor::SIZE)
             .map(decode_tensor)
             .collect::<Option<Vec<_>>>()
             .ok_or(refused(
                 "a2a3: a tensor of the task payload does not decode",
             ))?;
-        let scalars = ss.chunks_exact(8).map(|c| u64_at(c, 0)).collect();
+        let scalars = ss
+            .chunks_exact(envelope::SCALAR_SIZE)
+            .map(|c| u64_at(c, 0))
+            .collect();
         Ok(Some(Task::Read(KernelRun::new(
             k.identity,
             slot,
@@ -502,8 +384,8 @@ impl DeviceModel for A2a3Model {
         mem: &mut DeviceMemory<'_>,
     ) -> Result<(), ModelError> {
         // The i32 field holds the code's bits.
-        mem.write_u32(record(k.base, worker, hs::ERROR), code)?;
-        mem.write_u64(record(k.base, worker, hs::DONE_EPOCH), k.identity)
+        mem.write_u32(record(k.base, worker, handshake::ERROR), code)?;
+        mem.write_u64(record(k.base, worker, handshake::DONE_EPOCH), k.identity)
     }
 
     fn released(
@@ -512,22 +394,31 @@ impl DeviceModel for A2a3Model {
         worker: u32,
         mem: &DeviceMemory<'_>,
     ) -> Result<bool, ModelError> {
-        Ok(mem.read_u64(record(k.base, worker, hs::RELEASE_EPOCH))? == k.identity)
+        Ok(mem.read_u64(record(k.base, worker, handshake::RELEASE_EPOCH))? == k.identity)
     }
 
     /// Copies the envelope's tensors and scalars into the image's payload
     /// area, then its header (the epoch with it).
     fn aicpu_start(&self, c: &AicpuLaunch, mem: &mut DeviceMemory<'_>) -> Result<(), ModelError> {
         let envelope = &c.data;
-        if envelope.len() < ENVELOPE_HEADER {
+        if envelope.len() < envelope::HEADER {
             return Err(refused("a2a3: the AICPU kernel has no launch envelope"));
         }
         let at = payload_at(c.base, c.block_dim);
-        mem.write(at + PAYLOAD_HEADER, &envelope[ENVELOPE_HEADER..])?;
-        let mut header = [0u8; PAYLOAD_HEADER_BYTES];
-        header[0..8].copy_from_slice(&c.identity.to_le_bytes());
-        header[8..16].copy_from_slice(&envelope[ka::ENTRY_TENSORS..ka::ENTRY_SCALARS + 4]);
-        header[16..20].copy_from_slice(&c.slot.to_le_bytes());
+        mem.write(at + off(payload::TENSORS), &envelope[envelope::HEADER..])?;
+        let mut header = [0u8; payload::HEADER];
+        let mut put = |field: usize, b: &[u8]| header[field..field + b.len()].copy_from_slice(b);
+        put(payload::EPOCH, &c.identity.to_le_bytes());
+        let count = |field: usize| u32_at(envelope, field).to_le_bytes();
+        put(
+            payload::TENSOR_COUNT,
+            &count(kernel_args::ENTRY_TENSOR_COUNT),
+        );
+        put(
+            payload::SCALAR_COUNT,
+            &count(kernel_args::ENTRY_SCALAR_COUNT),
+        );
+        put(payload::SLOT, &c.slot.to_le_bytes());
         mem.write(at, &header)
     }
 
@@ -539,8 +430,10 @@ impl DeviceModel for A2a3Model {
         worker: u32,
         mem: &DeviceMemory<'_>,
     ) -> Result<bool, ModelError> {
-        Ok(mem.read_u32(record(c.base, worker, hs::AICORE_DONE))? != 0
-            && mem.read_u64(record(c.base, worker, hs::REPORT_EPOCH))? == c.identity)
+        Ok(
+            mem.read_u32(record(c.base, worker, handshake::AICORE_DONE))? != 0
+                && mem.read_u64(record(c.base, worker, handshake::REPORT_EPOCH))? == c.identity,
+        )
     }
 
     /// `task`, then `task_epoch`.
@@ -551,10 +444,10 @@ impl DeviceModel for A2a3Model {
         mem: &mut DeviceMemory<'_>,
     ) -> Result<(), ModelError> {
         mem.write_u64(
-            record(c.base, worker, hs::TASK),
+            record(c.base, worker, handshake::TASK),
             payload_at(c.base, c.block_dim),
         )?;
-        mem.write_u64(record(c.base, worker, hs::TASK_EPOCH), c.identity)
+        mem.write_u64(record(c.base, worker, handshake::TASK_EPOCH), c.identity)
     }
 
     fn task_done(
@@ -563,14 +456,15 @@ impl DeviceModel for A2a3Model {
         worker: u32,
         mem: &DeviceMemory<'_>,
     ) -> Result<Option<u32>, ModelError> {
-        if mem.read_u64(record(c.base, worker, hs::DONE_EPOCH))? != c.identity {
+        if mem.read_u64(record(c.base, worker, handshake::DONE_EPOCH))? != c.identity {
             return Ok(None);
         }
-        mem.read_u32(record(c.base, worker, hs::ERROR)).map(Some)
+        mem.read_u32(record(c.base, worker, handshake::ERROR))
+            .map(Some)
     }
 
-    /// The timing record (its epoch last), then the result region
-    /// (`published` last).
+    /// The timing record (its epoch last), then the result region's header
+    /// (`published` last; the payload untouched).
     fn write_records(
         &self,
         c: &AicpuLaunch,
@@ -579,37 +473,38 @@ impl DeviceModel for A2a3Model {
     ) -> Result<(), ModelError> {
         // The AICore kernel stamped its start under this epoch before any
         // worker could report (else: the AICPU kernel's start).
-        let aicore_start = if mem.read_u64(c.base + image::CORE_START_EPOCH)? == c.identity {
-            mem.read_u64(c.base + image::CORE_START)?
+        let stamped = mem.read_u64(c.base + off(image::CORE_START_EPOCH))? == c.identity;
+        let aicore_start = if stamped {
+            mem.read_u64(c.base + off(image::CORE_START))?
         } else {
             end.aicpu_start
         };
         let start = aicore_start.min(end.aicpu_start);
-        let mut t = [0u8; TIMING];
-        let mut put = |at: usize, b: &[u8]| t[at..at + b.len()].copy_from_slice(b);
-        put(
-            8,
-            &abi::ticks_to_nanos(end.end.saturating_sub(start)).to_le_bytes(),
-        );
-        put(16, &start.to_le_bytes());
-        put(24, &end.end.to_le_bytes());
-        put(32, &abi::TICKS_PER_SEC.to_le_bytes());
-        put(40, &0i32.to_le_bytes());
-        put(44, &c.slot.to_le_bytes());
-        put(48, &aicore_start.to_le_bytes());
-        put(56, &end.aicpu_start.to_le_bytes());
-        put(64, &end.dispatched.to_le_bytes());
-        put(72, &c.block_dim.to_le_bytes());
-        mem.write(c.timing + 8, &t[8..])?;
+        let t = A2a3Timing {
+            epoch: c.identity,
+            wall_ns: abi::ticks_to_nanos(end.end.saturating_sub(start)),
+            run_wall_start_cycles: start,
+            run_wall_end_cycles: end.end,
+            sys_cnt_hz: abi::TICKS_PER_SEC,
+            device_id: 0,
+            slot: c.slot,
+            aicore_start_cycles: aicore_start,
+            aicpu_start_cycles: end.aicpu_start,
+            dispatch_cycles: end.dispatched,
+            block_dim: c.block_dim,
+        }
+        .to_bytes();
+        let rest = timing::WALL_NS;
+        mem.write(c.timing + off(rest), &t[rest..])?;
         mem.write_u64(c.timing, c.identity)?;
-        // payload_bytes, verdict, completion_code (the code's bits),
-        // code_source.
-        let (verdict, source) = if end.code == 0 { (1u32, 0u32) } else { (2, 1) };
-        let mut r = [0u8; 16];
-        r[4..8].copy_from_slice(&verdict.to_le_bytes());
-        r[8..12].copy_from_slice(&end.code.to_le_bytes());
-        r[12..16].copy_from_slice(&source.to_le_bytes());
-        mem.write(c.status + 8, &r)?;
+        let r = match end.code {
+            0 => A2a3Result::ok(c.identity),
+            // The i32 field holds the code's bits.
+            code => A2a3Result::error(c.identity, code.cast_signed()),
+        }
+        .to_bytes();
+        let rest = result::PAYLOAD_BYTES;
+        mem.write(c.status + off(rest), &r[rest..result::HEADER])?;
         mem.write_u64(c.status, c.identity)
     }
 
@@ -619,6 +514,6 @@ impl DeviceModel for A2a3Model {
         worker: u32,
         mem: &mut DeviceMemory<'_>,
     ) -> Result<(), ModelError> {
-        mem.write_u64(record(c.base, worker, hs::RELEASE_EPOCH), c.identity)
+        mem.write_u64(record(c.base, worker, handshake::RELEASE_EPOCH), c.identity)
     }
 }
