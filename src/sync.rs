@@ -14,3 +14,18 @@ pub(crate) use std::sync::{Condvar, Mutex, MutexGuard};
 pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
+
+#[cfg(all(test, loom))]
+use loom::thread;
+#[cfg(not(all(test, loom)))]
+use std::thread;
+
+/// Runs `owed` on a thread of its own, named `name`, and returns at once:
+/// how a last owner pays a debt that may wait (a device's runs and
+/// teardown) without waiting on the thread that dropped it — which may be
+/// an executor's, or a driver's callback thread whose progress that very
+/// wait needs. Without a thread to spare, the spawn's refusal drops
+/// `owed`, which pays it here.
+pub(crate) fn pay_elsewhere(name: &str, owed: impl FnOnce() + Send + 'static) {
+    let _ = thread::Builder::new().name(name.into()).spawn(owed);
+}

@@ -192,6 +192,36 @@ use crate::driver::Driver;
 /// assert_eq!(runner.health().quarantined.len(), 3); // none proven complete
 /// # Ok::<(), runclaim::Error>(())
 /// ```
+///
+/// **In async code**, that wait would block the executor's thread. A
+/// borrowed pipeline is drained, awaited, before it is dropped: after
+/// [`drain_async`](Pipeline::drain_async) (or once
+/// [`complete_async`](Pipeline::complete_async) has handed every run back)
+/// nothing is in flight, and the drop waits for nothing. (A task that
+/// cannot await before it goes — a cancelled one — is what a
+/// [`SharedDevice`](super::SharedDevice) is for: its runs belong to the
+/// handle, whose last drop waits on a thread of its own.)
+///
+/// ```
+/// # use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
+/// # use runclaim::driver::abi::Program;
+/// # use runclaim::sim::{SimConfig, SimDriver};
+/// let mut device = Device::<_, 2>::open(SimDriver::real_time(SimConfig::default()), DeviceConfig::default())?;
+/// let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+/// let code = runner.code("f")?;
+/// pollster::block_on(async {
+///     let mut pipe = Pipeline::<_, 2, u32>::new(&runner)?;
+///     pipe.submit(RunSpec::new(code, Input::Host(&[1])), 1)?;
+///     pipe.submit(RunSpec::new(code, Input::Host(&[2])), 2)?;
+///     pipe.drain_async().await?; // settles both runs, awaited
+///     assert_eq!(runner.health().in_flight, 0); // the drop below waits for nothing
+///     let kept = pipe.complete()?.map(|d| d.values[0]); // a settled outcome is kept
+///     assert_eq!(kept, Some(2));
+///     drop(pipe);
+///     Ok::<(), runclaim::Error>(())
+/// })?;
+/// # Ok::<(), runclaim::Error>(())
+/// ```
 pub struct Pipeline<'r, D: Driver, const DEPTH: usize = 2, T = ()> {
     runner: &'r Runner<'r, D, DEPTH>,
     lanes: [Lane<'r, ErasedToken<'r>, T>; DEPTH],

@@ -18,6 +18,8 @@ mod blocking;
 mod claim;
 mod done;
 mod hub;
+#[cfg(all(test, loom))]
+mod loom_last_drop;
 mod submit;
 mod ticket;
 
@@ -306,14 +308,10 @@ impl<D: Driver + 'static, const DEPTH: usize> Drop for Inner<D, DEPTH> {
             .unwrap_or_else(PoisonError::into_inner)
             .take();
         let cell = Arc::clone(&self.cell);
-        let owed = move || {
+        crate::sync::pay_elsewhere("runclaim-shared-close", move || {
             drop(hub);
             drop(cell);
-        };
-        // A failed spawn drops the closure, which pays the debt here.
-        let _ = std::thread::Builder::new()
-            .name("runclaim-shared-close".into())
-            .spawn(owed);
+        });
     }
 }
 
