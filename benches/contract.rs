@@ -244,8 +244,9 @@ steady!(steady2, 2, a = 0, b = 1);
 steady!(steady3, 3, a = 0, b = 1, c = 2);
 
 /// The bound arguments of a workload case: host tensors are `ELEMS` u32
-/// each (staged: copied in at prepare, out at finalize), device buffers
-/// `ELEMS` u32 each (bound by address), scalars `u64`.
+/// each (staged: inputs copied in at prepare, outputs cleared then — one
+/// memset per run — and copied out at finalize), device buffers `ELEMS`
+/// u32 each (bound by address), scalars `u64`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 enum Case {
     /// `RunSpec::new(code, Input::Host(&x))`, finalized into `Outputs`.
@@ -436,10 +437,11 @@ fn workloads() -> Vec<(Case, f64, f64, f64)> {
 }
 
 /// The driver calls one workload run of `case` makes through the contract,
-/// made by hand (no contract): the host inputs copied in, the records
-/// armed, the block encoded, both kernels and the fence queued and waited
-/// for, the records and the host outputs read back. What the contract adds
-/// is the difference.
+/// made by hand (no contract): the host outputs' staging cleared (one
+/// memset, as the contract clears the span its pure outputs lie in), the
+/// host inputs copied in, the records armed, the block encoded, both
+/// kernels and the fence queued and waited for, the records and the host
+/// outputs read back. What the contract adds is the difference.
 struct ByHand {
     d: InstantDriver,
     staging: DevPtr,
@@ -592,6 +594,9 @@ impl ByHand {
             ),
         };
         let at = |k: usize| self.staging.offset(k * 64);
+        if host_out > 0 {
+            d.memset(at(host_in), 0, host_out * 64).unwrap();
+        }
         for k in 0..host_in {
             d.copy_to_device(at(k), &self.ins[k]).unwrap();
         }

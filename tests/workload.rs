@@ -426,6 +426,39 @@ fn a_forgotten_runs_copy_back_is_never_performed_by_a_later_finalize() {
     });
 }
 
+/// An output the kernel leaves unwritten (wholly or in part) comes back
+/// zero: never the bytes a previous run staged in the slot. Run 1 stages
+/// an input and an output; run 2, in the same slot, has only outputs
+/// (borrowed and owned: the kernel reads nothing, so writes nothing); run
+/// 3 writes two of an output's eight elements.
+#[test]
+fn an_output_never_shows_a_previous_runs_staged_bytes() {
+    each(|abi| {
+        let sim = abi.stepped(SimConfig::default());
+        let mut dev = device::<2>(&sim, abi);
+        let runner = dev.publish(&[inc()]).unwrap();
+        let f = runner.code("inc").unwrap();
+        let serial = |work: &mut Workload<'_>| {
+            let token = runner.take_slot::<0>().unwrap();
+            let run = runner.prepare(token, work).unwrap().launch().unwrap();
+            drop(run.fence().unwrap().finalize().unwrap());
+        };
+        let mut y = [0u32; 16];
+        serial(Workload::new(f).input(&[0xDEAD_BEEFu32; 16]).output(&mut y));
+        assert_eq!(y, [0xDEAD_BEF0; 16]);
+        let mut z = [0x1111_1111u32; 16];
+        let mut w = Workload::new(f);
+        w.output(&mut z).owned(vec![0x2222_2222u32; 16], Dir::Out);
+        serial(&mut w);
+        assert_eq!(w.owned_at::<u32>(1), Some(&[0; 16][..]), "{abi:?}");
+        drop(w);
+        assert_eq!(z, [0; 16], "{abi:?}: unwritten, so zero");
+        let mut part = [0x3333_3333u32; 8];
+        serial(Workload::new(f).input(&[5u32, 6]).output(&mut part));
+        assert_eq!(part, [6, 7, 0, 0, 0, 0, 0, 0], "{abi:?}");
+    });
+}
+
 /// Negative control for the regression check above: the reference
 /// runtime's design — copy-back records kept runner-wide and flushed by
 /// the next finalize — fails the same check.

@@ -7,6 +7,13 @@ use runclaim::driver::{EventId, FaultKind, Op, StreamId};
 use runclaim::sim::trace::{TaskTag, TraceEvent, TraceKind};
 use runclaim::sim::{Fault, Kernel, LatencyModel, SimConfig, SimStats};
 
+/// What every byte of a fresh `aclrtMalloc` allocation holds. The runtime
+/// does not clear the memory it hands out (it holds whatever was there
+/// before, another process's bytes included), so the fake fills it with
+/// this rather than the simulator's zeroes: a host that reads back bytes
+/// nobody wrote sees them.
+pub const FRESH_BYTE: u8 = 0xA5;
+
 /// Configuration of one fake device (`runclaim_fake_configure`).
 #[repr(C)]
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]

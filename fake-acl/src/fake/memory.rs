@@ -9,6 +9,7 @@ use runclaim::driver::{Driver, DriverError, DriverErrorKind, Op};
 
 use super::shim::{call, call_out, dev_ptr, host, opaque, stream_of};
 use super::{PARAM_INVALID, current, note, set_message};
+use crate::control::FRESH_BYTE;
 
 /// The byte C's memset stores: the value converted to `unsigned char`.
 fn memset_byte(value: i32) -> u8 {
@@ -20,7 +21,12 @@ pub unsafe extern "C" fn aclrtMalloc(ptr: *mut *mut c_void, size: usize, _policy
     // SAFETY: `ptr` is the caller's out-pointer (ACL contract).
     unsafe {
         call_out(ptr, Waited::Stream, |_, s| {
-            s.alloc(size).map(|p| opaque(p.raw()))
+            let p = s.alloc(size)?;
+            if let Err(e) = s.memset(p, FRESH_BYTE, size) {
+                let _ = s.free(p);
+                return Err(e);
+            }
+            Ok(opaque(p.raw()))
         })
     }
 }

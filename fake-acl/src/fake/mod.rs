@@ -41,6 +41,10 @@
 //!   (after the launch is counted). User models and Rust kernels are Rust
 //!   values of the test process, out of this library's reach: they stay
 //!   simulator-only.
+//! - **Fresh memory.** `aclrtMalloc` does not clear what it hands out:
+//!   each new allocation holds [`FRESH_BYTE`](crate::control::FRESH_BYTE)
+//!   (0xA5) throughout, as real device memory holds whatever was left in
+//!   it.
 //! - **Bounds.** A synchronous device-to-device copy is checked against the
 //!   device's memory size before the fake stages it; `count > destMax` is
 //!   refused as the runtime does. The fake records each memory call's

@@ -2,8 +2,10 @@
 //! launch and the one finalize every run goes through — a workload's
 //! tensors, or a `RunSpec` lowered into two (its input and output in the
 //! slot's arena). Prepare refuses what can be refused, places each host
-//! tensor in the slot's staging region and copies in what the kernel reads
-//! (the slot is held: its regions are this run's alone); launch resolves
+//! tensor in the slot's staging region, copies in what the kernel reads
+//! and clears the pure outputs (the slot is held: its regions are this
+//! run's alone — a `RunSpec` run's arena output, which the next slot's
+//! chained run may still read, is never cleared); launch resolves
 //! every tensor to the device range its block names and marks the buffers
 //! it binds; finalize checks the records, then copies back what the kernel
 //! wrote — only for a run that succeeded.
@@ -16,17 +18,24 @@ use crate::contract::code::CodeRef;
 use crate::contract::error::{ErrorKind, RunId};
 use crate::contract::port::RunInfo;
 use crate::contract::workload::{Args, Data, OwnedHost, Packer};
-use crate::driver::abi::{DevSpan, Home, TensorView, WallRecord};
+use crate::driver::abi::{DevSpan, Dir, Home, TensorView, WallRecord};
 use crate::driver::{DevPtr, Driver, DriverError};
 
-/// What placing a run's tensors found of its arena: a `RunSpec` run's
-/// length (0 for a workload, and for a chained input until launch), and
-/// whether it reads or writes the chain.
+/// What placing a run's tensors found: a `RunSpec` run's length (0 for a
+/// workload, and for a chained input until launch), whether it reads or
+/// writes the chain, and where in staging the pure host outputs lie.
 #[derive(Clone, Copy, Default)]
 struct Arena {
     len: usize,
     chained: bool,
     chainable: bool,
+    /// `(offset, bytes)` in the staging region from the first host tensor
+    /// the kernel only writes ([`Dir::Out`]) to the end of the last: one
+    /// memset clears it at prepare, before the tensors the kernel reads
+    /// are copied in (those placed in between too), so that what the
+    /// kernel leaves unwritten comes back zero, never a previous run's
+    /// bytes. One runtime call however many outputs there are.
+    outputs: (usize, usize),
 }
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
@@ -51,7 +60,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             }
             st.new_run()
         };
-        self.copy_in(slot, &args)?;
+        self.copy_in(slot, &args, arena.outputs)?;
         self.arm_records(slot, run)?;
         Ok(RunInfo {
             run,
@@ -69,6 +78,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     fn place(&self, slot: usize, args: &mut Args<'_, '_>) -> Result<Arena, ErrorKind> {
         let mut packer = Packer::new(self.config.staging_bytes, self.regions[slot].staging.raw());
         let mut arena = Arena::default();
+        // The pure outputs' span: (start, end), empty while start >= end.
+        let (mut first, mut end) = (usize::MAX, 0);
         let (owned, held) = (&*args.owned, args.held);
         for (i, t) in args.tensors.iter_mut().enumerate() {
             match t.data {
@@ -90,12 +101,20 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     None => return Err(ErrorKind::ForeignBuffer { buffer: set.id() }),
                 },
                 Data::HostIn(_) | Data::HostOut(_) | Data::Owned(_) => {
-                    t.at = packer.place(i, t.bytes(owned), t.elem.align)?;
+                    let bytes = t.bytes(owned);
+                    t.at = packer.place(i, bytes, t.elem.align)?;
+                    if t.dir == Dir::Out && bytes > 0 {
+                        first = first.min(t.at);
+                        end = t.at + bytes;
+                    }
                 }
                 Data::ArenaIn(input) => arena.len = self.arena_len(input.len() / 4)?,
                 Data::Chained => arena.chained = true,
                 Data::ArenaOut(_) => arena.chainable = true,
             }
+        }
+        if first < end {
+            arena.outputs = (first, end - first);
         }
         Ok(arena)
     }
@@ -112,11 +131,21 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
     }
 
-    /// One H2D copy per host tensor the kernel reads (and the scratch's
-    /// reset); none for outputs or device buffers.
-    fn copy_in(&self, slot: usize, args: &Args<'_, '_>) -> Result<(), ErrorKind> {
+    /// One memset over the pure host outputs (`outputs`, in staging: see
+    /// [`Arena::outputs`]), then one H2D copy per host tensor the kernel
+    /// reads (and the scratch's reset); nothing for device buffers.
+    fn copy_in(
+        &self,
+        slot: usize,
+        args: &Args<'_, '_>,
+        outputs: (usize, usize),
+    ) -> Result<(), ErrorKind> {
         let r = &self.regions[slot];
         let e = |err: DriverError| self.unlaunched_error(&mut self.lock(), err);
+        if outputs.1 > 0 {
+            let dst = r.staging.offset(outputs.0);
+            self.driver.memset(dst, 0, outputs.1).map_err(e)?;
+        }
         for t in args.tensors.iter() {
             let (src, dst): (&[u8], DevPtr) = match &t.data {
                 Data::HostIn(b) => (b, r.staging.offset(t.at)),

@@ -66,7 +66,8 @@ struct SlotRegions {
     input: DevPtr,
     output: DevPtr,
     /// Where a workload's host tensors are staged
-    /// ([`DeviceConfig::staging_bytes`] bytes, in the arena's allocation).
+    /// ([`DeviceConfig::staging_bytes`] bytes, in the arena's allocation,
+    /// which open zeroes).
     staging: DevPtr,
     /// The one allocation the kernel ABI adapter's regions lie in
     /// (`Abi::layout`).
@@ -253,6 +254,10 @@ where
             let mut regions = Vec::with_capacity(DEPTH);
             for _ in 0..DEPTH {
                 let arena = b.alloc(config.arena_bytes())?;
+                // Zeroed once (one memset per slot): device memory comes
+                // from the runtime as another process may have left it,
+                // and no byte of it may reach a host buffer.
+                driver.memset(arena, 0, config.arena_bytes())?;
                 // Every region zeroed once: from here on a stamped one is
                 // written only by the device, and its records prove whose
                 // they are.

@@ -46,9 +46,11 @@ use crate::driver::abi::WorkArgs;
 /// - A **host tensor** is staged through the slot's staging region
 ///   ([`DeviceConfig::staging_bytes`](super::DeviceConfig::staging_bytes)):
 ///   copied in at prepare (in, in-out), copied back at finalize (out,
-///   in-out) — never when the run failed. A host tensor the run writes is
-///   **borrowed by the run until finalize**: touching it before does not
-///   compile.
+///   in-out) — never when the run failed. An out tensor is not copied in:
+///   its staging is zeroed at prepare, so what the kernel leaves unwritten
+///   comes back **zero**, never a previous run's (or process's) bytes. A
+///   host tensor the run writes is **borrowed by the run until
+///   finalize**: touching it before does not compile.
 /// - A **device buffer** ([`DeviceBuffer`], or a [`BufferSlice`] of one) is
 ///   passed by address, never copied. Runs bind it by shared reference, so
 ///   runs queued back to back may bind the same buffer — run N writes it,
@@ -235,7 +237,23 @@ impl<'a> Workload<'a> {
 
     /// Appends a host tensor the kernel writes ([`Dir::Out`]): borrowed by
     /// the run until finalize, which copies the device's result into it
-    /// (unless the run failed).
+    /// (unless the run failed). Its contents are not copied in: the kernel
+    /// finds it zeroed, and what it leaves unwritten comes back zero.
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+    /// # use runclaim::driver::abi::Program;
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// let mut y = [9u32; 4];
+    /// let mut work = Workload::new(runner.code("inc")?);
+    /// work.input(&[1u32, 2]).output(&mut y); // the program writes 2 elements
+    /// runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?.fence()?.finalize()?;
+    /// drop(work);
+    /// assert_eq!(y, [2, 3, 0, 0]);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
     #[inline]
     pub fn output<T: Pod>(&mut self, data: &'a mut [T]) -> &mut Self {
         let bytes = bytemuck::cast_slice_mut(data);
@@ -286,7 +304,8 @@ impl<'a> Workload<'a> {
     }
 
     /// Appends a host tensor the workload owns, with direction `dir`:
-    /// staged like a borrowed one, and handed back with the workload —
+    /// staged like a borrowed one (a [`Dir::Out`] one zeroed, not copied
+    /// in), and handed back with the workload —
     /// what a [`Pipeline`](super::Pipeline) needs, whose results come back
     /// one [`complete`](super::Pipeline::complete) at a time. Read it back
     /// with [`owned_at`](Workload::owned_at), refill it in place with

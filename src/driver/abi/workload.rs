@@ -31,7 +31,9 @@ use super::records::{RunArgs, get_u32, get_u64, put_u32, put_u64};
 pub enum Dir {
     /// Read by the kernel: a host tensor is copied in at prepare.
     In,
-    /// Written by the kernel: a host tensor is copied back at finalize.
+    /// Written by the kernel: a host tensor's staging is cleared at
+    /// prepare and copied back at finalize, so bytes the kernel leaves
+    /// unwritten come back zero (never a previous run's).
     Out,
     /// Read and written: copied in at prepare and back at finalize.
     InOut,
