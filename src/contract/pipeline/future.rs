@@ -135,22 +135,24 @@ impl<'a, 'r, D: Driver, const DEPTH: usize, T> Future for CompleteFuture<'a, 'r,
 /// use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
 /// use runclaim::contract::ErrorKind;
 /// use runclaim::driver::abi::Program;
-/// use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
+/// use runclaim::sim::{SimConfig, SimDriver};
 ///
 /// let sim = SimDriver::real_time(SimConfig::default());
 /// let mut device = Device::<_, 2>::open(sim.clone(), DeviceConfig::default())?;
-/// let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
-/// let code = runner.code("f")?;
+/// let runner = device.publish(&[
+///     Callable::program("f", &Program::new().add(1)),
+///     Callable::program("fails", &Program::new().fail(7)),
+/// ])?;
+/// let (f, fails) = (runner.code("f")?, runner.code("fails")?);
 /// let mut pipe = Pipeline::new(&runner)?;
-/// sim.inject(Fault::KernelFault { kernel: Kernel::Aicpu, nth: 1 });
-/// pipe.submit(RunSpec::new(code, Input::Host(&[1])), "faults")?;
+/// pipe.submit(RunSpec::new(fails, Input::Host(&[1])), "fails")?;
+/// pipe.submit(RunSpec::new(f, Input::Host(&[1])), "f")?;
 /// pollster::block_on(async {
-///     let report = pipe.drain_async().await?; // settles the run, re-creates the stream
-///     assert!(report.cleared.is_some());
-///     let e = pipe.complete_async().await.unwrap_err(); // its outcome was kept
-///     assert!(matches!(e.kind(), ErrorKind::Fault(_)));
-///     pipe.submit(RunSpec::new(code, Input::Host(&[1])), "again")?;
-///     assert_eq!(pipe.complete_async().await?.map(|d| d.values[0]), Some(2));
+///     let report = pipe.drain_async().await?; // settles both runs
+///     assert_eq!(report.retired, 0); // nothing was forgotten
+///     let e = pipe.complete_async().await.unwrap_err(); // each outcome was kept
+///     assert!(matches!(e.kind(), ErrorKind::RunFailed { .. }));
+///     assert_eq!(pipe.complete_async().await?.map(|d| (d.tag, d.values[0])), Some(("f", 2)));
 ///     Ok::<_, runclaim::Error>(())
 /// })?;
 /// # Ok::<(), runclaim::Error>(())
