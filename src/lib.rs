@@ -140,6 +140,7 @@
 
 pub mod contract;
 pub mod driver;
+pub mod guide;
 pub mod measure;
 mod sync;
 
