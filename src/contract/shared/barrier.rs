@@ -15,7 +15,7 @@ use crate::contract::DrainReport;
 use crate::contract::code::Callable;
 use crate::contract::error::{Action, Error, ErrorKind};
 use crate::contract::slot::{Depth, SupportedDepth};
-use crate::contract::wait::{AsyncWait, DrainWait, Wait, polled_after_ready};
+use crate::contract::wait::{AsyncWait, DrainWait, polled_after_ready};
 use crate::driver::Driver;
 
 /// The part both barriers share: their place in the queue, their own look
@@ -66,18 +66,7 @@ where
             hub.wait_turn(id, waker);
             return Stage::Waiting;
         }
-        let mut settled = true;
-        for i in 0..DEPTH {
-            if !hub.lanes[i].owes() {
-                continue;
-            }
-            let wait = self.waits[i].get_or_insert_with(|| AsyncWait::new(Wait::Configured));
-            if hub.settle(i, wait, waker).is_ready() {
-                self.waits[i] = None;
-            } else {
-                settled = false;
-            }
-        }
+        let settled = hub.settle_owing(&mut self.waits, waker);
         if !settled {
             return Stage::Waiting;
         }

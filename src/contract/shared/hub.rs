@@ -12,7 +12,7 @@ use super::done::{Delivery, Done};
 use crate::contract::code::CodeEntry;
 use crate::contract::error::Action;
 use crate::contract::pipeline::lane::Lane;
-use crate::contract::wait::AsyncWait;
+use crate::contract::wait::{AsyncWait, Wait};
 use crate::driver::Driver;
 
 /// One slot of a shared device: a pipeline lane whose runs are tagged with
@@ -131,6 +131,29 @@ impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
         }
         self.collect(i);
         Poll::Ready(())
+    }
+
+    /// One look at every owing lane's run (`waits`: the looker's own wait
+    /// per lane): each whose verdict is in goes to its ticket. `true` once
+    /// no lane owes a result.
+    pub(super) fn settle_owing(
+        &mut self,
+        waits: &mut [Option<AsyncWait>; DEPTH],
+        waker: &Waker,
+    ) -> bool {
+        let mut settled = true;
+        for (i, wait) in waits.iter_mut().enumerate() {
+            if !self.lanes[i].owes() {
+                continue;
+            }
+            let w = wait.get_or_insert_with(|| AsyncWait::new(Wait::Configured));
+            if self.settle(i, w, waker).is_ready() {
+                *wait = None;
+            } else {
+                settled = false;
+            }
+        }
+        settled
     }
 
     /// Lane `i`'s outcome, if it owes one, to its ticket (or dropped with

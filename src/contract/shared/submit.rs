@@ -13,7 +13,7 @@ use super::{Inner, SharedDevice, blocking};
 use crate::contract::error::{Error, ErrorKind};
 use crate::contract::pipeline::Submit;
 use crate::contract::slot::{Depth, SupportedDepth};
-use crate::contract::wait::{AsyncWait, Wait, polled_after_ready};
+use crate::contract::wait::{AsyncWait, polled_after_ready};
 use crate::driver::Driver;
 
 impl<D: Driver + 'static, const DEPTH: usize> SharedDevice<D, DEPTH>
@@ -164,18 +164,7 @@ where
         if let Some(i) = hub.free_lane() {
             return Some(i);
         }
-        for i in 0..DEPTH {
-            if !hub.lanes[i].owes() {
-                continue;
-            }
-            let wait = self.waits[i].get_or_insert_with(|| AsyncWait::new(Wait::Configured));
-            if hub.settle(i, wait, waker).is_ready() {
-                self.waits[i] = None;
-                if hub.lanes[i].is_free() {
-                    return Some(i);
-                }
-            }
-        }
+        hub.settle_owing(&mut self.waits, waker);
         hub.free_lane()
     }
 
