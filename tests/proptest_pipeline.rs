@@ -1,11 +1,14 @@
 //! The pipeline keeps its promises under any sequence of use: random
-//! submit / complete / device steps / drop (mid-stream) / drain / publish /
-//! injected faults, run through `Pipeline` on the stepped simulator and
-//! compared with a small reference model after every step.
+//! submit / complete (blocking, or awaited and maybe cancelled) / device
+//! steps / drop (mid-stream) / drain (blocking, or awaited to the end, or
+//! awaited and cancelled midway) / publish / injected faults, run through
+//! `Pipeline` on the stepped simulator and compared with a small reference
+//! model after every step.
 //!
-//! The model is a queue of outstanding runs (tag, run id, program, expected
-//! values), the value `Input::Previous` would read, and the current
-//! publication. Its checkers, each with its own message:
+//! The model is a queue of outstanding runs (tag, run id, slot, program,
+//! expected values, whether a drain settled it), the value
+//! `Input::Previous` would read, and the current publication. Its
+//! checkers, each with its own message:
 //!
 //! - **values**: a completed run's outputs are its program applied to its
 //!   input (or to the previous run's output, for a chained run);
@@ -15,6 +18,12 @@
 //! - **errors**: every error is one the model predicts (exactly, without
 //!   faults) or one the contract documents for the injected fault;
 //! - **handed back**: a refused submit returns its own spec and tag;
+//! - **settled**: after an awaited drain cancelled midway, the runs it
+//!   settled early are exactly those the model predicts (the oldest whose
+//!   fences had completed when it last looked), and the device has the
+//!   rest in flight (`drains.rs`);
+//! - **exactly once**: at the end, the tags handed back (or dropped with a
+//!   pipeline) are the tags submitted, each once, in submission order;
 //! - the shared ones: every wait bounded in device steps, no stale code,
 //!   device order = submission order, no leak at the end; without faults,
 //!   the runner's health is the model's after every step.
@@ -35,6 +44,8 @@
 //! `PROPTEST_CASES=20000 cargo test --release --test proptest_pipeline`.
 
 mod common;
+#[path = "proptest_pipeline/drains.rs"]
+mod drains;
 
 use std::collections::{HashSet, VecDeque};
 use std::future::Future;
@@ -82,6 +93,13 @@ enum POp {
     Drop,
     /// `Pipeline::drain`.
     Drain,
+    /// `Pipeline::drain_async`: polled up to `.0 + 1` times, one device
+    /// step between polls, then dropped if it has not resolved (a
+    /// cancelled drain: the runs it settled keep their outcomes).
+    DrainAsync(u8),
+    /// `Pipeline::drain_async` awaited to the end: polled, one device step
+    /// between polls, until it resolves (within the drain's bound).
+    DrainAwait,
     /// Drop the pipeline and the runner, publish set `.0`, go on.
     Publish(usize),
     Inject(FaultOp),
@@ -107,6 +125,13 @@ enum Mutation {
     /// The first awaited complete that is cancelled takes the oldest
     /// result with it (a future that is not cancel-safe).
     CancelTakes,
+    /// The first awaited drain that is cancelled after settling a run
+    /// takes the oldest outcome with it (a drain future that drops what
+    /// it settled).
+    DrainTakes,
+    /// The model ignores what a cancelled drain settled early (it keeps
+    /// those runs in flight).
+    IgnoreEarlySettle,
     /// Drop the pipeline as it was dropped before its drop had one total
     /// bound: every pending run waited for with its own fresh budget (a
     /// `complete` fences as a run's drop waits), one after the other.
@@ -294,6 +319,10 @@ struct MRun {
     expected: Option<Vec<u32>>,
     /// Fenced and finalized early by a drain (no longer in flight).
     settled: bool,
+    /// Settled by an awaited drain that was cancelled.
+    early: bool,
+    /// The slot (lane) the pipeline put it in.
+    slot: usize,
     chained: bool,
 }
 
@@ -324,6 +353,14 @@ struct Report {
     cancelled: usize,
     /// Awaited completes that resolved (checked as any other).
     awaited: usize,
+    /// Awaited drains dropped before they resolved.
+    drains_cancelled: usize,
+    /// Awaited drains that resolved.
+    drains_awaited: usize,
+    /// Runs a cancelled drain settled early.
+    settled_early: usize,
+    /// Of those, runs whose values were checked at their `complete`.
+    early_checked: usize,
 }
 
 struct Model {
@@ -336,6 +373,13 @@ struct Model {
     run_errors_armed: u32,
     launched: Vec<u64>,
     launched_aicpu: Vec<u64>,
+    /// Runs accepted by the current pipeline (the next one's lane).
+    accepted_here: usize,
+    /// Every accepted run's tag, in submission order.
+    accepted: Vec<u64>,
+    /// Every tag handed back by a `complete`, or dropped with a pipeline.
+    returned: Vec<u64>,
+    mutation: Mutation,
     report: Report,
 }
 
@@ -480,6 +524,10 @@ where
         run_errors_armed: 0,
         launched: Vec::new(),
         launched_aicpu: Vec::new(),
+        accepted_here: 0,
+        accepted: Vec::new(),
+        returned: Vec::new(),
+        mutation,
         report: Report::default(),
     };
     let mut i = 0;
@@ -540,6 +588,7 @@ where
                 let pipe = Pipeline::<_, D, u64>::new(&runner)
                     .map_err(|e| format!("step {i}: new pipeline: {e}"))?;
                 let mut pipe = Pipe::new(pipe, mutation);
+                m.accepted_here = 0;
                 while i < ops.len() {
                     let op = &ops[i];
                     i += 1;
@@ -557,10 +606,12 @@ where
                         .map_err(|e| format!("step {i} ({op:?}): {e}"))?;
                     let stats = sim.stats();
                     let took = stats.steps - before;
-                    if *op == POp::Drain {
+                    if matches!(op, POp::Drain | POp::DrainAwait | POp::DrainAsync(_)) {
                         // The drain's documented total bound, plus the one
                         // minimum slice (1 µs = 1 step) its last stream
-                        // sync may ask for once the budget is spent.
+                        // sync may ask for once the budget is spent. An
+                        // awaited drain keeps the same bound, the steps
+                        // between its polls included.
                         let what = format!("step {i}: drain ({in_flight} in flight)");
                         checks::bounded(&what, took, total_bound(in_flight, fence_steps) + 1)?;
                     }
@@ -585,7 +636,7 @@ where
                 let what = format!("step {i}: dropping the pipeline ({in_flight} in flight)");
                 checks::bounded(&what, took, total_bound(in_flight, fence_steps))?;
                 m.report.dropped += m.outstanding.len();
-                m.outstanding.clear();
+                m.returned.extend(m.outstanding.drain(..).map(|r| r.tag));
                 if !m.faulty {
                     checks::health(&runner.health(), false, 0, &[])
                         .map_err(|e| format!("step {i}: after the drop: {e}"))?;
@@ -603,6 +654,7 @@ where
         }
     }
     checks::device_order(&sim.trace(), &m.launched, &m.launched_aicpu)?;
+    drains::exactly_once(&m)?;
     drop(dev);
     let stats = sim.stats();
     checks::no_leaks(&stats)?;
@@ -710,8 +762,12 @@ fn step<const D: usize>(
                         program: p,
                         expected,
                         settled: false,
+                        early: false,
+                        slot: m.accepted_here % D,
                         chained: *input == PIn::Previous,
                     });
+                    m.accepted_here += 1;
+                    m.accepted.push(tag);
                     m.launched.push(run.get());
                     m.launched_aicpu.push(run.get());
                     m.report.submitted += 1;
@@ -768,6 +824,7 @@ fn step<const D: usize>(
             };
             check_not_duplicated(m, tag)?;
             m.seen.insert(tag);
+            m.returned.push(tag);
             let oldest = m.outstanding.pop_front().ok_or("nothing outstanding")?;
             check_order(tag, oldest.tag)?;
             let fail = program(oldest.program).fail_code();
@@ -776,7 +833,10 @@ fn step<const D: usize>(
                     if fail != 0 {
                         return Err(format!("errors: run {tag} should have failed with {fail}"));
                     }
-                    if run != oldest.run || wall.run_id != run.get() || wall.slot as usize >= D {
+                    if run != oldest.run
+                        || wall.run_id != run.get()
+                        || wall.slot as usize != oldest.slot
+                    {
                         return Err(format!("run {tag}: {run} with record {wall:?}"));
                     }
                     if let Some(want) = &oldest.expected {
@@ -786,6 +846,7 @@ fn step<const D: usize>(
                         if oldest.settled {
                             m.report.settled_by_drain += 1;
                         }
+                        m.report.early_checked += usize::from(oldest.early);
                     }
                 }
                 Err(kind) => {
@@ -812,28 +873,14 @@ fn step<const D: usize>(
                 sim.step();
             }
         }
-        POp::Drain => match pipe.drain() {
-            Ok(report) => {
-                m.report.drains += 1;
-                if m.faulty {
-                    m.lose_track();
-                } else if report.cleared.is_some() || report.released > 0 {
-                    return Err(format!("drain without a fault: {report:?}"));
-                }
-                for r in &mut m.outstanding {
-                    r.settled = true;
-                }
-            }
-            Err(k) if m.faulty => {
-                checks::own_records(&k)?;
-                if !matches!(k, ErrorKind::Undrained { .. }) && !complete_fault_error(&k) {
-                    return Err(unexpected("drain", &k));
-                }
-                m.report.fault_outcomes += 1;
-                m.lose_track();
-            }
-            Err(k) => return Err(unexpected("drain", &k)),
-        },
+        POp::Drain => {
+            let drained = pipe.drain();
+            m.report.drains += usize::from(drained.is_ok());
+            drains::drained(m, drained)?;
+            drains::owes_every_run(pipe, m)?;
+        }
+        POp::DrainAsync(polls) => drains::awaited::<D>(pipe, m, sim, Some(*polls))?,
+        POp::DrainAwait => drains::awaited::<D>(pipe, m, sim, None)?,
         POp::Inject(f) => {
             m.faulty = true;
             if let FaultOp::RunError(_) = f {
@@ -862,6 +909,8 @@ fn op() -> impl Strategy<Value = POp> {
         12 => (0..3usize, input()).prop_map(|(c, i)| POp::Submit(c, i)),
         8 => Just(POp::Complete),
         3 => prop_oneof![0..4u8, 4..160u8].prop_map(POp::CompleteAsync),
+        2 => prop_oneof![1 => 0..4u8, 3 => 40..100u8].prop_map(POp::DrainAsync),
+        1 => Just(POp::DrainAwait),
         2 => (1..40u8).prop_map(POp::Step),
         1 => Just(POp::Drop),
         1 => Just(POp::Drain),
@@ -879,7 +928,7 @@ fn ops(faults: bool) -> impl Strategy<Value = Vec<POp>> {
     } else {
         op().boxed()
     };
-    prop::collection::vec(one, 10..70)
+    prop::collection::vec(one, 10..80)
 }
 
 proptest! {
@@ -946,8 +995,9 @@ fn generated(faults: bool, n: u64) -> Vec<Vec<POp>> {
 
 /// The generated sequences exercise the pipeline: measured over 200 cases
 /// of each strategy, runs are submitted, checked in order, refused when the
-/// pipeline is full, settled by drains, dropped mid-stream, and injected
-/// faults fire. A property whose cases mostly skip would prove nothing.
+/// pipeline is full, settled by drains (awaited drains cancelled midway
+/// settling some early), dropped mid-stream, and injected faults fire. A
+/// property whose cases mostly skip would prove nothing.
 #[test]
 fn generated_cases_do_real_work() {
     cases_do_real_work(Abi::Runclaim);
@@ -978,6 +1028,10 @@ fn cases_do_real_work(abi: Abi) {
             total.max_pending = total.max_pending.max(r.max_pending);
             total.cancelled += r.cancelled;
             total.awaited += r.awaited;
+            total.drains_cancelled += r.drains_cancelled;
+            total.drains_awaited += r.drains_awaited;
+            total.settled_early += r.settled_early;
+            total.early_checked += r.early_checked;
         }
         println!(
             "{}, faults {faults}, 200 cases at depth 2: {total:?}",
@@ -993,6 +1047,8 @@ fn cases_do_real_work(abi: Abi) {
         assert!(t.publishes >= 100, "{t:?}");
         assert_eq!(t.max_pending, 2, "{t:?}");
         assert!(t.cancelled >= 100 && t.awaited >= 100, "{t:?}");
+        assert!(t.drains_cancelled >= 50 && t.drains_awaited >= 300, "{t:?}");
+        assert!(t.settled_early >= 15 && t.early_checked >= 10, "{t:?}");
         assert_eq!(t.fault_outcomes > 200, faults, "{t:?}");
     }
 }
