@@ -7,8 +7,6 @@
 //! recorded ranges) reaches only its own allocations (the `*_as` methods),
 //! the device side (kernels, a device model) all of them.
 
-use std::collections::BTreeMap;
-
 /// First address handed out; small integers are never valid device addresses.
 const BASE: u64 = 0x1_0000_0000;
 /// Unmapped bytes between allocations, so an overrun is an error, not a
@@ -33,13 +31,16 @@ pub(crate) struct Owner(pub u64);
 /// One live allocation.
 #[derive(Debug)]
 struct Block {
+    base: u64,
     bytes: Vec<u8>,
     owner: Owner,
 }
 
 #[derive(Debug)]
 pub(crate) struct Memory {
-    blocks: BTreeMap<u64, Block>,
+    /// The live allocations, by rising base (bases are handed out rising,
+    /// so an allocation is a push; a lookup is one binary search).
+    blocks: Vec<Block>,
     next: u64,
     limit: u64,
     used: u64,
@@ -48,7 +49,7 @@ pub(crate) struct Memory {
 impl Memory {
     pub fn new(limit: u64) -> Self {
         Memory {
-            blocks: BTreeMap::new(),
+            blocks: Vec::new(),
             next: BASE,
             limit,
             used: 0,
@@ -69,13 +70,12 @@ impl Memory {
         let mut block = Vec::new();
         block.try_reserve_exact(n).ok()?;
         block.resize(n, 0);
-        self.blocks.insert(
+        self.blocks.try_reserve(1).ok()?;
+        self.blocks.push(Block {
             base,
-            Block {
-                bytes: block,
-                owner,
-            },
-        );
+            bytes: block,
+            owner,
+        });
         self.used += len;
         Some(base)
     }
@@ -83,40 +83,44 @@ impl Memory {
     /// Frees `owner`'s allocation starting exactly at `base`; `false` (and
     /// nothing freed) for any other address, another owner's included.
     pub fn free_as(&mut self, owner: Owner, base: u64) -> bool {
-        if self.blocks.get(&base).is_none_or(|b| b.owner != owner) {
+        let Ok(i) = self.blocks.binary_search_by_key(&base, |b| b.base) else {
+            return false;
+        };
+        if self.blocks[i].owner != owner {
             return false;
         }
-        match self.blocks.remove(&base) {
-            Some(b) => {
-                self.used -= b.bytes.len() as u64;
-                true
-            }
-            None => false,
-        }
+        let b = self.blocks.remove(i);
+        self.used -= b.bytes.len() as u64;
+        true
     }
 
     pub fn live_bytes(&self) -> u64 {
         self.used
     }
 
-    /// The allocation holding `addr..addr + len` (one lookup: O(log n)),
-    /// its base and the offset in it, when `owner` made it (`None`: any
-    /// owner, the device side).
-    fn locate_of(&self, owner: Option<Owner>, addr: u64, len: u64) -> Result<(u64, usize), Fault> {
+    /// The allocation holding `addr..addr + len` (one binary search), its
+    /// index and the offset in it, when `owner` made it (`None`: any owner,
+    /// the device side).
+    fn locate_of(&self, owner: Option<Owner>, addr: u64, len: u64) -> Result<(usize, usize), Fault> {
         let fault = Fault { addr, len };
-        let (&base, block) = self.blocks.range(..=addr).next_back().ok_or(fault)?;
+        let i = self
+            .blocks
+            .partition_point(|b| b.base <= addr)
+            .checked_sub(1)
+            .ok_or(fault)?;
+        let block = &self.blocks[i];
         if owner.is_some_and(|o| o != block.owner) {
             return Err(fault);
         }
-        let off = addr - base;
+        let off = addr - block.base;
         let end = off.checked_add(len).ok_or(fault)?;
         if end > block.bytes.len() as u64 {
             return Err(fault);
         }
-        Ok((base, usize::try_from(off).map_err(|_| fault)?))
+        Ok((i, usize::try_from(off).map_err(|_| fault)?))
     }
 
-    fn locate(&self, addr: u64, len: u64) -> Result<(u64, usize), Fault> {
+    fn locate(&self, addr: u64, len: u64) -> Result<(usize, usize), Fault> {
         self.locate_of(None, addr, len)
     }
 
@@ -154,18 +158,14 @@ impl Memory {
     }
 
     fn read_of(&self, owner: Option<Owner>, addr: u64, out: &mut [u8]) -> Result<(), Fault> {
-        let (base, off) = self.locate_of(owner, addr, out.len() as u64)?;
-        out.copy_from_slice(&self.blocks[&base].bytes[off..off + out.len()]);
+        let (i, off) = self.locate_of(owner, addr, out.len() as u64)?;
+        out.copy_from_slice(&self.blocks[i].bytes[off..off + out.len()]);
         Ok(())
     }
 
     fn write_of(&mut self, owner: Option<Owner>, addr: u64, data: &[u8]) -> Result<(), Fault> {
-        let (base, off) = self.locate_of(owner, addr, data.len() as u64)?;
-        let block = self.blocks.get_mut(&base).ok_or(Fault {
-            addr,
-            len: data.len() as u64,
-        })?;
-        block.bytes[off..off + data.len()].copy_from_slice(data);
+        let (i, off) = self.locate_of(owner, addr, data.len() as u64)?;
+        self.blocks[i].bytes[off..off + data.len()].copy_from_slice(data);
         Ok(())
     }
 
@@ -176,19 +176,18 @@ impl Memory {
         value: u8,
         len: u64,
     ) -> Result<(), Fault> {
-        let (base, off) = self.locate_of(owner, addr, len)?;
-        let block = self.blocks.get_mut(&base).ok_or(Fault { addr, len })?;
+        let (i, off) = self.locate_of(owner, addr, len)?;
         let len = usize::try_from(len).map_err(|_| Fault { addr, len })?;
-        block.bytes[off..off + len].fill(value);
+        self.blocks[i].bytes[off..off + len].fill(value);
         Ok(())
     }
 
     /// Device-to-device copy; the ranges may overlap.
     pub fn copy(&mut self, dst: u64, src: u64, len: u64) -> Result<(), Fault> {
-        let (sbase, soff) = self.locate(src, len)?;
+        let (si, soff) = self.locate(src, len)?;
         self.locate(dst, len)?;
         let n = usize::try_from(len).map_err(|_| Fault { addr: src, len })?;
-        let tmp = self.blocks[&sbase].bytes[soff..soff + n].to_vec();
+        let tmp = self.blocks[si].bytes[soff..soff + n].to_vec();
         self.write(dst, &tmp)
     }
 
