@@ -5,6 +5,8 @@
 //!
 //! - **pipeline**: the oldest run completed (fenced, finalized), the next
 //!   submitted into its slot — what one task owning its device does;
+//! - **pipeline, awaited**: the same with `complete_async`, polled by
+//!   `pollster`;
 //! - **shared, blocking**: `submit_blocking` then `Ticket::wait` — one
 //!   run at a time, from one thread, through the handle's lock, queue and
 //!   tickets;
@@ -17,7 +19,7 @@
 //!
 //! Run: `cargo bench --bench shared`. For an instruction count, the
 //! binary runs one case alone when `RUNCLAIM_BENCH_SHARED` names it
-//! (`pipeline`, `blocking` or `awaited`; `RUNCLAIM_BENCH_ITERS` runs,
+//! (`pipeline`, `pipeline-awaited`, `blocking` or `awaited`; `RUNCLAIM_BENCH_ITERS` runs,
 //! default 10,000): run it under callgrind with two counts and divide the
 //! difference, as for the contract bench.
 
@@ -40,9 +42,10 @@ fn config() -> DeviceConfig {
     DeviceConfig::default().max_elements(ELEMS)
 }
 
-/// The three ways to run, each one run per call of `step`.
+/// The four ways to run, each one run per call of `step`.
 enum Bench {
     Pipeline,
+    PipelineAwaited,
     Blocking,
     Awaited,
 }
@@ -51,6 +54,7 @@ impl Bench {
     fn parse(s: &str) -> Option<Self> {
         match s {
             "pipeline" => Some(Bench::Pipeline),
+            "pipeline-awaited" => Some(Bench::PipelineAwaited),
             "blocking" => Some(Bench::Blocking),
             "awaited" => Some(Bench::Awaited),
             _ => None,
@@ -61,7 +65,8 @@ impl Bench {
     /// ns per run over `BATCHES` batches of `BATCH`.
     fn run(&self, iters: u64, timed: bool) -> f64 {
         let input = [7u32; ELEMS];
-        if let Bench::Pipeline = self {
+        if let Bench::Pipeline | Bench::PipelineAwaited = self {
+            let awaited = matches!(self, Bench::PipelineAwaited);
             let mut device = Device::<_, 2>::open(InstantDriver::new(), config()).unwrap();
             let runner = device.publish(&callables()).unwrap();
             let spec = RunSpec::new(runner.code("f").unwrap(), Input::Host(&input));
@@ -69,7 +74,12 @@ impl Bench {
             let mut tag = 0;
             return measure(iters, timed, &mut || {
                 if pipe.is_full() {
-                    let done = pipe.complete().unwrap().unwrap();
+                    let done = if awaited {
+                        pollster::block_on(pipe.complete_async())
+                    } else {
+                        pipe.complete()
+                    };
+                    let done = done.unwrap().unwrap();
                     black_box((done.tag, done.wall, done.values));
                 }
                 pipe.submit(spec, tag).unwrap();
@@ -125,7 +135,7 @@ fn main() {
         .expect("RUNCLAIM_BENCH_ITERS: a whole number");
     if let Ok(case) = std::env::var("RUNCLAIM_BENCH_SHARED") {
         let bench = Bench::parse(&case).unwrap_or_else(|| {
-            panic!("RUNCLAIM_BENCH_SHARED: pipeline, blocking or awaited, not {case:?}")
+            panic!("RUNCLAIM_BENCH_SHARED: pipeline, pipeline-awaited, blocking or awaited, not {case:?}")
         });
         bench.run(iters, false);
         return;
@@ -133,7 +143,12 @@ fn main() {
     // `cargo test --benches` runs this binary with `--bench` absent: one
     // short pass of each, as a test that they run.
     if !std::env::args().any(|a| a == "--bench") {
-        for b in [Bench::Pipeline, Bench::Blocking, Bench::Awaited] {
+        for b in [
+            Bench::Pipeline,
+            Bench::PipelineAwaited,
+            Bench::Blocking,
+            Bench::Awaited,
+        ] {
             b.run(100, false);
         }
         println!("shared bench: run with `cargo bench --bench shared` for numbers");
@@ -144,6 +159,8 @@ fn main() {
     );
     let pipe = Bench::Pipeline.run(0, true);
     println!("  typed pipeline (complete + submit):          {pipe:>6.0} ns");
+    let piped = Bench::PipelineAwaited.run(0, true);
+    println!("  typed pipeline, awaited (complete_async):    {piped:>6.0} ns");
     for (name, b) in [
         ("shared, blocking (submit + wait):", Bench::Blocking),
         (

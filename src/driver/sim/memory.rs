@@ -101,7 +101,12 @@ impl Memory {
     /// The allocation holding `addr..addr + len` (one binary search), its
     /// index and the offset in it, when `owner` made it (`None`: any owner,
     /// the device side).
-    fn locate_of(&self, owner: Option<Owner>, addr: u64, len: u64) -> Result<(usize, usize), Fault> {
+    fn locate_of(
+        &self,
+        owner: Option<Owner>,
+        addr: u64,
+        len: u64,
+    ) -> Result<(usize, usize), Fault> {
         let fault = Fault { addr, len };
         let i = self
             .blocks
