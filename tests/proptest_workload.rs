@@ -67,7 +67,9 @@ use common::abi::Abi;
 use common::checks;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use runclaim::contract::{Bound, Depth, DeviceBuffer, ErrorKind, Slot, SlotOf, SupportedDepth};
+use runclaim::contract::{
+    Depth, DeviceBuffer, ErrorKind, Slot, SlotOf, SupportedDepth, WithWorkload,
+};
 use runclaim::driver::Driver;
 use runclaim::driver::abi::{Dir, Program};
 use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
@@ -221,7 +223,7 @@ trait Live {
     fn forget(self: Box<Self>);
 }
 
-impl<const I: usize> Live for Run<'_, Launched, I, Bound<'_, '_>> {
+impl<const I: usize> Live for Run<'_, Launched, I, WithWorkload<'_, '_>> {
     fn finalize(self: Box<Self>) -> Result<(), String> {
         let fenced = (*self)
             .fence()
