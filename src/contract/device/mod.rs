@@ -427,7 +427,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// The run-time state: poison, in-flight runs, quarantined slots.
     #[must_use]
     pub fn health(&self) -> Health {
-        let quarantined_buffers = self.quarantined_buffers();
+        let dropped = self.dropped_buffers();
         let st = self.lock();
         let (quarantined, launched) = st.slots.sets();
         Health {
@@ -436,7 +436,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             in_flight: st.queue.runs().len(),
             quarantined,
             launched,
-            quarantined_buffers,
+            buffers_awaiting_free: dropped.awaiting_free,
+            buffers_quarantined: dropped.quarantined,
         }
     }
 
