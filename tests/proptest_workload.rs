@@ -26,9 +26,10 @@
 //!   last put there, through every later finalize);
 //! - **live allocations** / **quarantined**: a dropped buffer's memory is
 //!   freed only once no run still in flight bound it, and then at the next
-//!   allocation or drain (`SimStats::live_allocations`,
-//!   `Health::quarantined_buffers`), and after a drain nothing is
-//!   quarantined;
+//!   allocation or drain (`SimStats::live_allocations`), each counted as
+//!   the model counts it (`Health::buffers_quarantined`: a run in flight
+//!   not observed complete bound it; `Health::buffers_awaiting_free`: none
+//!   did), and after a drain nothing is quarantined;
 //! - **in flight**: `Health::in_flight` is the model's; nothing poisons;
 //! - **slots**: a forgotten run's slot is refused until a drain, and a
 //!   drain retires exactly the forgotten runs (a host access that waited
@@ -67,7 +68,9 @@ use common::abi::Abi;
 use common::checks;
 use proptest::prelude::*;
 use proptest::test_runner::FileFailurePersistence;
-use runclaim::contract::{Bound, Depth, DeviceBuffer, ErrorKind, Slot, SlotOf, SupportedDepth};
+use runclaim::contract::{
+    Depth, DeviceBuffer, ErrorKind, Slot, SlotOf, SupportedDepth, WithWorkload,
+};
 use runclaim::driver::Driver;
 use runclaim::driver::abi::{Dir, Program};
 use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
@@ -221,7 +224,7 @@ trait Live {
     fn forget(self: Box<Self>);
 }
 
-impl<const I: usize> Live for Run<'_, Launched, I, Bound<'_, '_>> {
+impl<const I: usize> Live for Run<'_, Launched, I, WithWorkload<'_, '_>> {
     fn finalize(self: Box<Self>) -> Result<(), String> {
         let fenced = (*self)
             .fence()
@@ -607,11 +610,17 @@ fn check_device<Dr: Driver, const D: usize>(
         ));
     }
     let h = runner.health();
-    if h.quarantined_buffers != model.released.len() {
+    let quarantined = model
+        .released
+        .iter()
+        .filter(|r| r.is_some_and(|r| model.busy(r)))
+        .count();
+    let awaiting_free = model.released.len() - quarantined;
+    if (h.buffers_quarantined, h.buffers_awaiting_free) != (quarantined, awaiting_free) {
         return Err(format!(
-            "quarantined: {} buffers, model {}",
-            h.quarantined_buffers,
-            model.released.len()
+            "quarantined: {} buffers quarantined and {} awaiting their free, model {quarantined} \
+             and {awaiting_free}",
+            h.buffers_quarantined, h.buffers_awaiting_free,
         ));
     }
     if h.in_flight != model.in_flight.len() || h.poisoned.is_some() {
@@ -823,10 +832,12 @@ where
                 model.observed.clear();
                 model.forgotten_slots.clear();
                 model.reclaim();
-                if runner.health().quarantined_buffers != 0 {
+                let h = runner.health();
+                if h.buffers_quarantined != 0 || h.buffers_awaiting_free != 0 {
                     return Err(at(format!(
-                        "quarantined: {} buffers after a drain",
-                        runner.health().quarantined_buffers
+                        "quarantined: {} buffers quarantined and {} awaiting their free after \
+                         a drain",
+                        h.buffers_quarantined, h.buffers_awaiting_free
                     )));
                 }
             }
@@ -857,7 +868,8 @@ where
         model.observed.clear();
         model.reclaim();
         check_device(&runner, &sim, &model).map_err(|e| format!("final drain: {e}"))?;
-        if runner.health().quarantined_buffers != 0 {
+        let h = runner.health();
+        if h.buffers_quarantined != 0 || h.buffers_awaiting_free != 0 {
             return Err("quarantined: buffers left after the final drain".into());
         }
     } else {
@@ -1769,7 +1781,11 @@ where
         }
         drop(pipe);
         let h = runner.health();
-        if h.quarantined_buffers != 0 || h.in_flight != 0 || !h.quarantined.is_empty() {
+        if h.buffers_quarantined != 0
+            || h.buffers_awaiting_free != 0
+            || h.in_flight != 0
+            || !h.quarantined.is_empty()
+        {
             return Err(format!("the end: health {h:?}"));
         }
     }

@@ -374,11 +374,13 @@ fn an_unproven_forgotten_run_keeps_its_buffer_busy_and_quarantined() {
         let live = sim.stats().live_allocations();
         drop(buf);
         assert_eq!(sim.stats().live_allocations(), live);
-        assert_eq!(runner.health().quarantined_buffers, 1);
+        let h = runner.health();
+        assert_eq!((h.buffers_quarantined, h.buffers_awaiting_free), (1, 0));
         // A drain proves the queue quiet (the stepped device ran everything
         // else; the never-completing record is the simulator's, not a run's).
         let _ = runner.drain_for(Duration::MAX);
-        assert_eq!(runner.health().quarantined_buffers, 0);
+        let h = runner.health();
+        assert_eq!((h.buffers_quarantined, h.buffers_awaiting_free), (0, 0));
         assert_eq!(sim.stats().live_allocations(), live - 1);
     });
 }
@@ -536,13 +538,59 @@ fn dropped_buffers_are_freed_once_no_run_can_touch_them() {
         let a = dev.alloc_buffer::<f32>(8).unwrap();
         assert_eq!(sim.stats().live_allocations(), base + 1);
         drop(a);
-        assert_eq!(dev.health().quarantined_buffers, 1, "freed lazily");
+        let h = dev.health();
+        assert_eq!(
+            (h.buffers_awaiting_free, h.buffers_quarantined),
+            (1, 0),
+            "freed lazily"
+        );
         let b = dev.alloc_buffer::<f32>(8).unwrap(); // frees `a` first
         assert_eq!(sim.stats().live_allocations(), base + 1);
-        assert_eq!(dev.health().quarantined_buffers, 0);
+        assert_eq!(dev.health().buffers_awaiting_free, 0);
         drop(b);
         drop(dev); // the device frees what is left
         assert_eq!(sim.stats().live_allocations(), 0);
+    });
+}
+
+/// The two counts of dropped buffers not yet freed, apart: one no run
+/// touches only awaits its lazy free (the next allocation frees it); one a
+/// forgotten run bound is quarantined until that run is proven complete,
+/// however many allocations come first.
+#[test]
+fn a_dropped_buffer_awaits_its_free_unless_a_run_may_still_touch_it() {
+    each(|abi| {
+        let sim = abi.stepped(SimConfig::default());
+        let mut dev = device::<2>(&sim, abi);
+        let idle = dev.alloc_buffer::<u32>(2).unwrap();
+        let bound = dev.alloc_buffer::<u32>(2).unwrap();
+        let mut runner = dev.publish(&[inc()]).unwrap();
+        let mut w = Workload::new(runner.code("inc").unwrap());
+        w.input(&[1u32, 2]).buffer(&bound, Dir::Out);
+        let run = runner
+            .prepare(runner.take_slot::<0>().unwrap(), &mut w)
+            .unwrap()
+            .launch()
+            .unwrap();
+        // Forgotten on the stepped device: in flight, not seen complete.
+        std::mem::forget(run);
+        drop(w);
+        let live = sim.stats().live_allocations();
+        drop(idle);
+        drop(bound);
+        let counts =
+            |h: runclaim::contract::Health| (h.buffers_awaiting_free, h.buffers_quarantined);
+        assert_eq!(counts(runner.health()), (1, 1));
+        // Allocations free the one no run touches, and only it.
+        let fresh = runner.device().alloc_buffer::<u32>(2).unwrap();
+        let again = runner.device().alloc_buffer::<u32>(2).unwrap();
+        assert_eq!(sim.stats().live_allocations(), live + 1);
+        assert_eq!(counts(runner.health()), (0, 1));
+        // A drain proves the forgotten run complete: its buffer is freed.
+        runner.drain().unwrap();
+        assert_eq!(counts(runner.health()), (0, 0));
+        assert_eq!(sim.stats().live_allocations(), live);
+        drop((fresh, again));
     });
 }
 

@@ -12,7 +12,7 @@ use common::acl::{control, lib_path, next_device, open, open_on};
 use fake_acl::control::FakeConfig;
 use runclaim::contract::{ConfigError, ErrorKind as ContractError};
 use runclaim::driver::abi::A2a3Abi;
-use runclaim::driver::acl::codes::{ACL_ERROR_RT_PARAM_INVALID, kind_of, named};
+use runclaim::driver::acl::codes::{AclError, kind_of, named};
 use runclaim::driver::acl::{AclConfig, AclDriver, Lib, LoadError, OpenError};
 use runclaim::driver::{Capabilities, Completion, Driver, DriverErrorKind};
 use runclaim::sim::{A2a3Model, SimConfig};
@@ -672,7 +672,7 @@ fn a2a3() -> DeviceConfig {
 /// parameter (107000): a block of a protocol it does not speak.
 fn refused_by_the_fake(r: &Result<Vec<u32>, ContractError>) -> bool {
     matches!(r, Err(ContractError::Driver(e))
-        if e.native().map(|n| n.code) == Some(ACL_ERROR_RT_PARAM_INVALID))
+        if e.native().map(|n| n.code) == Some(AclError::ACL_ERROR_RT_PARAM_INVALID))
 }
 
 /// All three fake variants export the whole control API with the same C
@@ -717,9 +717,9 @@ fn every_variant_exports_the_control_api_and_the_model_hook_takes_builtin_names(
                 (Some(c"a2a3"), 0),
                 (Some(c"runclaim"), 0),
                 (None, 0),
-                (Some(c"A2A3"), ACL_ERROR_RT_PARAM_INVALID),
-                (Some(c""), ACL_ERROR_RT_PARAM_INVALID),
-                (Some(c"even runs"), ACL_ERROR_RT_PARAM_INVALID),
+                (Some(c"A2A3"), AclError::ACL_ERROR_RT_PARAM_INVALID),
+                (Some(c""), AclError::ACL_ERROR_RT_PARAM_INVALID),
+                (Some(c"even runs"), AclError::ACL_ERROR_RT_PARAM_INVALID),
             ] {
                 let p = name.map_or(std::ptr::null(), std::ffi::CStr::as_ptr);
                 assert_eq!(hook(id, p), rc, "{lib}: {name:?}");
@@ -755,7 +755,7 @@ fn a_fake_device_speaks_the_protocol_its_model_hook_chose() {
     // A name that is not a built-in protocol changes nothing.
     assert_eq!(
         c.try_device_model(id, Some("nope")),
-        ACL_ERROR_RT_PARAM_INVALID
+        AclError::ACL_ERROR_RT_PARAM_INVALID
     );
     assert_eq!(
         inc_once(open_on(id, watchdog), DeviceConfig::default()),

@@ -25,10 +25,7 @@ use std::time::{Duration, Instant};
 use common::acl::{control, control_lite, lib_path, open, open_lite, open_on, open_with};
 use runclaim::driver::abi::{self, Program, RunArgs, StatusRecord, WallRecord};
 use runclaim::driver::acl::AclDriver;
-use runclaim::driver::acl::codes::{
-    ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_REPORT_TIMEOUT, ACL_ERROR_RT_STREAM_NO_CB_REG,
-    ACL_ERROR_RT_STREAM_SUBSCRIBE, ACL_ERROR_RT_THREAD_SUBSCRIBE,
-};
+use runclaim::driver::acl::codes::AclError;
 use runclaim::driver::{CodeHandle, Completion, Driver, EventId, Notice, StreamId};
 use runclaim::sim::{Fault, Kernel, LatencyModel, SimConfig};
 use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
@@ -273,7 +270,7 @@ fn the_callback_wakes_the_waker_when_the_fence_completes() {
     d.query_stream(p.aicpu).unwrap(); // binds this thread to the device
     // SAFETY: the driver's live stream, on a thread bound to its device.
     let rc = unsafe { subscribe(this_thread(), handle(p.aicpu.raw())) };
-    assert_eq!(rc, ACL_ERROR_RT_STREAM_SUBSCRIBE);
+    assert_eq!(rc, AclError::ACL_ERROR_RT_STREAM_SUBSCRIBE);
     assert_eq!(control().callbacks(id).subscribe_refused, 1);
     drop(waker);
     wait_for("no waker kept", || Arc::strong_count(&count) == 1);
@@ -313,22 +310,22 @@ fn the_fake_refuses_what_the_runtime_refuses() {
     unsafe {
         // No subscriber yet.
         let no_sub = (api.launch)(ignore, nothing, 0, handle(stream.raw()));
-        assert_eq!(no_sub, ACL_ERROR_RT_STREAM_NO_CB_REG);
-        assert_eq!((api.process)(5), ACL_ERROR_RT_THREAD_SUBSCRIBE);
+        assert_eq!(no_sub, AclError::ACL_ERROR_RT_STREAM_NO_CB_REG);
+        assert_eq!((api.process)(5), AclError::ACL_ERROR_RT_THREAD_SUBSCRIBE);
         // One thread per stream, whichever asks.
         assert_eq!((api.subscribe)(me, handle(stream.raw())), 0);
         let again = (api.subscribe)(me, handle(stream.raw()));
-        assert_eq!(again, ACL_ERROR_RT_STREAM_SUBSCRIBE);
+        assert_eq!(again, AclError::ACL_ERROR_RT_STREAM_SUBSCRIBE);
         let another = (api.subscribe)(me + 1, handle(stream.raw()));
-        assert_eq!(another, ACL_ERROR_RT_STREAM_SUBSCRIBE);
+        assert_eq!(another, AclError::ACL_ERROR_RT_STREAM_SUBSCRIBE);
         // The timeout: -1 or at least 1 ms; the block type: 0 or 1.
-        assert_eq!((api.process)(0), ACL_ERROR_INVALID_PARAM);
-        assert_eq!((api.process)(-2), ACL_ERROR_INVALID_PARAM);
+        assert_eq!((api.process)(0), AclError::ACL_ERROR_INVALID_PARAM);
+        assert_eq!((api.process)(-2), AclError::ACL_ERROR_INVALID_PARAM);
         let block = (api.launch)(ignore, nothing, 2, handle(stream.raw()));
-        assert_eq!(block, ACL_ERROR_INVALID_PARAM);
+        assert_eq!(block, AclError::ACL_ERROR_INVALID_PARAM);
         assert_eq!(
             (api.process)(1),
-            ACL_ERROR_RT_REPORT_TIMEOUT,
+            AclError::ACL_ERROR_RT_REPORT_TIMEOUT,
             "subscribed now"
         );
     }
@@ -337,15 +334,15 @@ fn the_fake_refuses_what_the_runtime_refuses() {
     let theirs = other.create_stream().unwrap(); // binds this thread to `other`
     // SAFETY: as above.
     let rc = unsafe { (api.subscribe)(me, handle(theirs.raw())) };
-    assert_eq!(rc, ACL_ERROR_RT_THREAD_SUBSCRIBE);
+    assert_eq!(rc, AclError::ACL_ERROR_RT_THREAD_SUBSCRIBE);
     dev.query_stream(stream).unwrap(); // back to `id`
     // SAFETY: as above.
     unsafe {
         let by_another = (api.unsubscribe)(me + 1, handle(stream.raw()));
-        assert_eq!(by_another, ACL_ERROR_RT_THREAD_SUBSCRIBE);
+        assert_eq!(by_another, AclError::ACL_ERROR_RT_THREAD_SUBSCRIBE);
         assert_eq!((api.unsubscribe)(me, handle(stream.raw())), 0);
         let twice = (api.unsubscribe)(me, handle(stream.raw()));
-        assert_eq!(twice, ACL_ERROR_RT_STREAM_SUBSCRIBE);
+        assert_eq!(twice, AclError::ACL_ERROR_RT_STREAM_SUBSCRIBE);
     }
     let counts = control().callbacks(id);
     assert_eq!(
@@ -393,11 +390,14 @@ fn the_callback_runs_only_after_the_tasks_ahead_of_it_on_its_thread() {
     let process = api.process;
     // SAFETY: a plain value.
     let elsewhere = std::thread::spawn(move || unsafe { process(5) });
-    assert_eq!(elsewhere.join().unwrap(), ACL_ERROR_RT_THREAD_SUBSCRIBE);
+    assert_eq!(
+        elsewhere.join().unwrap(),
+        AclError::ACL_ERROR_RT_THREAD_SUBSCRIBE
+    );
     loop {
         // SAFETY: a plain value, on the subscribed thread.
         match unsafe { (api.process)(10) } {
-            ACL_ERROR_RT_REPORT_TIMEOUT => {
+            AclError::ACL_ERROR_RT_REPORT_TIMEOUT => {
                 assert_eq!(RAN.load(Ordering::Acquire), 0);
                 assert!(gated_at.elapsed() < PATIENCE, "the callback never came");
             }

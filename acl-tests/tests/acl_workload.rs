@@ -28,7 +28,7 @@ use runclaim::driver::abi::{
     Verdict, WallRecord, WorkArgs,
 };
 use runclaim::driver::acl::AclDriver;
-use runclaim::driver::acl::codes::ACL_ERROR_RT_PARAM_INVALID;
+use runclaim::driver::acl::codes::AclError;
 use runclaim::driver::{CodeHandle, DevPtr, Driver, DriverError, DriverErrorKind, StreamId};
 use runclaim::sim::trace::{TaskTag, TraceKind};
 use runclaim::sim::{A2a3Model, RunclaimModel, SimConfig};
@@ -347,7 +347,7 @@ fn overlong_or_miscounted_workload_blocks_are_refused_by_the_device() {
             );
             assert_eq!(
                 e.native().map(|n| n.code),
-                Some(ACL_ERROR_RT_PARAM_INVALID),
+                Some(AclError::ACL_ERROR_RT_PARAM_INVALID),
                 "{what}: {e}"
             );
         }
@@ -825,7 +825,7 @@ fn a_block_of_the_other_protocol_is_refused_by_the_fake(abi: Abi) {
         );
         assert_eq!(
             e.native().map(|n| n.code),
-            Some(ACL_ERROR_RT_PARAM_INVALID),
+            Some(AclError::ACL_ERROR_RT_PARAM_INVALID),
             "{abi:?}: refused by the fake, with its code: {e}"
         );
     }
@@ -880,7 +880,7 @@ fn a_run_of_the_other_protocol_comes_back_unlaunched(abi: Abi) {
     );
     assert_eq!(
         e.native().map(|n| n.code),
-        Some(ACL_ERROR_RT_PARAM_INVALID),
+        Some(AclError::ACL_ERROR_RT_PARAM_INVALID),
         "{abi:?}: {e}"
     );
     let rt = control().runtime(id);

@@ -134,7 +134,10 @@ impl Drop for BufferCore {
 /// - **Dropping it never blocks.** Its memory goes back to the device,
 ///   which frees it once every run that bound it is proven complete (a
 ///   forgotten run's buffer stays quarantined until then; see
-///   [`Health::quarantined_buffers`](super::Health::quarantined_buffers)).
+///   [`Health::buffers_quarantined`](super::Health::buffers_quarantined),
+///   and [`Health::buffers_awaiting_free`](super::Health::buffers_awaiting_free)
+///   for those no run touches, freed at the next allocation, drain or
+///   close).
 pub struct DeviceBuffer<T: Pod> {
     core: BufferCore,
     len: usize,

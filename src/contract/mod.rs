@@ -54,4 +54,4 @@ pub use shared::{Done, PublishFuture, SharedCloseFuture, SharedDevice, SubmitFut
 pub use slot::{Depth, Slot, SlotOf, SlotSet, SlotToken, SupportedDepth};
 pub use spec::{Input, RunSpec};
 pub use states::{Fenced, Launched, Prepared, State};
-pub use workload::{Bindings, Bound, Simple, Workload};
+pub use workload::{Bindings, NoWorkload, WithWorkload, Workload};

@@ -8,7 +8,7 @@
 use super::error::ErrorKind;
 use super::port::{Port, RunInfo};
 use super::spec::{Input, RunSpec};
-use super::workload::{Bindings, Bound, Data, Simple, Workload, lowered, lowered_args};
+use super::workload::{Bindings, Data, NoWorkload, WithWorkload, Workload, lowered, lowered_args};
 
 /// What a run can be prepared from ([`Runner::prepare`](super::Runner::prepare)):
 /// a [`RunSpec`] (one `u32` input, outputs into an
@@ -29,16 +29,16 @@ use super::workload::{Bindings, Bound, Data, Simple, Workload, lowered, lowered_
 /// }
 /// ```
 pub trait Spec: sealed::Sealed {
-    /// What the prepared run keeps: [`Simple`] or [`Bound`].
+    /// What the prepared run keeps: [`NoWorkload`] or [`WithWorkload`].
     type Bindings: Bindings;
 }
 
 impl Spec for RunSpec<'_> {
-    type Bindings = Simple;
+    type Bindings = NoWorkload;
 }
 
 impl<'w, 'a> Spec for &'w mut Workload<'a> {
-    type Bindings = Bound<'w, 'a>;
+    type Bindings = WithWorkload<'w, 'a>;
 }
 
 /// A workload a pipeline's lane holds, prepared without the run keeping a
@@ -46,7 +46,7 @@ impl<'w, 'a> Spec for &'w mut Workload<'a> {
 pub(crate) struct Lent<'w, 'a>(pub &'w mut Workload<'a>);
 
 impl Spec for Lent<'_, '_> {
-    type Bindings = Simple;
+    type Bindings = NoWorkload;
 }
 
 #[allow(
@@ -55,8 +55,8 @@ impl Spec for Lent<'_, '_> {
 )]
 pub(crate) mod sealed {
     use super::{
-        Bound, Data, ErrorKind, Input, Lent, Port, RunInfo, RunSpec, Simple, Spec, Workload,
-        lowered, lowered_args,
+        Data, ErrorKind, Input, Lent, NoWorkload, Port, RunInfo, RunSpec, Spec, WithWorkload,
+        Workload, lowered, lowered_args,
     };
 
     /// How each kind of spec reaches the device's one prepare: a workload
@@ -88,7 +88,7 @@ pub(crate) mod sealed {
             // The output's buffer is given at finalize.
             let mut tensors = lowered(input, &mut []);
             let info = port.prepare(slot, lease, self.code, lowered_args(&mut tensors))?;
-            Ok((info, Simple))
+            Ok((info, NoWorkload))
         }
     }
 
@@ -101,7 +101,7 @@ pub(crate) mod sealed {
             lease: u64,
         ) -> Result<(RunInfo, <Self as Spec>::Bindings), ErrorKind> {
             let info = port.prepare(slot, lease, self.code, self.args())?;
-            Ok((info, Bound { work: self }))
+            Ok((info, WithWorkload { work: self }))
         }
     }
 
@@ -114,7 +114,7 @@ pub(crate) mod sealed {
             lease: u64,
         ) -> Result<(RunInfo, <Self as Spec>::Bindings), ErrorKind> {
             let info = port.prepare(slot, lease, self.0.code, self.0.args())?;
-            Ok((info, Simple))
+            Ok((info, NoWorkload))
         }
     }
 }

@@ -378,7 +378,9 @@ impl DriverErrorKind {
 pub struct Native {
     /// The C function that failed, e.g. `"aclrtSynchronizeEventWithTimeout"`.
     pub api: &'static str,
-    /// The integer it returned.
+    /// The integer it returned (for the `acl` driver, compared with the
+    /// constants of `driver::acl::codes::AclError`, named as the CANN
+    /// headers name them).
     pub code: i32,
     /// `aclGetRecentErrMsg()` right after the failure, when available.
     pub message: Option<String>,

@@ -71,10 +71,7 @@ use std::ffi::{c_int, c_void};
 use std::sync::{Arc, Condvar, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant};
 
-use runclaim::driver::acl::codes::{
-    ACL_ERROR_INVALID_PARAM, ACL_ERROR_RT_REPORT_TIMEOUT, ACL_ERROR_RT_STREAM_NO_CB_REG,
-    ACL_ERROR_RT_STREAM_SUBSCRIBE, ACL_ERROR_RT_THREAD_SUBSCRIBE, Waited, code_of,
-};
+use runclaim::driver::acl::codes::{AclError, Waited, code_of};
 use runclaim::driver::{Driver, EventId, Op, StreamId};
 use runclaim::sim::SimDriver;
 
@@ -291,12 +288,12 @@ pub unsafe extern "C" fn aclrtSubscribeReport(thread_id: u64, stm: *mut c_void) 
     if cb.subs.contains_key(&(id, st.raw())) {
         counters(&mut cb, id).subscribe_refused += 1;
         set_message("the stream already has a subscribed thread");
-        return ACL_ERROR_RT_STREAM_SUBSCRIBE;
+        return AclError::ACL_ERROR_RT_STREAM_SUBSCRIBE;
     }
     if device_of(&cb, thread_id).is_some_and(|d| d != id) {
         counters(&mut cb, id).subscribe_refused += 1;
         set_message("the thread already serves another device");
-        return ACL_ERROR_RT_THREAD_SUBSCRIBE;
+        return AclError::ACL_ERROR_RT_THREAD_SUBSCRIBE;
     }
     cb.subs.insert(
         (id, st.raw()),
@@ -333,16 +330,16 @@ pub unsafe extern "C" fn aclrtUnSubscribeReport(thread_id: u64, stm: *mut c_void
     match cb.subs.get(&(id, st.raw())) {
         None => {
             set_message("the stream has no subscribed thread");
-            return ACL_ERROR_RT_STREAM_SUBSCRIBE;
+            return AclError::ACL_ERROR_RT_STREAM_SUBSCRIBE;
         }
         Some(s) if s.tid != thread_id => {
             set_message("the stream is subscribed to another thread");
-            return ACL_ERROR_RT_THREAD_SUBSCRIBE;
+            return AclError::ACL_ERROR_RT_THREAD_SUBSCRIBE;
         }
         Some(_) => {}
     }
     let Some(sub) = cb.subs.remove(&(id, st.raw())) else {
-        return ACL_ERROR_RT_STREAM_SUBSCRIBE;
+        return AclError::ACL_ERROR_RT_STREAM_SUBSCRIBE;
     };
     let c = counters(&mut cb, id);
     c.unsubscribes += 1;
@@ -370,7 +367,7 @@ pub unsafe extern "C" fn aclrtLaunchCallback(
 ) -> c_int {
     if block_type > 1 {
         set_message("blockType is ACL_CALLBACK_NO_BLOCK (0) or ACL_CALLBACK_BLOCK (1)");
-        return ACL_ERROR_INVALID_PARAM;
+        return AclError::ACL_ERROR_INVALID_PARAM;
     }
     let Some(f) = f else {
         set_message("NULL callback");
@@ -400,7 +397,7 @@ pub unsafe extern "C" fn aclrtLaunchCallback(
         let Some(sub) = cb.subs.get_mut(&key) else {
             counters(&mut cb, id).launch_refused += 1;
             set_message("no thread is subscribed to the stream (aclrtSubscribeReport)");
-            return ACL_ERROR_RT_STREAM_NO_CB_REG;
+            return AclError::ACL_ERROR_RT_STREAM_NO_CB_REG;
         };
         match sub.marker {
             Some(m) => m,
@@ -459,7 +456,7 @@ pub unsafe extern "C" fn aclrtProcessReport(timeout: i32) -> c_int {
         set_message(&format!(
             "timeout {timeout} is invalid: -1 (forever) or at least 1 ms"
         ));
-        return ACL_ERROR_INVALID_PARAM;
+        return AclError::ACL_ERROR_INVALID_PARAM;
     }
     let tid = self_tid();
     let deadline = (timeout > 0)
@@ -470,7 +467,7 @@ pub unsafe extern "C" fn aclrtProcessReport(timeout: i32) -> c_int {
     let Some(device) = device_of(&cb, tid) else {
         drop(hold_unsubscribed(cb));
         set_message("no stream is subscribed to this thread (aclrtSubscribeReport)");
-        return ACL_ERROR_RT_THREAD_SUBSCRIBE;
+        return AclError::ACL_ERROR_RT_THREAD_SUBSCRIBE;
     };
     let c = counters(&mut cb, device);
     c.process_reports += 1;
@@ -515,7 +512,7 @@ pub unsafe extern "C" fn aclrtProcessReport(timeout: i32) -> c_int {
     c.in_process_report = c.in_process_report.saturating_sub(1);
     drop(cb);
     if n == 0 {
-        ACL_ERROR_RT_REPORT_TIMEOUT
+        AclError::ACL_ERROR_RT_REPORT_TIMEOUT
     } else {
         0
     }

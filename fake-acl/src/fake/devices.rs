@@ -11,7 +11,7 @@ use std::ffi::{c_char, c_int};
 
 #[cfg(feature = "optional-symbols")]
 use runclaim::driver::Driver;
-use runclaim::driver::acl::codes::ACL_ERROR_REPEAT_INITIALIZE;
+use runclaim::driver::acl::codes::AclError;
 #[cfg(feature = "optional-symbols")]
 use runclaim::driver::acl::codes::Waited;
 
@@ -33,7 +33,7 @@ pub unsafe extern "C" fn aclInit(_config: *const c_char) -> c_int {
     let mut st = state();
     st.inits += 1;
     if st.inits > 1 {
-        ACL_ERROR_REPEAT_INITIALIZE
+        AclError::ACL_ERROR_REPEAT_INITIALIZE
     } else {
         0
     }

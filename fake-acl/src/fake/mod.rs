@@ -94,14 +94,14 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::ffi::{CString, c_int};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use runclaim::driver::acl::codes::{ACL_ERROR_RT_CONTEXT_NULL, ACL_ERROR_RT_PARAM_INVALID};
+use runclaim::driver::acl::codes::AclError;
 use runclaim::driver::{CodeHandle, Driver, EventId};
 use runclaim::sim::{ModelHandle, SimConfig, SimDriver};
 
 use super::control::{FakeConfig, FakeRuntime, FakeStats, FakeTraceEntry, encode_trace};
 
-const PARAM_INVALID: c_int = ACL_ERROR_RT_PARAM_INVALID;
-const CONTEXT_NULL: c_int = ACL_ERROR_RT_CONTEXT_NULL;
+const PARAM_INVALID: c_int = AclError::ACL_ERROR_RT_PARAM_INVALID;
+const CONTEXT_NULL: c_int = AclError::ACL_ERROR_RT_CONTEXT_NULL;
 
 struct Dev {
     /// The device's simulator: one driver value for every call of the

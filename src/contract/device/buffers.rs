@@ -6,6 +6,7 @@ use std::time::Duration;
 
 use bytemuck::Pod;
 
+use super::state::State;
 use super::{Device, MIN_SLICE};
 use crate::contract::buffer::{
     self, BufferCore, DeviceBuffer, PerSlot, Released, Scratch, SlotBuffer,
@@ -13,6 +14,24 @@ use crate::contract::buffer::{
 use crate::contract::error::{Action, Error, ErrorKind};
 use crate::contract::inflight::Proof;
 use crate::driver::Driver;
+
+/// A device's dropped buffers not yet freed, told apart
+/// ([`Health`](super::Health) reports both).
+#[derive(Debug, Clone, Copy, Default)]
+pub(super) struct DroppedBuffers {
+    /// No run may touch them any more: freed at the next reclaim.
+    pub awaiting_free: usize,
+    /// A run that bound them may still touch them.
+    pub quarantined: usize,
+}
+
+/// Whether the run with launch sequence number `seq` (0: none) may still
+/// touch what it bound: in flight and not observed complete. A run
+/// observed complete (by a buffer's host access) no longer touches
+/// anything, though its holder has not fenced it yet.
+fn may_touch<const DEPTH: usize>(st: &State<DEPTH>, seq: u64) -> bool {
+    seq != 0 && st.queue.runs().iter().any(|e| e.seq == seq && !e.observed)
+}
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// Allocates a device buffer of `len` elements of `T` (contents
@@ -264,11 +283,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 return;
             }
             let st = self.lock();
-            // A run observed complete (by a buffer's host access) no longer
-            // touches anything, though its holder has not fenced it yet.
-            let busy =
-                |seq: u64| seq != 0 && st.queue.runs().iter().any(|e| e.seq == seq && !e.observed);
-            let (keep, ready) = ledger.released.drain(..).partition(|r| busy(r.seq));
+            let (keep, ready) = ledger
+                .released
+                .drain(..)
+                .partition(|r| may_touch(&st, r.seq));
             ledger.released = keep;
             ready
         };
@@ -284,10 +302,25 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
     }
 
-    /// Buffers dropped but not yet freed: a run that bound them may still
-    /// touch them.
-    pub(super) fn quarantined_buffers(&self) -> usize {
-        buffer::lock(&self.buffers).released.len()
+    /// Buffers dropped but not yet freed, as two counts: those no run may
+    /// touch any more (freed at the next reclaim), and those a run that
+    /// bound them may still touch (quarantined until it is proven
+    /// complete).
+    pub(super) fn dropped_buffers(&self) -> DroppedBuffers {
+        let ledger = buffer::lock(&self.buffers);
+        if ledger.released.is_empty() {
+            return DroppedBuffers::default();
+        }
+        let st = self.lock();
+        let quarantined = ledger
+            .released
+            .iter()
+            .filter(|r| may_touch(&st, r.seq))
+            .count();
+        DroppedBuffers {
+            awaiting_free: ledger.released.len() - quarantined,
+            quarantined,
+        }
     }
 
     /// At teardown, with the queue proven quiet: frees every buffer, live

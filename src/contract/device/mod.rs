@@ -5,13 +5,13 @@
 //!
 //! | file | owns |
 //! |---|---|
-//! | `state/` | the bookkeeping behind the lock, one part per thing it owns (slots, queue, streams, pins) |
+//! | `state/` | the bookkeeping behind the lock, one part per thing it owns (slots, queue, stream pair, pins) |
 //! | `report.rs` | what a device reports: stats, health, a drain's report |
 //! | `transitions.rs` | the per-slot transitions behind `Port`: launch (named steps), release |
 //! | `arguments.rs` | a run's arguments: the one prepare (staging host tensors, resolving the tensors) and the one finalize (copy-back) |
 //! | `adapter.rs` | the calls into the kernel ABI adapter: blocks, armed regions, records read and proven |
 //! | `buffers.rs` | typed device buffers: allocation, host access, freeing what no run can touch |
-//! | `streams.rs` | readying the stream pair for a launch; creating and retiring streams |
+//! | `stream_lifecycle.rs` | the stream pair's lifecycle: readying it for a launch; creating and retiring streams |
 //! | `fence.rs` | waiting for a run's fence; the queue-aware time rule and its verdict |
 //! | `awaiting.rs` | the same wait, and the drain, one non-blocking look at a time, for the futures |
 //! | `faults.rs` | whom a device fault belongs to |
@@ -29,7 +29,7 @@ mod publication;
 mod recovery;
 mod report;
 mod state;
-mod streams;
+mod stream_lifecycle;
 mod transitions;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -427,7 +427,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// The run-time state: poison, in-flight runs, quarantined slots.
     #[must_use]
     pub fn health(&self) -> Health {
-        let quarantined_buffers = self.quarantined_buffers();
+        let dropped = self.dropped_buffers();
         let st = self.lock();
         let (quarantined, launched) = st.slots.sets();
         Health {
@@ -436,7 +436,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             in_flight: st.queue.runs().len(),
             quarantined,
             launched,
-            quarantined_buffers,
+            buffers_awaiting_free: dropped.awaiting_free,
+            buffers_quarantined: dropped.quarantined,
         }
     }
 

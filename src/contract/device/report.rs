@@ -73,12 +73,17 @@ pub struct Health {
     pub quarantined: SlotSet,
     /// Slots in flight.
     pub launched: SlotSet,
-    /// Device buffers dropped and not yet freed. Freeing is lazy — at the
-    /// next allocation, drain or close — and waits until no run that bound
-    /// the buffer may still touch it (a forgotten run not yet seen
-    /// complete, or an unproven one: then only a drain that proves the
-    /// queue quiet frees it).
-    pub quarantined_buffers: usize,
+    /// Device buffers dropped that no run can touch any more, waiting only
+    /// for their free, which is lazy: at the next allocation, drain or
+    /// close.
+    pub buffers_awaiting_free: usize,
+    /// Device buffers dropped that a run which bound them may still touch
+    /// (a forgotten run not yet seen complete, or an unproven one): never
+    /// freed or reused until that run is proven complete — for an unproven
+    /// run, by a drain that proves the queue quiet. Once it is, each counts
+    /// in [`buffers_awaiting_free`](Self::buffers_awaiting_free) until its
+    /// free.
+    pub buffers_quarantined: usize,
     /// Slots given back by runs whose awaited fence was dropped before it
     /// resolved: each reclaimed at a slot's next take, once the device
     /// proved the run complete (cumulative).

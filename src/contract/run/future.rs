@@ -42,7 +42,7 @@ use super::Run;
 use crate::contract::error::{Action, Error};
 use crate::contract::states::{Fenced, Launched};
 use crate::contract::wait::{AsyncWait, Wait, polled_after_ready};
-use crate::contract::workload::{Bindings, Simple};
+use crate::contract::workload::{Bindings, NoWorkload};
 
 /// A launched run's fence, awaited: what [`Run::fence_async`] (or
 /// `run.await`) and [`Run::fence_for_async`] return.
@@ -86,7 +86,7 @@ use crate::contract::workload::{Bindings, Simple};
 /// # Ok::<(), runclaim::Error>(())
 /// ```
 #[must_use = "a future does nothing unless awaited; dropped, it hands its run to the device as a forgotten run"]
-pub struct FenceFuture<'r, const I: usize, B: Bindings = Simple> {
+pub struct FenceFuture<'r, const I: usize, B: Bindings = NoWorkload> {
     run: Option<Run<'r, Launched, I, B>>,
     wait: AsyncWait,
 }
@@ -198,5 +198,5 @@ mod tests {
         drop(first);
         let _ = fut.as_mut().poll(&mut cx);
     }
-    assert_impl_all!(FenceFuture<'static, 1, crate::contract::Bound<'static, 'static>>: Send, Unpin);
+    assert_impl_all!(FenceFuture<'static, 1, crate::contract::WithWorkload<'static, 'static>>: Send, Unpin);
 }

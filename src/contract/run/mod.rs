@@ -21,7 +21,7 @@ use super::outputs::{Finalized, Outputs};
 use super::slot::SlotToken;
 use super::states::{Fenced, Launched, Prepared, State};
 use super::wait::Wait;
-use super::workload::{Bindings, Bound, Simple};
+use super::workload::{Bindings, NoWorkload, WithWorkload};
 
 /// A run in slot `I`, in state `S`.
 ///
@@ -164,10 +164,13 @@ use super::workload::{Bindings, Bound, Simple};
 /// a fence that outlasts the watchdog poisons the runner.
 ///
 /// A run prepared from a [`Workload`](super::Workload) carries its
-/// bindings in its type, `Run<'r, S, I, Bound<'w, 'a>>`: the borrows of its
-/// host outputs and device buffers, held until it is finalized (see
-/// [`Run::<Fenced, I, Bound>::finalize`](Run#method.finalize-1)).
-pub struct Run<'r, S: State, const I: usize, B: Bindings = Simple>(RunOf<S, SlotToken<'r, I>, B>);
+/// bindings in its type, `Run<'r, S, I, WithWorkload<'w, 'a>>`: the
+/// workload's borrow, and through it the borrows of its host outputs and
+/// device buffers, held until it is finalized (see
+/// [`Run::<Fenced, I, WithWorkload>::finalize`](Run#method.finalize-1)).
+pub struct Run<'r, S: State, const I: usize, B: Bindings = NoWorkload>(
+    RunOf<S, SlotToken<'r, I>, B>,
+);
 
 impl<S: State, const I: usize, B: Bindings> fmt::Debug for Run<'_, S, I, B> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -470,7 +473,7 @@ impl<'r, const I: usize, B: Bindings> Run<'r, Fenced, I, B> {
     }
 }
 
-impl<'r, const I: usize> Run<'r, Fenced, I, Bound<'_, '_>> {
+impl<'r, const I: usize> Run<'r, Fenced, I, WithWorkload<'_, '_>> {
     /// Reads the slot's status record and device wall back, validates that
     /// both carry this run's id, and — only if the run succeeded — copies
     /// each host output ([`Dir::Out`](crate::driver::abi::Dir::Out),

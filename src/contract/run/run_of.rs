@@ -19,7 +19,9 @@ use crate::contract::slot::Claim;
 use crate::contract::states::{Fenced, Launched, Prepared, State};
 use crate::contract::wait::{AsyncWait, Wait};
 use crate::contract::workload::Workload;
-use crate::contract::workload::{Args, Bindings, Bound, Data, Simple, lowered, lowered_args};
+use crate::contract::workload::{
+    Args, Bindings, Data, NoWorkload, WithWorkload, lowered, lowered_args,
+};
 use crate::driver::abi::WallRecord;
 
 /// A run in state `S` holding the claim `K` on its slot — a typed
@@ -27,7 +29,7 @@ use crate::driver::abi::WallRecord;
 /// an erased run: the pipeline's, a shared device's). Every transition is
 /// written once, here: a typed run is
 /// this with `K::slot()` the constant `I`.
-pub(crate) struct RunOf<S: State, K: Claim, B: Bindings = Simple> {
+pub(crate) struct RunOf<S: State, K: Claim, B: Bindings = NoWorkload> {
     token: K,
     pub(super) info: RunInfo,
     bindings: B,
@@ -295,8 +297,8 @@ impl<K: Claim, B: Bindings> RunOf<Fenced, K, B> {
     }
 }
 
-impl<K: Claim> RunOf<Fenced, K, Bound<'_, '_>> {
-    /// See [`Run::<Fenced, I, Bound>::finalize`](super::Run#method.finalize-1):
+impl<K: Claim> RunOf<Fenced, K, WithWorkload<'_, '_>> {
+    /// See [`Run::<Fenced, I, WithWorkload>::finalize`](super::Run#method.finalize-1):
     /// the workload the run borrowed is where its outputs go.
     #[inline]
     pub(crate) fn finalize_bound(self) -> Result<(K, WallRecord), Error<Self>> {

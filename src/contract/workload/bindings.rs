@@ -1,7 +1,7 @@
 //! What a prepared run keeps of what it was prepared from until it is
-//! finalized: [`Bound`] (a workload, borrowed) or [`Simple`] (nothing: a
-//! `RunSpec`'s run), and the one thing a launch asks of either — the
-//! arguments the run was prepared from.
+//! finalized, named for what it holds: [`WithWorkload`] (its workload,
+//! borrowed) or [`NoWorkload`] (nothing: a `RunSpec`'s run), and the one
+//! thing a launch asks of either — the arguments the run was prepared from.
 #![allow(
     clippy::inline_always,
     reason = "thin transition wrappers: out of line each moves a whole run and its result through memory (measured with callgrind, benches/contract.rs: 180 instructions per RunSpec cycle together)"
@@ -15,53 +15,56 @@ use super::Workload;
 /// the workload itself, borrowed (`&'w mut`), and through it the borrows of
 /// its host outputs (written back at finalize) and of its device buffers.
 /// It is the fourth parameter of such a run's type,
-/// `Run<'r, S, I, Bound<'w, 'a>>`; a [`RunSpec`](crate::RunSpec)'s run has
-/// [`Simple`] there. One pointer: a run moves through its states as
-/// cheaply whatever its workload holds.
+/// `Run<'r, S, I, WithWorkload<'w, 'a>>`; a [`RunSpec`](crate::RunSpec)'s
+/// run has [`NoWorkload`] there. One pointer: a run moves through its
+/// states as cheaply whatever its workload holds.
 ///
 /// ```
 /// # use runclaim::{Callable, Device, DeviceConfig, Launched, Run, Workload};
 /// # use runclaim::driver::abi::Program;
 /// # use runclaim::sim::{SimConfig, SimDriver};
-/// use runclaim::contract::Bound;
+/// use runclaim::contract::WithWorkload;
 /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
 /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
 /// let mut y = [0u32; 2];
 /// let mut work = Workload::new(runner.code("inc")?);
 /// work.input(&[1u32, 2]).output(&mut y);
-/// let run: Run<'_, Launched, 0, Bound<'_, '_>> = runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?;
+/// let run: Run<'_, Launched, 0, WithWorkload<'_, '_>> = runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?;
 /// drop(run.fence()?.finalize()?);
 /// # Ok::<(), runclaim::Error>(())
 /// ```
-pub struct Bound<'w, 'a> {
+pub struct WithWorkload<'w, 'a> {
     pub(crate) work: &'w mut Workload<'a>,
 }
 
-impl fmt::Debug for Bound<'_, '_> {
+impl fmt::Debug for WithWorkload<'_, '_> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("Bound").field("work", &self.work).finish()
+        f.debug_struct("WithWorkload")
+            .field("work", &self.work)
+            .finish()
     }
 }
 
-/// What a run prepared from a [`RunSpec`](crate::RunSpec) keeps: nothing
-/// (its output goes into an [`Outputs`](crate::Outputs) at finalize). The
+/// What a run prepared from a [`RunSpec`](crate::RunSpec) keeps: no
+/// workload, nothing at all (its input is on the device from prepare on,
+/// its output goes into an [`Outputs`](crate::Outputs) at finalize). The
 /// default fourth parameter of [`Run`](crate::Run).
 ///
 /// ```
 /// # use runclaim::{Callable, Device, DeviceConfig, Input, Launched, Run, RunSpec};
 /// # use runclaim::driver::abi::Program;
 /// # use runclaim::sim::{SimConfig, SimDriver};
-/// use runclaim::contract::Simple;
+/// use runclaim::contract::NoWorkload;
 /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
 /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
 /// let spec = RunSpec::new(runner.code("inc")?, Input::Host(&[1]));
-/// let run: Run<'_, Launched, 0, Simple> = runner.prepare(runner.take_slot::<0>()?, spec)?.launch()?;
-/// let same: Run<'_, Launched, 0> = run; // `Simple` is the default
+/// let run: Run<'_, Launched, 0, NoWorkload> = runner.prepare(runner.take_slot::<0>()?, spec)?.launch()?;
+/// let same: Run<'_, Launched, 0> = run; // `NoWorkload` is the default
 /// # drop(same);
 /// # Ok::<(), runclaim::Error>(())
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct Simple;
+pub struct NoWorkload;
 
 #[allow(
     private_interfaces,
@@ -69,7 +72,7 @@ pub struct Simple;
     reason = "sealed: the trait is unnameable outside the crate, so its method (and the crate-private arguments it names) cannot be called or implemented there"
 )]
 pub(crate) mod sealed {
-    use super::{Bound, Simple};
+    use super::{NoWorkload, WithWorkload};
     use crate::contract::workload::{Args, Data, lowered, lowered_args};
 
     /// What a launch asks of a run's bindings: the arguments the run was
@@ -81,7 +84,7 @@ pub(crate) mod sealed {
         fn with_args<R>(&mut self, chained: bool, f: impl FnOnce(Args<'_, '_>) -> R) -> R;
     }
 
-    impl Launch for Simple {
+    impl Launch for NoWorkload {
         #[inline(always)]
         fn with_args<R>(&mut self, chained: bool, f: impl FnOnce(Args<'_, '_>) -> R) -> R {
             let input = if chained {
@@ -94,7 +97,7 @@ pub(crate) mod sealed {
         }
     }
 
-    impl Launch for Bound<'_, '_> {
+    impl Launch for WithWorkload<'_, '_> {
         #[inline]
         fn with_args<R>(&mut self, _: bool, f: impl FnOnce(Args<'_, '_>) -> R) -> R {
             f(self.work.args())
@@ -102,7 +105,7 @@ pub(crate) mod sealed {
     }
 }
 
-/// What a run keeps of its spec: [`Simple`] or [`Bound`]. Sealed.
+/// What a run keeps of its spec: [`NoWorkload`] or [`WithWorkload`]. Sealed.
 pub trait Bindings: sealed::Launch + Send + Sync {}
-impl Bindings for Simple {}
-impl Bindings for Bound<'_, '_> {}
+impl Bindings for NoWorkload {}
+impl Bindings for WithWorkload<'_, '_> {}

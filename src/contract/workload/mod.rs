@@ -1,14 +1,14 @@
 //! What a real run carries: a [`Workload`] — a published callable, its
 //! tensor arguments in order (host tensors staged through the slot, device
 //! buffers by address), then its `u64` scalars — and what a prepared run
-//! keeps of it until finalize ([`Bound`]).
+//! keeps of it until finalize ([`WithWorkload`]).
 //!
 //! | file | owns |
 //! |---|---|
 //! | `mod.rs` | `Workload`: building it, reading its owned tensors back |
 //! | `refill.rs` | refilling a workload in place: scalars by index, tensors re-pointed |
 //! | `args.rs` | the tensors' data, the lists they are kept in, `Args` (the device's one view of a run's arguments, a `RunSpec`'s lowered), the staging `Packer` |
-//! | `bindings.rs` | `Bound`, `Simple`, `Bindings`: what a run keeps, and the marks a launch makes |
+//! | `bindings.rs` | `WithWorkload`, `NoWorkload`, `Bindings`: what a run keeps, and the marks a launch makes |
 
 mod args;
 mod bindings;
@@ -26,7 +26,7 @@ pub(crate) use self::args::{
     lowered, lowered_args,
 };
 
-pub use self::bindings::{Bindings, Bound, Simple};
+pub use self::bindings::{Bindings, NoWorkload, WithWorkload};
 use super::buffer::{BufferSlice, DeviceBuffer, PerSlot, Scratch};
 use super::code::CodeRef;
 #[allow(unused_imports, reason = "named in the docs")]

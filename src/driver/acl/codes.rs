@@ -3,20 +3,18 @@
 //! `ACL_ERROR_RT_*` numbers), and **one table** below lists every code once:
 //! its number, its header name, what the driver reads it as, and for which
 //! errors the fake runtime library reports it. Every direction is derived
-//! from that table — the constants, [`named`] and [`name_of`], [`kind_of`]
-//! (the driver reading a code) and [`code_of`] (the fake writing one) — so
-//! none can drift from another.
+//! from that table — the constants on [`AclError`], [`named`] and
+//! [`name_of`], [`kind_of`] (the driver reading a code) and [`code_of`]
+//! (the fake writing one) — so none can drift from another.
 //!
 //! Every value was read from `acl_base_rt.h` and `error_codes/rt_error_codes.h`
 //! of CANN 8.5 – 9.2 (identical in all of them).
 //!
 //! ```
 //! use runclaim::driver::DriverErrorKind;
-//! use runclaim::driver::acl::codes::{
-//!     ACL_ERROR_RT_NO_STREAM_RESOURCE, Waited, code_of, kind_of, name_of,
-//! };
+//! use runclaim::driver::acl::codes::{AclError, Waited, code_of, kind_of, name_of};
 //!
-//! let kind = kind_of(ACL_ERROR_RT_NO_STREAM_RESOURCE);
+//! let kind = kind_of(AclError::ACL_ERROR_RT_NO_STREAM_RESOURCE);
 //! assert_eq!(kind, DriverErrorKind::NoResource { what: "stream" });
 //! assert_eq!(code_of(&kind, Waited::Stream), 207_008);
 //! assert_eq!(name_of(207_008), Some("ACL_ERROR_RT_NO_STREAM_RESOURCE"));
@@ -70,19 +68,49 @@ enum For {
     Rest,
 }
 
-/// The table: every code once, ascending; the constants are made from it.
+/// The return codes of the ACL runtime this driver knows by name: each an
+/// associated constant, named as the CANN headers spell it, whose value is
+/// the `i32` an ACL call returns — what [`Native::code`] holds. The type is
+/// C's `aclError` (`typedef int aclError`, the return type of every ACL
+/// call) as a namespace: it has no values; its constants are plain `i32`s,
+/// compared with a code or matched in a pattern.
+///
+/// ```
+/// use runclaim::driver::Native;
+/// use runclaim::driver::acl::codes::AclError;
+///
+/// let native = Native::new("aclrtSynchronizeStreamWithTimeout", 507_046, None);
+/// let waited_too_long = match native.code {
+///     AclError::ACL_ERROR_RT_STREAM_SYNC_TIMEOUT | AclError::ACL_ERROR_RT_EVENT_SYNC_TIMEOUT => true,
+///     _ => false,
+/// };
+/// assert!(waited_too_long);
+/// assert_eq!(AclError::ACL_ERROR_RT_STREAM_SYNC_TIMEOUT, 507_046);
+/// ```
+///
+/// [`Native::code`]: crate::driver::Native::code
+#[allow(
+    clippy::empty_enums,
+    reason = "a namespace for the table's constants, never a value: `!` cannot carry associated constants"
+)]
+pub enum AclError {}
+
+/// The table: every code once, ascending; [`AclError`]'s constants are
+/// made from it.
 macro_rules! codes {
     ($(
         $(#[doc = $doc:literal])+
         $name:ident = $code:literal => $reads:expr, $reported:expr;
     )+) => {
-        $(
-            $(#[doc = $doc])+
-            pub const $name: i32 = $code;
-        )+
+        impl AclError {
+            $(
+                $(#[doc = $doc])+
+                pub const $name: i32 = $code;
+            )+
+        }
 
         const TABLE: &[Row] = &[$(Row {
-            code: $name,
+            code: AclError::$name,
             name: stringify!($name),
             reads: $reads,
             reported: $reported,
@@ -234,7 +262,7 @@ pub fn name_of(code: i32) -> Option<&'static str> {
 
 /// What a non-zero code means: `Unknown` for a code outside the table, and
 /// for one with no more specific meaning (an answer some call reads
-/// itself, such as [`ACL_ERROR_RT_REPORT_TIMEOUT`]). Timeouts carry no
+/// itself, such as [`AclError::ACL_ERROR_RT_REPORT_TIMEOUT`]). Timeouts carry no
 /// duration, `OutOfMemory` no size and `CodeMemoryFull` no capacity here;
 /// the caller that knows them fills them in.
 ///
@@ -295,7 +323,7 @@ pub fn code_of(kind: &DriverErrorKind, waited: Waited) -> i32 {
         .find(same)
         .or_else(|| TABLE.iter().find(also))
         .or_else(|| TABLE.iter().find(rest))
-        .map_or(ACL_ERROR_RT_INTERNAL_ERROR, |r| r.code)
+        .map_or(AclError::ACL_ERROR_RT_INTERNAL_ERROR, |r| r.code)
 }
 
 #[cfg(test)]
@@ -307,7 +335,7 @@ mod tests {
     fn waited(r: &Row) -> Waited {
         match r.reported {
             For::SameWaiting(w) => w,
-            _ if r.code == ACL_ERROR_RT_EVENT_NOT_COMPLETE => Waited::Event,
+            _ if r.code == AclError::ACL_ERROR_RT_EVENT_NOT_COMPLETE => Waited::Event,
             _ => Waited::Stream,
         }
     }
@@ -394,13 +422,13 @@ mod tests {
         ] {
             assert_eq!(
                 code_of(&k, Waited::Event),
-                ACL_ERROR_RT_PARAM_INVALID,
+                AclError::ACL_ERROR_RT_PARAM_INVALID,
                 "{k}"
             );
         }
         assert_eq!(
             code_of(&K::NoResource { what: "notify" }, Waited::Stream),
-            ACL_ERROR_RT_RESOURCE_ALLOC_FAIL
+            AclError::ACL_ERROR_RT_RESOURCE_ALLOC_FAIL
         );
         for k in [
             K::QueueFull { capacity: 1 },
@@ -411,7 +439,7 @@ mod tests {
         ] {
             assert_eq!(
                 code_of(&k, Waited::Stream),
-                ACL_ERROR_RT_INTERNAL_ERROR,
+                AclError::ACL_ERROR_RT_INTERNAL_ERROR,
                 "{k}"
             );
         }

@@ -7,8 +7,11 @@ use super::*;
 #[test]
 fn process_report_refuses_zero_and_below_minus_one() {
     for t in [0, -2, i32::MIN] {
-        // SAFETY: plain values; no callback is involved.
-        assert_eq!(unsafe { aclrtProcessReport(t) }, ACL_ERROR_INVALID_PARAM);
+        assert_eq!(
+            // SAFETY: plain values; no callback is involved.
+            unsafe { aclrtProcessReport(t) },
+            AclError::ACL_ERROR_INVALID_PARAM
+        );
     }
 }
 
@@ -17,7 +20,7 @@ fn process_report_needs_a_subscribed_thread() {
     assert_eq!(
         // SAFETY: plain values.
         unsafe { aclrtProcessReport(1) },
-        ACL_ERROR_RT_THREAD_SUBSCRIBE
+        AclError::ACL_ERROR_RT_THREAD_SUBSCRIBE
     );
 }
 
@@ -37,7 +40,7 @@ fn entry_points_need_a_bound_thread() {
         );
         assert_eq!(
             aclrtLaunchCallback(Some(nothing), std::ptr::null_mut(), 2, std::ptr::null_mut()),
-            ACL_ERROR_INVALID_PARAM
+            AclError::ACL_ERROR_INVALID_PARAM
         );
     }
 }

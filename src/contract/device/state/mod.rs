@@ -5,7 +5,7 @@
 //! |---|---|
 //! | `slots.rs` | each slot's state and lease |
 //! | `queue.rs` | the in-flight runs in stream order, the poison, the chain — and the rule "poison ⇒ chain broken ⇒ run unproven" |
-//! | `streams.rs` | the stream pair, code generations and the code epoch, parked streams |
+//! | `stream_pair.rs` | the stream pair's bookkeeping: its two streams, code generations and the code epoch (staleness), parked streams |
 //! | `pins.rs` | the uploads the current publication pinned |
 //!
 //! This file holds the rules that span two parts (a lost launch: the run
@@ -14,12 +14,12 @@
 mod pins;
 mod queue;
 mod slots;
-mod streams;
+mod stream_pair;
 
 pub(super) use self::pins::Pins;
 pub(super) use self::queue::Queue;
 pub(super) use self::slots::{Release, SlotState, Slots};
-pub(super) use self::streams::{Staleness, Streams};
+pub(super) use self::stream_pair::{Staleness, StreamPair};
 
 use super::ContractStats;
 use crate::contract::error::{ErrorKind, PoisonCause, RunId};
@@ -29,7 +29,7 @@ use crate::driver::StreamId;
 pub(super) struct State<const DEPTH: usize> {
     pub(super) slots: Slots<DEPTH>,
     pub(super) queue: Queue<DEPTH>,
-    pub(super) streams: Streams,
+    pub(super) streams: StreamPair,
     pub(super) pins: Pins,
     pub(super) stats: ContractStats,
     next_run: RunId,
@@ -45,7 +45,7 @@ impl<const DEPTH: usize> State<DEPTH> {
         State {
             slots: Slots::new(),
             queue: Queue::new(),
-            streams: Streams::new(aicore, aicpu, aicore_epoch),
+            streams: StreamPair::new(aicore, aicpu, aicore_epoch),
             pins: Pins::default(),
             stats: ContractStats::default(),
             next_run: RunId::FIRST,

@@ -25,7 +25,7 @@ use std::ffi::CStr;
 use std::ptr::null_mut;
 use std::time::Duration;
 
-use super::codes::{self, ACL_ERROR_REPEAT_INITIALIZE};
+use super::codes::{self, AclError};
 use super::ffi::{
     ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST,
     ACL_MEMCPY_HOST_TO_DEVICE,
@@ -136,7 +136,7 @@ pub(super) fn init(api: &Api) -> AclResult<()> {
     // SAFETY: NULL means "no configuration file" (`acl/acl_rt.h`).
     let rc = unsafe { (api.acl_init)(std::ptr::null()) };
     match rc {
-        0 | ACL_ERROR_REPEAT_INITIALIZE => Ok(()),
+        0 | AclError::ACL_ERROR_REPEAT_INITIALIZE => Ok(()),
         _ => Err(Failed::new(api, "aclInit", rc)),
     }
 }

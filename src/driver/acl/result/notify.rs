@@ -7,7 +7,7 @@ use std::ffi::c_void;
 use std::time::Duration;
 
 use super::{AclResult, check, millis};
-use crate::driver::acl::codes::{ACL_ERROR_RT_REPORT_TIMEOUT, ACL_ERROR_RT_THREAD_SUBSCRIBE};
+use crate::driver::acl::codes::AclError;
 use crate::driver::acl::ffi::{ACL_CALLBACK_NO_BLOCK, AclrtCallback, AclrtExceptionInfoCallback};
 use crate::driver::acl::load::Api;
 use crate::driver::acl::ptr::RtPtr;
@@ -99,8 +99,8 @@ pub(in crate::driver::acl) fn process_report(api: &Api, timeout: Duration) -> Op
     let rc = unsafe { f(millis(timeout)) };
     Some(match rc {
         0 => Report::Ran,
-        ACL_ERROR_RT_REPORT_TIMEOUT => Report::TimedOut,
-        ACL_ERROR_RT_THREAD_SUBSCRIBE => Report::NotSubscribed,
+        AclError::ACL_ERROR_RT_REPORT_TIMEOUT => Report::TimedOut,
+        AclError::ACL_ERROR_RT_THREAD_SUBSCRIBE => Report::NotSubscribed,
         _ => Report::Failed,
     })
 }

@@ -6,10 +6,7 @@ use std::ptr::null_mut;
 use std::time::Duration;
 
 use super::{AclResult, Failed, check, millis};
-use crate::driver::acl::codes::{
-    ACL_ERROR_RT_EVENT_NOT_COMPLETE, ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
-    ACL_ERROR_RT_STREAM_NOT_COMPLETE, ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
-};
+use crate::driver::acl::codes::AclError;
 use crate::driver::acl::ffi::{
     ACL_EVENT_RECORDED_STATUS_COMPLETE, ACL_EVENT_RECORDED_STATUS_NOT_READY,
     ACL_STREAM_STATUS_COMPLETE, ACL_STREAM_STATUS_NOT_READY,
@@ -72,7 +69,7 @@ pub(in crate::driver::acl) fn stream_query(api: &Api, s: Stream<'_>) -> AclResul
     let rc = unsafe { (api.stream_query)(s.ptr().get(), &raw mut status) };
     match rc {
         0 if status == ACL_STREAM_STATUS_COMPLETE => Ok(Completion::Complete),
-        0 | ACL_ERROR_RT_STREAM_NOT_COMPLETE => Ok(Completion::NotReady),
+        0 | AclError::ACL_ERROR_RT_STREAM_NOT_COMPLETE => Ok(Completion::NotReady),
         _ => Err(Failed::new(api, "aclrtStreamQuery", rc)),
     }
 }
@@ -95,7 +92,7 @@ pub(in crate::driver::acl) fn synchronize_stream_with_timeout(
             api,
             name,
             rc,
-            ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+            AclError::ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
             timeout,
         )),
     }
@@ -158,7 +155,7 @@ pub(in crate::driver::acl) fn query_event_status(api: &Api, e: Event<'_>) -> Acl
     let rc = unsafe { (api.query_event_status)(e.ptr().get(), &raw mut status) };
     match rc {
         0 if status == ACL_EVENT_RECORDED_STATUS_COMPLETE => Ok(Completion::Complete),
-        0 | ACL_ERROR_RT_EVENT_NOT_COMPLETE => Ok(Completion::NotReady),
+        0 | AclError::ACL_ERROR_RT_EVENT_NOT_COMPLETE => Ok(Completion::NotReady),
         _ => Err(Failed::new(api, "aclrtQueryEventStatus", rc)),
     }
 }
@@ -181,7 +178,7 @@ pub(in crate::driver::acl) fn synchronize_event_with_timeout(
             api,
             name,
             rc,
-            ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
+            AclError::ACL_ERROR_RT_EVENT_SYNC_TIMEOUT,
             timeout,
         )),
     })

@@ -1,5 +1,6 @@
-//! The stream pair and the code epoch it can trust, the code generations
-//! of this device's publications, and the streams taken out of service.
+//! The stream pair's bookkeeping ([`StreamPair`]): its two streams and the
+//! code epoch the AICore one can trust, the code generations of this
+//! device's publications, and the streams taken out of service.
 
 use crate::driver::StreamId;
 
@@ -15,7 +16,7 @@ pub(in crate::contract::device) enum Staleness {
 }
 
 #[derive(Debug)]
-pub(in crate::contract::device) struct Streams {
+pub(in crate::contract::device) struct StreamPair {
     aicore: StreamId,
     aicpu: StreamId,
     /// Code generation the AICore stream was created in.
@@ -33,9 +34,9 @@ pub(in crate::contract::device) struct Streams {
     parked: Vec<StreamId>,
 }
 
-impl Streams {
+impl StreamPair {
     pub(super) fn new(aicore: StreamId, aicpu: StreamId, aicore_epoch: u64) -> Self {
-        Streams {
+        StreamPair {
             aicore,
             aicpu,
             aicore_generation: 0,
