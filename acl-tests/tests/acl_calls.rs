@@ -164,5 +164,8 @@ fn runtime_calls_per_run() {
     assert!(awaited.0 >= blocking.0, "{awaited:?} vs {blocking:?}");
     assert!(timer.0 >= plain.0, "{timer:?} vs {plain:?}");
     assert!(shared_blocking.0 >= blocking.0);
-    assert!(shared_awaited.0 >= blocking.0, "{shared_awaited:?} vs {blocking:?}");
+    assert!(
+        shared_awaited.0 >= blocking.0,
+        "{shared_awaited:?} vs {blocking:?}"
+    );
 }
