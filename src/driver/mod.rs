@@ -47,7 +47,7 @@ mod info;
 pub mod instant;
 mod notify;
 pub mod sim;
-mod wake;
+pub(crate) mod wake;
 
 use std::task::Waker;
 use std::time::Duration;

@@ -73,8 +73,8 @@ impl Drop for Handle {
 /// A task's handle and the callback thread: the callback thread, under its
 /// lock, drops the task's waker, which owns the last handle; a second
 /// handle (another task's) goes at any point of that.
-fn last_drop_on_the_callback_thread(inline: bool) {
-    loom::model(move || {
+fn last_drop_on_the_callback_thread(name: &'static str, inline: bool) {
+    crate::driver::wake::check(name, move || {
         let reactor = Reactor::new();
         let handle = Arc::new(Handle {
             reactor: std::sync::Arc::clone(&reactor),
@@ -106,11 +106,9 @@ fn last_drop_on_the_callback_thread(inline: bool) {
 
 #[test]
 fn loom_last_drop_on_the_callback_thread_is_paid_elsewhere() {
-    let t0 = std::time::Instant::now();
-    last_drop_on_the_callback_thread(false);
-    println!(
-        "loom model last_drop_on_the_callback_thread: every interleaving in {:.2} s",
-        t0.elapsed().as_secs_f64()
+    last_drop_on_the_callback_thread(
+        "loom_last_drop_on_the_callback_thread_is_paid_elsewhere",
+        false,
     );
 }
 
@@ -119,5 +117,8 @@ fn loom_last_drop_on_the_callback_thread_is_paid_elsewhere() {
 #[test]
 #[ignore = "negative control: must fail with a deadlock (`.ci/loom` checks that it does)"]
 fn loom_last_drop_before_fix_paid_on_the_callback_thread_deadlocks() {
-    last_drop_on_the_callback_thread(true);
+    last_drop_on_the_callback_thread(
+        "loom_last_drop_before_fix_paid_on_the_callback_thread_deadlocks",
+        true,
+    );
 }

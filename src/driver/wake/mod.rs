@@ -75,7 +75,7 @@ pub(crate) fn wake_all(wakers: Vec<std::task::Waker>) {
 /// Runs the loom model `f` under `name`, printing how many interleavings
 /// it explored and how long it took (or, when it fails, at which).
 #[cfg(all(test, loom))]
-fn check(name: &'static str, f: impl Fn() + Sync + Send + 'static) {
+pub(crate) fn check(name: &'static str, f: impl Fn() + Sync + Send + 'static) {
     use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
     static ITERATIONS: AtomicUsize = AtomicUsize::new(0);
     ITERATIONS.store(0, Relaxed);
