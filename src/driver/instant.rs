@@ -134,12 +134,6 @@ impl Inner {
             ))
     }
 
-    fn word(&mut self, addr: u64, v: u64) -> Result<(), DriverError> {
-        let r = self.range(Op::LaunchAicpu, addr, 8)?;
-        self.memory[r].copy_from_slice(&v.to_le_bytes());
-        Ok(())
-    }
-
     /// Checks every device range `args` names (as its writer recorded
     /// them) and that the block still holds each. Allocation-free.
     fn check_fields(&self, op: Op, args: LaunchArgs<'_>) -> Result<(), DriverError> {
@@ -198,16 +192,26 @@ impl Inner {
         }
         let start = self.clock;
         self.clock += 1;
-        self.word(a.handshake, start)?;
+        // The whole handshake region is checked once; each word then lands
+        // inside it (`handshake_bytes` is past every worker's last word).
+        let hs_len = abi::handshake_bytes_checked(a.block_dim).unwrap_or(usize::MAX);
+        let hs = self.range(op, a.handshake, hs_len)?;
+        let handshake = &mut self.memory[hs];
+        let mut put = |at: usize, v: u64| {
+            if let Some(word) = handshake.get_mut(at..at + 8) {
+                word.copy_from_slice(&v.to_le_bytes());
+            }
+        };
+        put(0, start);
         for w in 0..a.block_dim {
-            let base = a.handshake + abi::worker_offset(w) as u64;
+            let base = abi::worker_offset(w);
             for off in [
                 abi::worker_word::AICORE_DONE,
                 abi::worker_word::TASK,
                 abi::worker_word::TASK_DONE,
                 abi::worker_word::RELEASE,
             ] {
-                self.word(base + off as u64, a.run_id)?;
+                put(base + off, a.run_id);
             }
         }
         let wall = WallRecord {
