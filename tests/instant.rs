@@ -12,7 +12,7 @@ fn run_with_handshake(
 ) -> (Result<(), DriverErrorKind>, Vec<u8>) {
     let d = InstantDriver::new();
     let code = d.register_code(&Program::new().encode()).unwrap().handle;
-    let (core, cpu) = (d.create_stream().unwrap(), d.create_stream().unwrap());
+    let (aicore, aicpu) = (d.create_stream().unwrap(), d.create_stream().unwrap());
     let hs = d.alloc(handshake_bytes).unwrap();
     d.memset(hs, 0, handshake_bytes).unwrap();
     let wall = d.alloc(4096).unwrap();
@@ -30,10 +30,10 @@ fn run_with_handshake(
     }
     .to_bytes();
     let block = BlockBuf::from_bytes(&block);
-    d.launch_aicore(core, code, block_dim, block.args())
+    d.launch_aicore(aicore, code, block_dim, block.args())
         .unwrap();
     let r = d
-        .launch_aicpu(cpu, block.args())
+        .launch_aicpu(aicpu, block.args())
         .map_err(|e| e.kind().clone());
     let mut bytes = vec![0xEE; handshake_bytes];
     d.copy_from_device(&mut bytes, hs).unwrap();
