@@ -1033,11 +1033,30 @@ fn step<'r, Dr: Driver, const D: usize>(
                         ));
                     }
                     m.cancelled_fences += 1;
-                    m.slots[s] = if cells[s].slot_free() {
-                        MSlot::Free
-                    } else {
-                        MSlot::Abandoned(run)
-                    };
+                    // The drop looks once: a run it sees complete gives its
+                    // slot back at once (no reclaim); otherwise the run is
+                    // abandoned, and a take reclaims the slot when the
+                    // device proves it complete. Without faults the model
+                    // knows which (a run it cannot prove complete is not
+                    // proven by the take either, in a stepped simulation);
+                    // after a fault the drop's look may have failed where
+                    // the take's succeeds, so either count is allowed.
+                    let before = runner.health().reclaimed;
+                    let free = cells[s].slot_free();
+                    let took = runner.health().reclaimed - before;
+                    match (free, took) {
+                        (true, 0) => m.slots[s] = MSlot::Free,
+                        (true, 1) if m.faulty => {
+                            m.reclaimed += 1;
+                            m.slots[s] = MSlot::Free;
+                        }
+                        (false, 0) => m.slots[s] = MSlot::Abandoned(run),
+                        _ => {
+                            return Err(format!(
+                                "a cancelled fence: slot free {free}, {took} slots reclaimed"
+                            ));
+                        }
+                    }
                 }
             }
         }
