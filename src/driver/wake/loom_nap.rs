@@ -5,12 +5,13 @@
 //! so a change that does not kick leaves the thread, and the task awaiting
 //! the record, asleep for good: loom reports the deadlock.
 
-use std::task::{Wake, Waker};
+use std::task::Waker;
 use std::time::Duration;
 
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
+use super::loom_task::task;
 use super::nap::{Nap, doze};
 use super::wake_all;
 use crate::sync::lock;
@@ -29,36 +30,6 @@ struct Device {
 struct Shared {
     state: Mutex<Device>,
     kick: Condvar,
-}
-
-/// A task's waker: the task waits for its wake.
-struct Task {
-    woken: Mutex<bool>,
-    cv: Condvar,
-}
-
-impl Wake for Task {
-    fn wake(self: std::sync::Arc<Self>) {
-        *self.woken.lock().unwrap() = true;
-        self.cv.notify_all();
-    }
-}
-
-fn task() -> (std::sync::Arc<Task>, Waker) {
-    let t = std::sync::Arc::new(Task {
-        woken: Mutex::new(false),
-        cv: Condvar::new(),
-    });
-    (std::sync::Arc::clone(&t), Waker::from(t))
-}
-
-impl Task {
-    fn wait(&self) {
-        let mut w = self.woken.lock().unwrap();
-        while !*w {
-            w = self.cv.wait(w).unwrap();
-        }
-    }
 }
 
 /// The device thread: wakes what is due, else naps (planned under the
@@ -132,7 +103,7 @@ fn arm_then_submission(fixed: bool) {
         thread::spawn(move || submit(&shared, fixed))
     };
     if arm(&shared, &waker) {
-        t.wait();
+        t.wait(1);
     }
     submitter.join().unwrap();
     shut_down(&shared, th);

@@ -7,12 +7,12 @@
 //! a timeout would deliver leaves a thread asleep for good: loom reports
 //! the deadlock.
 
-use std::task::{Wake, Waker};
 use std::time::Duration;
 
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
+use super::loom_task::task;
 use super::reactor::{Arming, Limits, Pending, Reactor, Waited};
 use super::wake_all;
 
@@ -24,40 +24,6 @@ const STREAM: u64 = 7;
 const EVENT: u64 = 9;
 
 type Core = Reactor<u64, u64>;
-
-/// A task's waker: counts its wakes; the task waits for one.
-struct Task {
-    woken: Mutex<usize>,
-    cv: Condvar,
-}
-
-impl Wake for Task {
-    fn wake(self: std::sync::Arc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &std::sync::Arc<Self>) {
-        *self.woken.lock().unwrap() += 1;
-        self.cv.notify_all();
-    }
-}
-
-fn task() -> (std::sync::Arc<Task>, Waker) {
-    let t = std::sync::Arc::new(Task {
-        woken: Mutex::new(0),
-        cv: Condvar::new(),
-    });
-    (std::sync::Arc::clone(&t), Waker::from(t))
-}
-
-impl Task {
-    /// Blocks until woken once (for good, if nobody wakes it).
-    fn wait(&self) {
-        let mut n = self.woken.lock().unwrap();
-        while *n == 0 {
-            n = self.cv.wait(n).unwrap();
-        }
-    }
-}
 
 #[derive(Default)]
 struct Rt {
@@ -171,7 +137,7 @@ fn first_run(fixed: bool) {
     let faults = core.faults();
     match core.arm(EVENT, 1, None, faults, &waker) {
         Arming::Ready => {}
-        Arming::Armed { .. } => t.wait(),
+        Arming::Armed { .. } => t.wait(1),
         other => panic!("{other:?}"),
     }
     shutdown(&core, &rt, r);
@@ -226,7 +192,7 @@ fn fault_while_arming(early: bool) {
             Arming::Armed { .. } => {}
             other => panic!("{other:?}"),
         }
-        t.wait();
+        t.wait(1);
     }
     fault.join().unwrap();
 }

@@ -6,50 +6,11 @@
 //! notification leaves it asleep for good, which loom reports as a
 //! deadlock.
 
-use std::task::{Wake, Waker};
-
-use loom::sync::{Arc, Condvar, Mutex};
+use loom::sync::Arc;
 use loom::thread;
 
+use super::loom_task::task;
 use super::timer::TimerCore;
-
-/// A task's waker: counts its wakes; the task waits for them.
-struct Task {
-    woken: Mutex<usize>,
-    cv: Condvar,
-}
-
-impl Wake for Task {
-    fn wake(self: std::sync::Arc<Self>) {
-        self.wake_by_ref();
-    }
-    fn wake_by_ref(self: &std::sync::Arc<Self>) {
-        *self.woken.lock().unwrap() += 1;
-        self.cv.notify_all();
-    }
-}
-
-fn task() -> (std::sync::Arc<Task>, Waker) {
-    let t = std::sync::Arc::new(Task {
-        woken: Mutex::new(0),
-        cv: Condvar::new(),
-    });
-    (std::sync::Arc::clone(&t), Waker::from(t))
-}
-
-impl Task {
-    /// Blocks until woken `n` times in all.
-    fn wait(&self, n: usize) {
-        let mut w = self.woken.lock().unwrap();
-        while *w < n {
-            w = self.cv.wait(w).unwrap();
-        }
-    }
-
-    fn woken(&self) -> usize {
-        *self.woken.lock().unwrap()
-    }
-}
 
 fn start(timer: &Arc<TimerCore<u64>>) -> thread::JoinHandle<()> {
     let t = Arc::clone(timer);

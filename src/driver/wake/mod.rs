@@ -28,6 +28,8 @@ mod loom_nap;
 #[cfg(all(test, loom))]
 mod loom_reactor;
 #[cfg(all(test, loom))]
+mod loom_task;
+#[cfg(all(test, loom))]
 mod loom_timer;
 
 use std::time::{Duration, Instant};
