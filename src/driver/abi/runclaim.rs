@@ -436,7 +436,7 @@ mod tests {
         assert_eq!(buf.args().bytes(), &V1_GOLDEN[..]);
         let lens: Vec<u64> = buf.args().fields().iter().map(|f| f.len).collect();
         assert_eq!(lens, [12, 12, handshake_bytes(2) as u64, 48, 16]);
-        assert!(buf.args().consistent());
+        assert!(buf.args().consistent().is_ok());
         // The same shape with a scalar, staged tensors or another element
         // size is a workload's: the version-2 block.
         let staged = tensors.map(|t| TensorView {
@@ -503,7 +503,7 @@ mod tests {
         RunclaimAbi.aicore_block(&view, &mut buf.writer()).unwrap();
         assert_eq!(buf.args().bytes(), &V2_GOLDEN[..]);
         assert_eq!(buf.args().fields().len(), 5, "three records, two tensors");
-        assert!(buf.args().consistent());
+        assert!(buf.args().consistent().is_ok());
         // The negative control: the golden bytes are not vacuous.
         let mut flipped = V2_GOLDEN;
         flipped[80] ^= 1;

@@ -102,7 +102,7 @@ fn counts_above_the_maxima_are_refused_and_the_largest_block_fits_exactly() {
     assert_eq!(buf.args().bytes().len(), A2a3Abi.max_block_bytes());
     assert_eq!(A2a3Abi.max_block_bytes(), 192 + 128 * 256 + 8 * 128);
     assert_eq!(buf.args().fields().len(), 3 + 256);
-    assert!(buf.args().consistent());
+    assert!(buf.args().consistent().is_ok());
     let mut small = BlockBuf::with_capacity(A2a3Abi.max_block_bytes() - 1, 8);
     assert_eq!(
         A2a3Abi.aicpu_block(&view, &mut small.writer()),

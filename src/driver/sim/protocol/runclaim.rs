@@ -52,9 +52,7 @@ fn decode<'b>(
     m: &DeviceMemory<'_>,
 ) -> Result<ArgBlock<'b>, ModelError> {
     let block = if args.len() >= 8 && args[4..8] == WorkArgs::VERSION.to_le_bytes() {
-        let w = WorkArgs::parse(args).ok_or(refused(
-            "workload argument block is malformed (size, counts, run id or a tensor)",
-        ))?;
+        let w = WorkArgs::parse(args).map_err(|e| refused(e.field))?;
         let h = w.header();
         if h.len != 0 || h.input != 0 || h.output != 0 {
             return Err(refused(
@@ -63,13 +61,7 @@ fn decode<'b>(
         }
         ArgBlock::Work(w)
     } else {
-        if args.len() != RunArgs::SIZE {
-            return Err(refused("argument block is not RunArgs::SIZE bytes"));
-        }
-        ArgBlock::Run(
-            RunArgs::from_bytes(args)
-                .ok_or(refused("argument block has a bad magic, version or run id"))?,
-        )
+        ArgBlock::Run(RunArgs::from_bytes(args).map_err(|e| refused(e.field))?)
     };
     let a = *block.header();
     if a.block_dim == 0 || a.block_dim > max_block_dim {
