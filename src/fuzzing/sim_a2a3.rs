@@ -5,7 +5,7 @@
 //! holds is refused or read without a panic.
 
 use super::input::Input;
-use super::sim_runclaim::{MAX_BLOCK_DIM, mutate, protocol};
+use super::sim_runclaim::{MAX_BLOCK_DIM, mutate, protocol, wild_launches};
 use crate::driver::DevPtr;
 use crate::driver::abi::a2a3_layout::{result, timing};
 use crate::driver::abi::{
@@ -127,6 +127,9 @@ pub fn sim_a2a3(data: &[u8]) {
             let _ = model.accepted(&c, w, &mem);
             let _ = model.task_done(&c, w, &mem);
         }
+    }
+    if mode == 3 {
+        wild_launches(&model, &mut inp, &mut mem);
     }
     let code = inp.u32() % 3;
     let tasks = protocol(&model, &k, &c, &mut mem, code);

@@ -124,6 +124,9 @@ pub fn sim_runclaim(data: &[u8]) {
             .expect("the region was checked");
     }
     stale_words_are_not_this_runs(&model, &k, &c, &mem, mode >= 2);
+    if mode == 3 {
+        wild_launches(&model, &mut inp, &mut mem);
+    }
     let code = inp.u32() % 3;
     protocol(&model, &k, &c, &mut mem, code);
     if mode % 2 == 0 {
@@ -157,6 +160,30 @@ fn records_are_this_runs(h: &RunArgs, code: u32, mem: &DeviceMemory<'_>) {
     };
     assert!(RunclaimAbi.decode_status(&other, &st).is_err());
     assert!(RunclaimAbi.decode_timing(&other, &wall).is_err());
+}
+
+/// Every step of a launch a user's model made (its base anywhere, any
+/// worker): an answer — an out-of-bounds error at worst — never a panic.
+pub(crate) fn wild_launches(
+    model: &dyn DeviceModel,
+    inp: &mut Input<'_>,
+    mem: &mut DeviceMemory<'_>,
+) {
+    let (identity, block_dim, base) = (inp.u64(), inp.u32(), inp.u64());
+    let worker = inp.u32();
+    let k = AicoreLaunch::new(identity, block_dim, base);
+    let c = AicpuLaunch::new(identity, inp.u32(), block_dim, base, inp.u64(), inp.u64());
+    let _ = model.aicore_start(&k, mem, 1);
+    let _ = model.report(&k, worker, mem);
+    let _ = model.task(&k, worker, mem);
+    let _ = model.finish(&k, worker, 1, mem);
+    let _ = model.released(&k, worker, mem);
+    let _ = model.aicpu_start(&c, mem);
+    let _ = model.accepted(&c, worker, mem);
+    let _ = model.dispatch(&c, worker, mem);
+    let _ = model.task_done(&c, worker, mem);
+    let _ = model.write_records(&c, &RunEnd::new(1, 2, 3, 4), mem);
+    let _ = model.release(&c, worker, mem);
 }
 
 /// Changes `bytes`: a few bytes overwritten, or cut, or grown.

@@ -128,9 +128,19 @@ fn zero(b: &[u8], from: usize, to: usize) -> bool {
     b[from..to].iter().all(|&x| x == 0)
 }
 
-/// Worker `w`'s record word `field` (a [`handshake`] offset).
+/// Worker `w`'s record word `field` (a [`handshake`] offset); saturating:
+/// a launch a user's model made may name any base and worker, and an
+/// address past the top is out of bounds, not an overflow.
 fn record(image: u64, w: u32, field: usize) -> u64 {
-    image + off(image::HEADER) + off(handshake::SIZE) * u64::from(w) + off(field)
+    image
+        .saturating_add(off(image::HEADER))
+        .saturating_add(off(handshake::SIZE) * u64::from(w))
+        .saturating_add(off(field))
+}
+
+/// `base + at`, saturating (as [`record`]).
+fn at(base: u64, at: usize) -> u64 {
+    base.saturating_add(off(at))
 }
 
 /// The task payload of a run with `block_dim` workers.
@@ -334,8 +344,8 @@ impl DeviceModel for A2a3Model {
         mem: &mut DeviceMemory<'_>,
         now: u64,
     ) -> Result<(), ModelError> {
-        mem.write_u64(k.base + off(image::CORE_START), now)?;
-        mem.write_u64(k.base + off(image::CORE_START_EPOCH), k.identity)
+        mem.write_u64(at(k.base, image::CORE_START), now)?;
+        mem.write_u64(at(k.base, image::CORE_START_EPOCH), k.identity)
     }
 
     fn report(
@@ -392,7 +402,7 @@ impl DeviceModel for A2a3Model {
             return Err(outside);
         }
         let mut bytes = vec![0u8; size - payload::TENSORS];
-        mem.read(at + off(payload::TENSORS), &mut bytes)?;
+        mem.read(self::at(at, payload::TENSORS), &mut bytes)?;
         let (ts, ss) = bytes.split_at(tensor::SIZE * t);
         // The AICPU kernel copied descriptors it validated: anything else
         // (a stale or stomped payload) is refused as the envelope's would be.
@@ -443,7 +453,10 @@ impl DeviceModel for A2a3Model {
             return Err(refused("a2a3: the AICPU kernel has no launch envelope"));
         }
         let at = payload_at(c.base, c.block_dim);
-        mem.write(at + off(payload::TENSORS), &envelope[envelope::HEADER..])?;
+        mem.write(
+            self::at(at, payload::TENSORS),
+            &envelope[envelope::HEADER..],
+        )?;
         let mut header = [0u8; payload::HEADER];
         let mut put = |field: usize, b: &[u8]| header[field..field + b.len()].copy_from_slice(b);
         put(payload::EPOCH, &c.identity.to_le_bytes());
@@ -511,9 +524,9 @@ impl DeviceModel for A2a3Model {
     ) -> Result<(), ModelError> {
         // The AICore kernel stamped its start under this epoch before any
         // worker could report (else: the AICPU kernel's start).
-        let stamped = mem.read_u64(c.base + off(image::CORE_START_EPOCH))? == c.identity;
+        let stamped = mem.read_u64(at(c.base, image::CORE_START_EPOCH))? == c.identity;
         let aicore_start = if stamped {
-            mem.read_u64(c.base + off(image::CORE_START))?
+            mem.read_u64(at(c.base, image::CORE_START))?
         } else {
             end.aicpu_start
         };
@@ -533,7 +546,7 @@ impl DeviceModel for A2a3Model {
         }
         .to_bytes();
         let rest = timing::WALL_NS;
-        mem.write(c.timing + off(rest), &t[rest..])?;
+        mem.write(at(c.timing, rest), &t[rest..])?;
         mem.write_u64(c.timing, c.identity)?;
         let r = match end.code {
             0 => A2a3Result::ok(c.identity),
@@ -542,7 +555,7 @@ impl DeviceModel for A2a3Model {
         }
         .to_bytes();
         let rest = result::PAYLOAD_BYTES;
-        mem.write(c.status + off(rest), &r[rest..result::HEADER])?;
+        mem.write(at(c.status, rest), &r[rest..result::HEADER])?;
         mem.write_u64(c.status, c.identity)
     }
 

@@ -37,8 +37,13 @@ fn refused(what: &'static str) -> ModelError {
     ModelError::Refused { what }
 }
 
+/// Worker `w`'s word `off` (saturating: a launch a user's model made may
+/// name any base, and an address past the top is out of bounds, not an
+/// overflow).
 fn word(handshake: u64, w: u32, off: usize) -> u64 {
-    handshake + abi::worker_offset(w) as u64 + off as u64
+    handshake
+        .saturating_add(abi::worker_offset(w) as u64)
+        .saturating_add(off as u64)
 }
 
 /// Parses an argument block of either version and checks every device

@@ -125,3 +125,33 @@ fn runclaim_blocks_are_refused_by_field() {
     bad[0] ^= 1;
     assert_eq!(decode(&bad), refused("RunArgs.magic"));
 }
+
+/// A launch a user's model made (`AicoreLaunch::new`, `AicpuLaunch::new`)
+/// may name any base and worker: every step of both built-in models
+/// answers — out of bounds — where the address arithmetic would overflow,
+/// and never panics (found by the `sim_runclaim` and `sim_a2a3` targets).
+#[test]
+fn steps_of_a_launch_at_the_top_of_the_address_space_answer_out_of_bounds() {
+    let mut owned = OwnedMemory::new(1 << 16);
+    let mut mem = owned.device();
+    for model in [&RunclaimModel as &dyn DeviceModel, &A2a3Model] {
+        for (base, worker) in [(u64::MAX - 8, 0), (u64::MAX - 100, 3), (1, u32::MAX)] {
+            let k = AicoreLaunch::new(7, 4, base);
+            let c = AicpuLaunch::new(7, 0, 4, base, u64::MAX, u64::MAX - 4);
+            let oob = |r: Result<(), ModelError>| {
+                assert!(matches!(r, Err(ModelError::OutOfBounds { .. })), "{r:?}");
+            };
+            oob(model.aicore_start(&k, &mut mem, 1));
+            oob(model.report(&k, worker, &mut mem));
+            oob(model.task(&k, worker, &mem).map(|_| ()));
+            oob(model.finish(&k, worker, 1, &mut mem));
+            oob(model.released(&k, worker, &mem).map(|_| ()));
+            oob(model.accepted(&c, worker, &mem).map(|_| ()));
+            oob(model.dispatch(&c, worker, &mut mem));
+            oob(model.task_done(&c, worker, &mem).map(|_| ()));
+            oob(model.write_records(&c, &RunEnd::new(1, 2, 3, 4), &mut mem));
+            oob(model.release(&c, worker, &mut mem));
+            let _ = model.aicpu_start(&c, &mut mem);
+        }
+    }
+}
