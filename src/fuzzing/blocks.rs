@@ -2,8 +2,6 @@
 //! device models and the instant driver parse them, and
 //! [`LaunchArgs::consistent`] with the `acl` driver's range check.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-
 use super::input::Input;
 use crate::driver::DevPtr;
 use crate::driver::abi::{ArgBlock, BlockBuf, DevSpan, Dir, RunArgs, TensorArg, WorkArgs};
@@ -39,7 +37,7 @@ fn header(inp: &mut Input<'_>) -> RunArgs {
 pub fn work_args(data: &[u8]) {
     let mut inp = Input::new(data);
     let _id = inp.identity();
-    if inp.u8() % 2 == 0 {
+    if inp.u8().is_multiple_of(2) {
         work_round_trip(&mut inp);
     } else {
         work_raw(inp.rest());
@@ -48,10 +46,11 @@ pub fn work_args(data: &[u8]) {
 
 fn work_round_trip(inp: &mut Input<'_>) {
     let h = header(inp);
-    let t = inp.upto(WorkArgs::MAX_TENSORS);
-    let s = inp.upto(WorkArgs::MAX_SCALARS);
-    let tensors: Vec<TensorArg> = (0..t).map(|_| tensor(inp)).collect();
-    let scalars: Vec<u64> = (0..s).map(|_| inp.u64()).collect();
+    let count = inp.upto(WorkArgs::MAX_TENSORS);
+    let tensors: Vec<TensorArg> = (0..count).map(|_| tensor(inp)).collect();
+    let scalars: Vec<u64> = (0..inp.upto(WorkArgs::MAX_SCALARS))
+        .map(|_| inp.u64())
+        .collect();
     for x in &tensors {
         assert_eq!(TensorArg::from_bytes(&x.to_bytes()), Ok(*x));
     }
@@ -69,7 +68,7 @@ fn work_round_trip(inp: &mut Input<'_>) {
     assert_eq!(*w.header(), expected);
     assert!(w.tensors().eq(tensors.iter().copied()));
     assert!(w.scalars().eq(scalars.iter().copied()));
-    assert_eq!((w.tensor(t), w.scalar(s)), (None, None));
+    assert_eq!((w.tensor(count), w.scalar(scalars.len())), (None, None));
     assert!(matches!(ArgBlock::parse(bytes), Ok(ArgBlock::Work(x)) if x == w));
     // Version 1: the header alone.
     assert!(matches!(ArgBlock::parse(&h.to_bytes()), Ok(ArgBlock::Run(a)) if a == h));
@@ -107,10 +106,6 @@ fn work_raw(b: &[u8]) {
         }
     }
 }
-
-/// The driver instance of each table checked: a fresh one per input, as
-/// every `AclDriver` has its own.
-static TABLES: AtomicU64 = AtomicU64::new(1);
 
 /// [`LaunchArgs::consistent`](crate::driver::abi::LaunchArgs::consistent)
 /// over a block with addresses recorded and integers written over some,
@@ -164,6 +159,10 @@ fn acl_ranges(
     args: crate::driver::abi::LaunchArgs<'_>,
     consistent: bool,
 ) {
+    use std::sync::atomic::{AtomicU64, Ordering};
+    /// The driver instance of each table checked: a fresh one per input,
+    /// as every `AclDriver` has its own.
+    static TABLES: AtomicU64 = AtomicU64::new(1);
     let mut allocs = Vec::new();
     let mut next = inp.u64() & 0xffff_ffff_fff0;
     for _ in 0..inp.upto(4) {

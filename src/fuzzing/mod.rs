@@ -25,9 +25,12 @@ pub use self::records::{a2a3_records, records};
 pub use self::sim_a2a3::sim_a2a3;
 pub use self::sim_runclaim::sim_runclaim;
 
+/// A fuzz target's entry point.
+pub type Target = fn(&[u8]);
+
 /// Every target by name, with its entry point (the names of
 /// `fuzz/fuzz_targets/*.rs`).
-pub const TARGETS: &[(&str, fn(&[u8]))] = &[
+pub const TARGETS: &[(&str, Target)] = &[
     ("records", records),
     ("a2a3_records", a2a3_records),
     ("work_args", work_args),

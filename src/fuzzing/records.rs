@@ -42,7 +42,7 @@ fn wall(inp: &mut Input<'_>) -> WallRecord {
 pub fn records(data: &[u8]) {
     let mut inp = Input::new(data);
     let id = inp.identity();
-    if inp.u8() % 2 == 0 {
+    if inp.u8().is_multiple_of(2) {
         records_round_trip(&id, &mut inp);
     } else {
         records_raw(&id, inp.rest());
@@ -140,7 +140,7 @@ fn records_raw(id: &RunIdentity, b: &[u8]) {
 pub fn a2a3_records(data: &[u8]) {
     let mut inp = Input::new(data);
     let id = inp.identity();
-    if inp.u8() % 2 == 0 {
+    if inp.u8().is_multiple_of(2) {
         a2a3_round_trip(&id, &mut inp);
     } else {
         let b = inp.rest();

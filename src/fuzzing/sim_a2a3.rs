@@ -104,7 +104,7 @@ pub fn sim_a2a3(data: &[u8]) {
         assert!(mode % 2 == 1, "a block the adapter wrote is refused");
         return;
     };
-    if mode % 2 == 0 {
+    if mode.is_multiple_of(2) {
         assert_eq!(
             (k.identity, k.block_dim, k.base),
             (r.id.epoch, bd, image.ptr().raw())
@@ -131,11 +131,10 @@ pub fn sim_a2a3(data: &[u8]) {
     if mode == 3 {
         wild_launches(&model, &mut inp, &mut mem);
     }
-    let code = inp.u32() % 3;
-    let tasks = protocol(&model, &k, &c, &mut mem, code);
-    if mode % 2 == 0 {
-        records_are_this_runs(&r.id, code, &mem, result_at, timing_at);
-        drop(mem);
+    let run_code = inp.u32() % 3;
+    let tasks = protocol(&model, &k, &c, &mut mem, run_code);
+    if mode.is_multiple_of(2) {
+        records_are_this_runs(&r.id, run_code, &mem, result_at, timing_at);
         tasks_are_the_run(&r, &tasks);
     }
 }

@@ -113,7 +113,7 @@ pub fn sim_runclaim(data: &[u8]) {
         (h.run_id, h.slot, h.handshake)
     );
     assert_eq!((c.status, c.timing), (h.status, h.wall));
-    if mode % 2 == 0 {
+    if mode.is_multiple_of(2) {
         assert_eq!(h, *ArgBlock::parse(buf.args().bytes()).unwrap().header());
         assert_eq!(k.run.as_ref().map(|x| *x.header()), Some(h));
     }
@@ -123,16 +123,16 @@ pub fn sim_runclaim(data: &[u8]) {
         mem.write(h.handshake, &stale)
             .expect("the region was checked");
     }
-    stale_words_are_not_this_runs(&model, &k, &c, &mem, mode >= 2);
+    stale_words_are_not_this_runs(&k, &c, &mem, mode >= 2);
     if mode == 3 {
         wild_launches(&model, &mut inp, &mut mem);
     }
-    let code = inp.u32() % 3;
-    protocol(&model, &k, &c, &mut mem, code);
-    if mode % 2 == 0 {
+    let run_code = inp.u32() % 3;
+    protocol(&model, &k, &c, &mut mem, run_code);
+    if mode.is_multiple_of(2) {
         // (A changed block may name overlapping regions: its records
         // are then whatever the last write left.)
-        records_are_this_runs(&h, code, &mem);
+        records_are_this_runs(&h, run_code, &mem);
     }
 }
 
@@ -206,13 +206,13 @@ pub(crate) fn mutate(inp: &mut Input<'_>, bytes: &mut Vec<u8>) {
 /// Before the run reports, no word of a zeroed (`fresh`) region is
 /// taken as this run's; of a stale one, the reads only answer.
 fn stale_words_are_not_this_runs(
-    model: &RunclaimModel,
     k: &AicoreLaunch,
     c: &AicpuLaunch,
     mem: &DeviceMemory<'_>,
     stale: bool,
 ) {
     for w in 0..k.block_dim {
+        let model = RunclaimModel;
         let accepted = model.accepted(c, w, mem).expect("inside the region");
         let task = model.task(k, w, mem).expect("inside the region");
         let done = model.task_done(c, w, mem).expect("inside the region");

@@ -419,11 +419,11 @@ fn negative_control_a_decoder_without_the_epoch_check_accepts_the_previous_run()
 /// naming the field.
 #[test]
 fn reserved_words_code_sources_and_payload_lengths_are_checked() {
-    let abi = A2a3Abi;
-    let id = id();
     fn malformed<T>(what: &'static str) -> Result<T, RecordError> {
         Err(RecordError::Malformed { what })
     }
+    let abi = A2a3Abi;
+    let id = id();
     let mut t = timing(9, 1, TICKS_PER_SEC).to_bytes();
     assert!(abi.decode_timing(&id, &t).is_ok());
     t[timing::RESERVED] = 1;
