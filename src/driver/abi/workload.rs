@@ -139,25 +139,41 @@ impl TensorArg {
     /// [`DecodeError`] naming the first field that is wrong (offsets in
     /// the descriptor).
     pub fn from_bytes(b: &[u8]) -> Result<Self, DecodeError> {
-        if b.len() != Self::SIZE {
-            return Err(DecodeError::new("TensorArg: descriptor length", b.len()));
+        Self::decode(b).ok_or_else(|| Self::refusal(b))
+    }
+
+    /// The descriptor, `None` when it does not decode (the per-run path:
+    /// which field was wrong is [`refusal`](Self::refusal)'s, off it).
+    fn decode(b: &[u8]) -> Option<Self> {
+        if b.len() != Self::SIZE || get_u32(b, 28) != 0 {
+            return None;
         }
-        let dir = Dir::from_code(get_u32(b, 20)).ok_or(DecodeError::new("TensorArg.dir", 20))?;
         let staged = match get_u32(b, 24) {
             0 => false,
             1 => true,
-            _ => return Err(DecodeError::new("TensorArg.staged", 24)),
+            _ => return None,
         };
-        if get_u32(b, 28) != 0 {
-            return Err(DecodeError::new("TensorArg.reserved", 28));
-        }
-        Ok(TensorArg {
+        Some(TensorArg {
             addr: get_u64(b, 0),
             bytes: get_u64(b, 8),
             elem_size: get_u32(b, 16),
-            dir,
+            dir: Dir::from_code(get_u32(b, 20))?,
             staged,
         })
+    }
+
+    /// The first field of `b` that is wrong (`b` does not decode).
+    #[cold]
+    fn refusal(b: &[u8]) -> DecodeError {
+        if b.len() != Self::SIZE {
+            DecodeError::new("TensorArg: descriptor length", b.len())
+        } else if Dir::from_code(get_u32(b, 20)).is_none() {
+            DecodeError::new("TensorArg.dir", 20)
+        } else if get_u32(b, 24) > 1 {
+            DecodeError::new("TensorArg.staged", 24)
+        } else {
+            DecodeError::new("TensorArg.reserved", 28)
+        }
     }
 }
 
@@ -306,9 +322,12 @@ impl<'b> WorkArgs<'b> {
             bytes: b,
         };
         for i in 0..t {
-            TensorArg::from_bytes(args.tensor_bytes(i)).map_err(|e| {
-                DecodeError::new(e.field, Self::HEADER + i * TensorArg::SIZE + e.offset)
-            })?;
+            let descriptor = args.tensor_bytes(i);
+            if TensorArg::decode(descriptor).is_none() {
+                let e = TensorArg::refusal(descriptor);
+                let at = Self::HEADER + i * TensorArg::SIZE + e.offset;
+                return Err(DecodeError::new(e.field, at));
+            }
         }
         Ok(args)
     }
@@ -346,7 +365,7 @@ impl<'b> WorkArgs<'b> {
     #[must_use]
     pub fn tensor(&self, i: usize) -> Option<TensorArg> {
         (i < self.tensor_count())
-            .then(|| TensorArg::from_bytes(self.tensor_bytes(i)).ok())
+            .then(|| TensorArg::decode(self.tensor_bytes(i)))
             .flatten()
     }
 
@@ -355,7 +374,7 @@ impl<'b> WorkArgs<'b> {
     pub fn tensors(&self) -> impl ExactSizeIterator<Item = TensorArg> + '_ {
         (0..self.tensor_count()).map(|i| {
             // Every descriptor decoded in `parse`.
-            TensorArg::from_bytes(self.tensor_bytes(i)).unwrap_or(TensorArg {
+            TensorArg::decode(self.tensor_bytes(i)).unwrap_or(TensorArg {
                 addr: 0,
                 bytes: 0,
                 elem_size: 0,

@@ -149,15 +149,30 @@ impl<'a> LaunchArgs<'a> {
     /// first recorded address the bytes no longer hold (or that lies past
     /// their end).
     pub fn consistent(&self) -> Result<(), DecodeError> {
-        let held = |f: &AddrField| {
-            f.at.checked_add(8)
-                .and_then(|end| self.bytes.get(f.at..end))
-                .is_some_and(|b| b == f.addr.raw().to_le_bytes())
-        };
-        match self.fields.iter().find(|f| !held(f)) {
-            None => Ok(()),
-            Some(f) => Err(DecodeError::new("AddrField.addr", f.at)),
+        if self.fields.iter().all(|f| self.holds(f)) {
+            Ok(())
+        } else {
+            Err(self.moved())
         }
+    }
+
+    /// `true` when the bytes hold `f`'s address where it was written.
+    fn holds(&self, f: &AddrField) -> bool {
+        f.at.checked_add(8)
+            .and_then(|end| self.bytes.get(f.at..end))
+            .is_some_and(|b| b == f.addr.raw().to_le_bytes())
+    }
+
+    /// The first recorded address the bytes no longer hold (off the
+    /// per-run path).
+    #[cold]
+    fn moved(&self) -> DecodeError {
+        let at = self
+            .fields
+            .iter()
+            .find(|f| !self.holds(f))
+            .map_or(0, |f| f.at);
+        DecodeError::new("AddrField.addr", at)
     }
 }
 
