@@ -185,7 +185,7 @@ impl WorkArgs<'_> {
     /// let block = WorkArgs::block(&header, &[x], &[9]).unwrap();
     /// assert_eq!(block.args().bytes().len(), WorkArgs::size(1, 1));
     /// assert_eq!(block.args().fields().len(), 4); // handshake, wall, status, x
-    /// assert!(WorkArgs::parse(block.args().bytes()).is_some());
+    /// assert!(WorkArgs::parse(block.args().bytes()).is_ok());
     /// ```
     #[must_use]
     pub fn block(header: &RunArgs, tensors: &[TensorArg], scalars: &[u64]) -> Option<BlockBuf> {
