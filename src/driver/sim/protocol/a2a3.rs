@@ -55,8 +55,9 @@ const _: () = assert!(timing::EPOCH == 0 && result::PUBLISHED == 0);
 ///   the worker writes its record's `core_type` = 0 (AIC),
 ///   `physical_core_id` = `w`, `report_epoch` = `E`, then `aicore_done` =
 ///   `w + 1`; waits until `task_epoch` == `E`; reads the payload at `task`
-///   — inside the image and carrying `E`, else the kernel faults — and
-///   takes its tensors and scalars as its run; computes; writes `error`,
+///   — inside the image, carrying `E`, its reserved bytes 0 and its
+///   descriptors what the envelope's had to be, else the kernel faults —
+///   and takes its tensors and scalars as its run; computes; writes `error`,
 ///   then `done_epoch` = `E`; waits until `release_epoch` == `E`.
 /// - **AICPU kernel** (`E` = `run_result_epoch`): at its start, copies the
 ///   envelope's tensors and scalars into the payload area, then its header
