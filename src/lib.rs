@@ -140,6 +140,9 @@
 
 pub mod contract;
 pub mod driver;
+#[cfg(any(fuzzing, test))]
+#[doc(hidden)]
+pub mod fuzzing;
 pub mod guide;
 pub mod measure;
 mod sync;

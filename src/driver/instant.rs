@@ -137,7 +137,7 @@ impl Inner {
     /// Checks every device range `args` names (as its writer recorded
     /// them) and that the block still holds each. Allocation-free.
     fn check_fields(&self, op: Op, args: LaunchArgs<'_>) -> Result<(), DriverError> {
-        if !args.consistent() {
+        if args.consistent().is_err() {
             return Err(DriverError::new(
                 op,
                 DriverErrorKind::InvalidArgument {
@@ -279,9 +279,7 @@ impl InstantDriver {
     fn args<'b>(g: &Inner, op: Op, args: LaunchArgs<'b>) -> Result<ArgBlock<'b>, DriverError> {
         let invalid = |what| DriverError::new(op, DriverErrorKind::InvalidArgument { what });
         g.check_fields(op, args)?;
-        let block = ArgBlock::parse(args.bytes()).ok_or(invalid(
-            "argument block is neither a valid RunArgs nor a valid workload block",
-        ))?;
+        let block = ArgBlock::parse(args.bytes()).map_err(|e| invalid(e.field))?;
         if let ArgBlock::Work(w) = &block {
             let h = w.header();
             if h.len != 0 || h.input != 0 || h.output != 0 {

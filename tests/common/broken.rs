@@ -64,7 +64,7 @@ impl Broken {
     }
 
     fn rewrite(&self, args: LaunchArgs<'_>) -> BlockBuf {
-        let Some(mut a) = RunArgs::from_bytes(args.bytes()) else {
+        let Ok(mut a) = RunArgs::from_bytes(args.bytes()) else {
             return BlockBuf::copy_of(args);
         };
         if self.how == Breakage::ShareDeviceWall {
@@ -204,7 +204,7 @@ impl Driver for Broken {
         let args = self.rewrite(args);
         self.inner.launch_aicpu(s, args.args())?;
         if self.how == Breakage::ClearLiveHandshake
-            && let Some(a) = RunArgs::from_bytes(args.args().bytes())
+            && let Ok(a) = RunArgs::from_bytes(args.args().bytes())
         {
             let previous = self.st().last_handshake.replace((a.handshake, a.block_dim));
             if let Some((hs, bd)) = previous {

@@ -81,7 +81,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         run: RunId,
         cpu: LaunchArgs<'_>,
     ) -> Result<(), LaunchFail> {
-        if !cpu.consistent() {
+        if cpu.consistent().is_err() {
             return Err(NotSubmitted(ErrorKind::Adapter(Box::new(
                 AbiError::Unsupported {
                     what: "an address the AICPU block recorded is no longer in it",

@@ -30,6 +30,7 @@
 
 mod a2a3;
 mod adapter;
+mod decode;
 mod program;
 mod records;
 mod runclaim;
@@ -45,6 +46,7 @@ pub use adapter::{
     LaunchArgs, Prep, RecordAt, RecordError, RegionSpec, RunIdentity, RunView, Shape, TensorView,
     Verdict,
 };
+pub use decode::DecodeError;
 pub(crate) use program::work_operands;
 pub use program::{CodeError, Instr, Program};
 pub use records::{RunArgs, StatusRecord, WallRecord};

@@ -4,6 +4,8 @@
 
 use static_assertions::const_assert_eq;
 
+use super::decode::DecodeError;
+
 pub(super) fn get_u32(b: &[u8], at: usize) -> u32 {
     let mut w = [0u8; 4];
     w.copy_from_slice(&b[at..at + 4]);
@@ -36,8 +38,8 @@ pub(super) fn put_u64(b: &mut [u8], at: usize, v: u64) {
 ///                      handshake: 0x300, wall: 0x400, status: 0x500 };
 /// let bytes = args.to_bytes(); // what both kernels receive
 /// assert_eq!(bytes.len(), RunArgs::SIZE);
-/// assert_eq!(RunArgs::from_bytes(&bytes), Some(args));
-/// assert_eq!(RunArgs::from_bytes(&bytes[1..]), None);
+/// assert_eq!(RunArgs::from_bytes(&bytes), Ok(args));
+/// assert!(RunArgs::from_bytes(&bytes[1..]).is_err());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RunArgs {
@@ -94,21 +96,27 @@ impl RunArgs {
         put_u64(b, 64, self.status);
     }
 
-    /// Decodes a block; `None` when the size, magic or version is wrong or
-    /// the run id is 0.
-    #[must_use]
-    pub fn from_bytes(b: &[u8]) -> Option<Self> {
-        if b.len() != Self::SIZE || get_u32(b, 4) != 1 {
-            return None;
+    /// Decodes a block; refused, naming the field, when the size, magic or
+    /// version is wrong or the run id is 0.
+    ///
+    /// # Errors
+    /// [`DecodeError`] naming the first field that is wrong.
+    pub fn from_bytes(b: &[u8]) -> Result<Self, DecodeError> {
+        let args = Self::decode_header(b)?;
+        match get_u32(b, 4) {
+            1 => Ok(args),
+            _ => Err(DecodeError::new("RunArgs.version", 4)),
         }
-        Self::decode_header(b)
     }
 
     /// Decodes the fixed header of a block of either version (`b` is
     /// exactly [`RunArgs::SIZE`] bytes); the caller checks the version.
-    pub(super) fn decode_header(b: &[u8]) -> Option<Self> {
-        if b.len() != Self::SIZE || get_u32(b, 0) != Self::MAGIC {
-            return None;
+    pub(super) fn decode_header(b: &[u8]) -> Result<Self, DecodeError> {
+        if b.len() != Self::SIZE {
+            return Err(DecodeError::new("RunArgs: block length", b.len()));
+        }
+        if get_u32(b, 0) != Self::MAGIC {
+            return Err(DecodeError::new("RunArgs.magic", 0));
         }
         let args = RunArgs {
             run_id: get_u64(b, 8),
@@ -121,7 +129,10 @@ impl RunArgs {
             wall: get_u64(b, 56),
             status: get_u64(b, 64),
         };
-        (args.run_id != 0).then_some(args)
+        match args.run_id {
+            0 => Err(DecodeError::new("RunArgs.run_id", 8)),
+            _ => Ok(args),
+        }
     }
 }
 
@@ -273,13 +284,17 @@ mod tests {
             status: 0x50,
         };
         let b = a.to_bytes();
-        assert_eq!(RunArgs::from_bytes(&b), Some(a));
-        assert_eq!(RunArgs::from_bytes(&b[..71]), None);
+        assert_eq!(RunArgs::from_bytes(&b), Ok(a));
+        let field = |b: &[u8]| RunArgs::from_bytes(b).map_err(|e| e.field);
+        assert_eq!(field(&b[..71]), Err("RunArgs: block length"));
         let mut bad = b;
         bad[0] ^= 1;
-        assert_eq!(RunArgs::from_bytes(&bad), None);
+        assert_eq!(field(&bad), Err("RunArgs.magic"));
+        let mut bad = b;
+        bad[4] = 2;
+        assert_eq!(field(&bad), Err("RunArgs.version"));
         let zero = RunArgs { run_id: 0, ..a }.to_bytes();
-        assert_eq!(RunArgs::from_bytes(&zero), None);
+        assert_eq!(field(&zero), Err("RunArgs.run_id"));
     }
 
     #[test]

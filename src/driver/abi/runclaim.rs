@@ -185,7 +185,7 @@ impl WorkArgs<'_> {
     /// let block = WorkArgs::block(&header, &[x], &[9]).unwrap();
     /// assert_eq!(block.args().bytes().len(), WorkArgs::size(1, 1));
     /// assert_eq!(block.args().fields().len(), 4); // handshake, wall, status, x
-    /// assert!(WorkArgs::parse(block.args().bytes()).is_some());
+    /// assert!(WorkArgs::parse(block.args().bytes()).is_ok());
     /// ```
     #[must_use]
     pub fn block(header: &RunArgs, tensors: &[TensorArg], scalars: &[u64]) -> Option<BlockBuf> {
@@ -436,7 +436,7 @@ mod tests {
         assert_eq!(buf.args().bytes(), &V1_GOLDEN[..]);
         let lens: Vec<u64> = buf.args().fields().iter().map(|f| f.len).collect();
         assert_eq!(lens, [12, 12, handshake_bytes(2) as u64, 48, 16]);
-        assert!(buf.args().consistent());
+        assert!(buf.args().consistent().is_ok());
         // The same shape with a scalar, staged tensors or another element
         // size is a workload's: the version-2 block.
         let staged = tensors.map(|t| TensorView {
@@ -503,7 +503,7 @@ mod tests {
         RunclaimAbi.aicore_block(&view, &mut buf.writer()).unwrap();
         assert_eq!(buf.args().bytes(), &V2_GOLDEN[..]);
         assert_eq!(buf.args().fields().len(), 5, "three records, two tensors");
-        assert!(buf.args().consistent());
+        assert!(buf.args().consistent().is_ok());
         // The negative control: the golden bytes are not vacuous.
         let mut flipped = V2_GOLDEN;
         flipped[80] ^= 1;

@@ -16,6 +16,7 @@
 
 use static_assertions::const_assert_eq;
 
+use super::decode::DecodeError;
 use super::records::{RunArgs, get_u32, get_u64, put_u32, put_u64};
 
 /// What a kernel does with a tensor.
@@ -83,7 +84,7 @@ impl Dir {
 /// use runclaim::driver::abi::{Dir, TensorArg};
 ///
 /// let t = TensorArg { addr: 0x1000, bytes: 16, elem_size: 4, dir: Dir::In, staged: true };
-/// assert_eq!(TensorArg::from_bytes(&t.to_bytes()), Some(t));
+/// assert_eq!(TensorArg::from_bytes(&t.to_bytes()), Ok(t));
 /// assert_eq!(t.elements(), 4);
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -131,10 +132,19 @@ impl TensorArg {
         put_u32(b, 28, 0);
     }
 
-    /// Decodes a descriptor; `None` when the size, direction, flags or the
-    /// reserved word are wrong.
-    #[must_use]
-    pub fn from_bytes(b: &[u8]) -> Option<Self> {
+    /// Decodes a descriptor; refused, naming the field, when the size,
+    /// direction, staged flag or the reserved word is wrong.
+    ///
+    /// # Errors
+    /// [`DecodeError`] naming the first field that is wrong (offsets in
+    /// the descriptor).
+    pub fn from_bytes(b: &[u8]) -> Result<Self, DecodeError> {
+        Self::decode(b).ok_or_else(|| Self::refusal(b))
+    }
+
+    /// The descriptor, `None` when it does not decode (the per-run path:
+    /// which field was wrong is [`refusal`](Self::refusal)'s, off it).
+    fn decode(b: &[u8]) -> Option<Self> {
         if b.len() != Self::SIZE || get_u32(b, 28) != 0 {
             return None;
         }
@@ -150,6 +160,20 @@ impl TensorArg {
             dir: Dir::from_code(get_u32(b, 20))?,
             staged,
         })
+    }
+
+    /// The first field of `b` that is wrong (`b` does not decode).
+    #[cold]
+    fn refusal(b: &[u8]) -> DecodeError {
+        if b.len() != Self::SIZE {
+            DecodeError::new("TensorArg: descriptor length", b.len())
+        } else if Dir::from_code(get_u32(b, 20)).is_none() {
+            DecodeError::new("TensorArg.dir", 20)
+        } else if get_u32(b, 24) > 1 {
+            DecodeError::new("TensorArg.staged", 24)
+        } else {
+            DecodeError::new("TensorArg.reserved", 28)
+        }
     }
 }
 
@@ -168,7 +192,7 @@ impl TensorArg {
 /// let args = WorkArgs::parse(&block).unwrap();
 /// assert_eq!((args.header().run_id, args.tensor(0), args.scalar(1)), (7, Some(x), Some(4)));
 /// assert_eq!(args.scalar(2), None); // beyond the count: nothing
-/// assert!(WorkArgs::parse(&block[..block.len() - 1]).is_none());
+/// assert!(WorkArgs::parse(&block[..block.len() - 1]).is_err());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct WorkArgs<'b> {
@@ -260,22 +284,35 @@ impl<'b> WorkArgs<'b> {
         (n == t && m == s).then_some(size)
     }
 
-    /// Decodes a block; `None` when it is not exactly a version-2 block of
-    /// the size its counts give, a count is above its maximum, the run id
-    /// is 0, or a tensor descriptor does not decode.
-    #[must_use]
-    pub fn parse(b: &'b [u8]) -> Option<Self> {
-        if b.len() < Self::HEADER
-            || get_u32(b, 0) != RunArgs::MAGIC
-            || get_u32(b, 4) != Self::VERSION
-        {
-            return None;
+    /// Decodes a block; refused, naming the field, when it is not exactly
+    /// a version-2 block of the size its counts give, a count is above its
+    /// maximum, the run id is 0, or a tensor descriptor does not decode.
+    ///
+    /// # Errors
+    /// [`DecodeError`] naming the first field that is wrong (offsets in
+    /// the block; a descriptor's field at the descriptor's offset plus its
+    /// own).
+    pub fn parse(b: &'b [u8]) -> Result<Self, DecodeError> {
+        if b.len() < Self::HEADER {
+            return Err(DecodeError::new("WorkArgs: block length", b.len()));
+        }
+        if get_u32(b, 0) != RunArgs::MAGIC {
+            return Err(DecodeError::new("RunArgs.magic", 0));
+        }
+        if get_u32(b, 4) != Self::VERSION {
+            return Err(DecodeError::new("RunArgs.version", 4));
         }
         let tensors = get_u32(b, RunArgs::SIZE);
         let scalars = get_u32(b, RunArgs::SIZE + 4);
         let (t, s) = (tensors as usize, scalars as usize);
-        if t > Self::MAX_TENSORS || s > Self::MAX_SCALARS || b.len() != Self::size(t, s) {
-            return None;
+        if t > Self::MAX_TENSORS {
+            return Err(DecodeError::new("WorkArgs.tensor_count", RunArgs::SIZE));
+        }
+        if s > Self::MAX_SCALARS {
+            return Err(DecodeError::new("WorkArgs.scalar_count", RunArgs::SIZE + 4));
+        }
+        if b.len() != Self::size(t, s) {
+            return Err(DecodeError::new("WorkArgs: block length", b.len()));
         }
         let header = RunArgs::decode_header(&b[..RunArgs::SIZE])?;
         let args = WorkArgs {
@@ -285,9 +322,14 @@ impl<'b> WorkArgs<'b> {
             bytes: b,
         };
         for i in 0..t {
-            TensorArg::from_bytes(args.tensor_bytes(i))?;
+            let descriptor = args.tensor_bytes(i);
+            if TensorArg::decode(descriptor).is_none() {
+                let e = TensorArg::refusal(descriptor);
+                let at = Self::HEADER + i * TensorArg::SIZE + e.offset;
+                return Err(DecodeError::new(e.field, at));
+            }
         }
-        Some(args)
+        Ok(args)
     }
 
     fn tensor_bytes(&self, i: usize) -> &'b [u8] {
@@ -323,7 +365,7 @@ impl<'b> WorkArgs<'b> {
     #[must_use]
     pub fn tensor(&self, i: usize) -> Option<TensorArg> {
         (i < self.tensor_count())
-            .then(|| TensorArg::from_bytes(self.tensor_bytes(i)))
+            .then(|| TensorArg::decode(self.tensor_bytes(i)))
             .flatten()
     }
 
@@ -332,7 +374,7 @@ impl<'b> WorkArgs<'b> {
     pub fn tensors(&self) -> impl ExactSizeIterator<Item = TensorArg> + '_ {
         (0..self.tensor_count()).map(|i| {
             // Every descriptor decoded in `parse`.
-            TensorArg::from_bytes(self.tensor_bytes(i)).unwrap_or(TensorArg {
+            TensorArg::decode(self.tensor_bytes(i)).unwrap_or(TensorArg {
                 addr: 0,
                 bytes: 0,
                 elem_size: 0,
@@ -369,8 +411,8 @@ impl<'b> WorkArgs<'b> {
 /// let args = RunArgs { run_id: 1, slot: 0, block_dim: 1, len: 2, input: 0x100, output: 0x200,
 ///                      handshake: 0x300, wall: 0x400, status: 0x500 };
 /// let bytes = args.to_bytes();
-/// assert!(matches!(ArgBlock::parse(&bytes), Some(ArgBlock::Run(a)) if a == args));
-/// assert!(ArgBlock::parse(&bytes[..71]).is_none());
+/// assert!(matches!(ArgBlock::parse(&bytes), Ok(ArgBlock::Run(a)) if a == args));
+/// assert!(ArgBlock::parse(&bytes[..71]).is_err());
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ArgBlock<'b> {
@@ -381,9 +423,12 @@ pub enum ArgBlock<'b> {
 }
 
 impl<'b> ArgBlock<'b> {
-    /// Decodes a block of either version; `None` when it is neither.
-    #[must_use]
-    pub fn parse(b: &'b [u8]) -> Option<Self> {
+    /// Decodes a block of either version (told apart by its version
+    /// word).
+    ///
+    /// # Errors
+    /// [`DecodeError`] naming the first field that is wrong.
+    pub fn parse(b: &'b [u8]) -> Result<Self, DecodeError> {
         if b.len() >= 8 && get_u32(b, 4) == WorkArgs::VERSION {
             WorkArgs::parse(b).map(ArgBlock::Work)
         } else {
@@ -485,34 +530,54 @@ mod tests {
     fn malformed_blocks_are_refused() {
         let mut buf = vec![0u8; WorkArgs::size(1, 1)];
         WorkArgs::encode(&mut buf, &header(), [tensor(1)].into_iter(), &[5]).unwrap();
-        assert!(WorkArgs::parse(&buf).is_some());
+        assert!(WorkArgs::parse(&buf).is_ok());
+        let field = |b: &[u8]| {
+            WorkArgs::parse(b)
+                .map(|_| ())
+                .map_err(|e| (e.field, e.offset))
+        };
         // A count that disagrees with the length.
         let mut bad = buf.clone();
         put_u32(&mut bad, RunArgs::SIZE, 2);
-        assert!(WorkArgs::parse(&bad).is_none());
+        assert_eq!(field(&bad), Err(("WorkArgs: block length", bad.len())));
         // A count above the maximum, with a length to match it.
         let mut bad = vec![0u8; WorkArgs::size(257, 0)];
         bad[..WorkArgs::HEADER].copy_from_slice(&buf[..WorkArgs::HEADER]);
         put_u32(&mut bad, RunArgs::SIZE, 257);
         put_u32(&mut bad, RunArgs::SIZE + 4, 0);
-        assert!(WorkArgs::parse(&bad).is_none());
-        // A bad direction, flag or reserved word.
-        for (at, v) in [(20, 0), (20, 4), (24, 2), (28, 1)] {
+        assert_eq!(field(&bad), Err(("WorkArgs.tensor_count", 72)));
+        put_u32(&mut bad, RunArgs::SIZE, 0);
+        put_u32(&mut bad, RunArgs::SIZE + 4, 129);
+        assert_eq!(field(&bad), Err(("WorkArgs.scalar_count", 76)));
+        // A bad direction, flag or reserved word, named at its offset.
+        for (at, v, name) in [
+            (20, 0, "TensorArg.dir"),
+            (20, 4, "TensorArg.dir"),
+            (24, 2, "TensorArg.staged"),
+            (28, 1, "TensorArg.reserved"),
+        ] {
             let mut bad = buf.clone();
             put_u32(&mut bad, WorkArgs::HEADER + at, v);
-            assert!(WorkArgs::parse(&bad).is_none(), "offset {at} = {v}");
+            assert_eq!(
+                field(&bad),
+                Err((name, WorkArgs::HEADER + at)),
+                "{at} = {v}"
+            );
         }
         // Run id 0.
         let mut bad = buf.clone();
         put_u64(&mut bad, 8, 0);
-        assert!(WorkArgs::parse(&bad).is_none());
+        assert_eq!(field(&bad), Err(("RunArgs.run_id", 8)));
         // A version-1 block is not a workload, and the reverse.
         let v1 = header().to_bytes();
-        assert!(WorkArgs::parse(&v1).is_none());
-        assert!(RunArgs::from_bytes(&buf[..RunArgs::SIZE]).is_none());
-        assert!(matches!(ArgBlock::parse(&buf), Some(ArgBlock::Work(_))));
-        assert!(matches!(ArgBlock::parse(&v1), Some(ArgBlock::Run(_))));
-        assert!(ArgBlock::parse(&[]).is_none());
+        assert_eq!(field(&v1), Err(("WorkArgs: block length", 72)));
+        let mut v1_long = v1.to_vec();
+        v1_long.extend_from_slice(&[0; 8]);
+        assert_eq!(field(&v1_long), Err(("RunArgs.version", 4)));
+        assert!(RunArgs::from_bytes(&buf[..RunArgs::SIZE]).is_err());
+        assert!(matches!(ArgBlock::parse(&buf), Ok(ArgBlock::Work(_))));
+        assert!(matches!(ArgBlock::parse(&v1), Ok(ArgBlock::Run(_))));
+        assert!(ArgBlock::parse(&[]).is_err());
     }
 
     #[test]

@@ -195,6 +195,18 @@ mod result;
 mod table;
 mod tokens;
 
+/// The table's argument-block check over the allocations `allocs`
+/// (`(base, bytes)`, sorted, not overlapping) of driver instance `id`, for
+/// the fuzz targets: no runtime is loaded or called.
+#[cfg(any(test, fuzzing))]
+pub(crate) fn check_run_args(
+    id: u64,
+    allocs: &[(u64, usize)],
+    args: crate::driver::abi::LaunchArgs<'_>,
+) -> Result<(), crate::driver::DriverError> {
+    table::Table::check_run_args(id, allocs, args)
+}
+
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, RwLock};

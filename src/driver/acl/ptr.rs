@@ -65,7 +65,7 @@ impl RtPtr {
 
     /// A pointer made from a number, for the table's unit tests (never
     /// handed to C).
-    #[cfg(test)]
+    #[cfg(any(test, fuzzing))]
     pub(super) fn from_raw(raw: u64) -> RtPtr {
         RtPtr(std::ptr::without_provenance_mut(
             usize::try_from(raw).unwrap_or(usize::MAX),

@@ -417,6 +417,8 @@ c_struct! {
     /// `code_source`: the code came from the header (the a2a3 model
     /// writes it on Error).
     pub(crate) const CODE_SOURCE_HEADER: u32 = 1;
+    /// `code_source`: the last one the layout defines (`ShutdownRc`).
+    pub(crate) const CODE_SOURCE_SHUTDOWN_RC: u32 = 3;
 }
 const _: () = assert!(result::SIZE == 280 && result::HEADER == 24);
 

@@ -296,8 +296,23 @@ impl KernelAbi for A2a3Abi {
                 found: r.published,
             });
         }
+        if r.payload_bytes as usize > result::SIZE - result::HEADER {
+            return Err(RecordError::Malformed {
+                what: "A2a3Result.payload_bytes is above the 256-byte payload",
+            });
+        }
+        if r.code_source > result::CODE_SOURCE_SHUTDOWN_RC {
+            return Err(RecordError::Malformed {
+                what: "A2a3Result.code_source is not a DeviceRunCodeSource",
+            });
+        }
         match (A2a3Verdict::from_code(r.verdict), r.completion_code) {
-            (Some(A2a3Verdict::Ok), 0) => Ok(Verdict::Succeeded),
+            (Some(A2a3Verdict::Ok), 0) if r.code_source == result::CODE_SOURCE_NONE => {
+                Ok(Verdict::Succeeded)
+            }
+            (Some(A2a3Verdict::Ok), 0) => Err(RecordError::Malformed {
+                what: "A2a3Result.code_source: verdict Ok with a code source",
+            }),
             (Some(A2a3Verdict::Ok), _) => Err(RecordError::Malformed {
                 what: "verdict Ok with a non-zero completion code",
             }),
@@ -322,6 +337,14 @@ impl KernelAbi for A2a3Abi {
             return Err(RecordError::Mismatch {
                 expected: id.epoch,
                 found: t.epoch,
+            });
+        }
+        if bytes[timing::RESERVED..timing::SIZE]
+            .iter()
+            .any(|&b| b != 0)
+        {
+            return Err(RecordError::Malformed {
+                what: "A2a3Timing.reserved is not 0",
             });
         }
         if t.sys_cnt_hz == 0 {

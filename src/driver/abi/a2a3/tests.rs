@@ -102,7 +102,7 @@ fn counts_above_the_maxima_are_refused_and_the_largest_block_fits_exactly() {
     assert_eq!(buf.args().bytes().len(), A2a3Abi.max_block_bytes());
     assert_eq!(A2a3Abi.max_block_bytes(), 192 + 128 * 256 + 8 * 128);
     assert_eq!(buf.args().fields().len(), 3 + 256);
-    assert!(buf.args().consistent());
+    assert!(buf.args().consistent().is_ok());
     let mut small = BlockBuf::with_capacity(A2a3Abi.max_block_bytes() - 1, 8);
     assert_eq!(
         A2a3Abi.aicpu_block(&view, &mut small.writer()),
@@ -410,5 +410,63 @@ fn negative_control_a_decoder_without_the_epoch_check_accepts_the_previous_run()
             expected: 9,
             found: 8
         })
+    );
+}
+
+/// The words the layout defines and runclaim does not read are still
+/// checked: a timing record's reserved word, a result's code source and
+/// payload length. A stale or faulty record with them set is refused,
+/// naming the field.
+#[test]
+fn reserved_words_code_sources_and_payload_lengths_are_checked() {
+    fn malformed<T>(what: &'static str) -> Result<T, RecordError> {
+        Err(RecordError::Malformed { what })
+    }
+    let abi = A2a3Abi;
+    let id = id();
+    let mut t = timing(9, 1, TICKS_PER_SEC).to_bytes();
+    assert!(abi.decode_timing(&id, &t).is_ok());
+    t[timing::RESERVED] = 1;
+    assert_eq!(
+        abi.decode_timing(&id, &t),
+        malformed("A2a3Timing.reserved is not 0")
+    );
+    let with = |r: A2a3Result| abi.decode_status(&id, &header(r));
+    let err = A2a3Result::error(9, 4);
+    for source in 1..=3 {
+        let r = A2a3Result {
+            code_source: source,
+            ..err
+        };
+        assert_eq!(with(r), Ok(Verdict::Failed { code: 4 }));
+    }
+    let unknown = A2a3Result {
+        code_source: 4,
+        ..err
+    };
+    assert_eq!(
+        with(unknown),
+        malformed("A2a3Result.code_source is not a DeviceRunCodeSource")
+    );
+    let sourced_ok = A2a3Result {
+        code_source: 1,
+        ..A2a3Result::ok(9)
+    };
+    assert_eq!(
+        with(sourced_ok),
+        malformed("A2a3Result.code_source: verdict Ok with a code source")
+    );
+    let full = A2a3Result {
+        payload_bytes: 256,
+        ..A2a3Result::ok(9)
+    };
+    assert_eq!(with(full), Ok(Verdict::Succeeded));
+    let over = A2a3Result {
+        payload_bytes: 257,
+        ..full
+    };
+    assert_eq!(
+        with(over),
+        malformed("A2a3Result.payload_bytes is above the 256-byte payload")
     );
 }

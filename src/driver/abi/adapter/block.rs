@@ -35,12 +35,13 @@
 //! assert_eq!(args.bytes().len(), 16);
 //! assert_eq!(args.fields().len(), 1); // the driver checks 0x1000..0x1020
 //! assert_eq!((args.fields()[0].at, args.fields()[0].addr.raw(), args.fields()[0].len), (8, 0x1000, 32));
-//! assert!(args.consistent());
+//! assert!(args.consistent().is_ok());
 //! # Ok::<(), runclaim::driver::abi::AbiError>(())
 //! ```
 
 use super::AbiError;
 use crate::driver::DevPtr;
+use crate::driver::abi::decode::DecodeError;
 
 /// A device range runclaim hands an adapter: where it starts and how many
 /// bytes it spans. It offers no integer accessor: write it with
@@ -139,16 +140,39 @@ impl<'a> LaunchArgs<'a> {
         self.fields
     }
 
-    /// `true` when every recorded address is still in the block where it
+    /// `Ok` when every recorded address is still in the block where it
     /// was written (an integer written over an address afterwards makes it
-    /// `false`: a driver refuses such a block).
-    #[must_use]
-    pub fn consistent(&self) -> bool {
-        self.fields.iter().all(|f| {
-            f.at.checked_add(8)
-                .and_then(|end| self.bytes.get(f.at..end))
-                .is_some_and(|b| b == f.addr.raw().to_le_bytes())
-        })
+    /// an error: a driver refuses such a block).
+    ///
+    /// # Errors
+    /// [`DecodeError`] with field `AddrField.addr` and the offset of the
+    /// first recorded address the bytes no longer hold (or that lies past
+    /// their end).
+    pub fn consistent(&self) -> Result<(), DecodeError> {
+        if self.fields.iter().all(|f| self.holds(f)) {
+            Ok(())
+        } else {
+            Err(self.moved())
+        }
+    }
+
+    /// `true` when the bytes hold `f`'s address where it was written.
+    fn holds(&self, f: &AddrField) -> bool {
+        f.at.checked_add(8)
+            .and_then(|end| self.bytes.get(f.at..end))
+            .is_some_and(|b| b == f.addr.raw().to_le_bytes())
+    }
+
+    /// The first recorded address the bytes no longer hold (off the
+    /// per-run path).
+    #[cold]
+    fn moved(&self) -> DecodeError {
+        let at = self
+            .fields
+            .iter()
+            .find(|f| !self.holds(f))
+            .map_or(0, |f| f.at);
+        DecodeError::new("AddrField.addr", at)
     }
 }
 
@@ -424,7 +448,7 @@ mod tests {
         w.grow(16).unwrap();
         w.put_addr(8, DevSpan::new(DevPtr::from_raw(0x40), 8))
             .unwrap();
-        assert!(buf.args().consistent());
+        assert!(buf.args().consistent().is_ok());
         let mut w = buf.writer(); // a new block forgets the old addresses
         w.grow(16).unwrap();
         assert!(buf.args().fields().is_empty());
@@ -433,6 +457,9 @@ mod tests {
         w.put_addr(8, DevSpan::new(DevPtr::from_raw(0x40), 8))
             .unwrap();
         w.put_u64(8, 0x80).unwrap(); // the negative control
-        assert!(!buf.args().consistent());
+        assert_eq!(
+            buf.args().consistent(),
+            Err(DecodeError::new("AddrField.addr", 8))
+        );
     }
 }

@@ -174,7 +174,7 @@ impl Table {
                 "argument block is longer than the launch's host copy (64 KiB)",
             ));
         }
-        if !args.consistent() {
+        if args.consistent().is_err() {
             return Err(invalid(
                 "an address the block's writer recorded is no longer in the block",
             ));
@@ -222,6 +222,22 @@ impl Table {
             });
         }
         Ok(checked)
+    }
+
+    /// [`run_args`](Self::run_args) over a table holding only the
+    /// allocations `allocs` (`(base, bytes)`, sorted, not overlapping) of
+    /// driver instance `id`, for the fuzz targets (never handed to C).
+    #[cfg(any(test, fuzzing))]
+    pub(crate) fn check_run_args(
+        id: u64,
+        allocs: &[(u64, usize)],
+        args: LaunchArgs<'_>,
+    ) -> Result<(), DriverError> {
+        let mut t = Table::new(id);
+        for &(base, len) in allocs {
+            t.insert_alloc(RtPtr::from_raw(base), len);
+        }
+        t.run_args(Op::LaunchAicore, args).map(|_| ())
     }
 
     // ----- streams ----------------------------------------------------------

@@ -120,7 +120,7 @@ impl DeviceState {
     /// outside memory is, although the device could reach it: a driver
     /// hands the device only what it owns.
     fn check_fields(&self, owner: Owner, args: LaunchArgs<'_>) -> Result<(), DriverErrorKind> {
-        if !args.consistent() {
+        if args.consistent().is_err() {
             return Err(DriverErrorKind::InvalidArgument {
                 what: "an address the block's writer recorded is no longer in the block",
             });

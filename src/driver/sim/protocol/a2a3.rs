@@ -11,7 +11,7 @@ use super::{AicoreLaunch, AicpuLaunch, DeviceMemory, DeviceModel, ModelError, Ru
 use crate::driver::abi::a2a3_layout::{
     aicore_args, envelope, handshake, image, kernel_args, payload, result, tensor, timing,
 };
-use crate::driver::abi::{self, A2a3Result, A2a3Timing, Dir, TensorArg};
+use crate::driver::abi::{self, A2a3Result, A2a3Timing, DecodeError, Dir, TensorArg};
 use crate::driver::sim::rust_kernel::KernelRun;
 
 // The identity word leads both records: the rest of each is one write,
@@ -55,8 +55,9 @@ const _: () = assert!(timing::EPOCH == 0 && result::PUBLISHED == 0);
 ///   the worker writes its record's `core_type` = 0 (AIC),
 ///   `physical_core_id` = `w`, `report_epoch` = `E`, then `aicore_done` =
 ///   `w + 1`; waits until `task_epoch` == `E`; reads the payload at `task`
-///   — inside the image and carrying `E`, else the kernel faults — and
-///   takes its tensors and scalars as its run; computes; writes `error`,
+///   — inside the image, carrying `E`, its reserved bytes 0 and its
+///   descriptors what the envelope's had to be, else the kernel faults —
+///   and takes its tensors and scalars as its run; computes; writes `error`,
 ///   then `done_epoch` = `E`; waits until `release_epoch` == `E`.
 /// - **AICPU kernel** (`E` = `run_result_epoch`): at its start, copies the
 ///   envelope's tensors and scalars into the payload area, then its header
@@ -128,9 +129,19 @@ fn zero(b: &[u8], from: usize, to: usize) -> bool {
     b[from..to].iter().all(|&x| x == 0)
 }
 
-/// Worker `w`'s record word `field` (a [`handshake`] offset).
+/// Worker `w`'s record word `field` (a [`handshake`] offset); saturating:
+/// a launch a user's model made may name any base and worker, and an
+/// address past the top is out of bounds, not an overflow.
 fn record(image: u64, w: u32, field: usize) -> u64 {
-    image + off(image::HEADER) + off(handshake::SIZE) * u64::from(w) + off(field)
+    image
+        .saturating_add(off(image::HEADER))
+        .saturating_add(off(handshake::SIZE) * u64::from(w))
+        .saturating_add(off(field))
+}
+
+/// `base + at`, saturating (as [`record`]).
+fn at(base: u64, at: usize) -> u64 {
+    base.saturating_add(off(at))
 }
 
 /// The task payload of a run with `block_dim` workers.
@@ -138,44 +149,65 @@ fn payload_at(image: u64, block_dim: u32) -> u64 {
     record(image, block_dim, 0)
 }
 
-/// One tensor descriptor of the envelope, validated (structure only).
+/// One tensor descriptor of the envelope (or of a task payload),
+/// validated (structure only): refused naming the first field that is not
+/// what the adapter writes.
 fn tensor(d: &[u8]) -> Result<TensorArg, ModelError> {
-    let bad = refused("a tensor descriptor does not follow the a2a3 layout (ChipTensor)");
-    let bytes = u64_at(d, tensor::BUFFER_SIZE);
-    let elements = match u32_at(d, tensor::DTYPE) {
-        0 => 0,
-        e => bytes / u64::from(e),
-    };
-    let ok = u64_at(d, tensor::OWNER_TASK_ID) == 0
-        && u64_at(d, tensor::START_OFFSET) == 0
-        && u32_at(d, tensor::VERSION) == 0
-        && u32_at(d, tensor::NDIMS) == 1
-        && d[tensor::MANUAL_DEP] == 0
-        && d[tensor::IS_CONTIGUOUS] == 1
-        && d[tensor::ADDRESS_SPACE] == tensor::ADDRESS_SPACE_DEVICE
-        && u64_at(d, tensor::SHAPES) == elements
-        && u64_at(d, tensor::EXTENT_ELEM_CACHE) == elements
-        && u64_at(d, tensor::STRIDES) == 1
-        && zero(d, tensor::PADDING, tensor::SIZE);
-    if !ok {
-        return Err(bad);
+    let t = decode_tensor(d).map_err(|e| refused(e.field))?;
+    let elements = t.elements();
+    let checks = [
+        (
+            u64_at(d, tensor::OWNER_TASK_ID) == 0,
+            "ChipTensor.owner_task_id",
+        ),
+        (
+            u64_at(d, tensor::START_OFFSET) == 0,
+            "ChipTensor.start_offset",
+        ),
+        (u32_at(d, tensor::VERSION) == 0, "ChipTensor.version"),
+        (u32_at(d, tensor::NDIMS) == 1, "ChipTensor.ndims"),
+        (d[tensor::MANUAL_DEP] == 0, "ChipTensor.manual_dep"),
+        (d[tensor::IS_CONTIGUOUS] == 1, "ChipTensor.is_contiguous"),
+        (
+            d[tensor::ADDRESS_SPACE] == tensor::ADDRESS_SPACE_DEVICE,
+            "ChipTensor.address_space",
+        ),
+        (u64_at(d, tensor::SHAPES) == elements, "ChipTensor.shapes"),
+        (
+            u64_at(d, tensor::EXTENT_ELEM_CACHE) == elements,
+            "ChipTensor.extent_elem_cache",
+        ),
+        (u64_at(d, tensor::STRIDES) == 1, "ChipTensor.strides"),
+        (
+            zero(d, tensor::PADDING, tensor::SIZE),
+            "ChipTensor: padding",
+        ),
+    ];
+    match checks.iter().find(|(ok, _)| !ok) {
+        Some(&(_, field)) => Err(refused(field)),
+        None => Ok(t),
     }
-    decode_tensor(d).ok_or(bad)
 }
 
-/// The fields a kernel sees of one descriptor; `None` for a direction or
-/// staged flag that is not one.
-fn decode_tensor(d: &[u8]) -> Option<TensorArg> {
+/// The fields a kernel sees of one descriptor; refused, naming the field,
+/// for a length that is not a descriptor's, or a direction or staged flag
+/// that is not one.
+pub(crate) fn decode_tensor(d: &[u8]) -> Result<TensorArg, DecodeError> {
+    if d.len() != tensor::SIZE {
+        return Err(DecodeError::new("ChipTensor: descriptor length", d.len()));
+    }
     let staged = match u64_at(d, tensor::STAGED) {
         0 => false,
         1 => true,
-        _ => return None,
+        _ => return Err(DecodeError::new("ChipTensor.staged", tensor::STAGED)),
     };
-    Some(TensorArg {
+    let dir = Dir::from_code(u32::from(d[tensor::DIRECTION]))
+        .ok_or(DecodeError::new("ChipTensor.direction", tensor::DIRECTION))?;
+    Ok(TensorArg {
         addr: u64_at(d, tensor::BUFFER_ADDR),
         bytes: u64_at(d, tensor::BUFFER_SIZE),
         elem_size: u32_at(d, tensor::DTYPE),
-        dir: Dir::from_code(u32::from(d[tensor::DIRECTION]))?,
+        dir,
         staged,
     })
 }
@@ -202,22 +234,35 @@ fn envelope_counts(block: &[u8]) -> Result<(usize, usize), ModelError> {
             "a2a3 AICPU block: its length is not 192 + 128 per tensor + 8 per scalar",
         ));
     }
-    if !zero(block, kernel_args::REGS, kernel_args::DEVICE_WALL_DATA_BASE)
-        || u32_at(block, kernel_args::ENABLE_PROFILING_FLAG) != 0
-        || !zero(block, kernel_args::PADDING, kernel_args::SIZE)
-        || !zero(block, envelope::RESERVED, envelope::HEADER)
-    {
-        return Err(refused(
-            "a2a3 AICPU block: a KernelArgs field the simulator does not model is set \
-             (registers, dumps, swimlanes, PMU, profiling) or a reserved byte is not 0",
-        ));
-    }
-    if u32_at(block, kernel_args::ENTRY_ARGS_OFFSET) as usize != envelope::HEADER
-        || u32_at(block, kernel_args::ENTRY_ARGS_SOURCE) != envelope::LAUNCH_ENVELOPE
-    {
-        return Err(refused(
-            "a2a3 AICPU block: the entry arguments are not in the launch envelope at 192",
-        ));
+    let checks = [
+        (
+            zero(block, kernel_args::REGS, kernel_args::DEVICE_WALL_DATA_BASE),
+            "KernelArgs: a field the simulator does not model \
+             (registers, FFTS, dumps, swimlanes, PMU) is set",
+        ),
+        (
+            u32_at(block, kernel_args::ENABLE_PROFILING_FLAG) == 0,
+            "KernelArgs.enable_profiling_flag",
+        ),
+        (
+            zero(block, kernel_args::PADDING, kernel_args::SIZE),
+            "KernelArgs: padding",
+        ),
+        (
+            zero(block, envelope::RESERVED, envelope::HEADER),
+            "launch envelope: reserved",
+        ),
+        (
+            u32_at(block, kernel_args::ENTRY_ARGS_OFFSET) as usize == envelope::HEADER,
+            "KernelArgs.entry_args_offset (the entry arguments are in the envelope at 192)",
+        ),
+        (
+            u32_at(block, kernel_args::ENTRY_ARGS_SOURCE) == envelope::LAUNCH_ENVELOPE,
+            "KernelArgs.entry_args_source (the entry arguments are in the envelope)",
+        ),
+    ];
+    if let Some(&(_, field)) = checks.iter().find(|(ok, _)| !ok) {
+        return Err(refused(field));
     }
     Ok((t, s))
 }
@@ -300,8 +345,8 @@ impl DeviceModel for A2a3Model {
         mem: &mut DeviceMemory<'_>,
         now: u64,
     ) -> Result<(), ModelError> {
-        mem.write_u64(k.base + off(image::CORE_START), now)?;
-        mem.write_u64(k.base + off(image::CORE_START_EPOCH), k.identity)
+        mem.write_u64(at(k.base, image::CORE_START), now)?;
+        mem.write_u64(at(k.base, image::CORE_START_EPOCH), k.identity)
     }
 
     fn report(
@@ -336,32 +381,36 @@ impl DeviceModel for A2a3Model {
         if !inside(off(payload::HEADER)) {
             return Err(outside);
         }
-        if mem.read_u64(at + off(payload::EPOCH))? != k.identity {
+        let mut header = [0u8; payload::HEADER];
+        mem.read(at, &mut header)?;
+        if u64_at(&header, payload::EPOCH) != k.identity {
             return Err(refused(
                 "a2a3: the dispatched task payload is another run's",
             ));
         }
-        let t = mem.read_u32(at + off(payload::TENSOR_COUNT))? as usize;
-        let s = mem.read_u32(at + off(payload::SCALAR_COUNT))? as usize;
+        if !zero(&header, payload::RESERVED, payload::HEADER) {
+            return Err(refused("a2a3 task payload: reserved is not 0"));
+        }
+        let t = u32_at(&header, payload::TENSOR_COUNT) as usize;
+        let s = u32_at(&header, payload::SCALAR_COUNT) as usize;
         let Some(size) = payload::size(t, s) else {
             return Err(refused(
-                "a2a3: the task payload's counts are above the maximum",
+                "a2a3 task payload: tensor_count or scalar_count is above the maximum",
             ));
         };
-        let slot = mem.read_u32(at + off(payload::SLOT))?;
+        let slot = u32_at(&header, payload::SLOT);
         if !inside(off(size)) {
             return Err(outside);
         }
         let mut bytes = vec![0u8; size - payload::TENSORS];
-        mem.read(at + off(payload::TENSORS), &mut bytes)?;
+        mem.read(self::at(at, payload::TENSORS), &mut bytes)?;
         let (ts, ss) = bytes.split_at(tensor::SIZE * t);
+        // The AICPU kernel copied descriptors it validated: anything else
+        // (a stale or stomped payload) is refused as the envelope's would be.
         let tensors = ts
             .chunks_exact(tensor::SIZE)
-            .map(decode_tensor)
-            .collect::<Option<Vec<_>>>()
-            .ok_or(refused(
-                "a2a3: a tensor of the task payload does not decode",
-            ))?;
+            .map(tensor)
+            .collect::<Result<Vec<_>, _>>()?;
         let scalars = ss
             .chunks_exact(envelope::SCALAR_SIZE)
             .map(|c| u64_at(c, 0))
@@ -405,7 +454,10 @@ impl DeviceModel for A2a3Model {
             return Err(refused("a2a3: the AICPU kernel has no launch envelope"));
         }
         let at = payload_at(c.base, c.block_dim);
-        mem.write(at + off(payload::TENSORS), &envelope[envelope::HEADER..])?;
+        mem.write(
+            self::at(at, payload::TENSORS),
+            &envelope[envelope::HEADER..],
+        )?;
         let mut header = [0u8; payload::HEADER];
         let mut put = |field: usize, b: &[u8]| header[field..field + b.len()].copy_from_slice(b);
         put(payload::EPOCH, &c.identity.to_le_bytes());
@@ -473,9 +525,9 @@ impl DeviceModel for A2a3Model {
     ) -> Result<(), ModelError> {
         // The AICore kernel stamped its start under this epoch before any
         // worker could report (else: the AICPU kernel's start).
-        let stamped = mem.read_u64(c.base + off(image::CORE_START_EPOCH))? == c.identity;
+        let stamped = mem.read_u64(at(c.base, image::CORE_START_EPOCH))? == c.identity;
         let aicore_start = if stamped {
-            mem.read_u64(c.base + off(image::CORE_START))?
+            mem.read_u64(at(c.base, image::CORE_START))?
         } else {
             end.aicpu_start
         };
@@ -495,7 +547,7 @@ impl DeviceModel for A2a3Model {
         }
         .to_bytes();
         let rest = timing::WALL_NS;
-        mem.write(c.timing + off(rest), &t[rest..])?;
+        mem.write(at(c.timing, rest), &t[rest..])?;
         mem.write_u64(c.timing, c.identity)?;
         let r = match end.code {
             0 => A2a3Result::ok(c.identity),
@@ -504,7 +556,7 @@ impl DeviceModel for A2a3Model {
         }
         .to_bytes();
         let rest = result::PAYLOAD_BYTES;
-        mem.write(c.status + off(rest), &r[rest..result::HEADER])?;
+        mem.write(at(c.status, rest), &r[rest..result::HEADER])?;
         mem.write_u64(c.status, c.identity)
     }
 

@@ -6,6 +6,8 @@ use super::ModelError;
 
 #[cfg(doc)]
 use super::DeviceModel;
+#[cfg(any(test, fuzzing))]
+use crate::driver::sim::memory::Owner;
 use crate::driver::sim::memory::{Fault, Memory};
 
 /// Simulated device memory as a [`DeviceModel`] sees it: bounds-checked
@@ -161,5 +163,29 @@ impl<'a> DeviceMemory<'a> {
     /// [`ModelError::OutOfBounds`] (nothing is written).
     pub fn write_u64(&mut self, addr: u64, v: u64) -> Result<(), ModelError> {
         self.mem.write_u64(addr, v).map_err(oob)
+    }
+}
+
+/// Simulated device memory owned outside a simulator, for the fuzz
+/// targets and tests that drive a [`DeviceModel`] by hand.
+#[cfg(any(test, fuzzing))]
+#[derive(Debug)]
+pub(crate) struct OwnedMemory(Memory);
+
+#[cfg(any(test, fuzzing))]
+impl OwnedMemory {
+    /// Memory of at most `limit` live bytes.
+    pub(crate) fn new(limit: u64) -> Self {
+        OwnedMemory(Memory::new(limit))
+    }
+
+    /// Allocates `len` zeroed bytes; `None` at the limit.
+    pub(crate) fn alloc(&mut self, len: u64) -> Option<u64> {
+        self.0.alloc(len, Owner(1))
+    }
+
+    /// The memory as a device model sees it.
+    pub(crate) fn device(&mut self) -> DeviceMemory<'_> {
+        DeviceMemory::new(&mut self.0)
     }
 }

@@ -73,7 +73,11 @@ mod runclaim;
 mod tests;
 
 pub use self::a2a3::A2a3Model;
+#[cfg(any(test, fuzzing))]
+pub(crate) use self::a2a3::decode_tensor;
 pub use self::device_memory::DeviceMemory;
+#[cfg(any(test, fuzzing))]
+pub(crate) use self::device_memory::OwnedMemory;
 pub use self::handle::ModelHandle;
 pub use self::launch::{AicoreLaunch, AicpuLaunch, RunEnd, Task};
 pub use self::runclaim::RunclaimModel;

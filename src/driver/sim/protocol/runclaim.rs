@@ -37,8 +37,13 @@ fn refused(what: &'static str) -> ModelError {
     ModelError::Refused { what }
 }
 
+/// Worker `w`'s word `off` (saturating: a launch a user's model made may
+/// name any base, and an address past the top is out of bounds, not an
+/// overflow).
 fn word(handshake: u64, w: u32, off: usize) -> u64 {
-    handshake + abi::worker_offset(w) as u64 + off as u64
+    handshake
+        .saturating_add(abi::worker_offset(w) as u64)
+        .saturating_add(off as u64)
 }
 
 /// Parses an argument block of either version and checks every device
@@ -52,9 +57,7 @@ fn decode<'b>(
     m: &DeviceMemory<'_>,
 ) -> Result<ArgBlock<'b>, ModelError> {
     let block = if args.len() >= 8 && args[4..8] == WorkArgs::VERSION.to_le_bytes() {
-        let w = WorkArgs::parse(args).ok_or(refused(
-            "workload argument block is malformed (size, counts, run id or a tensor)",
-        ))?;
+        let w = WorkArgs::parse(args).map_err(|e| refused(e.field))?;
         let h = w.header();
         if h.len != 0 || h.input != 0 || h.output != 0 {
             return Err(refused(
@@ -63,13 +66,7 @@ fn decode<'b>(
         }
         ArgBlock::Work(w)
     } else {
-        if args.len() != RunArgs::SIZE {
-            return Err(refused("argument block is not RunArgs::SIZE bytes"));
-        }
-        ArgBlock::Run(
-            RunArgs::from_bytes(args)
-                .ok_or(refused("argument block has a bad magic, version or run id"))?,
-        )
+        ArgBlock::Run(RunArgs::from_bytes(args).map_err(|e| refused(e.field))?)
     };
     let a = *block.header();
     if a.block_dim == 0 || a.block_dim > max_block_dim {

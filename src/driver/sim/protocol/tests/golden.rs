@@ -213,7 +213,7 @@ fn adapter_matches(case: &Case, aicore: &[u8], aicpu: &[u8]) -> Result<(), Strin
 
 /// The addresses a block's writer recorded: (offset, address, bytes).
 fn recorded(buf: &BlockBuf) -> Vec<(usize, u64, u64)> {
-    assert!(buf.args().consistent());
+    assert!(buf.args().consistent().is_ok());
     let fields = buf.args().fields().iter();
     fields.map(|f| (f.at, f.addr.raw(), f.len)).collect()
 }

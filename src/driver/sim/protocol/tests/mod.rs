@@ -14,6 +14,7 @@
 mod a2a3;
 mod golden;
 mod models;
+mod refusals;
 
 use std::time::Duration;
 
