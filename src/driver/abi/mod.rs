@@ -118,11 +118,18 @@ const_assert_eq!(HANDSHAKE_WORKER, 5 * 8);
 
 /// Splits `len` elements among `block_dim` workers: worker `w` gets the
 /// half-open element range returned here (earlier workers take the remainder).
+/// A worker past the last (`w >= block_dim`, a block dim of 0 counting as 1)
+/// gets the empty range at `len`; nothing overflows.
 #[must_use]
 pub fn worker_share(len: u64, block_dim: u32, w: u32) -> (u64, u64) {
     let n = u64::from(block_dim.max(1));
     let (base, extra) = (len / n, len % n);
     let w = u64::from(w);
+    if w >= n {
+        return (len, len);
+    }
+    // w < n: start = w·⌊len/n⌋ + min(w, len mod n) ≤ len, so neither sum
+    // overflows.
     let start = w * base + w.min(extra);
     let end = start + base + u64::from(w < extra);
     (start, end)
@@ -131,6 +138,14 @@ pub fn worker_share(len: u64, block_dim: u32, w: u32) -> (u64, u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_worker_past_the_last_gets_an_empty_share_without_overflow() {
+        assert_eq!(worker_share(u64::MAX, 1, 2), (u64::MAX, u64::MAX));
+        assert_eq!(worker_share(u64::MAX, 2, u32::MAX), (u64::MAX, u64::MAX));
+        assert_eq!(worker_share(10, 0, 1), (10, 10));
+        assert_eq!(worker_share(u64::MAX, u32::MAX, u32::MAX - 1).1, u64::MAX);
+    }
 
     #[test]
     fn shares_cover_the_range_exactly_once() {
