@@ -143,3 +143,33 @@ fn loom_nap_a_shutdown_ends_the_thread() {
         shut_down(&shared, th);
     });
 }
+
+/// Arm versus destroy: a task arms on one thread while the simulator is
+/// dropped on another. Whichever comes first, the device thread ends (a
+/// nap the drop did not kick would be loom's deadlock), and once the
+/// device is gone no clone of the task's waker is left behind.
+#[test]
+fn loom_nap_an_arm_racing_the_drop_ends_the_thread_and_keeps_no_waker() {
+    super::check(
+        "loom_nap_an_arm_racing_the_drop_ends_the_thread_and_keeps_no_waker",
+        || {
+            let shared = Arc::new(Shared::default());
+            let th = device_thread(&shared);
+            let (t, waker) = task();
+            let armer = {
+                let shared = Arc::clone(&shared);
+                thread::spawn(move || {
+                    arm(&shared, &waker);
+                })
+            };
+            shut_down(&shared, th);
+            armer.join().unwrap();
+            drop(shared);
+            assert_eq!(
+                std::sync::Arc::strong_count(&t),
+                1,
+                "a waker outlived the device"
+            );
+        },
+    );
+}
