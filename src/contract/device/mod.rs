@@ -66,11 +66,12 @@ struct SlotRegions {
     input: DevPtr,
     output: DevPtr,
     /// Where a workload's host tensors are staged
-    /// ([`DeviceConfig::staging_bytes`] bytes, in the arena's allocation,
+    /// ([`DeviceConfig::staging_bytes`] bytes, in the slot's allocation,
     /// which open zeroes).
     staging: DevPtr,
-    /// The one allocation the kernel ABI adapter's regions lie in
-    /// (`Abi::layout`).
+    /// The slot's one allocation: the kernel ABI adapter's regions
+    /// (`Abi::layout`) from its start, then the arena (`input`, `output`,
+    /// `staging`). Freed at teardown.
     region_base: DevPtr,
     /// The kernel ABI adapter's regions, in its declaration order (the
     /// first `Abi::regions.len()` are in use).
@@ -252,17 +253,22 @@ where
             let aicore = b.stream()?;
             let elems = config.arena_half_bytes();
             let mut regions = Vec::with_capacity(DEPTH);
+            // One allocation per slot: the adapter's regions, then the
+            // arena (input, output, staging) at a staging-aligned offset.
+            let arena_at = abi
+                .layout
+                .bytes
+                .next_multiple_of(DeviceConfig::STAGING_ALIGN);
+            let slot_bytes = arena_at.saturating_add(config.arena_bytes());
             for _ in 0..DEPTH {
-                let arena = b.alloc(config.arena_bytes())?;
+                let base = b.alloc(slot_bytes)?;
                 // Zeroed once (one memset per slot): device memory comes
                 // from the runtime as another process may have left it,
-                // and no byte of it may reach a host buffer.
-                driver.memset(arena, 0, config.arena_bytes())?;
-                // Every region zeroed once: from here on a stamped one is
-                // written only by the device, and its records prove whose
-                // they are.
-                let base = b.alloc(abi.layout.bytes)?;
-                driver.memset(base, 0, abi.layout.bytes)?;
+                // and no byte of it may reach a host buffer; and from here
+                // on a stamped region is written only by the device, and
+                // its records prove whose they are.
+                driver.memset(base, 0, slot_bytes)?;
+                let arena = base.offset(arena_at);
                 let mut spans = [DevSpan::new(DevPtr::from_raw(0), 0); MAX_REGIONS];
                 for (i, (span, spec)) in spans.iter_mut().zip(&abi.regions).enumerate() {
                     *span = DevSpan::new(base.offset(abi.layout.offset(i)), spec.bytes as u64);
@@ -592,7 +598,7 @@ mod tests {
         let s = sim.stats();
         assert_eq!(s.live_streams(), 2);
         assert_eq!(s.live_events(), 6);
-        assert_eq!(s.live_allocations(), 6); // per slot: its arena, its regions
+        assert_eq!(s.live_allocations(), 3); // one per slot: its regions and arena
         drop(d);
         let s = sim.stats();
         assert_eq!(

@@ -142,7 +142,6 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         for r in &self.regions {
             note(self.driver.destroy_event(r.ev_aicore));
             note(self.driver.destroy_event(r.ev_fence));
-            note(self.driver.free(r.input));
             note(self.driver.free(r.region_base));
         }
         first_err.map_or(Ok(()), Err)
