@@ -1032,3 +1032,21 @@ fn a_workload_run_ends_the_previous_chain() {
         drop(a.fence().unwrap().finalize().unwrap());
     });
 }
+
+/// A workload that borrows a host output gives the borrow back at its last
+/// use, not at the end of its scope: it has no destructor that could still
+/// touch the output. (This test is a compile check: with a `Drop` on the
+/// workload, reading `y` below while `work` is in scope is E0502.)
+#[test]
+fn a_workload_gives_its_borrows_back_at_its_last_use() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let mut dev = device::<2>(&sim, Abi::Runclaim);
+    let runner = dev.publish(&[inc()]).unwrap();
+    let mut y = [0u32; 3];
+    let mut work = Workload::new(runner.code("inc").unwrap());
+    work.input(&[1u32, 2, 3]).output(&mut y);
+    let token = runner.take_slot::<0>().unwrap();
+    let run = runner.prepare(token, &mut work).unwrap().launch().unwrap();
+    drop(run.fence().unwrap().finalize().unwrap());
+    assert_eq!(y, [2, 3, 4], "read while `work` is still in scope");
+}

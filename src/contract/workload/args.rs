@@ -5,6 +5,7 @@
 //! two tensors ([`lowered`]).
 
 use std::any::{Any, TypeId};
+use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use bytemuck::Pod;
@@ -18,19 +19,32 @@ pub(crate) const INLINE_TENSORS: usize = 16;
 pub(crate) const INLINE_SCALARS: usize = 16;
 
 /// A list that keeps its first `N` items inline and spills the rest to the
-/// heap: no allocation per run for the common sizes.
+/// heap: no allocation per run for the common sizes, and nothing written
+/// for the inline slots a list does not use (a new list writes one word).
+///
+/// It has no `Drop`: its items have no drop glue (checked when a list is
+/// made), so a workload that borrows a host output gives the borrow back
+/// at its last use, not at the end of its scope.
 pub(crate) struct ArgList<T, const N: usize> {
+    /// Items pushed: the first `len.min(N)` inline slots are initialised
+    /// (and only those), the rest are in `spill`.
     len: usize,
-    inline: [Option<T>; N],
+    inline: [MaybeUninit<T>; N],
     spill: Vec<T>,
 }
 
 impl<T, const N: usize> ArgList<T, N> {
     #[inline]
     pub(crate) fn new() -> Self {
+        const {
+            assert!(
+                !std::mem::needs_drop::<T>(),
+                "an ArgList never drops its inline items"
+            );
+        }
         ArgList {
             len: 0,
-            inline: [const { None }; N],
+            inline: [const { MaybeUninit::uninit() }; N],
             spill: Vec::new(),
         }
     }
@@ -38,7 +52,7 @@ impl<T, const N: usize> ArgList<T, N> {
     #[inline]
     pub(crate) fn push(&mut self, v: T) {
         if self.len < N {
-            self.inline[self.len] = Some(v);
+            self.inline[self.len].write(v);
         } else {
             self.spill.push(v);
         }
@@ -52,10 +66,29 @@ impl<T, const N: usize> ArgList<T, N> {
     /// Item `index`, if there is one.
     pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
         if index < N {
-            self.inline.get_mut(index)?.as_mut()
+            self.head_mut().get_mut(index)
         } else {
             self.spill.get_mut(index - N)
         }
+    }
+
+    /// The inline items in use.
+    #[inline]
+    fn head(&self) -> &[T] {
+        let head = &self.inline[..self.len.min(N)];
+        // SAFETY: the first `len.min(N)` inline slots are initialised (the
+        // field's invariant: `push` writes slot `len` before `len` grows
+        // past it, and nothing else changes `len`), and `MaybeUninit<T>`
+        // has `T`'s layout, so they are `len.min(N)` valid `T`s.
+        unsafe { &*(std::ptr::from_ref(head) as *const [T]) }
+    }
+
+    /// [`head`](Self::head), mutable.
+    #[inline]
+    fn head_mut(&mut self) -> &mut [T] {
+        let head = &mut self.inline[..self.len.min(N)];
+        // SAFETY: as in `head`; the borrow is `&mut self`'s, so unique.
+        unsafe { &mut *(std::ptr::from_mut(head) as *mut [T]) }
     }
 
     /// The items in use, as the two slices they are kept in.
@@ -63,7 +96,7 @@ impl<T, const N: usize> ArgList<T, N> {
     pub(crate) fn parts(&self) -> Parts<'_, T> {
         Parts {
             // Only the slots in use: a short list costs its length, not `N`.
-            head: &self.inline[..self.len.min(N)],
+            head: self.head(),
             tail: &self.spill,
         }
     }
@@ -71,8 +104,12 @@ impl<T, const N: usize> ArgList<T, N> {
     /// [`parts`](Self::parts), mutable.
     #[inline]
     pub(crate) fn parts_mut(&mut self) -> PartsMut<'_, T> {
+        let head = &mut self.inline[..self.len.min(N)];
+        // SAFETY: as in `head_mut` (written out here: `spill` is borrowed
+        // beside it, a disjoint field).
+        let head = unsafe { &mut *(std::ptr::from_mut(head) as *mut [T]) };
         PartsMut {
-            head: &mut self.inline[..self.len.min(N)],
+            head,
             tail: &mut self.spill,
         }
     }
@@ -80,7 +117,7 @@ impl<T, const N: usize> ArgList<T, N> {
 
 /// A list's items: the inline ones, then the spilled ones.
 pub(crate) struct Parts<'x, T> {
-    head: &'x [Option<T>],
+    head: &'x [T],
     tail: &'x [T],
 }
 
@@ -96,13 +133,13 @@ impl<'x, T> Parts<'x, T> {
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &'x T> + use<'x, T> {
-        self.head.iter().flatten().chain(self.tail.iter())
+        self.head.iter().chain(self.tail.iter())
     }
 }
 
 /// A list's items, mutable: the inline ones, then the spilled ones.
 pub(crate) struct PartsMut<'x, T> {
-    head: &'x mut [Option<T>],
+    head: &'x mut [T],
     tail: &'x mut [T],
 }
 
@@ -120,11 +157,11 @@ impl<'x, T> PartsMut<'x, T> {
     }
 
     pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
-        self.head.iter().flatten().chain(self.tail.iter())
+        self.head.iter().chain(self.tail.iter())
     }
 
     pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
-        self.head.iter_mut().flatten().chain(self.tail.iter_mut())
+        self.head.iter_mut().chain(self.tail.iter_mut())
     }
 }
 
@@ -474,6 +511,12 @@ mod tests {
             parts.iter_mut().map(|v| *v).collect::<Vec<_>>(),
             [0, 10, 2, 30, 4]
         );
+        // Short of its inline room: the slots never written are not items.
+        let mut short = ArgList::<u32, 4>::new();
+        assert!(short.get_mut(0).is_none() && short.parts().iter().next().is_none());
+        short.push(9);
+        assert!(short.get_mut(1).is_none() && short.get_mut(3).is_none());
+        assert_eq!(short.parts_mut().iter().copied().collect::<Vec<_>>(), [9]);
     }
 
     #[test]
