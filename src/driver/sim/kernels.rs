@@ -67,6 +67,9 @@ pub(crate) struct AicoreKernel {
     runs: Vec<Option<KernelRun>>,
     /// Round-robin cursor: the next worker to try.
     rr: u32,
+    /// A program's elements while a worker computes them (kept: one
+    /// allocation per kernel, not per worker share).
+    elems: Vec<u32>,
 }
 
 /// An AICore fault.
@@ -92,6 +95,7 @@ impl AicoreKernel {
             kernel_ticks: None,
             time_at_dispatch: false,
             rr: 0,
+            elems: Vec::new(),
         }
     }
 
@@ -109,6 +113,7 @@ impl AicoreKernel {
         run: &KernelRun,
         w: u32,
         mem: &mut Memory,
+        elems: &mut Vec<u32>,
     ) -> Result<u32, FaultKind> {
         // The elements: `(input, output, len)` of a version-1 block, or
         // derived from a workload run's tensors ([`Program`]'s rule).
@@ -134,13 +139,20 @@ impl AicoreKernel {
         let (src, dst) = (at(input)?, at(output)?);
         mem.check(src, n).map_err(core)?;
         mem.check(dst, n).map_err(core)?;
-        let mut buf = vec![0u8; usize::try_from(n).map_err(core)?];
-        mem.read(src, &mut buf).map_err(core)?;
-        for c in buf.chunks_exact_mut(4) {
-            let x = u32::from_le_bytes([c[0], c[1], c[2], c[3]]);
-            c.copy_from_slice(&program.apply_lossy(x).to_le_bytes());
+        elems.clear();
+        elems.resize(usize::try_from(end - s).map_err(core)?, 0);
+        mem.read(src, bytemuck::cast_slice_mut(elems.as_mut_slice()))
+            .map_err(core)?;
+        // Device memory is little-endian (a no-op on a little-endian host).
+        for x in elems.iter_mut() {
+            *x = u32::from_le(*x);
         }
-        mem.write(dst, &buf).map_err(core)?;
+        program.apply_lossy_all(elems);
+        for x in elems.iter_mut() {
+            *x = x.to_le();
+        }
+        mem.write(dst, bytemuck::cast_slice(elems.as_slice()))
+            .map_err(core)?;
         Ok(program.fail_code())
     }
 
@@ -238,7 +250,9 @@ impl AicoreKernel {
                     .or(self.launch.run.as_ref())
                     .ok_or(FaultKind::AicoreException)?;
                 let code = match self.code.as_ref().ok_or(FaultKind::AicoreException)? {
-                    Code::Program(program) => Self::compute_program(program, run, w, mem)?,
+                    Code::Program(program) => {
+                        Self::compute_program(program, run, w, mem, &mut self.elems)?
+                    }
                     Code::Rust(kernel) => kernel
                         .call(run, w, mem)
                         .map_err(|()| FaultKind::AicoreException)?,
