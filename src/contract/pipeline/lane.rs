@@ -27,13 +27,13 @@ use crate::driver::Driver;
 use crate::driver::abi::WallRecord;
 
 /// A submitted run's bookkeeping, kept until `complete` hands it back:
-/// its tag, and a workload run's workload (which the lane holds while the
-/// run is in flight, and hands back with its result or its error).
-pub(crate) struct Ticket<'r, T> {
+/// its tag and identity. A workload run's workload is kept beside it
+/// ([`Lane`]'s `work`, handed back by [`Lane::take_work`]), so that a
+/// transition moves a few words, not a workload's inline lists.
+pub(crate) struct Stub<T> {
     pub tag: T,
     pub run: RunId,
     pub seq: u64,
-    pub work: Option<Workload<'r>>,
 }
 
 /// What a lane keeps of a submission while its run is in flight: nothing
@@ -93,8 +93,9 @@ impl<'r, D: Driver, const DEPTH: usize> Source<ErasedToken<'r>> for &'r Runner<'
     }
 }
 
-/// What a lane hands back: the ticket, and the outcome.
-pub(crate) type Owed<'r, T> = (Ticket<'r, T>, Result<WallRecord, Error>);
+/// What a lane hands back: the run's stub, and the outcome (a workload
+/// run's workload stays in the lane for [`Lane::take_work`]).
+pub(crate) type Owed<T> = (Stub<T>, Result<WallRecord, Error>);
 
 /// Who holds a lane's slot while the lane owes the caller nothing (or
 /// once it has paid what it owes).
@@ -114,29 +115,31 @@ pub(crate) enum Idle<K: Claim> {
 }
 
 /// A lane's state: what it owes the caller, and who holds its slot.
-pub(crate) enum LaneState<'r, K: Claim, T> {
+pub(crate) enum LaneState<K: Claim, T> {
     /// Nothing owed.
     Idle(Idle<K>),
     /// A submitted run, launched and not yet handed back; it holds the
     /// slot. `complete` fences and finalizes it.
     Pending {
-        ticket: Ticket<'r, T>,
+        ticket: Stub<T>,
         run: RunOf<Launched, K>,
     },
     /// A submitted run that a drain fenced and finalized early: its
     /// outcome (its values in the lane's buffer) waits for `complete`, and
     /// `then` holds the slot — what the lane is once the outcome is paid.
     Settled {
-        ticket: Ticket<'r, T>,
+        ticket: Stub<T>,
         outcome: Result<WallRecord, Error>,
         then: Idle<K>,
     },
 }
 
-/// Slot `out.slot()` of a pipeline: its state and its outputs buffer.
+/// Slot `out.slot()` of a pipeline: its state, its outputs buffer, and the
+/// workload of the workload run it owes (`None` otherwise).
 pub(crate) struct Lane<'r, K: Claim, T> {
-    state: LaneState<'r, K, T>,
+    state: LaneState<K, T>,
     out: ErasedOutputs,
+    work: Option<Workload<'r>>,
 }
 
 /// What a lane holds for the instant a transition owns its state: no
@@ -152,6 +155,7 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
         Ok(Lane {
             state: LaneState::Idle(Idle::Free(src.claim(slot)?)),
             out: ErasedOutputs::new(slot, capacity),
+            work: None,
         })
     }
 
@@ -163,6 +167,7 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
                 "a lane not claimed yet",
             ))),
             out: ErasedOutputs::new(slot, capacity),
+            work: None,
         }
     }
 
@@ -194,15 +199,19 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
     }
 
     /// Moves the lane from its state to the one `f` returns; `f` owns the
-    /// state meanwhile (and the buffer), so every path out of it names the
-    /// next state.
+    /// state meanwhile (and the buffer and the kept workload), so every
+    /// path out of it names the next state.
     #[inline]
     fn transition<R>(
         &mut self,
-        f: impl FnOnce(LaneState<'r, K, T>, &mut ErasedOutputs) -> (LaneState<'r, K, T>, R),
+        f: impl FnOnce(
+            LaneState<K, T>,
+            &mut ErasedOutputs,
+            &mut Option<Workload<'r>>,
+        ) -> (LaneState<K, T>, R),
     ) -> R {
         let state = mem::replace(&mut self.state, LaneState::Idle(Idle::Lost(MID_TRANSITION)));
-        let (next, r) = f(state, &mut self.out);
+        let (next, r) = f(state, &mut self.out, &mut self.work);
         // What is replaced is the placeholder (`f` cannot reach the state),
         // which holds nothing to drop: skip the drop's discriminant checks.
         mem::forget(mem::replace(&mut self.state, next));
@@ -222,7 +231,7 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
         prepare: impl FnOnce(K, &mut W) -> Result<RunOf<Prepared, K>, Error<K>>,
     ) -> Result<RunId, (Error, T, W)> {
         let slot = self.slot();
-        self.transition(|state, _| {
+        self.transition(|state, _, kept_work| {
             let token = match state {
                 LaneState::Idle(Idle::Free(token)) => token,
                 LaneState::Idle(idle) => match reclaim(idle, src, slot) {
@@ -249,12 +258,15 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
             match prepared.launch_with(kept.lent()) {
                 Ok(run) => {
                     let id = run.id();
-                    let ticket = Ticket {
+                    let ticket = Stub {
                         tag,
                         run: id,
                         seq: run.seq(),
-                        work: kept.into_work(),
                     };
+                    // Nothing to keep for a `RunSpec` (`()`): no move.
+                    if let Some(work) = kept.into_work() {
+                        *kept_work = Some(work);
+                    }
                     (LaneState::Pending { ticket, run }, Ok(id))
                 }
                 Err(e) => {
@@ -269,14 +281,16 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
         })
     }
 
-    /// Hands the owed run back — its ticket (tag, workload) and outcome,
-    /// with the lane's outputs buffer — `None` when the lane owes nothing.
+    /// Hands the owed run back — its stub (tag, identity) and outcome;
+    /// a workload run's workload is then [`take_work`](Self::take_work)'s,
+    /// a `RunSpec` run's values [`values`](Self::values)' — `None` when
+    /// the lane owes nothing.
     #[inline]
-    pub(crate) fn complete(&mut self) -> Option<(Owed<'r, T>, &[u32])> {
-        let owed = self.transition(|state, out| match state {
+    pub(crate) fn complete(&mut self) -> Option<Owed<T>> {
+        self.transition(|state, out, work| match state {
             // The steady state: retire it now.
-            LaneState::Pending { mut ticket, run } => {
-                let (outcome, then) = retire(run, out, ticket.work.as_mut());
+            LaneState::Pending { ticket, run } => {
+                let (outcome, then) = retire(run, out, work.as_mut());
                 (LaneState::Idle(then), Some((ticket, outcome)))
             }
             LaneState::Settled {
@@ -285,8 +299,24 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
                 then,
             } => (LaneState::Idle(then), Some((ticket, outcome))),
             idle @ LaneState::Idle(_) => (idle, None),
-        });
-        Some((owed?, self.out.values()))
+        })
+    }
+
+    /// The workload of the run [`complete`](Self::complete) handed back,
+    /// if it was a workload's run (a `RunSpec`'s kept none: nothing moves).
+    #[inline]
+    pub(crate) fn take_work(&mut self) -> Option<Workload<'r>> {
+        if self.work.is_some() {
+            self.work.take()
+        } else {
+            None
+        }
+    }
+
+    /// The lane's outputs buffer: a `RunSpec` run's values once
+    /// [`complete`](Self::complete) handed it back.
+    pub(crate) fn values(&self) -> &[u32] {
+        self.out.values()
     }
 
     /// One non-blocking look at the pending run, for a future: `Ready`
@@ -352,9 +382,9 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
             Option<&mut Workload<'_>>,
         ) -> (Result<WallRecord, Error>, Idle<K>),
     ) {
-        self.transition(|state, out| match state {
-            LaneState::Pending { mut ticket, run } => {
-                let (outcome, then) = retire(run, out, ticket.work.as_mut());
+        self.transition(|state, out, work| match state {
+            LaneState::Pending { ticket, run } => {
+                let (outcome, then) = retire(run, out, work.as_mut());
                 let settled = LaneState::Settled {
                     ticket,
                     outcome,
@@ -376,7 +406,7 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
             Ok(token) => Idle::Free(token),
             Err(e) => Idle::Lost(e.kind().clone()),
         };
-        let stale = self.transition(|state, _| match state {
+        let stale = self.transition(|state, _, _| match state {
             LaneState::Idle(stale) => (LaneState::Idle(fresh), stale),
             LaneState::Settled {
                 ticket,
@@ -503,5 +533,27 @@ fn finish<K: Claim>(
             let (run, e) = e.into_parts();
             (Err(e), Idle::Orphan(Box::new(run)))
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::LaneState;
+    use crate::contract::slot::ErasedToken;
+    use crate::contract::workload::Workload;
+
+    /// A transition moves the lane's state by value: it stays a few words
+    /// (the workload is kept beside it), where a workload's inline lists
+    /// are over a kilobyte and would cost a `memcpy` call per move.
+    #[test]
+    fn a_lane_state_stays_small_beside_the_workload_it_keeps() {
+        let state = size_of::<LaneState<ErasedToken<'static>, u64>>();
+        let work = size_of::<Workload<'static>>();
+        eprintln!("lane state {state} bytes, workload {work} bytes");
+        assert!(state <= 160, "lane state {state} bytes");
+        assert!(
+            work > 8 * state,
+            "workload {work} bytes, lane state {state}"
+        );
     }
 }

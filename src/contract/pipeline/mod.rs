@@ -411,29 +411,30 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// timeout poisons the runner (then [`drain`](Pipeline::drain)).
     #[inline]
     pub fn complete(&mut self) -> Result<Option<Completed<'_, 'r, T>>, Error<Unfinished<'r, T>>> {
-        let Some(((ticket, outcome), values)) = self.owed() else {
+        let Some((index, (stub, outcome))) = self.owed() else {
             return Ok(None);
         };
+        let lane = &mut self.lanes[index];
+        let work = lane.take_work();
         match outcome {
             Ok(wall) => Ok(Some(Completed {
-                tag: ticket.tag,
-                run: ticket.run,
-                seq: ticket.seq,
+                tag: stub.tag,
+                run: stub.run,
+                seq: stub.seq,
                 wall,
-                values: if ticket.work.is_some() { &[] } else { values },
-                work: ticket.work,
+                values: if work.is_some() { &[] } else { lane.values() },
+                work,
             })),
             Err(e) => Err(e.map_value(|()| Unfinished {
-                tag: ticket.tag,
-                work: ticket.work,
+                tag: stub.tag,
+                work,
             })),
         }
     }
 
-    /// The oldest pending run, retired: what its lane owes, and the lane's
-    /// outputs buffer.
+    /// The oldest pending run, retired: its lane, and what the lane owes.
     #[inline]
-    fn owed(&mut self) -> Option<(lane::Owed<'r, T>, &[u32])> {
+    fn owed(&mut self) -> Option<(usize, lane::Owed<T>)> {
         if self.len == 0 {
             return None;
         }
@@ -447,7 +448,7 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
             owed.is_some(),
             "runclaim invariant broken: a pending lane owed nothing"
         );
-        owed
+        Some((index, owed?))
     }
 
     /// One non-blocking look at the oldest pending run, for a future:

@@ -159,23 +159,24 @@ impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
     /// Lane `i`'s outcome, if it owes one, to its ticket (or dropped with
     /// it); a lane came free: the next arrival is woken.
     pub(super) fn collect(&mut self, i: usize) {
-        let Some(((ticket, outcome), values)) = self.lanes[i].complete() else {
+        let Some((stub, outcome)) = self.lanes[i].complete() else {
             return;
         };
-        let id = ticket.tag;
+        let work = self.lanes[i].take_work();
+        let id = stub.tag;
         let delivery = match outcome {
             Ok(wall) => Ok(Done {
-                run: ticket.run,
-                seq: ticket.seq,
+                run: stub.run,
+                seq: stub.seq,
                 wall,
-                values: if ticket.work.is_some() {
+                values: if work.is_some() {
                     Vec::new()
                 } else {
-                    values.to_vec()
+                    self.lanes[i].values().to_vec()
                 },
-                work: ticket.work,
+                work,
             }),
-            Err(e) => Err(e.map_value(|()| ticket.work)),
+            Err(e) => Err(e.map_value(|()| work)),
         };
         if let Some(k) = self.dropped.iter().position(|&d| d == id) {
             self.dropped.swap_remove(k);
