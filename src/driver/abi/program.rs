@@ -219,20 +219,6 @@ impl Program {
         }
     }
 
-    /// [`apply_lossy`](Self::apply_lossy) over every element of `xs`, in
-    /// place: one pass per instruction up to the first `Fail` (what each
-    /// element would have reached on its own), so the loops vectorise.
-    pub(crate) fn apply_lossy_all(&self, xs: &mut [u32]) {
-        for i in &self.instrs {
-            match *i {
-                Instr::Add(k) => xs.iter_mut().for_each(|x| *x = x.wrapping_add(k)),
-                Instr::Mul(k) => xs.iter_mut().for_each(|x| *x = x.wrapping_mul(k)),
-                Instr::Xor(k) => xs.iter_mut().for_each(|x| *x ^= k),
-                Instr::Fail(_) => return,
-            }
-        }
-    }
-
     /// The error code the task reports (0 when the program never fails).
     #[must_use]
     pub fn fail_code(&self) -> u32 {
@@ -269,34 +255,6 @@ pub(crate) fn work_operands(tensors: impl Iterator<Item = TensorArg>) -> Option<
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    /// The whole-slice pass writes what each element reaches on its own,
-    /// through a `Fail` too (where every element stops).
-    #[test]
-    fn applying_a_program_to_a_slice_matches_each_element_on_its_own() {
-        let programs = [
-            Program::new(),
-            Program::new().add(1),
-            Program::new().mul(3).add(7).xor(0xdead_beef),
-            Program::new().add(5).fail(9).mul(1000).add(1),
-            Program::new().fail(2).add(1),
-            Program::new()
-                .mul(u32::MAX)
-                .add(u32::MAX)
-                .xor(1)
-                .mul(0x9e37_79b9),
-        ];
-        let xs: Vec<u32> = (0..300u32)
-            .map(|i| i.wrapping_mul(0x0100_0193) ^ (i << 7))
-            .chain([0, 1, u32::MAX, u32::MAX - 1])
-            .collect();
-        for p in &programs {
-            let mut all = xs.clone();
-            p.apply_lossy_all(&mut all);
-            let each: Vec<u32> = xs.iter().map(|&x| p.apply_lossy(x)).collect();
-            assert_eq!(all, each, "{p:?}");
-        }
-    }
 
     #[test]
     fn program_decode_rejects_malformed_images() {
