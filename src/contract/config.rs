@@ -413,14 +413,15 @@ impl Resolved {
         self.max_elements * 4
     }
 
-    /// Offset of the staging region in a slot's arena allocation: after
+    /// Offset of the staging region in a slot's arena: after
     /// both halves, at a multiple of [`DeviceConfig::STAGING_ALIGN`]
     /// (8 GiB at most: fits, by validation).
     pub fn staging_offset(&self) -> usize {
         (2 * self.arena_half_bytes()).next_multiple_of(DeviceConfig::STAGING_ALIGN)
     }
 
-    /// Bytes of a slot's arena allocation: both halves, then staging.
+    /// Bytes of a slot's arena: both halves, then staging (in the slot's
+    /// one allocation, after the kernel ABI regions).
     pub fn arena_bytes(&self) -> usize {
         self.staging_offset() + self.staging_bytes
     }
