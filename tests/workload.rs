@@ -1050,3 +1050,35 @@ fn a_workload_gives_its_borrows_back_at_its_last_use() {
     drop(run.fence().unwrap().finalize().unwrap());
     assert_eq!(y, [2, 3, 4], "read while `work` is still in scope");
 }
+
+/// One lane, both kinds in turn: a workload's run, then a `RunSpec`'s in
+/// the same slot (depth 2: runs 0 and 2 share lane 0). Each result carries
+/// its own kind — the workload with the first, values and no workload with
+/// the second — so no workload outlives its run in the lane.
+#[test]
+fn a_lane_hands_a_workload_back_once_and_never_to_the_next_run() {
+    each(|abi| {
+        let sim = abi.stepped(SimConfig::default());
+        let mut dev = device::<2>(&sim, abi);
+        let runner = dev.publish(&[inc()]).unwrap();
+        let f = runner.code("inc").unwrap();
+        let mut pipe = Pipeline::new(&runner).unwrap();
+        let mut w = Workload::new(f);
+        w.owned(vec![1u32; 4], Dir::In)
+            .owned(vec![0u32; 4], Dir::Out);
+        pipe.submit(w, 0).unwrap();
+        pipe.submit(runclaim::RunSpec::new(f, runclaim::Input::Host(&[5])), 1)
+            .unwrap();
+        let a = pipe.complete().unwrap().expect("run 0");
+        let w = a.work.expect("run 0 is a workload's");
+        assert!(a.values.is_empty());
+        assert_eq!(w.owned_at::<u32>(1), Some(&[2; 4][..]));
+        pipe.submit(runclaim::RunSpec::new(f, runclaim::Input::Host(&[7])), 2)
+            .unwrap(); // lane 0 again
+        let b = pipe.complete().unwrap().expect("run 1");
+        assert_eq!((b.tag, b.values, b.work.is_none()), (1, &[6][..], true));
+        let c = pipe.complete().unwrap().expect("run 2");
+        assert_eq!((c.tag, c.values, c.work.is_none()), (2, &[8][..], true));
+        assert!(pipe.complete().unwrap().is_none());
+    });
+}

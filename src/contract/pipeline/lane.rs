@@ -263,6 +263,13 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
                         run: id,
                         seq: run.seq(),
                     };
+                    // The last run's workload went back with it (`take_work`
+                    // follows every `complete`): none is left to hand to
+                    // this run's caller.
+                    debug_assert!(
+                        kept_work.is_none(),
+                        "runclaim invariant broken: a lane kept a workload past its run"
+                    );
                     // Nothing to keep for a `RunSpec` (`()`): no move.
                     if let Some(work) = kept.into_work() {
                         *kept_work = Some(work);
