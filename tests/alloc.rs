@@ -599,3 +599,28 @@ fn no_allocation_per_pipeline_workload_run_in_steady_state() {
     assert_eq!(pipeline_workload_runs::<2>(), 0);
     assert_eq!(pipeline_workload_runs::<4>(), 0);
 }
+
+/// Every host call to a real-time simulator first brings the simulation up
+/// to the wall clock, over every stream: that must allocate nothing, or
+/// each call pays for it on the host's side of the next launch.
+#[test]
+fn no_allocation_per_real_time_simulator_call_in_steady_state() {
+    use runclaim::driver::Driver;
+    use runclaim::sim::{SimConfig, SimDriver};
+    let sim = SimDriver::real_time(SimConfig::default());
+    let streams = [(); 3].map(|()| sim.create_stream().unwrap());
+    let event = sim.create_event().unwrap();
+    let p = sim.alloc(4096).unwrap();
+    let (input, mut output) = ([7u8; 1024], [0u8; 1024]);
+    let calls = |n: usize, output: &mut [u8; 1024]| {
+        for i in 0..n {
+            sim.copy_to_device(p, &input).unwrap();
+            sim.memset(p.offset(1024), 0, 64).unwrap();
+            sim.record_event(event, streams[i % 3]).unwrap();
+            sim.copy_from_device(output, p).unwrap();
+        }
+    };
+    calls(50, &mut output);
+    assert_eq!(allocations_in(|| calls(1_000, &mut output)), 0);
+    assert_eq!(output, input, "the calls did real work");
+}

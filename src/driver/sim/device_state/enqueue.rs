@@ -45,7 +45,7 @@ impl DeviceState {
         });
         let depth = s.queue.len();
         self.stats.max_queue_depth = self.stats.max_queue_depth.max(depth);
-        self.push_trace(stream, run, TraceKind::Enqueued(tag));
+        self.push_trace_at(now, stream, run, TraceKind::Enqueued(tag));
         Ok(())
     }
 

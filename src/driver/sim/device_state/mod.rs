@@ -161,6 +161,9 @@ pub(crate) struct DeviceState {
     pub shutdown: bool,
     pub mem: Memory,
     pub streams: BTreeMap<u64, Stream>,
+    /// Scratch for a real-time advance: the ids of the streams it steps
+    /// (kept, so that the advance every host call makes allocates nothing).
+    step_ids: Vec<u64>,
     events: BTreeMap<u64, Event>,
     code: Vec<CodeImage>,
     code_lru: Vec<u64>,
@@ -193,6 +196,7 @@ impl DeviceState {
             vclock: 0,
             shutdown: false,
             streams: BTreeMap::new(),
+            step_ids: Vec::new(),
             events: BTreeMap::new(),
             code: vec![None; slots],
             code_lru: vec![0; slots],
@@ -250,13 +254,6 @@ impl DeviceState {
     }
 
     fn push_trace(&mut self, stream: u64, run: u64, what: TraceKind) {
-        if self.cfg.trace_capacity == 0 {
-            return;
-        }
-        if self.trace.len() == self.cfg.trace_capacity {
-            self.trace.pop_front();
-            self.trace_dropped += 1;
-        }
         // Host actions are stamped in host time, device actions in device
         // time; in real-time mode the trace order is the order of record.
         let tick = match what {
@@ -266,6 +263,20 @@ impl DeviceState {
             | TraceKind::Published(_) => self.now(),
             _ => self.dev(),
         };
+        self.push_trace_at(tick, stream, run, what);
+    }
+
+    /// [`push_trace`](Self::push_trace) stamped `tick`: an enqueue stamps
+    /// its entry with the tick it stamped the task with (one clock read,
+    /// and the two agree).
+    fn push_trace_at(&mut self, tick: u64, stream: u64, run: u64, what: TraceKind) {
+        if self.cfg.trace_capacity == 0 {
+            return;
+        }
+        if self.trace.len() == self.cfg.trace_capacity {
+            self.trace.pop_front();
+            self.trace_dropped += 1;
+        }
         self.trace.push_back(TraceEvent {
             tick,
             stream: StreamId::from_raw(stream),

@@ -61,12 +61,25 @@ impl DeviceState {
     /// stamps do not depend on when this thread got the CPU. Returns whether
     /// anything moved and the next gate beyond the wall clock, if any.
     pub fn advance_real_time(&mut self) -> (bool, Option<u64>) {
-        let ids: Vec<u64> = self.streams.keys().copied().collect();
+        // Every host call advances: the id list is the state's own scratch,
+        // refilled rather than allocated each time.
+        let mut ids = std::mem::take(&mut self.step_ids);
+        ids.clear();
+        ids.extend(self.streams.keys().copied());
+        let r = self.advance_streams(&ids);
+        self.step_ids = ids;
+        r
+    }
+
+    /// [`advance_real_time`](Self::advance_real_time) over the streams
+    /// `ids`: every step whose time has come, gate to gate, up to the wall
+    /// clock.
+    fn advance_streams(&mut self, ids: &[u64]) -> (bool, Option<u64>) {
         let mut any = false;
         loop {
             let mut moved = false;
             let mut gate: Option<u64> = None;
-            for &id in &ids {
+            for &id in ids {
                 loop {
                     match self.step_stream(id) {
                         StepResult::Progress => moved = true,
