@@ -600,9 +600,10 @@ fn no_allocation_per_pipeline_workload_run_in_steady_state() {
     assert_eq!(pipeline_workload_runs::<4>(), 0);
 }
 
-/// Every host call to a real-time simulator first brings the simulation up
-/// to the wall clock, over every stream: that must allocate nothing, or
-/// each call pays for it on the host's side of the next launch.
+/// A real-time simulator's copies, memsets, queries and waits first bring
+/// the simulation up to the wall clock, over every stream: that catch-up
+/// must allocate nothing (nor must an event record), or each call pays for
+/// it on the host's side of the next launch.
 #[test]
 fn no_allocation_per_real_time_simulator_call_in_steady_state() {
     use runclaim::driver::Driver;

@@ -61,8 +61,8 @@ impl DeviceState {
     /// stamps do not depend on when this thread got the CPU. Returns whether
     /// anything moved and the next gate beyond the wall clock, if any.
     pub fn advance_real_time(&mut self) -> (bool, Option<u64>) {
-        // Every host call advances: the id list is the state's own scratch,
-        // refilled rather than allocated each time.
+        // Every copy, memset, query and wait advances first: the id list is
+        // the state's own scratch, refilled rather than allocated each time.
         let mut ids = std::mem::take(&mut self.step_ids);
         ids.clear();
         ids.extend(self.streams.keys().copied());
