@@ -39,7 +39,7 @@ mod workload;
 pub use buffer::{BufferSlice, DeviceBuffer, PerSlot, Scratch, SlotBuffer};
 pub use code::{Callable, CodeRef};
 pub use config::{ConfigError, DeviceConfig};
-pub use device::{CloseFuture, ContractStats, Device, DrainReport, Health};
+pub use device::{CloseFuture, ContractStats, Device, DrainReport, Health, LostCause};
 pub use error::{Action, BufferId, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
 pub use outputs::{Finalized, Outputs};
 pub use pipeline::{

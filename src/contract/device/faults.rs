@@ -75,7 +75,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// Classifies a driver error met while handling `run` in `slot`: a
     /// device fault poisons the runner, attributed to its culprit among the
     /// runs launched before `before` (`None`: any run in flight), else to
-    /// `run`. Returns the kind to report.
+    /// `run`. Returns the kind to report: a fault that is another run's is
+    /// [`ErrorKind::FaultAhead`] naming that run, never `run`'s own
+    /// [`ErrorKind::Fault`] (a run queued behind a fault meets it on its
+    /// own events too: its kernels never ran).
     pub(super) fn driver_error(
         &self,
         st: &mut State<DEPTH>,
@@ -90,6 +93,13 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 .unwrap_or(Culprit { run, slot });
             st.queue
                 .poison_with(PoisonCause::DeviceFault, c.run, c.slot);
+            if c.run != run {
+                return ErrorKind::FaultAhead {
+                    run: c.run,
+                    slot: c.slot,
+                    error: Box::new(e),
+                };
+            }
         }
         ErrorKind::from_driver(e)
     }

@@ -38,7 +38,7 @@ use std::time::Duration;
 
 use self::abi::{Abi, SlotHost};
 pub use self::recovery::CloseFuture;
-pub use self::report::{ContractStats, DrainReport, Health};
+pub use self::report::{ContractStats, DrainReport, Health, LostCause};
 use self::state::State;
 use super::buffer::SharedLedger;
 use super::config::{DeviceConfig, Resolved};
@@ -444,7 +444,17 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             launched,
             buffers_awaiting_free: dropped.awaiting_free,
             buffers_quarantined: dropped.quarantined,
+            recoveries: 0,
+            last_recovery: None,
+            recovering: false,
+            lost: None,
         }
+    }
+
+    /// The poison, if the device stopped launching (what
+    /// [`health`](Self::health) reports, for a caller that needs only it).
+    pub(crate) fn poison(&self) -> Option<crate::contract::error::Poison> {
+        self.lock().queue.poison()
     }
 
     /// Counters of the contract itself.

@@ -46,6 +46,58 @@ pub struct ContractStats {
     pub reclaimed: u64,
 }
 
+/// Why a [`SharedDevice`](crate::SharedDevice) closed itself: the
+/// recovery it started after a fault could not bring the device back.
+/// Every waiter was answered ([`ErrorKind::Lost`](crate::contract::ErrorKind::Lost)),
+/// every submitted value handed back.
+///
+/// ```
+/// use runclaim::contract::LostCause;
+///
+/// let c = LostCause::Undrained { count: 2 };
+/// assert_eq!(c.to_string(), "2 run(s) still in flight after the recovery's drain budget");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+#[non_exhaustive]
+pub enum LostCause {
+    /// The queue could not be proven quiet within the drain's budget:
+    /// `count` runs were still in flight (a kernel that never ends).
+    Undrained {
+        /// Runs not proven complete.
+        count: usize,
+    },
+    /// A driver call of the recovery failed (the device is lost, or a
+    /// faulted stream could not be re-created): the operation, and the
+    /// runtime's code where it reported one.
+    Driver {
+        /// The driver operation that failed.
+        op: crate::driver::Op,
+        /// The native code, where a vendor runtime reported one.
+        code: Option<i32>,
+    },
+    /// After a drain, a slot could not be taken back into service.
+    Slot {
+        /// The slot.
+        slot: usize,
+    },
+}
+
+impl std::fmt::Display for LostCause {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            LostCause::Undrained { count } => write!(
+                f,
+                "{count} run(s) still in flight after the recovery's drain budget"
+            ),
+            LostCause::Driver { op, code: Some(c) } => {
+                write!(f, "the driver's {op:?} failed with code {c}")
+            }
+            LostCause::Driver { op, code: None } => write!(f, "the driver's {op:?} failed"),
+            LostCause::Slot { slot } => write!(f, "slot {slot} could not be taken back"),
+        }
+    }
+}
+
 /// A snapshot of a device's run-time state.
 ///
 /// ```
@@ -88,6 +140,18 @@ pub struct Health {
     /// resolved: each reclaimed at a slot's next take, once the device
     /// proved the run complete (cumulative).
     pub reclaimed: u64,
+    /// A [`SharedDevice`](crate::SharedDevice)'s recoveries from a fault
+    /// or an overrun, each started and finished by the handle itself
+    /// (cumulative; 0 for a device not shared).
+    pub recoveries: u64,
+    /// How long the last of them took, on the driver's clock: from the
+    /// look that found the device poisoned to re-admission.
+    pub last_recovery: Option<std::time::Duration>,
+    /// `true` while a shared device recovers (submissions wait).
+    pub recovering: bool,
+    /// Why a shared device closed itself: its recovery could not prove
+    /// the queue quiet or re-create its streams.
+    pub lost: Option<LostCause>,
 }
 
 /// What a drain found and did.

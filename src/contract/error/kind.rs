@@ -325,6 +325,23 @@ pub enum ErrorKind {
     /// The shared device was closed: it takes no new run.
     #[error("the shared device is closed")]
     Closed,
+    /// A shared device is recovering from a fault or an overrun (it
+    /// settles the runs in flight, proves the queue quiet, re-creates
+    /// faulted streams): [`try_submit`](crate::SharedDevice::try_submit)
+    /// refused, the work handed back. Retryable: submit again, or
+    /// [`submit`](crate::SharedDevice::submit), which waits for the
+    /// recovery.
+    #[error("the shared device is recovering{}; submit again", recovering_suffix(*.from))]
+    Recovering {
+        /// The run whose fault or overrun poisoned the device, where the
+        /// poison names one ([`Health::poisoned`](crate::contract::Health)
+        /// has the whole poison).
+        from: Option<RunId>,
+    },
+    /// The shared device could not recover from a fault and closed
+    /// itself; [`Health::lost`](crate::contract::Health) says why.
+    #[error("the shared device closed itself: its recovery failed ({0})")]
+    Lost(crate::contract::LostCause),
     /// A device buffer is still shared (bound by a submitted run, or held
     /// elsewhere): the host may not read or write it until it is the only
     /// holder.
@@ -362,6 +379,11 @@ pub enum ErrorKind {
 
 fn or_unknown(run: Option<RunId>) -> String {
     run.map_or_else(|| "(unknown)".to_owned(), |r| r.to_string())
+}
+
+fn recovering_suffix(run: Option<RunId>) -> String {
+    run.map(|r| format!(" from the fault of run {r}"))
+        .unwrap_or_default()
 }
 
 fn overran_suffix(run: Option<RunId>) -> String {

@@ -188,6 +188,13 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
         matches!(self.state, LaneState::Idle(Idle::Free(_)))
     }
 
+    /// `true` when the lane owes nothing but its slot is not free: an
+    /// orphan (a run whose fence failed) or a lost slot. Only a drain
+    /// takes such a slot back into service.
+    pub(crate) fn is_stuck(&self) -> bool {
+        matches!(self.state, LaneState::Idle(Idle::Orphan(_) | Idle::Lost(_)))
+    }
+
     /// The tag of the run the lane owes, if any.
     pub(crate) fn owed_tag(&self) -> Option<&T> {
         match &self.state {

@@ -10,6 +10,7 @@ use std::pin::Pin;
 use std::task::{Context, Poll, Waker};
 
 use super::hub::Hub;
+use super::recovery::Look;
 use super::{SharedDevice, blocking};
 use crate::contract::DrainReport;
 use crate::contract::code::Callable;
@@ -41,6 +42,9 @@ enum Stage {
     Quiet(DrainReport),
     /// The drain's verdict: the queue could not be proven quiet.
     Failed(ErrorKind),
+    /// Blocking: a recovery's runs are settled; its drain is the caller's
+    /// blocking one, outside the lock.
+    RecoveryDrain,
 }
 
 impl<'s, D: Driver + 'static, const DEPTH: usize> Barrier<'s, D, DEPTH>
@@ -65,6 +69,16 @@ where
         if !hub.is_head(id) {
             hub.wait_turn(id, waker);
             return Stage::Waiting;
+        }
+        // A recovery the device needs goes first (`recovery.rs`).
+        match hub.look_recovery(&self.shared.inner.cell, waker, self.blocking) {
+            Look::Clear => {}
+            Look::Waiting => {
+                hub.wait_turn(id, waker);
+                return Stage::Waiting;
+            }
+            Look::DrainNow => return Stage::RecoveryDrain,
+            Look::Lost(cause) => return Stage::Failed(ErrorKind::Lost(cause)),
         }
         let settled = hub.settle_owing(&mut self.waits, waker);
         if !settled {
@@ -180,11 +194,25 @@ where
         let inner = &this.barrier.shared.inner;
         let mut hub = inner.hub();
         if hub.closed {
+            let kind = hub.closed_kind();
             this.barrier.leave(&mut hub);
-            return Poll::Ready(Err(Error::plain(Action::Publish, ErrorKind::Closed)));
+            return Poll::Ready(Err(Error::plain(Action::Publish, kind)));
         }
         let r = match this.barrier.look(&mut hub, cx.waker()) {
             Stage::Waiting => return Poll::Pending,
+            Stage::RecoveryDrain => {
+                drop(hub);
+                let drained = inner.cell.device.drain(None);
+                hub = inner.hub();
+                match hub.finish_recovery(&inner.cell, drained) {
+                    Look::Lost(cause) => Err(Error::plain(Action::Publish, ErrorKind::Lost(cause))),
+                    _ => {
+                        // Recovered: the publication's own look next.
+                        cx.waker().wake_by_ref();
+                        return Poll::Pending;
+                    }
+                }
+            }
             Stage::Failed(kind) => Err(Error::plain(Action::Publish, kind)),
             Stage::Quiet(_) if this.barrier.blocking => {
                 // The blocking drain runs without the lock, so no task
@@ -258,7 +286,9 @@ where
         let inner = &this.barrier.shared.inner;
         let mut hub = inner.hub();
         let r = match this.barrier.look(&mut hub, cx.waker()) {
-            Stage::Waiting => return Poll::Pending,
+            // An awaited close is never blocking: its recovery drains
+            // awaited, so `RecoveryDrain` does not come.
+            Stage::Waiting | Stage::RecoveryDrain => return Poll::Pending,
             Stage::Failed(kind) => Err(Error::plain(Action::Close, kind)),
             Stage::Quiet(report) => {
                 // The drain reset every slot: fresh claims, so the last

@@ -6,10 +6,13 @@
 use std::collections::VecDeque;
 use std::sync::Arc;
 use std::task::{Poll, Waker};
+use std::time::Duration;
 
 use super::claim::{ArcClaim, Cell};
 use super::done::{Delivery, Done};
+use super::recovery::Recovery;
 use crate::contract::code::CodeEntry;
+use crate::contract::device::LostCause;
 use crate::contract::error::Action;
 use crate::contract::pipeline::lane::Lane;
 use crate::contract::wait::{AsyncWait, Wait};
@@ -42,6 +45,14 @@ pub(super) struct Hub<D: Driver, const DEPTH: usize> {
     /// The current publication's callables, and its number.
     pub(super) code: Vec<CodeEntry>,
     pub(super) publication: u64,
+    /// The recovery under way, if any (`recovery.rs`): nothing is
+    /// admitted until it ends.
+    pub(super) recovery: Option<Recovery<DEPTH>>,
+    /// Recoveries finished, and how long the last took (driver clock).
+    pub(super) recoveries: u64,
+    pub(super) last_recovery: Option<Duration>,
+    /// Why the device closed itself, if it did.
+    pub(super) lost: Option<LostCause>,
 }
 
 impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
@@ -56,6 +67,10 @@ impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
             closed: false,
             code: Vec::new(),
             publication: 0,
+            recovery: None,
+            recoveries: 0,
+            last_recovery: None,
+            lost: None,
         }
     }
 

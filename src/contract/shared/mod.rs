@@ -10,6 +10,7 @@
 //! | `done.rs` | `Done`: what a ticket resolves to |
 //! | `barrier.rs` | `PublishFuture`, `SharedCloseFuture`: every outstanding run settled into its ticket first |
 //! | `hub.rs` | what the handle keeps under its lock: the lanes, the arrivals, the settled outcomes |
+//! | `recovery.rs` | recovering from a fault by itself: a barrier at the head of the arrivals, advanced by every waiter's look |
 //! | `claim.rs` | `ArcClaim`: a claim on a slot that holds the device (no borrow, no `unsafe`) |
 //! | `blocking.rs` | the blocking forms: the same futures, polled on the calling thread |
 
@@ -20,6 +21,7 @@ mod done;
 mod hub;
 #[cfg(all(test, loom))]
 mod loom_last_drop;
+mod recovery;
 mod submit;
 mod ticket;
 
@@ -255,7 +257,13 @@ impl<D: Driver + 'static, const DEPTH: usize> SharedDevice<D, DEPTH> {
     /// The device's run-time state.
     #[must_use]
     pub fn health(&self) -> Health {
-        self.inner.cell.device.health()
+        let mut health = self.inner.cell.device.health();
+        let hub = self.inner.hub();
+        health.recoveries = hub.recoveries;
+        health.last_recovery = hub.last_recovery;
+        health.recovering = hub.recovery.is_some();
+        health.lost = hub.lost;
+        health
     }
 
     /// The device's counters since it opened.

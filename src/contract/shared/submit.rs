@@ -8,6 +8,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use super::hub::{Hub, SUBMIT};
+use super::recovery::Look;
 use super::ticket::Ticket;
 use super::{Inner, SharedDevice, blocking};
 use crate::contract::error::{Error, ErrorKind};
@@ -65,6 +66,7 @@ where
             arrival: None,
             waits: [None; DEPTH],
             try_once: false,
+            blocking: false,
         }
     }
 
@@ -78,7 +80,9 @@ where
         &self,
         work: W,
     ) -> Result<Ticket<D, DEPTH>, Error<W>> {
-        blocking::drive(self.submit(work))
+        let mut fut = self.submit(work);
+        fut.blocking = true;
+        blocking::drive(fut)
     }
 
     /// [`submit`](SharedDevice::submit) without waiting: refused at once,
@@ -114,6 +118,7 @@ where
             arrival: None,
             waits: [None; DEPTH],
             try_once: true,
+            blocking: false,
         };
         let mut cx = Context::from_waker(Waker::noop());
         match Pin::new(&mut fut).poll(&mut cx) {
@@ -140,6 +145,8 @@ pub struct SubmitFuture<'s, D: Driver + 'static, const DEPTH: usize, W> {
     waits: [Option<AsyncWait>; DEPTH],
     /// `try_submit`: refuse instead of waiting.
     try_once: bool,
+    /// `submit_blocking`: a recovery's drain is the device's blocking one.
+    blocking: bool,
 }
 
 impl<D: Driver + 'static, const DEPTH: usize, W> Unpin for SubmitFuture<'_, D, DEPTH, W> {}
@@ -191,9 +198,6 @@ where
         };
         let inner: &Arc<Inner<D, DEPTH>> = &this.shared.inner;
         let mut hub = inner.hub();
-        if hub.closed {
-            return Poll::Ready(Err(this.refuse(&mut hub, work, ErrorKind::Closed)));
-        }
         if work.chains() {
             return Poll::Ready(Err(this.refuse(
                 &mut hub,
@@ -201,30 +205,84 @@ where
                 ErrorKind::ChainAcrossTasks,
             )));
         }
-        let id = *this.arrival.get_or_insert_with(|| hub.arrive());
-        let lane = if hub.is_head(id) {
-            this.lane(&mut hub, cx.waker())
-        } else {
-            None
-        };
-        let Some(lane) = lane else {
+        // A few looks at most: a recovery found and finished, or a lane's
+        // fence that fails in this look and starts one.
+        for _ in 0..3 {
+            if hub.closed {
+                let kind = hub.closed_kind();
+                return Poll::Ready(Err(this.refuse(&mut hub, work, kind)));
+            }
+            let id = *this.arrival.get_or_insert_with(|| hub.arrive());
+            if !hub.is_head(id) {
+                // Woken when the arrival ahead leaves (`Hub::leave`).
+                if this.try_once {
+                    let kind = hub
+                        .recovering_kind()
+                        .unwrap_or(ErrorKind::DepthExhausted { depth: DEPTH });
+                    return Poll::Ready(Err(this.refuse(&mut hub, work, kind)));
+                }
+                hub.wait_turn(id, cx.waker());
+                this.work = Some(work);
+                return Poll::Pending;
+            }
+            // The head: a recovery, if the device needs one, comes first.
+            match hub.look_recovery(&inner.cell, cx.waker(), this.blocking) {
+                Look::Clear => {}
+                Look::Waiting => {
+                    if let (true, Some(kind)) = (this.try_once, hub.recovering_kind()) {
+                        return Poll::Ready(Err(this.refuse(&mut hub, work, kind)));
+                    }
+                    // Armed on the device by the look; a ticket's settle
+                    // wakes it too (`Hub::collect`).
+                    hub.wait_turn(id, cx.waker());
+                    this.work = Some(work);
+                    return Poll::Pending;
+                }
+                Look::DrainNow => {
+                    // Blocking: the device's own drain, without the lock
+                    // (nothing is admitted meanwhile: this is the head).
+                    drop(hub);
+                    let drained = inner.cell.device.drain(None);
+                    hub = inner.hub();
+                    hub.finish_recovery(&inner.cell, drained);
+                    continue;
+                }
+                Look::Lost(cause) => {
+                    return Poll::Ready(Err(this.refuse(&mut hub, work, ErrorKind::Lost(cause))));
+                }
+            }
+            if let Some(lane) = this.lane(&mut hub, cx.waker()) {
+                // Admitted: the launch happens under the lock, so launch
+                // order is admission order.
+                let launched = work.submit_into(&mut hub.lanes[lane], &inner.cell, id);
+                this.arrival = None;
+                hub.leave(id);
+                return Poll::Ready(match launched {
+                    Ok(run) => Ok(Ticket::new(Arc::clone(inner), id, run)),
+                    Err((e, _, work)) => Err(e.map_value(|()| work)),
+                });
+            }
+            if hub.needs_recovery(&inner.cell) {
+                // A fence this look settled failed: recover now.
+                continue;
+            }
             if this.try_once {
                 let kind = ErrorKind::DepthExhausted { depth: DEPTH };
                 return Poll::Ready(Err(this.refuse(&mut hub, work, kind)));
             }
+            // Every lane owes a result and none is settled: the look armed
+            // this waker on each owing run's fence (`Hub::settle_owing`).
             hub.wait_turn(id, cx.waker());
             this.work = Some(work);
             return Poll::Pending;
-        };
-        // Admitted: the launch happens under the lock, so launch order is
-        // admission order.
-        let launched = work.submit_into(&mut hub.lanes[lane], &inner.cell, id);
-        this.arrival = None;
-        hub.leave(id);
-        Poll::Ready(match launched {
-            Ok(run) => Ok(Ticket::new(Arc::clone(inner), id, run)),
-            Err((e, _, work)) => Err(e.map_value(|()| work)),
-        })
+        }
+        // Still no verdict after three looks: look again at once.
+        if let Some(id) = this.arrival {
+            hub.wait_turn(id, cx.waker());
+        }
+        cx.waker().wake_by_ref();
+        this.work = Some(work);
+        Poll::Pending
     }
 }
 
