@@ -427,7 +427,10 @@ fn submit_fault_error(k: &ErrorKind) -> bool {
 fn complete_fault_error(k: &ErrorKind) -> bool {
     matches!(
         k,
-        ErrorKind::Driver(_) | ErrorKind::Fault(_) | ErrorKind::Timeout { .. }
+        ErrorKind::Driver(_)
+            | ErrorKind::Fault(_)
+            | ErrorKind::FaultAhead { .. }
+            | ErrorKind::Timeout { .. }
     )
 }
 

@@ -156,7 +156,11 @@ fn kernels_past_the_watchdog_poison_attributed_to_the_run_that_overran() {
             let last = runner.launched::<3>(code, Input::Previous);
             let first_id = first.id();
             let err = last.fence().unwrap_err();
-            assert!(matches!(err.kind(), ErrorKind::Fault(_)), "{err}");
+            // The last run met the first's fault: its error names that run.
+            assert!(
+                matches!(err.kind(), ErrorKind::FaultAhead { run, slot: 0, .. } if *run == first_id),
+                "{err}"
+            );
             assert_eq!(
                 runner.health().poisoned.map(|p| (p.cause, p.run, p.slot)),
                 Some((PoisonCause::DeviceFault, Some(first_id), Some(0))),
@@ -549,7 +553,10 @@ fn a_fault_met_by_a_later_run_names_the_run_that_faulted() {
             let r2 = runner.launched::<2>(code, Input::Host(&[1]));
             let faulty = r1.id();
             let err = r2.fence().unwrap_err();
-            assert!(matches!(err.kind(), ErrorKind::Fault(_)), "{err}");
+            assert!(
+                matches!(err.kind(), ErrorKind::FaultAhead { run, slot: 1, .. } if *run == faulty),
+                "{err}"
+            );
             let p = runner.health().poisoned.unwrap();
             assert_eq!(
                 (p.cause, p.run, p.slot),

@@ -551,8 +551,10 @@ fn allowed(what: &str, kind: &ErrorKind, allowed: &[fn(&ErrorKind) -> bool]) -> 
 fn is_driver(k: &ErrorKind) -> bool {
     matches!(k, ErrorKind::Driver(_))
 }
+/// A device fault: this run's own, or an earlier run's that it met on its
+/// own events (queued behind the fault, its kernels never ran).
 fn is_fault(k: &ErrorKind) -> bool {
-    matches!(k, ErrorKind::Fault(_))
+    matches!(k, ErrorKind::Fault(_) | ErrorKind::FaultAhead { .. })
 }
 fn is_poisoned(k: &ErrorKind) -> bool {
     matches!(k, ErrorKind::Poisoned(_))

@@ -191,6 +191,47 @@ impl<T> Error<T> {
         self.run
     }
 
+    /// The run whose fault or overrun this error is collateral damage of,
+    /// when that is another run than [`run`](Self::run): the operation
+    /// met a fault ahead of it ([`ErrorKind::FaultAhead`]), waited behind a
+    /// run that overran ([`ErrorKind::Timeout`] naming another run), or was
+    /// refused while a shared device recovered from one
+    /// ([`ErrorKind::Recovering`], `None` inside when the poison names no
+    /// run). What to do with it: submit the same work again — the fault
+    /// was not this work's. `None`: this error is this run's own (or no
+    /// run's), and retrying the same work would fail the same way.
+    ///
+    /// ```
+    /// use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
+    /// use runclaim::driver::abi::Program;
+    /// use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
+    ///
+    /// let sim = SimDriver::stepped(SimConfig::default());
+    /// sim.inject(Fault::KernelFault { kernel: Kernel::Aicore, nth: 1 });
+    /// let mut device = Device::<_, 2>::open(sim, DeviceConfig::default())?;
+    /// let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+    /// let code = runner.code("f")?;
+    /// let mut pipe = Pipeline::new(&runner)?;
+    /// let first = pipe.submit(RunSpec::new(code, Input::Host(&[1])), 0)?;
+    /// pipe.submit(RunSpec::new(code, Input::Host(&[2])), 1)?;
+    /// let own = pipe.complete().map(|_| ()).unwrap_err();
+    /// assert_eq!(own.collateral(), None); // the faulting run: its own fault
+    /// let behind = pipe.complete().map(|_| ()).unwrap_err();
+    /// assert_eq!(behind.collateral(), Some(Some(first))); // resubmit it
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    #[must_use]
+    pub fn collateral(&self) -> Option<Option<RunId>> {
+        match &self.kind {
+            ErrorKind::FaultAhead { run, .. } if Some(*run) != self.run => Some(Some(*run)),
+            ErrorKind::Timeout {
+                overran: Some(run), ..
+            } if Some(*run) != self.run => Some(Some(*run)),
+            ErrorKind::Recovering { from } => Some(*from),
+            _ => None,
+        }
+    }
+
     /// The slot concerned, when there was one.
     #[must_use]
     pub fn slot(&self) -> Option<usize> {
