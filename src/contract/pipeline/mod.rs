@@ -74,6 +74,14 @@ use crate::driver::Driver;
 /// example the index of its input) that comes back with its result — or
 /// with its error, so nothing you submitted is lost.
 ///
+/// **A fault** fails the run that faulted, naming it; a run queued behind
+/// it comes back with its own result when its fence and records prove it,
+/// or with [`ErrorKind::FaultAhead`] naming the run that faulted
+/// ([`Error::collateral`]: resubmit it). The runner is poisoned: `submit`
+/// refuses with [`ErrorKind::Poisoned`] until [`drain`](Pipeline::drain)
+/// recovers it (a [`SharedDevice`](crate::SharedDevice) recovers by
+/// itself).
+///
 /// ```
 /// use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
 /// use runclaim::driver::abi::Program;

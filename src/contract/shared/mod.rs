@@ -73,6 +73,20 @@ use crate::driver::Driver;
 ///   ([`ErrorKind::CodeRepublished`]) once [`publish`](SharedDevice::publish)
 ///   has replaced it. A publication first settles every outstanding run
 ///   into its ticket — it never waits for a ticket's holder to act.
+/// - **A fault fails one run, not the device.** The faulting run's ticket
+///   gets its fault, naming itself; a run queued behind it gets its own
+///   result when its fence and records prove it, or
+///   [`ErrorKind::FaultAhead`] naming the run that faulted
+///   ([`Error::collateral`]: resubmit it). The handle then recovers by
+///   itself — the next submission, publication or close at the head of
+///   the queue settles every run in flight, proves the queue quiet,
+///   re-creates faulted streams and re-admits — within about
+///   `2 × (DEPTH + 1) ×` [`fence_timeout`](crate::contract::DeviceConfig::fence_timeout);
+///   meanwhile `submit` waits and `try_submit` refuses with
+///   [`ErrorKind::Recovering`]. A device that cannot recover closes
+///   itself ([`ErrorKind::Lost`], [`Health::lost`]). The guide's section
+///   "When a run faults on a shared device" (`docs/async.md`) has the
+///   whole story and an example.
 /// - **`Input::Previous` is refused** ([`ErrorKind::ChainAcrossTasks`]):
 ///   "the run launched before" would be another task's.
 /// - **Closing** ([`close`](SharedDevice::close), [`close_async`](SharedDevice::close_async))
