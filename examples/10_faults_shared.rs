@@ -71,7 +71,7 @@ fn plan(t: u32, k: u32, every: u32) -> Option<Plan> {
         return None;
     }
     let n = t.wrapping_mul(7919).wrapping_add(k.wrapping_mul(104_729));
-    (n % every == 0)
+    n.is_multiple_of(every)
         .then(|| [Plan::Panic, Plan::Hang, Plan::Aicore, Plan::Overrun][(n / every % 4) as usize])
 }
 

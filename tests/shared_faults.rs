@@ -1,6 +1,10 @@
 //! A fault on a shared device fails the run that faulted, not the device:
 //! the runs queued behind it are told whose fault it was, the handle
 //! recovers by itself, and no wait is left with nobody bound to wake it.
+#![allow(
+    clippy::many_single_char_names,
+    reason = "the issue's reproduction, kept as written: s, f, a, b"
+)]
 
 use std::future::Future;
 use std::pin::Pin;

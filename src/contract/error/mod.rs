@@ -223,8 +223,8 @@ impl<T> Error<T> {
     #[must_use]
     pub fn collateral(&self) -> Option<Option<RunId>> {
         match &self.kind {
-            ErrorKind::FaultAhead { run, .. } if Some(*run) != self.run => Some(Some(*run)),
-            ErrorKind::Timeout {
+            ErrorKind::FaultAhead { run, .. }
+            | ErrorKind::Timeout {
                 overran: Some(run), ..
             } if Some(*run) != self.run => Some(Some(*run)),
             ErrorKind::Recovering { from } => Some(*from),

@@ -204,13 +204,12 @@ where
                 drop(hub);
                 let drained = inner.cell.device.drain(None);
                 hub = inner.hub();
-                match hub.finish_recovery(&inner.cell, drained) {
-                    Look::Lost(cause) => Err(Error::plain(Action::Publish, ErrorKind::Lost(cause))),
-                    _ => {
-                        // Recovered: the publication's own look next.
-                        cx.waker().wake_by_ref();
-                        return Poll::Pending;
-                    }
+                if let Look::Lost(cause) = hub.finish_recovery(&inner.cell, drained) {
+                    Err(Error::plain(Action::Publish, ErrorKind::Lost(cause)))
+                } else {
+                    // Recovered: the publication's own look next.
+                    cx.waker().wake_by_ref();
+                    return Poll::Pending;
                 }
             }
             Stage::Failed(kind) => Err(Error::plain(Action::Publish, kind)),

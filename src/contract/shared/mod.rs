@@ -20,6 +20,8 @@ mod claim;
 mod done;
 mod hub;
 #[cfg(all(test, loom))]
+mod loom_admission;
+#[cfg(all(test, loom))]
 mod loom_last_drop;
 mod recovery;
 mod submit;
