@@ -32,6 +32,7 @@ macro_rules! contract_suite {
             fence_timeout_hands_the_run_back,
             hung_run_poisons_and_quarantines_until_drained,
             kernel_fault_poisons_and_drain_recovers,
+            shared_device_recovers_from_faults_by_itself,
             chain_needs_a_predecessor,
             slot_tokens_are_unique,
             foreign_tokens_and_code_are_refused,
@@ -512,6 +513,62 @@ pub fn hung_run_poisons_and_quarantines_until_drained<T: Target>(t: &T) {
     assert_eq!((r.released, r.retired), (1, 1));
     let code = runner.code("add1").unwrap();
     assert_eq!(runner.serial::<0>(code, Input::Host(&[1])), [2]);
+}
+
+/// A shared device through this driver, one run in three faulting (an
+/// injected AICore or AICPU fault): each faulted run fails naming itself,
+/// a run behind it names it (`collateral`), the device recovers by itself
+/// at the next submission, and every other run's value is right.
+pub fn shared_device_recovers_from_faults_by_itself<T: Target>(t: &T) {
+    let shared =
+        runclaim::SharedDevice::<_, 2>::open(t.stepped(cfg()), t.config().max_elements(64))
+            .unwrap();
+    shared.publish(&[prog_add(1)]).unwrap();
+    let code = shared.code("add1").unwrap();
+    let (mut right, mut own, mut resubmitted) = (0, 0, 0);
+    for k in 0..12u32 {
+        if k % 3 == 1 {
+            let kernel = if k % 2 == 0 {
+                Kernel::Aicore
+            } else {
+                Kernel::Aicpu
+            };
+            t.inject(
+                shared_driver(&shared),
+                Fault::KernelFault { kernel, nth: 1 },
+            );
+        }
+        let input = [k];
+        loop {
+            let ticket = shared
+                .submit_blocking(RunSpec::new(code, Input::Host(&input)))
+                .unwrap_or_else(|e| panic!("run {k}: submission refused: {e}"));
+            let run = ticket.run();
+            match ticket.wait() {
+                Ok(done) => {
+                    assert_eq!(done.values, [k + 1], "run {k}");
+                    right += 1;
+                    break;
+                }
+                Err(e) if e.collateral().is_some() => resubmitted += 1,
+                Err(e) => {
+                    assert_eq!(e.run(), Some(run), "an own fault names its run: {e}");
+                    assert!(matches!(e.kind(), ErrorKind::Fault(_)), "{e}");
+                    own += 1;
+                    break;
+                }
+            }
+        }
+    }
+    assert_eq!((right + own, own), (12, 4), "resubmitted {resubmitted}");
+    let h = shared.health();
+    assert_eq!(h.recoveries, 4, "{h:?}");
+    assert_eq!((h.poisoned, h.lost), (None, None));
+}
+
+/// The driver behind a shared device (its faults are armed through it).
+fn shared_driver<D: runclaim::driver::Driver>(s: &runclaim::SharedDevice<D, 2>) -> &D {
+    s.driver()
 }
 
 pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {

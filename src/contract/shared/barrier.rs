@@ -66,6 +66,11 @@ where
     /// into its ticket, then (awaited) the queue proven quiet.
     fn look(&mut self, hub: &mut Hub<D, DEPTH>, waker: &Waker) -> Stage {
         let id = *self.arrival.get_or_insert_with(|| hub.arrive());
+        // Who wakes it: behind another arrival, that arrival's leaving
+        // (`Hub::leave` wakes the next head); at the head, what its own
+        // look armed — an owing lane's fence (`settle_owing`), the drain's
+        // newest fence or a time slice (`poll_drain`) — and a ticket's
+        // settle of an owing lane (`Hub::collect` wakes the head).
         if !hub.is_head(id) {
             hub.wait_turn(id, waker);
             return Stage::Waiting;
@@ -201,10 +206,9 @@ where
         let r = match this.barrier.look(&mut hub, cx.waker()) {
             Stage::Waiting => return Poll::Pending,
             Stage::RecoveryDrain => {
-                drop(hub);
-                let drained = inner.cell.device.drain(None);
-                hub = inner.hub();
-                if let Look::Lost(cause) = hub.finish_recovery(&inner.cell, drained) {
+                let (relocked, look) = inner.recovery_drain(hub);
+                hub = relocked;
+                if let Look::Lost(cause) = look {
                     Err(Error::plain(Action::Publish, ErrorKind::Lost(cause)))
                 } else {
                     // Recovered: the publication's own look next.

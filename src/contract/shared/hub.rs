@@ -10,12 +10,11 @@ use std::time::Duration;
 
 use super::claim::{ArcClaim, Cell};
 use super::done::{Delivery, Done};
-use super::recovery::Recovery;
 use crate::contract::code::CodeEntry;
 use crate::contract::device::LostCause;
-use crate::contract::error::Action;
+use crate::contract::error::{Action, Poison};
 use crate::contract::pipeline::lane::Lane;
-use crate::contract::wait::{AsyncWait, Wait};
+use crate::contract::wait::{AsyncWait, DrainWait, Wait};
 use crate::driver::Driver;
 
 /// One slot of a shared device: a pipeline lane whose runs are tagged with
@@ -26,6 +25,18 @@ pub(super) type SharedLane<D, const DEPTH: usize> = Lane<'static, ArcClaim<D, DE
 struct Arrival {
     id: u64,
     waker: Option<Waker>,
+}
+
+/// A recovery under way (`recovery.rs` moves it): when it started, what it clears, and its own
+/// looks at the lanes and at the queue.
+pub(super) struct Recovery<const DEPTH: usize> {
+    /// The driver's clock when the first look found the device poisoned.
+    pub(super) start: Duration,
+    /// The poison it clears (`None`: a run could not be proven complete
+    /// without poisoning the device).
+    pub(super) poison: Option<Poison>,
+    pub(super) waits: [Option<AsyncWait>; DEPTH],
+    pub(super) drain: DrainWait,
 }
 
 /// The shared device's state under its lock.

@@ -24,28 +24,15 @@
 
 use std::sync::Arc;
 use std::task::Waker;
-use std::time::Duration;
 
 use super::claim::Cell;
-use super::hub::Hub;
+use super::hub::{Hub, Recovery};
 use crate::contract::device::{DrainReport, LostCause};
-use crate::contract::error::{ErrorKind, Poison};
+use crate::contract::error::ErrorKind;
 use crate::contract::pipeline::lane::Lane;
 use crate::contract::slot::{Depth, SupportedDepth};
-use crate::contract::wait::{AsyncWait, DrainWait};
+use crate::contract::wait::DrainWait;
 use crate::driver::Driver;
-
-/// A recovery under way: when it started, what it clears, and its own
-/// looks at the lanes and at the queue.
-pub(super) struct Recovery<const DEPTH: usize> {
-    /// The driver's clock when the first look found the device poisoned.
-    start: Duration,
-    /// The poison it clears (`None`: a run could not be proven complete
-    /// without poisoning the device).
-    pub(super) poison: Option<Poison>,
-    waits: [Option<AsyncWait>; DEPTH],
-    drain: DrainWait,
-}
 
 /// What one look at the recovery found.
 pub(super) enum Look {

@@ -175,6 +175,20 @@ where
         hub.free_lane()
     }
 
+    /// The arrival `id` waits, `work` kept: `waker` is woken when it may
+    /// be admitted (`Hub::wait_turn`), or by what the look armed.
+    fn park(
+        &mut self,
+        hub: &mut Hub<D, DEPTH>,
+        id: u64,
+        work: W,
+        waker: &Waker,
+    ) -> Poll<Result<Ticket<D, DEPTH>, Error<W>>> {
+        hub.wait_turn(id, waker);
+        self.work = Some(work);
+        Poll::Pending
+    }
+
     /// The work refused with `kind`, handed back.
     fn refuse(&mut self, hub: &mut Hub<D, DEPTH>, work: W, kind: ErrorKind) -> Error<W> {
         if let Some(id) = self.arrival.take() {
@@ -199,11 +213,8 @@ where
         let inner: &Arc<Inner<D, DEPTH>> = &this.shared.inner;
         let mut hub = inner.hub();
         if work.chains() {
-            return Poll::Ready(Err(this.refuse(
-                &mut hub,
-                work,
-                ErrorKind::ChainAcrossTasks,
-            )));
+            let kind = ErrorKind::ChainAcrossTasks;
+            return Poll::Ready(Err(this.refuse(&mut hub, work, kind)));
         }
         // A few looks at most: a recovery found and finished, or a lane's
         // fence that fails in this look and starts one.
@@ -221,9 +232,7 @@ where
                         .unwrap_or(ErrorKind::DepthExhausted { depth: DEPTH });
                     return Poll::Ready(Err(this.refuse(&mut hub, work, kind)));
                 }
-                hub.wait_turn(id, cx.waker());
-                this.work = Some(work);
-                return Poll::Pending;
+                return this.park(&mut hub, id, work, cx.waker());
             }
             // The head: a recovery, if the device needs one, comes first.
             match hub.look_recovery(&inner.cell, cx.waker(), this.blocking) {
@@ -234,17 +243,12 @@ where
                     }
                     // Armed on the device by the look; a ticket's settle
                     // wakes it too (`Hub::collect`).
-                    hub.wait_turn(id, cx.waker());
-                    this.work = Some(work);
-                    return Poll::Pending;
+                    return this.park(&mut hub, id, work, cx.waker());
                 }
                 Look::DrainNow => {
                     // Blocking: the device's own drain, without the lock
                     // (nothing is admitted meanwhile: this is the head).
-                    drop(hub);
-                    let drained = inner.cell.device.drain(None);
-                    hub = inner.hub();
-                    hub.finish_recovery(&inner.cell, drained);
+                    hub = inner.recovery_drain(hub).0;
                     continue;
                 }
                 Look::Lost(cause) => {
@@ -272,9 +276,7 @@ where
             }
             // Every lane owes a result and none is settled: the look armed
             // this waker on each owing run's fence (`Hub::settle_owing`).
-            hub.wait_turn(id, cx.waker());
-            this.work = Some(work);
-            return Poll::Pending;
+            return this.park(&mut hub, id, work, cx.waker());
         }
         // Still no verdict after three looks: look again at once.
         if let Some(id) = this.arrival {

@@ -115,6 +115,11 @@ impl<D: Driver + 'static, const DEPTH: usize> Future for Ticket<D, DEPTH> {
         // The ticket looks itself now: a settle by this look must not wake
         // its own task again (a wasted poll).
         hub.unwait_ticket(this.id);
+        // Who wakes it: its own look armed this waker on the run's fence
+        // (`Lane::poll_settle`), and any other looker that settles the run
+        // first (a submission, a barrier, a recovery) wakes it through
+        // `wait_ticket` (`Hub::collect`). A run no lane owes any more was
+        // settled already: its outcome is taken below, no park.
         if let Some(lane) = hub.lane_of(this.id)
             && hub.settle(lane, &mut this.wait, cx.waker()).is_pending()
         {
