@@ -20,6 +20,17 @@ fn poll<F: Future + Unpin>(fut: &mut F) -> Poll<F::Output> {
     Pin::new(fut).poll(&mut Context::from_waker(Waker::noop()))
 }
 
+/// `fut`'s output within 100 polls with a no-op waker: nothing but its
+/// own looks can move it (no clock, no wake).
+fn within_100_polls<F: Future + Unpin>(fut: &mut F) -> F::Output {
+    for _ in 0..100 {
+        if let Poll::Ready(r) = poll(fut) {
+            return r;
+        }
+    }
+    panic!("still pending after 100 polls")
+}
+
 fn faulted(nth: u64) -> SharedDevice<SimDriver, 2> {
     let sim = SimDriver::stepped(SimConfig::default());
     sim.inject(Fault::KernelFault {
@@ -51,14 +62,7 @@ fn a_submission_after_a_failed_fence_resolves_without_a_clock() {
         k => panic!("run {rb} behind the fault got {k}"),
     }
     let mut fut = s.submit(RunSpec::new(f, Input::Host(&[3])));
-    let mut ready = None;
-    for _ in 0..100 {
-        if let Poll::Ready(r) = poll(&mut fut) {
-            ready = Some(r);
-            break;
-        }
-    }
-    let ticket = ready.expect("the submission stayed pending").unwrap();
+    let ticket = within_100_polls(&mut fut).unwrap();
     assert_eq!(ticket.wait().unwrap().values, [4]);
     assert_eq!(s.health().poisoned, None);
 }
@@ -111,14 +115,7 @@ fn a_publication_after_a_fault_recovers_and_publishes() {
     a.wait().unwrap_err();
     let callables = [Callable::program("f", &Program::new().add(20))];
     let mut publish = s.publish_async(&callables);
-    let mut done = None;
-    for _ in 0..100 {
-        if let Poll::Ready(r) = poll(&mut publish) {
-            done = Some(r);
-            break;
-        }
-    }
-    done.expect("the publication stayed pending").unwrap();
+    within_100_polls(&mut publish).unwrap();
     assert_eq!(s.health().recoveries, 1);
 }
 
@@ -205,14 +202,7 @@ fn a_device_that_cannot_recover_closes_itself_with_the_cause() {
     sim.inject(Fault::DeviceLost { nth: 1 });
     assert!(a.wait().is_err());
     let mut fut = s.submit(RunSpec::new(f, Input::Host(&[2])));
-    let mut ready = None;
-    for _ in 0..100 {
-        if let Poll::Ready(r) = poll(&mut fut) {
-            ready = Some(r);
-            break;
-        }
-    }
-    let e = ready.expect("the submission stayed pending").unwrap_err();
+    let e = within_100_polls(&mut fut).unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::Lost(_)), "{e}");
     let back = e.into_value();
     let h = s.health();
