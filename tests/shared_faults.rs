@@ -245,3 +245,38 @@ fn a_pipeline_run_behind_a_fault_names_the_culprit() {
         .unwrap();
     assert_eq!(pipe.complete().unwrap().map(|d| d.values[0]), Some(6));
 }
+
+/// A submission dropped while it advances a recovery takes nothing with
+/// it: the recovery stays at the head, and the next submission finishes it.
+#[test]
+fn a_submission_cancelled_mid_recovery_leaves_it_to_the_next() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let shared = SharedDevice::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    shared
+        .publish(&[Callable::program("f", &Program::new().add(1))])
+        .unwrap();
+    let code = shared.code("f").unwrap();
+    let first = shared
+        .try_submit(RunSpec::new(code, Input::Host(&[1])))
+        .unwrap();
+    sim.inject(Fault::FailCall {
+        op: Op::LaunchAicpu,
+        nth: 1,
+    });
+    let partial = shared.try_submit(RunSpec::new(code, Input::Host(&[2])));
+    assert!(partial.is_err());
+    let mut cancelled = shared.submit(RunSpec::new(code, Input::Host(&[3])));
+    assert!(
+        poll(&mut cancelled).is_pending(),
+        "the run ahead is not complete yet"
+    );
+    assert!(shared.health().recovering);
+    drop(cancelled);
+    let next = shared
+        .submit_blocking(RunSpec::new(code, Input::Host(&[4])))
+        .unwrap();
+    assert_eq!(next.wait().unwrap().values, [5]);
+    assert_eq!(first.wait().unwrap().values, [2]);
+    let h = shared.health();
+    assert_eq!((h.recoveries, h.recovering, h.poisoned), (1, false, None));
+}
