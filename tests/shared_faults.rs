@@ -31,15 +31,23 @@ fn within_100_polls<F: Future + Unpin>(fut: &mut F) -> F::Output {
     panic!("still pending after 100 polls")
 }
 
-fn faulted(nth: u64) -> SharedDevice<SimDriver, 2> {
+/// A stepped simulator and a depth-2 shared device on it, `f` (add 1)
+/// published.
+fn device() -> (SimDriver, SharedDevice<SimDriver, 2>) {
     let sim = SimDriver::stepped(SimConfig::default());
+    let s = SharedDevice::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    s.publish(&[Callable::program("f", &Program::new().add(1))])
+        .unwrap();
+    (sim, s)
+}
+
+/// [`device`], the `nth` AICore kernel to start faulting.
+fn faulted(nth: u64) -> SharedDevice<SimDriver, 2> {
+    let (sim, s) = device();
     sim.inject(Fault::KernelFault {
         kernel: Kernel::Aicore,
         nth,
     });
-    let s = SharedDevice::<_, 2>::open(sim, DeviceConfig::default()).unwrap();
-    s.publish(&[Callable::program("f", &Program::new().add(1))])
-        .unwrap();
     s
 }
 
@@ -127,10 +135,7 @@ fn a_publication_after_a_fault_recovers_and_publishes() {
 /// kernel was queued, while the first run is still on the stepped device.)
 #[test]
 fn try_submit_while_recovering_is_refused_retryably() {
-    let sim = SimDriver::stepped(SimConfig::default());
-    let s = SharedDevice::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    s.publish(&[Callable::program("f", &Program::new().add(1))])
-        .unwrap();
+    let (sim, s) = device();
     let f = s.code("f").unwrap();
     let a = s.try_submit(RunSpec::new(f, Input::Host(&[1]))).unwrap();
     sim.inject(Fault::FailCall {
@@ -193,10 +198,7 @@ fn an_overrun_poisons_and_the_next_submission_recovers() {
 /// handed back, and `health()` says why.
 #[test]
 fn a_device_that_cannot_recover_closes_itself_with_the_cause() {
-    let sim = SimDriver::stepped(SimConfig::default());
-    let s = SharedDevice::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    s.publish(&[Callable::program("f", &Program::new().add(1))])
-        .unwrap();
+    let (sim, s) = device();
     let f = s.code("f").unwrap();
     let a = s.try_submit(RunSpec::new(f, Input::Host(&[1]))).unwrap();
     sim.inject(Fault::DeviceLost { nth: 1 });
@@ -250,11 +252,7 @@ fn a_pipeline_run_behind_a_fault_names_the_culprit() {
 /// it: the recovery stays at the head, and the next submission finishes it.
 #[test]
 fn a_submission_cancelled_mid_recovery_leaves_it_to_the_next() {
-    let sim = SimDriver::stepped(SimConfig::default());
-    let shared = SharedDevice::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    shared
-        .publish(&[Callable::program("f", &Program::new().add(1))])
-        .unwrap();
+    let (sim, shared) = device();
     let code = shared.code("f").unwrap();
     let first = shared
         .try_submit(RunSpec::new(code, Input::Host(&[1])))

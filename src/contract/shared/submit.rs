@@ -189,6 +189,15 @@ where
         Poll::Pending
     }
 
+    /// A try that would wait, refused: the device is recovering
+    /// ([`ErrorKind::Recovering`]) or every slot is busy.
+    fn refuse_busy(&mut self, hub: &mut Hub<D, DEPTH>, work: W) -> Error<W> {
+        let kind = hub
+            .recovering_kind()
+            .unwrap_or(ErrorKind::DepthExhausted { depth: DEPTH });
+        self.refuse(hub, work, kind)
+    }
+
     /// The work refused with `kind`, handed back.
     fn refuse(&mut self, hub: &mut Hub<D, DEPTH>, work: W, kind: ErrorKind) -> Error<W> {
         if let Some(id) = self.arrival.take() {
@@ -227,10 +236,7 @@ where
             if !hub.is_head(id) {
                 // Woken when the arrival ahead leaves (`Hub::leave`).
                 if this.try_once {
-                    let kind = hub
-                        .recovering_kind()
-                        .unwrap_or(ErrorKind::DepthExhausted { depth: DEPTH });
-                    return Poll::Ready(Err(this.refuse(&mut hub, work, kind)));
+                    return Poll::Ready(Err(this.refuse_busy(&mut hub, work)));
                 }
                 return this.park(&mut hub, id, work, cx.waker());
             }
@@ -278,13 +284,14 @@ where
             // this waker on each owing run's fence (`Hub::settle_owing`).
             return this.park(&mut hub, id, work, cx.waker());
         }
-        // Still no verdict after three looks: look again at once.
-        if let Some(id) = this.arrival {
-            hub.wait_turn(id, cx.waker());
+        // Still no verdict after three looks: a try refuses (it never
+        // waits); a wait looks again at once.
+        if this.try_once {
+            return Poll::Ready(Err(this.refuse_busy(&mut hub, work)));
         }
         cx.waker().wake_by_ref();
-        this.work = Some(work);
-        Poll::Pending
+        let id = this.arrival.unwrap_or_default(); // set by the first look
+        this.park(&mut hub, id, work, cx.waker())
     }
 }
 
