@@ -30,6 +30,7 @@ mod publish;
 mod run;
 mod runner;
 mod shared;
+mod sleep;
 mod slot;
 mod spec;
 mod states;

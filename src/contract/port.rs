@@ -6,7 +6,7 @@ use std::task::{Poll, Waker};
 
 use super::code::CodeRef;
 use super::error::{ErrorKind, RunId};
-use super::wait::{AsyncWait, Wait};
+use super::wait::{FenceWait, Wait};
 use super::workload::Args;
 use crate::driver::CodeHandle;
 use crate::driver::abi::WallRecord;
@@ -82,7 +82,7 @@ pub(crate) trait Port: Sync {
         slot: usize,
         lease: u64,
         info: &RunInfo,
-        wait: &mut AsyncWait,
+        wait: &mut FenceWait,
         waker: &Waker,
     ) -> Poll<Result<(), ErrorKind>>;
     /// Finalizes the fenced run: its records checked to be its own, then —

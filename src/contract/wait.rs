@@ -1,9 +1,20 @@
-//! What a wait keeps: how a fence waits ([`Wait`]), its clock on the
-//! driver's time ([`WaitClock`]), and what an awaited fence or drain keeps
-//! between polls ([`AsyncWait`], [`DrainWait`]) — beside each other, below
-//! the port and the device that read them.
+//! What a wait keeps and what its looks say: how a fence waits ([`Wait`]),
+//! its clock on the driver's time ([`WaitClock`]), what a fence or a drain
+//! keeps between looks ([`FenceWait`], [`DrainWait`]), what a look asks
+//! its waiter to sleep on ([`Sleep`]) and what the sleep said
+//! ([`Woke`]) — beside each other, below the port and the device that
+//! read them.
+//!
+//! Every wait of the crate is one *look* (`device/look.rs`), run by one
+//! of two sleepers: a task arms its waker for what the look named
+//! (`Device::arm`), a thread sleeps on it with the driver's blocking call
+//! (`contract/sleep.rs`); either way the next look is told what the sleep
+//! said, and the one stall rule ([`Stall::woke`]) counts the time a
+//! stalled clock did not show.
 
 use std::time::{Duration, Instant};
+
+use crate::driver::{DriverError, EventId, StreamId};
 
 /// The first time-only wake of an awaited wait on a driver that cannot see
 /// completion (`Notice::Timer`); each later one doubles, up to a
@@ -35,71 +46,191 @@ pub(crate) struct WaitClock {
     pub(crate) capped: bool,
 }
 
-/// What an awaited fence keeps between polls.
+/// What a look that found no verdict asks its waiter to sleep on: `on`,
+/// for at most `within`, judged at driver-clock time `at`.
 #[derive(Debug, Clone, Copy)]
-pub(crate) struct AsyncWait {
-    pub(crate) how: Wait,
-    /// The wait's clock (`fence.rs`), from the first poll that found the
-    /// run not complete; `None` until then.
-    pub(crate) clock: Option<WaitClock>,
-    /// The next time-only wake, for a driver that cannot see completion.
-    pub(crate) backoff: Duration,
-    pub(crate) stall: Stall,
+pub(crate) struct Sleep {
+    pub(crate) on: On,
+    pub(crate) within: Duration,
+    pub(crate) at: Duration,
 }
 
-/// Time the driver's clock did not show (see `wait_queued`): a wake asked
-/// for after `t` that came with the clock standing still — although the
-/// host's time passed `t` — counts as `t`, so a stalled clock delays a
-/// verdict but never keeps a future pending for ever.
+/// What a sleep is on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum On {
+    /// An event: a run's fence.
+    Event(EventId),
+    /// A stream (a drain's): a thread syncs it; a task wakes on `fence`,
+    /// the newest fence not complete, which covers everything ahead of it
+    /// — on time alone where no fence covers the work (a partial launch).
+    Stream {
+        stream: StreamId,
+        fence: Option<EventId>,
+    },
+}
+
+/// What the sleep before a look said.
+#[derive(Debug, Clone)]
+pub(crate) enum Woke {
+    /// A task's poll, or a look no sleep came before: nothing is known of
+    /// what was slept on.
+    Polled,
+    /// A thread slept on `on` for at most `within`; the driver's answer
+    /// (a timeout: it ran its time, `on` not complete).
+    Slept {
+        on: On,
+        within: Duration,
+        said: Result<(), DriverError>,
+    },
+}
+
+impl Woke {
+    /// What the sleep said of `on`: `Some(Ok)` complete, `Some(Err)` a
+    /// failure other than a timeout, `None` nothing (not slept on `on`, or
+    /// it ran its time).
+    pub(crate) fn of(&self, on: On) -> Option<Result<(), &DriverError>> {
+        match self {
+            Woke::Slept { on: o, said, .. } if *o == on => match said {
+                Ok(()) => Some(Ok(())),
+                Err(e) if e.is_timeout() => None,
+                Err(e) => Some(Err(e)),
+            },
+            _ => None,
+        }
+    }
+
+    /// `true` when the sleep was on `on` and ran its time (`on` still not
+    /// complete then: no query needs to say so again).
+    pub(crate) fn ran_out_on(&self, on: On) -> bool {
+        matches!(self, Woke::Slept { on: o, said: Err(e), .. } if *o == on && e.is_timeout())
+    }
+
+    /// Time slept before a first look (a thread's sleep on a run's fence
+    /// before it looks): it counts towards the wait's limit.
+    pub(crate) fn slept(&self) -> Duration {
+        match self {
+            Woke::Slept { within, said, .. }
+                if said.as_ref().is_err_and(DriverError::is_timeout) =>
+            {
+                *within
+            }
+            _ => Duration::ZERO,
+        }
+    }
+}
+
+/// Time the driver's clock did not show: a sleep asked for `t` that ran
+/// its time while the clock stood still counts as `t`, so a stalled clock
+/// delays a verdict but never keeps a wait — or a `Drop` — going for ever.
+/// A clock that moves at all is trusted. Who says the sleep ran its time:
+/// the driver's blocking call (a timeout) for a thread; the host's clock
+/// for a task (a waker may fire early).
 #[derive(Debug, Clone, Copy, Default)]
 pub(crate) struct Stall {
-    /// The last arming: the driver's clock then, the host's, and the time
-    /// asked for.
-    pub(crate) armed: Option<(Duration, Instant, Duration)>,
+    /// The last sleep asked for: the driver's clock then, the host's, and
+    /// the time asked for.
+    armed: Option<(Duration, Instant, Duration)>,
     pub(crate) unshown: Duration,
 }
 
 impl Stall {
-    /// At a poll, the driver's clock now `clock`: the unshown time so far.
-    pub(crate) fn note_unshown(&mut self, clock: Duration) -> Duration {
-        if let Some((at, host, within)) = self.armed.take()
-            && clock <= at
-            && host.elapsed() >= within
-        {
-            self.unshown = self.unshown.saturating_add(within);
+    /// At a look after `woke`, the driver's clock now `clock`: the unshown
+    /// time so far.
+    pub(crate) fn woke(&mut self, clock: Duration, woke: &Woke) -> Duration {
+        if let Some((at, host, within)) = self.armed.take() {
+            // The host's time passed it, or the driver's blocking call
+            // ran at least that long by its own word.
+            let ran = host.elapsed() >= within
+                || matches!(woke, Woke::Slept { within: slept, said: Err(e), .. }
+                    if *slept >= within && e.is_timeout());
+            if clock <= at && ran {
+                self.unshown = self.unshown.saturating_add(within);
+            }
         }
         self.unshown
     }
 
-    /// After arming for `within` at driver-clock time `clock`.
+    /// After asking for a sleep of `within` at driver-clock time `clock`.
     pub(crate) fn note_armed(&mut self, clock: Duration, within: Duration) {
         self.armed = Some((clock, Instant::now(), within));
     }
 }
 
-impl AsyncWait {
+/// What every wait keeps for its sleeper: the next time-only wake of a
+/// task on a driver that cannot see completion, and the stall rule's
+/// record.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Sleeping {
+    pub(crate) backoff: Duration,
+    pub(crate) stall: Stall,
+}
+
+impl Sleeping {
+    const NEW: Sleeping = Sleeping {
+        backoff: FIRST_BACKOFF,
+        stall: Stall {
+            armed: None,
+            unshown: Duration::ZERO,
+        },
+    };
+}
+
+/// A wait a look advances: what its sleeper reaches.
+pub(crate) trait Waits {
+    fn sleeping(&mut self) -> &mut Sleeping;
+}
+
+/// What a fence keeps between looks.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct FenceWait {
+    pub(crate) how: Wait,
+    /// The wait's clock (`fence.rs`), from the first look that found the
+    /// run not complete; `None` until then.
+    pub(crate) clock: Option<WaitClock>,
+    pub(crate) sleeping: Sleeping,
+}
+
+impl FenceWait {
     /// A wait of `how` (`Wait::Poll` behaves as one look).
     pub(crate) const fn new(how: Wait) -> Self {
-        AsyncWait {
+        FenceWait {
             how,
             clock: None,
-            backoff: FIRST_BACKOFF,
-            stall: Stall {
-                armed: None,
-                unshown: Duration::ZERO,
-            },
+            sleeping: Sleeping::NEW,
         }
     }
 }
 
-/// What an awaited drain keeps between polls.
+impl FenceWait {
+    /// The time the wait counted against its limit by driver-clock time
+    /// `now`: since its clock began, with what a stalled clock did not
+    /// show (zero when it never needed a clock).
+    pub(crate) fn counted(&self, now: Duration) -> Duration {
+        self.clock.map_or(Duration::ZERO, |c| {
+            now.saturating_sub(c.start)
+                .saturating_add(self.sleeping.stall.unshown)
+        })
+    }
+}
+
+impl Waits for FenceWait {
+    fn sleeping(&mut self) -> &mut Sleeping {
+        &mut self.sleeping
+    }
+}
+
+/// What a drain keeps between looks.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct DrainWait {
-    /// `None`: the queue budget, fixed at the first poll.
+    /// `None`: the queue budget, fixed at the first look.
     pub(crate) timeout: Option<Duration>,
+    /// From the first look that found work queued: when the drain began,
+    /// its limit, and how many runs were in flight then.
     pub(crate) start: Option<(Duration, Duration, usize)>,
-    pub(crate) backoff: Duration,
-    pub(crate) stall: Stall,
+    /// Per stream (AICPU, AICore): proven quiet, and found faulted.
+    pub(crate) quiet: [bool; 2],
+    pub(crate) faulted: [bool; 2],
+    pub(crate) sleeping: Sleeping,
 }
 
 impl DrainWait {
@@ -108,12 +239,16 @@ impl DrainWait {
         DrainWait {
             timeout,
             start: None,
-            backoff: FIRST_BACKOFF,
-            stall: Stall {
-                armed: None,
-                unshown: Duration::ZERO,
-            },
+            quiet: [false; 2],
+            faulted: [false; 2],
+            sleeping: Sleeping::NEW,
         }
+    }
+}
+
+impl Waits for DrainWait {
+    fn sleeping(&mut self) -> &mut Sleeping {
+        &mut self.sleeping
     }
 }
 

@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
+use super::look::Fencing;
 use super::state::SlotState;
 use super::{Device, MIN_SLICE};
 use crate::contract::error::{ErrorKind, PoisonCause, RunId};
 use crate::contract::inflight::{Entry, Proof};
-use crate::contract::port::RunInfo;
-use crate::contract::wait::WaitClock;
+use crate::contract::wait::{FenceWait, Wait, WaitClock};
 use crate::driver::{Completion, Driver};
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
@@ -28,13 +28,19 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// [`settle_complete`](Self::settle_complete) for a run whose fence
     /// was observed complete before its claim was checked: the claim is
     /// checked here, under the same lock (a stale claim settles nothing).
-    fn settle_checked(&self, slot: usize, lease: u64, seq: u64) -> Result<(), ErrorKind> {
+    pub(super) fn settle_checked(
+        &self,
+        slot: usize,
+        lease: u64,
+        seq: u64,
+        at: Option<Duration>,
+    ) -> Result<(), ErrorKind> {
         let mut st = self.lock();
         st.slots.check_in_flight(slot, lease)?;
         if !st.queue.runs().iter().any(|e| e.seq == seq) {
             return Err(st.slots.stale(slot, lease));
         }
-        st.queue.complete(seq, None);
+        st.queue.complete(seq, at);
         st.slots.completed(slot, lease);
         st.stats.fenced += 1;
         Ok(())
@@ -55,90 +61,6 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             .find(|e| e.seq == seq)
             .copied()
             .ok_or_else(|| st.slots.stale(slot, lease))
-    }
-
-    /// Polls run `seq`'s fence once; never poisons on "not yet".
-    pub(super) fn poll(&self, slot: usize, lease: u64, info: &RunInfo) -> Result<(), ErrorKind> {
-        self.in_flight_entry(slot, lease, info.seq)?;
-        match self.driver.query_event(self.regions[slot].ev_fence) {
-            Ok(Completion::Complete) => {
-                self.settle_complete(slot, lease, info.seq, None);
-                Ok(())
-            }
-            Ok(Completion::NotReady) => Err(ErrorKind::NotReady),
-            Err(e) => Err(self.settle_error(e, info.run, slot, info.seq)),
-        }
-    }
-
-    /// Waits for run `seq`'s own fence — at most `limit`, or, by default,
-    /// the queue budget `(runs ahead + 1) × fence_timeout` plus one slice
-    /// (one more `fence_timeout` once the head of the queue is a run that
-    /// could not be proven complete) — and decides, on the driver's clock,
-    /// whether the device overran.
-    ///
-    /// The rule: a run may take `fence_timeout` **once it is at the head of
-    /// the queue** (every run ahead of it observed complete). The wait
-    /// watches the runs ahead of this one by querying their own fences
-    /// (streams are FIFO, so they complete first); when the head has been
-    /// at the head for longer than its budget *and* a query made after that
-    /// point still finds it incomplete, that run — not necessarily this
-    /// one — overran: it is marked unproven and the runner poisoned, naming
-    /// it. Waiting behind others never counts against a run, and how long
-    /// the host thread was away never counts at all: every time is read
-    /// from [`Driver::clock`] and every verdict rests on a query made after
-    /// the time it claims.
-    pub(super) fn wait_queued(
-        &self,
-        slot: usize,
-        lease: u64,
-        info: &RunInfo,
-        limit: Option<Duration>,
-    ) -> Result<(), ErrorKind> {
-        let d = &self.driver;
-        // Wake up now and then to look at the runs ahead.
-        let slice_cap = self.slice_cap();
-        let ev = self.regions[slot].ev_fence;
-        // The common case first, with no bookkeeping: the run completes
-        // within one slice. (A slice never outlasts a verdict by more than
-        // itself, and never exceeds an explicit limit.) Waiting on the
-        // slot's fence event is harmless whoever it is recorded for, so
-        // the claim is checked once, when the run settles.
-        let first = limit.map_or(slice_cap, |t| t.min(slice_cap)).max(MIN_SLICE);
-        match d.sync_event(ev, first) {
-            Ok(()) => return self.settle_checked(slot, lease, info.seq),
-            Err(e) if e.is_timeout() => {}
-            Err(e) => {
-                self.in_flight_entry(slot, lease, info.seq)?;
-                return Err(self.settle_error(e, info.run, slot, info.seq));
-            }
-        }
-        // The first slice counts towards the limit.
-        let mut clock = self.wait_clock(info.seq, d.clock().saturating_sub(first), limit);
-        // Time the driver's clock did not show: a wait that timed out
-        // while the clock stood still counts as the time it asked for, so a
-        // driver whose clock does not move (a stalled virtual clock) cannot
-        // keep the wait — or a `Drop` — going for ever. A clock that moves
-        // at all is trusted.
-        let mut unshown = Duration::ZERO;
-        let mut before = clock.start;
-        loop {
-            self.in_flight_entry(slot, lease, info.seq)?;
-            let (ask, _) = self.judge(info.seq, &mut clock, unshown)?;
-            match d.sync_event(ev, ask) {
-                Ok(()) => {
-                    self.settle_complete(slot, lease, info.seq, Some(d.clock()));
-                    return Ok(());
-                }
-                Err(e) if e.is_timeout() => {
-                    let after = d.clock();
-                    if after <= before {
-                        unshown = unshown.saturating_add(ask);
-                    }
-                    before = after;
-                }
-                Err(e) => return Err(self.settle_error(e, info.run, slot, info.seq)),
-            }
-        }
     }
 
     /// How long a wait waits at most before it looks at the runs ahead
@@ -270,30 +192,27 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         let limit = limit.unwrap_or_else(|| self.config.queue_budget(n));
         let start = d.clock();
-        // Time spent in waits that timed out, as they reported it: what a
-        // clock that stood still did not show (see `wait_queued`).
-        let mut timed_out = Duration::ZERO;
+        // What the waits so far counted, each on its own clock (the time
+        // a stalled clock did not show included): one total limit.
+        let mut counted = Duration::ZERO;
         for (e, lease) in queue.iter().flatten() {
-            let spent = d.clock().saturating_sub(start).max(timed_out);
+            let spent = d.clock().saturating_sub(start).max(counted);
             let left = limit.saturating_sub(spent);
             if left.is_zero() {
                 break;
             }
-            let info = RunInfo {
+            let f = Fencing {
+                slot: e.slot,
+                lease: *lease,
                 run: e.run,
                 seq: e.seq,
-                len: 0,
-                code: crate::driver::CodeHandle::from_raw(0, 0),
-                chained: false,
-                chainable: false,
             };
+            let mut w = FenceWait::new(Wait::For(left));
             // Called from `Drop`s: a panicking driver must not abort.
-            let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.wait_queued(e.slot, *lease, &info, Some(left))
+            let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                self.wait_fence(f, &mut w)
             }));
-            if let Ok(Err(ErrorKind::Timeout { waited, .. })) = r {
-                timed_out = timed_out.saturating_add(waited);
-            }
+            counted = counted.saturating_add(w.counted(d.clock()));
         }
         let mut st = self.lock();
         for (e, _) in queue.iter().flatten() {
@@ -360,16 +279,5 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         st.queue.poison_with(PoisonCause::Overrun, h.run, h.slot);
         Some(h.run)
-    }
-}
-
-impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
-    /// Sleeps at most `limit` on slot `slot`'s fence event — whoever it is
-    /// recorded for — and proves nothing: a blocking caller's pause between
-    /// two looks (on a stepped simulator, the wait drives the device).
-    pub(crate) fn idle_on(&self, slot: usize, limit: Duration) {
-        if let Some(r) = self.regions.get(slot) {
-            let _ = self.driver.sync_event(r.ev_fence, limit.max(MIN_SLICE));
-        }
     }
 }

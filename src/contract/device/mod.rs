@@ -12,19 +12,19 @@
 //! | `adapter.rs` | the calls into the kernel ABI adapter: blocks, armed regions, records read and proven |
 //! | `buffers.rs` | typed device buffers: allocation, host access, freeing what no run can touch |
 //! | `stream_lifecycle.rs` | the stream pair's lifecycle: readying it for a launch; creating and retiring streams |
-//! | `fence.rs` | waiting for a run's fence; the queue-aware time rule and its verdict |
-//! | `awaiting.rs` | the same wait, and the drain, one non-blocking look at a time, for the futures |
+//! | `look.rs` | the one wait: a look at a run's fence or at the queue, and the two ways to sleep on what it names (a task's waker, a thread's blocking call) |
+//! | `fence.rs` | what a fence's look judges: the queue-aware time rule and its verdict; the drop of many |
 //! | `faults.rs` | whom a device fault belongs to |
-//! | `recovery.rs` | drain, close, teardown |
+//! | `recovery.rs` | a drain's end, close, teardown |
 //! | `publication.rs` | `Device::publish`: pins, code generations |
 
 mod abi;
 mod adapter;
 mod arguments;
-mod awaiting;
 mod buffers;
 mod faults;
 mod fence;
+mod look;
 mod publication;
 mod recovery;
 mod report;
@@ -122,7 +122,7 @@ pub struct Device<D: Driver, const DEPTH: usize = 2> {
     buffers: SharedLedger,
     state: Mutex<State<DEPTH>>,
     /// What the driver's first `notify_event` answer said it can see
-    /// (`awaiting.rs`): whether awaited waits back off on time.
+    /// (`look.rs`): whether awaited waits back off on time.
     notices: std::sync::atomic::AtomicU8,
     /// Runs finalized successfully (kept beside the state: a finalize
     /// takes the state lock once, to check its claim).
@@ -327,7 +327,7 @@ where
             buffers: SharedLedger::default(),
             state: Mutex::new(State::new(aicore, aicpu, aicore_epoch)),
             driver,
-            notices: std::sync::atomic::AtomicU8::new(awaiting::NOTICE_UNKNOWN),
+            notices: std::sync::atomic::AtomicU8::new(look::NOTICE_UNKNOWN),
             finalized: AtomicU64::new(0),
             closed: false,
         }

@@ -5,53 +5,27 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
-use std::time::Duration;
 
-use super::{Device, DrainReport, MIN_SLICE};
+use super::{Device, DrainReport};
 use crate::contract::error::{Action, Error, ErrorKind};
 use crate::contract::inflight::Proof;
 use crate::contract::wait::{DrainWait, polled_after_ready};
 use crate::driver::{Driver, DriverError};
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
-    /// Proves the queue quiet and returns every slot to service.
-    ///
-    /// Callers hold exclusive access to the device or its runner, so no
-    /// token, prepared, launched or fenced run is alive: anything still in
-    /// the in-flight set was forgotten, lost in a partial launch, or is
-    /// unproven; a `Held` slot's token was forgotten.
-    ///
-    /// `timeout`: `None` waits the queue budget, `(in flight + 1) ×
-    /// fence_timeout`; `Some(Duration::MAX)` waits without a deadline.
-    pub(crate) fn drain(&self, timeout: Option<Duration>) -> Result<DrainReport, ErrorKind> {
+    /// The end of a drain its look found quiet: with `synced` (work was
+    /// queued, or the runner poisoned), every stream `faulted` replaced
+    /// and the chain broken where a run could not be proven; then the
+    /// queue is quiet — parked streams retired, every run done, every slot
+    /// back in service, dropped buffers freed.
+    pub(super) fn drained(
+        &self,
+        synced: bool,
+        faulted: [bool; 2],
+    ) -> Result<DrainReport, ErrorKind> {
         let mut st = self.lock();
         let mut report = DrainReport::default();
-        let in_flight = st.queue.runs().len();
-        let needs_sync = in_flight > 0 || st.queue.poison().is_some();
-        if needs_sync {
-            let timeout = timeout.unwrap_or_else(|| self.config.queue_budget(in_flight));
-            let d = &self.driver;
-            let deadline = d.clock().checked_add(timeout);
-            let mut faulted = [false; 2];
-            for (i, s) in [st.streams.aicpu(), st.streams.aicore()]
-                .into_iter()
-                .enumerate()
-            {
-                let left = deadline.map_or(Duration::MAX, |dl| dl.saturating_sub(d.clock()));
-                match self.driver.sync_stream(s, left.max(MIN_SLICE)) {
-                    Ok(()) => {}
-                    Err(e) if e.is_timeout() => {
-                        return Err(ErrorKind::Undrained {
-                            count: in_flight,
-                            waited: timeout,
-                        });
-                    }
-                    Err(e) if e.is_kernel_fault() => {
-                        faulted[i] = true;
-                    }
-                    Err(e) => return Err(ErrorKind::from_driver(e)),
-                }
-            }
+        if synced {
             // A faulted stream runs nothing more: replace it.
             for (i, f) in faulted.into_iter().enumerate() {
                 if !f {
@@ -80,12 +54,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             }
             st.stats.drains += 1;
         }
-        // The queue is quiet: parked streams are idle, every run is done.
         self.retire_parked(&mut st);
         (report.retired, report.cleared) = st.queue.quiet();
         report.released = st.slots.reset_all();
         drop(st);
-        // Every run is done: dropped buffers go.
         self.reclaim_buffers();
         Ok(report)
     }

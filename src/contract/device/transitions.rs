@@ -3,20 +3,21 @@
 //! built, its kernels and fence submitted, the run joined to the queue,
 //! each step named and graded by what reached the device — and a token's
 //! release; prepare and finalize are `arguments.rs`'s, the waits
-//! `fence.rs`'s and `awaiting.rs`'s.
+//! `look.rs`'s.
 
 use std::task::{Poll, Waker};
 
 use super::Device;
+use super::look::Fencing;
 use super::state::{Release, State};
 use crate::contract::code::CodeRef;
 use crate::contract::error::{ErrorKind, PoisonCause, RunId};
 use crate::contract::inflight::Proof;
 use crate::contract::port::{LaunchFail, Port, RunInfo, Submitted};
-use crate::contract::wait::{AsyncWait, Wait};
+use crate::contract::wait::{FenceWait, Wait};
 use crate::contract::workload::Args;
 use crate::driver::abi::{AbiError, LaunchArgs, WallRecord};
-use crate::driver::{CodeHandle, Driver, DriverError};
+use crate::driver::{Driver, DriverError};
 
 use LaunchFail::{Lost, NotSubmitted};
 
@@ -243,19 +244,17 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         };
         drop(st);
         let outcome = (entry.proof == Proof::Pending).then(|| {
-            let info = RunInfo {
+            let f = Fencing {
+                slot,
+                lease,
                 run: entry.run,
                 seq: entry.seq,
-                len: 0,
-                code: CodeHandle::from_raw(0, 0),
-                chained: false,
-                chainable: false,
             };
             // This runs in `Drop`, maybe while a panic unwinds: a
             // panicking driver must not abort the process. A caught
             // panic leaves completion unproven.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.wait_queued(slot, lease, &info, None)
+                self.wait_fence(f, &mut FenceWait::new(Wait::Configured))
             }))
             .unwrap_or(Err(ErrorKind::NotReady))
         });
@@ -315,11 +314,7 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
     }
 
     fn wait(&self, slot: usize, lease: u64, info: &RunInfo, how: Wait) -> Result<(), ErrorKind> {
-        match how {
-            Wait::Poll => self.poll(slot, lease, info),
-            Wait::For(t) => self.wait_queued(slot, lease, info, Some(t)),
-            Wait::Configured => self.wait_queued(slot, lease, info, None),
-        }
+        self.wait_fence(fencing(slot, lease, info), &mut FenceWait::new(how))
     }
 
     fn poll_wait(
@@ -327,10 +322,10 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         slot: usize,
         lease: u64,
         info: &RunInfo,
-        wait: &mut AsyncWait,
+        wait: &mut FenceWait,
         waker: &Waker,
     ) -> Poll<Result<(), ErrorKind>> {
-        self.poll_queued(slot, lease, info, wait, waker)
+        self.poll_fence(fencing(slot, lease, info), wait, waker)
     }
 
     fn finalize(
@@ -341,5 +336,15 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         args: Args<'_, '_>,
     ) -> Result<WallRecord, ErrorKind> {
         self.finalize_args(slot, lease, info, args)
+    }
+}
+
+/// The run a port's wait is about.
+fn fencing(slot: usize, lease: u64, info: &RunInfo) -> Fencing {
+    Fencing {
+        slot,
+        lease,
+        run: info.run,
+        seq: info.seq,
     }
 }

@@ -14,21 +14,21 @@ use std::time::Duration;
 use super::{Completed, Pipeline, Unfinished};
 use crate::contract::DrainReport;
 use crate::contract::error::{Action, Error};
-use crate::contract::wait::{AsyncWait, DrainWait, Wait, polled_after_ready};
+use crate::contract::wait::{DrainWait, FenceWait, Wait, polled_after_ready};
 use crate::driver::Driver;
 
 /// The oldest pending run's wait: the pipeline's borrow, moved out once
 /// the head's verdict is in its lane.
 struct HeadWait<'a, 'r, D: Driver, const DEPTH: usize, T> {
     pipe: Option<&'a mut Pipeline<'r, D, DEPTH, T>>,
-    wait: AsyncWait,
+    wait: FenceWait,
 }
 
 impl<'a, 'r, D: Driver, const DEPTH: usize, T> HeadWait<'a, 'r, D, DEPTH, T> {
     fn new(pipe: &'a mut Pipeline<'r, D, DEPTH, T>) -> Self {
         HeadWait {
             pipe: Some(pipe),
-            wait: AsyncWait::new(Wait::Configured),
+            wait: FenceWait::new(Wait::Configured),
         }
     }
 
@@ -165,7 +165,7 @@ pub struct PipelineDrainFuture<'a, 'r, D: Driver, const DEPTH: usize, T> {
     /// Pending runs (from the head) settled so far.
     settled: usize,
     /// The wait of the run being settled.
-    wait: Option<AsyncWait>,
+    wait: Option<FenceWait>,
     drain: Option<DrainWait>,
     done: bool,
 }
@@ -223,7 +223,7 @@ impl<D: Driver, const DEPTH: usize, T> Future for PipelineDrainFuture<'_, '_, D,
             } else {
                 let wait = this
                     .wait
-                    .get_or_insert_with(|| AsyncWait::new(Wait::For(left)));
+                    .get_or_insert_with(|| FenceWait::new(Wait::For(left)));
                 if this.pipe.lanes[index]
                     .poll_settle(wait, cx.waker())
                     .is_pending()

@@ -21,7 +21,7 @@ use crate::contract::run::RunOf;
 use crate::contract::runner::Runner;
 use crate::contract::slot::{Claim, ErasedToken};
 use crate::contract::states::{Fenced, Launched, Prepared};
-use crate::contract::wait::{AsyncWait, Wait};
+use crate::contract::wait::{FenceWait, Wait};
 use crate::contract::workload::Workload;
 use crate::driver::Driver;
 use crate::driver::abi::WallRecord;
@@ -339,7 +339,7 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
     /// as [`settle`](Self::settle) keeps it) or nothing was pending.
     /// `Pending` leaves the lane untouched, so a future dropped here
     /// loses nothing.
-    pub(crate) fn poll_settle(&mut self, wait: &mut AsyncWait, waker: &Waker) -> Poll<()> {
+    pub(crate) fn poll_settle(&mut self, wait: &mut FenceWait, waker: &Waker) -> Poll<()> {
         let verdict = match &self.state {
             LaneState::Pending { run, .. } => match run.poll_fence(wait, waker) {
                 Poll::Pending => return Poll::Pending,

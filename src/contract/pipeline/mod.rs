@@ -59,7 +59,7 @@ use crate::contract::error::{Action, Error, ErrorKind, RunId};
 use crate::contract::runner::Runner;
 use crate::contract::slot::ErasedToken;
 use crate::contract::slot::{Depth, SupportedDepth};
-use crate::contract::wait::AsyncWait;
+use crate::contract::wait::FenceWait;
 use crate::driver::Driver;
 
 /// A queue of runs over all of a runner's slots: submit run specs in order,
@@ -461,7 +461,7 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
 
     /// One non-blocking look at the oldest pending run, for a future:
     /// `Ready` once its verdict is in its lane (or nothing is pending).
-    fn poll_head(&mut self, wait: &mut AsyncWait, waker: &Waker) -> Poll<()> {
+    fn poll_head(&mut self, wait: &mut FenceWait, waker: &Waker) -> Poll<()> {
         if self.len == 0 {
             return Poll::Ready(());
         }

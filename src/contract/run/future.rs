@@ -41,7 +41,7 @@ use std::task::{Context, Poll};
 use super::Run;
 use crate::contract::error::{Action, Error};
 use crate::contract::states::{Fenced, Launched};
-use crate::contract::wait::{AsyncWait, Wait, polled_after_ready};
+use crate::contract::wait::{FenceWait, Wait, polled_after_ready};
 use crate::contract::workload::{Bindings, NoWorkload};
 
 /// A launched run's fence, awaited: what [`Run::fence_async`] (or
@@ -88,14 +88,14 @@ use crate::contract::workload::{Bindings, NoWorkload};
 #[must_use = "a future does nothing unless awaited; dropped, it hands its run to the device as a forgotten run"]
 pub struct FenceFuture<'r, const I: usize, B: Bindings = NoWorkload> {
     run: Option<Run<'r, Launched, I, B>>,
-    wait: AsyncWait,
+    wait: FenceWait,
 }
 
 impl<'r, const I: usize, B: Bindings> FenceFuture<'r, I, B> {
     pub(crate) fn new(run: Run<'r, Launched, I, B>, how: Wait) -> Self {
         FenceFuture {
             run: Some(run),
-            wait: AsyncWait::new(how),
+            wait: FenceWait::new(how),
         }
     }
 }

@@ -17,7 +17,7 @@ use crate::contract::port::{LaunchFail, Port, RunInfo};
 use crate::contract::prepare::Spec;
 use crate::contract::slot::Claim;
 use crate::contract::states::{Fenced, Launched, Prepared, State};
-use crate::contract::wait::{AsyncWait, Wait};
+use crate::contract::wait::{FenceWait, Wait};
 use crate::contract::workload::Workload;
 use crate::contract::workload::{
     Args, Bindings, Data, NoWorkload, WithWorkload, lowered, lowered_args,
@@ -192,7 +192,7 @@ impl<K: Claim, B: Bindings> RunOf<Launched, K, B> {
     #[inline]
     pub(crate) fn poll_fence(
         &self,
-        wait: &mut AsyncWait,
+        wait: &mut FenceWait,
         waker: &Waker,
     ) -> Poll<Result<(), ErrorKind>> {
         let (slot, lease) = (self.token.slot(), self.token.lease());

@@ -16,7 +16,7 @@ use crate::contract::DrainReport;
 use crate::contract::code::Callable;
 use crate::contract::error::{Action, Error, ErrorKind};
 use crate::contract::slot::{Depth, SupportedDepth};
-use crate::contract::wait::{AsyncWait, DrainWait, polled_after_ready};
+use crate::contract::wait::{DrainWait, FenceWait, polled_after_ready};
 use crate::driver::Driver;
 
 /// The part both barriers share: their place in the queue, their own look
@@ -24,7 +24,7 @@ use crate::driver::Driver;
 struct Barrier<'s, D: Driver + 'static, const DEPTH: usize> {
     shared: &'s SharedDevice<D, DEPTH>,
     arrival: Option<u64>,
-    waits: [Option<AsyncWait>; DEPTH],
+    waits: [Option<FenceWait>; DEPTH],
     drain: DrainWait,
     /// The blocking form: the drain is the device's blocking one, after
     /// the runs are settled.

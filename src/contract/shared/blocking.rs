@@ -1,21 +1,20 @@
-//! The blocking forms of a shared device's waits: the same future, polled
-//! on the calling thread, which sleeps between looks on the fence of the
-//! run the future waits for — so a driver that moves only when waited on
-//! (a stepped simulator) is driven, and a real one is waited on — or, with
-//! no run to wait for, until the future's waker unparks it.
+//! The blocking forms of a shared device's waits: the same future, driven
+//! on the calling thread by `contract/sleep.rs`'s `block_on`, as every
+//! blocking wait of the crate is. Each look the future makes asks the
+//! thread to sleep in the driver's own blocking call on what it names
+//! (a run's fence, the queue), and the answer feeds the next look; a
+//! future parked on the hub (its turn, its ticket) parks the thread until
+//! whoever wakes the parked (see `hub.rs`) unparks it. Before its first
+//! poll, a wait for a run's completion sleeps on that run's fence: a run
+//! that completes within a slice costs one call, as a typed fence does.
 
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
-use std::thread::{self, Thread};
-use std::time::Duration;
 
 use super::Inner;
+use crate::contract::sleep::block_on;
 use crate::driver::Driver;
-
-/// The longest sleep between two looks.
-const SLICE: Duration = Duration::from_millis(1);
 
 /// A future a blocking call drives: which device it is on, and which
 /// slot's run it waits for now.
@@ -25,37 +24,14 @@ pub(super) trait Driven<D: Driver + 'static, const DEPTH: usize>: Future + Unpin
     fn waits_on(&self) -> Option<usize>;
 }
 
-/// Wakes the blocked thread.
-struct Unpark(Thread);
-
-impl Wake for Unpark {
-    fn wake(self: Arc<Self>) {
-        self.0.unpark();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        self.0.unpark();
-    }
-}
-
 /// Polls `fut` to its end on this thread.
 pub(super) fn drive<D: Driver + 'static, const DEPTH: usize, F: Driven<D, DEPTH>>(
     mut fut: F,
 ) -> F::Output {
-    // One waker per thread, made at its first blocking call: a blocking
-    // call allocates nothing.
-    thread_local! {
-        static UNPARK: Waker = Waker::from(Arc::new(Unpark(thread::current())));
-    }
-    let waker = UNPARK.with(Waker::clone);
-    let mut cx = Context::from_waker(&waker);
-    loop {
-        if let Poll::Ready(r) = Pin::new(&mut fut).poll(&mut cx) {
-            return r;
-        }
-        match fut.waits_on() {
-            Some(slot) => fut.inner().cell.device.idle_on(slot, SLICE),
-            None => thread::park_timeout(SLICE),
-        }
-    }
+    // The device outlives the future's borrow of it: its cell, shared.
+    let cell = Arc::clone(&fut.inner().cell);
+    let first = fut
+        .waits_on()
+        .and_then(|slot| cell.device.fence_sleep(slot));
+    block_on(&cell.device, first, |cx| Pin::new(&mut fut).poll(cx))
 }

@@ -14,7 +14,7 @@ use crate::contract::code::CodeEntry;
 use crate::contract::device::LostCause;
 use crate::contract::error::{Action, Poison};
 use crate::contract::pipeline::lane::Lane;
-use crate::contract::wait::{AsyncWait, DrainWait, Wait};
+use crate::contract::wait::{DrainWait, FenceWait, Wait};
 use crate::driver::Driver;
 
 /// One slot of a shared device: a pipeline lane whose runs are tagged with
@@ -35,7 +35,7 @@ pub(super) struct Recovery<const DEPTH: usize> {
     /// The poison it clears (`None`: a run could not be proven complete
     /// without poisoning the device).
     pub(super) poison: Option<Poison>,
-    pub(super) waits: [Option<AsyncWait>; DEPTH],
+    pub(super) waits: [Option<FenceWait>; DEPTH],
     pub(super) drain: DrainWait,
 }
 
@@ -151,7 +151,7 @@ impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
 
     /// One look at lane `i`'s run (`wait`: the looker's own wait): once its
     /// verdict is in, its outcome goes to its ticket and the lane is free.
-    pub(super) fn settle(&mut self, i: usize, wait: &mut AsyncWait, waker: &Waker) -> Poll<()> {
+    pub(super) fn settle(&mut self, i: usize, wait: &mut FenceWait, waker: &Waker) -> Poll<()> {
         if self.lanes[i].poll_settle(wait, waker).is_pending() {
             return Poll::Pending;
         }
@@ -164,7 +164,7 @@ impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
     /// no lane owes a result.
     pub(super) fn settle_owing(
         &mut self,
-        waits: &mut [Option<AsyncWait>; DEPTH],
+        waits: &mut [Option<FenceWait>; DEPTH],
         waker: &Waker,
     ) -> bool {
         let mut settled = true;
@@ -172,7 +172,7 @@ impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
             if !self.lanes[i].owes() {
                 continue;
             }
-            let w = wait.get_or_insert_with(|| AsyncWait::new(Wait::Configured));
+            let w = wait.get_or_insert_with(|| FenceWait::new(Wait::Configured));
             if self.settle(i, w, waker).is_ready() {
                 *wait = None;
             } else {

@@ -14,7 +14,7 @@ use super::{Inner, SharedDevice, blocking};
 use crate::contract::error::{Error, ErrorKind};
 use crate::contract::pipeline::Submit;
 use crate::contract::slot::{Depth, SupportedDepth};
-use crate::contract::wait::{AsyncWait, polled_after_ready};
+use crate::contract::wait::{FenceWait, polled_after_ready};
 use crate::driver::Driver;
 
 impl<D: Driver + 'static, const DEPTH: usize> SharedDevice<D, DEPTH>
@@ -142,7 +142,7 @@ pub struct SubmitFuture<'s, D: Driver + 'static, const DEPTH: usize, W> {
     /// Its place in the arrival queue, from its first poll.
     arrival: Option<u64>,
     /// Its own look at each lane's run, while it waits for a slot.
-    waits: [Option<AsyncWait>; DEPTH],
+    waits: [Option<FenceWait>; DEPTH],
     /// `try_submit`: refuse instead of waiting.
     try_once: bool,
     /// `submit_blocking`: a recovery's drain is the device's blocking one.

@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use super::done::Delivery;
 use super::{Inner, blocking};
 use crate::contract::error::{Error, ErrorKind, RunId};
-use crate::contract::wait::{AsyncWait, Wait, polled_after_ready};
+use crate::contract::wait::{FenceWait, Wait, polled_after_ready};
 use crate::driver::Driver;
 
 /// One admitted submission's result, for the task that submitted it: a
@@ -50,7 +50,7 @@ pub struct Ticket<D: Driver + 'static, const DEPTH: usize> {
     pub(super) inner: Arc<Inner<D, DEPTH>>,
     pub(super) id: u64,
     pub(super) run: RunId,
-    pub(super) wait: AsyncWait,
+    pub(super) wait: FenceWait,
     pub(super) done: bool,
 }
 
@@ -76,7 +76,7 @@ impl<D: Driver + 'static, const DEPTH: usize> Ticket<D, DEPTH> {
             inner,
             id,
             run,
-            wait: AsyncWait::new(Wait::Configured),
+            wait: FenceWait::new(Wait::Configured),
             done: false,
         }
     }
