@@ -26,9 +26,6 @@ struct Barrier<'s, D: Driver + 'static, const DEPTH: usize> {
     arrival: Option<u64>,
     waits: [Option<FenceWait>; DEPTH],
     drain: DrainWait,
-    /// The blocking form: the drain is the device's blocking one, after
-    /// the runs are settled.
-    blocking: bool,
     done: bool,
 }
 
@@ -36,15 +33,10 @@ struct Barrier<'s, D: Driver + 'static, const DEPTH: usize> {
 enum Stage {
     /// Runs still in flight, or the queue not yet quiet: look again.
     Waiting,
-    /// Every run settled and the queue proven quiet (awaited: the drain's
-    /// report), or only the runs settled (blocking: the device's own drain
-    /// comes next; an empty report).
+    /// Every run settled and the queue proven quiet: the drain's report.
     Quiet(DrainReport),
     /// The drain's verdict: the queue could not be proven quiet.
     Failed(ErrorKind),
-    /// Blocking: a recovery's runs are settled; its drain is the caller's
-    /// blocking one, outside the lock.
-    RecoveryDrain,
 }
 
 impl<'s, D: Driver + 'static, const DEPTH: usize> Barrier<'s, D, DEPTH>
@@ -57,13 +49,12 @@ where
             arrival: None,
             waits: [None; DEPTH],
             drain: DrainWait::new(None),
-            blocking: false,
             done: false,
         }
     }
 
     /// One look: first the barrier's turn, then every owing lane settled
-    /// into its ticket, then (awaited) the queue proven quiet.
+    /// into its ticket, then the queue proven quiet.
     fn look(&mut self, hub: &mut Hub<D, DEPTH>, waker: &Waker) -> Stage {
         let id = *self.arrival.get_or_insert_with(|| hub.arrive());
         // Who wakes it: behind another arrival, that arrival's leaving
@@ -76,21 +67,17 @@ where
             return Stage::Waiting;
         }
         // A recovery the device needs goes first (`recovery.rs`).
-        match hub.look_recovery(&self.shared.inner.cell, waker, self.blocking) {
+        match hub.look_recovery(&self.shared.inner.cell, waker) {
             Look::Clear => {}
             Look::Waiting => {
                 hub.wait_turn(id, waker);
                 return Stage::Waiting;
             }
-            Look::DrainNow => return Stage::RecoveryDrain,
             Look::Lost(cause) => return Stage::Failed(ErrorKind::Lost(cause)),
         }
         let settled = hub.settle_owing(&mut self.waits, waker);
         if !settled {
             return Stage::Waiting;
-        }
-        if self.blocking {
-            return Stage::Quiet(DrainReport::default());
         }
         match self
             .shared
@@ -205,30 +192,7 @@ where
         }
         let r = match this.barrier.look(&mut hub, cx.waker()) {
             Stage::Waiting => return Poll::Pending,
-            Stage::RecoveryDrain => {
-                let (relocked, look) = inner.recovery_drain(hub);
-                hub = relocked;
-                if let Look::Lost(cause) = look {
-                    Err(Error::plain(Action::Publish, ErrorKind::Lost(cause)))
-                } else {
-                    // Recovered: the publication's own look next.
-                    cx.waker().wake_by_ref();
-                    return Poll::Pending;
-                }
-            }
             Stage::Failed(kind) => Err(Error::plain(Action::Publish, kind)),
-            Stage::Quiet(_) if this.barrier.blocking => {
-                // The blocking drain runs without the lock, so no task
-                // polling a ticket waits on it; nothing is admitted
-                // meanwhile (this publication is the head arrival).
-                drop(hub);
-                let drained = inner.cell.device.drain(None);
-                hub = inner.hub();
-                match drained {
-                    Ok(_) => this.publish(&mut hub),
-                    Err(kind) => Err(Error::plain(Action::Publish, kind)),
-                }
-            }
             Stage::Quiet(_) => this.publish(&mut hub),
         };
         this.barrier.leave(&mut hub);
@@ -289,9 +253,7 @@ where
         let inner = &this.barrier.shared.inner;
         let mut hub = inner.hub();
         let r = match this.barrier.look(&mut hub, cx.waker()) {
-            // An awaited close is never blocking: its recovery drains
-            // awaited, so `RecoveryDrain` does not come.
-            Stage::Waiting | Stage::RecoveryDrain => return Poll::Pending,
+            Stage::Waiting => return Poll::Pending,
             Stage::Failed(kind) => Err(Error::plain(Action::Close, kind)),
             Stage::Quiet(report) => {
                 // The drain reset every slot: fresh claims, so the last
@@ -348,17 +310,14 @@ where
         }
     }
 
-    /// Publishes `callables`, blocking: the runs settled as
-    /// [`publish_async`](SharedDevice::publish_async) settles them (the
-    /// thread sleeping on their fences), then the device's own blocking
-    /// publication.
+    /// Publishes `callables`, blocking: [`publish_async`](SharedDevice::publish_async)'s
+    /// future, driven on the thread (which sleeps in the driver's blocking
+    /// calls on the fences and the queue its looks name).
     ///
     /// # Errors
     /// As [`publish_async`](SharedDevice::publish_async).
     pub fn publish(&self, callables: &[Callable]) -> Result<(), Error> {
-        let mut fut = self.publish_async(callables);
-        fut.barrier.blocking = true;
-        blocking::drive(fut)
+        blocking::drive(self.publish_async(callables))
     }
 
     /// Closes the device, awaited (see [`SharedCloseFuture`]): submissions are

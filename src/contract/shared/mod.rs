@@ -156,26 +156,6 @@ impl<D: Driver + 'static, const DEPTH: usize> Inner<D, DEPTH> {
     }
 }
 
-impl<D: Driver + 'static, const DEPTH: usize> Inner<D, DEPTH>
-where
-    Depth<DEPTH>: SupportedDepth,
-{
-    /// A blocking head's recovery drain: the device's own blocking drain,
-    /// without the lock (no task polling a ticket waits on it; nothing is
-    /// admitted meanwhile: the caller is the head arrival), then its
-    /// answer to the hub. The hub, locked again, and what the answer was.
-    fn recovery_drain<'a>(
-        &'a self,
-        hub: HubGuard<'a, D, DEPTH>,
-    ) -> (HubGuard<'a, D, DEPTH>, recovery::Look) {
-        drop(hub);
-        let drained = self.cell.device.drain(None);
-        let mut hub = self.hub();
-        let look = hub.finish_recovery(&self.cell, drained);
-        (hub, look)
-    }
-}
-
 /// The hub, locked (`None` only while the last drop takes it away).
 struct HubGuard<'a, D: Driver + 'static, const DEPTH: usize>(MutexGuard<'a, Option<Hub<D, DEPTH>>>);
 

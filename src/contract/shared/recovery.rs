@@ -41,9 +41,6 @@ pub(super) enum Look {
     /// Runs still settling or the queue not yet quiet; the looker's waker
     /// is armed on the device.
     Waiting,
-    /// Every run settled: a blocking looker drains now, outside the lock,
-    /// and hands the answer to [`Hub::finish_recovery`].
-    DrainNow,
     /// The device could not be brought back: it is closed.
     Lost(LostCause),
 }
@@ -63,14 +60,9 @@ where
 
     /// One look at the recovery, by the head arrival: started here when
     /// the device needs one, then advanced as far as it goes without
-    /// blocking (`blocking`: stop before the drain, for the caller's
-    /// blocking drain).
-    pub(super) fn look_recovery(
-        &mut self,
-        cell: &Arc<Cell<D, DEPTH>>,
-        waker: &Waker,
-        blocking: bool,
-    ) -> Look {
+    /// blocking (a blocking looker's thread sleeps on what the looks
+    /// named once the lock is released: `contract/sleep.rs`).
+    pub(super) fn look_recovery(&mut self, cell: &Arc<Cell<D, DEPTH>>, waker: &Waker) -> Look {
         let mut r = match self.recovery.take() {
             Some(r) => r,
             None if !self.needs_recovery(cell) => return Look::Clear,
@@ -88,10 +80,6 @@ where
         if !settled {
             self.recovery = Some(r);
             return Look::Waiting;
-        }
-        if blocking {
-            self.recovery = Some(r);
-            return Look::DrainNow;
         }
         let drained = match cell.device.poll_drain(&mut r.drain, waker) {
             std::task::Poll::Pending => {

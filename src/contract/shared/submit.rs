@@ -66,13 +66,13 @@ where
             arrival: None,
             waits: [None; DEPTH],
             try_once: false,
-            blocking: false,
         }
     }
 
     /// [`submit`](SharedDevice::submit), blocking the thread while every
-    /// slot is busy (sleeping on the oldest run's fence: a stepped
-    /// simulator is driven by that sleep).
+    /// slot is busy: the same future, driven on the thread, which sleeps
+    /// in the driver's blocking call on the fence its look names (a
+    /// stepped simulator is driven by that sleep).
     ///
     /// # Errors
     /// As [`submit`](SharedDevice::submit).
@@ -80,9 +80,7 @@ where
         &self,
         work: W,
     ) -> Result<Ticket<D, DEPTH>, Error<W>> {
-        let mut fut = self.submit(work);
-        fut.blocking = true;
-        blocking::drive(fut)
+        blocking::drive(self.submit(work))
     }
 
     /// [`submit`](SharedDevice::submit) without waiting: refused at once,
@@ -118,7 +116,6 @@ where
             arrival: None,
             waits: [None; DEPTH],
             try_once: true,
-            blocking: false,
         };
         let mut cx = Context::from_waker(Waker::noop());
         match Pin::new(&mut fut).poll(&mut cx) {
@@ -145,8 +142,6 @@ pub struct SubmitFuture<'s, D: Driver + 'static, const DEPTH: usize, W> {
     waits: [Option<FenceWait>; DEPTH],
     /// `try_submit`: refuse instead of waiting.
     try_once: bool,
-    /// `submit_blocking`: a recovery's drain is the device's blocking one.
-    blocking: bool,
 }
 
 impl<D: Driver + 'static, const DEPTH: usize, W> Unpin for SubmitFuture<'_, D, DEPTH, W> {}
@@ -241,7 +236,7 @@ where
                 return this.park(&mut hub, id, work, cx.waker());
             }
             // The head: a recovery, if the device needs one, comes first.
-            match hub.look_recovery(&inner.cell, cx.waker(), this.blocking) {
+            match hub.look_recovery(&inner.cell, cx.waker()) {
                 Look::Clear => {}
                 Look::Waiting => {
                     if let (true, Some(kind)) = (this.try_once, hub.recovering_kind()) {
@@ -250,12 +245,6 @@ where
                     // Armed on the device by the look; a ticket's settle
                     // wakes it too (`Hub::collect`).
                     return this.park(&mut hub, id, work, cx.waker());
-                }
-                Look::DrainNow => {
-                    // Blocking: the device's own drain, without the lock
-                    // (nothing is admitted meanwhile: this is the head).
-                    hub = inner.recovery_drain(hub).0;
-                    continue;
                 }
                 Look::Lost(cause) => {
                     return Poll::Ready(Err(this.refuse(&mut hub, work, ErrorKind::Lost(cause))));
