@@ -4,7 +4,11 @@
 
 use super::{Pipeline, PipelineDrainFuture};
 use crate::contract::device::DrainReport;
-use crate::contract::error::{Action, Error};
+use std::future::Future;
+use std::pin::Pin;
+
+use crate::contract::error::Error;
+use crate::contract::sleep::block_on;
 use crate::driver::Driver;
 
 impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
@@ -62,31 +66,11 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// slot whose token cannot be taken back reports why at its next
     /// submit.
     pub fn drain(&mut self) -> Result<DrainReport, Error> {
+        // The awaited drain, driven on this thread (`contract/sleep.rs`):
+        // one wait, within the same one total bound.
         let device = self.runner.device();
-        let clock = || device.driver().clock();
-        // One budget for the whole drain, as `Runner::drain` has: the runs
-        // in flight and one more, each its fence timeout.
-        let runs = u32::try_from(device.health().in_flight.saturating_add(1)).unwrap_or(u32::MAX);
-        let budget = device.fence_timeout().saturating_mul(runs);
-        let start = clock();
-        let left = || budget.saturating_sub(clock().saturating_sub(start));
-        for k in 0..self.len {
-            let index = (self.head + k) % DEPTH;
-            self.lanes[index].settle(left(), budget);
-        }
-        // Sound for the same reason as `Runner::drain`, which needs
-        // `&mut Runner`: no token or run of this device is alive outside the
-        // pipeline. `new` took every slot; since then each slot has been
-        // held by one of the lanes (a token, a launched run) or quarantined
-        // (its run was lost with its token), never released to the runner.
-        // Settling ran every fence and finalize the pending runs need; the
-        // lanes' remaining handles go stale here and are replaced below
-        // (a stale handle's drop releases nothing).
-        let report = device
-            .drain(Some(left()))
-            .map_err(|k| Error::plain(Action::Drain, k))?;
-        self.renew_lanes();
-        Ok(report)
+        let mut fut = self.drain_async();
+        block_on(device, None, |cx| Pin::new(&mut fut).poll(cx))
     }
 
     /// After a drain: a fresh token for every lane's slot.

@@ -219,7 +219,7 @@ impl<D: Driver, const DEPTH: usize, T> Future for PipelineDrainFuture<'_, '_, D,
             if left.is_zero() {
                 // Spent: only looked at (a run not complete is settled as
                 // a timeout after the whole budget), as `drain` does.
-                this.pipe.lanes[index].settle(Duration::ZERO, budget);
+                this.pipe.lanes[index].settle_overdue(budget);
             } else {
                 let wait = this
                     .wait

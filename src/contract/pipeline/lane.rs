@@ -304,7 +304,7 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
         self.transition(|state, out, work| match state {
             // The steady state: retire it now.
             LaneState::Pending { ticket, run } => {
-                let (outcome, then) = retire(run, out, work.as_mut());
+                let (outcome, then) = finish(run.fence(), out, work.as_mut());
                 (LaneState::Idle(then), Some((ticket, outcome)))
             }
             LaneState::Settled {
@@ -336,7 +336,7 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
     /// One non-blocking look at the pending run, for a future: `Ready`
     /// once the lane owes no pending run any more — its fence's verdict
     /// came (the run is retired, its outcome kept for `complete`, exactly
-    /// as [`settle`](Self::settle) keeps it) or nothing was pending.
+    /// as a drain's settles keep it) or nothing was pending.
     /// `Pending` leaves the lane untouched, so a future dropped here
     /// loses nothing.
     pub(crate) fn poll_settle(&mut self, wait: &mut FenceWait, waker: &Waker) -> Poll<()> {
@@ -359,7 +359,7 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
 
     /// One query of the pending run's fence, never a wait: `true` once the
     /// lane owes no pending run — the run was complete (retired, its
-    /// outcome kept for `complete`, as [`settle`](Self::settle) keeps it)
+    /// outcome kept for `complete`)
     /// or nothing was pending. A run not complete yet is left untouched.
     pub(crate) fn settle_if_done(&mut self) -> bool {
         let verdict = match &self.state {
@@ -379,11 +379,27 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
         true
     }
 
-    /// Retires the pending run, if any, keeping its outcome for
-    /// `complete`: its fence waited for at most `left` of the drain's
-    /// `budget` (once it is spent, only looked at).
-    pub(crate) fn settle(&mut self, left: Duration, budget: Duration) {
-        self.settle_with(|run, out, work| retire_within(run, out, work, left, budget));
+    /// One query of the pending run's fence for a drain whose `budget`
+    /// is spent: a run complete is retired as
+    /// [`settle_if_done`](Self::settle_if_done) retires it; one not
+    /// complete yet is settled as a timeout after the whole budget (a
+    /// plain timeout: nothing poisoned, as for `fence_for`), its run kept.
+    #[cold]
+    pub(crate) fn settle_overdue(&mut self, budget: Duration) {
+        self.settle_with(|run, out, work| {
+            let polled = run.wait(Wait::Poll, Action::Fence).map_err(|e| {
+                if e.kind() != &ErrorKind::NotReady {
+                    return e;
+                }
+                let (run, e) = e.into_parts();
+                let kind = ErrorKind::Timeout {
+                    waited: budget,
+                    overran: None,
+                };
+                Error::new(run, Action::Fence, e.run(), e.slot(), kind)
+            });
+            finish(polled, out, work)
+        });
     }
 
     /// A pending run retired by `retire` (which fences and finalizes it),
@@ -480,47 +496,6 @@ fn reclaim<K: Claim>(idle: Idle<K>, src: &impl Source<K>, slot: usize) -> Reclai
             Reclaimed::Refused(Idle::Lost(kind), e)
         }
     }
-}
-
-/// Fences `run` (bounded as a fence is) and finalizes it into `out`:
-/// its outcome, and who holds the slot after — its token, or the run
-/// itself when its fence failed.
-#[inline]
-fn retire<K: Claim>(
-    run: RunOf<Launched, K>,
-    out: &mut ErasedOutputs,
-    work: Option<&mut Workload<'_>>,
-) -> (Result<WallRecord, Error>, Idle<K>) {
-    finish(run.fence(), out, work)
-}
-
-/// [`retire`] within a drain's budget: the fence waits at most `left` (a
-/// plain timeout is "not yet", nothing poisoned, as for `fence_for`); with
-/// nothing left, the fence is only queried, and a run not complete yet is
-/// settled as a timeout after the drain's whole `budget`.
-#[cold]
-fn retire_within<K: Claim>(
-    run: RunOf<Launched, K>,
-    out: &mut ErasedOutputs,
-    work: Option<&mut Workload<'_>>,
-    left: Duration,
-    budget: Duration,
-) -> (Result<WallRecord, Error>, Idle<K>) {
-    if !left.is_zero() {
-        return finish(run.wait(Wait::For(left), Action::Fence), out, work);
-    }
-    let polled = run.wait(Wait::Poll, Action::Fence).map_err(|e| {
-        if e.kind() != &ErrorKind::NotReady {
-            return e;
-        }
-        let (run, e) = e.into_parts();
-        let kind = ErrorKind::Timeout {
-            waited: budget,
-            overran: None,
-        };
-        Error::new(run, Action::Fence, e.run(), e.slot(), kind)
-    });
-    finish(polled, out, work)
 }
 
 /// Finalizes a fenced run — into `out`, or into `work`'s host tensors for
