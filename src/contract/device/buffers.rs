@@ -2,17 +2,16 @@
 //! wait, bounded, for a forgotten run that bound the buffer), and freeing
 //! dropped buffers once no run that bound them can still touch them.
 
-use std::time::Duration;
-
 use bytemuck::Pod;
 
+use super::Device;
 use super::state::State;
-use super::{Device, MIN_SLICE};
 use crate::contract::buffer::{
     self, BufferCore, DeviceBuffer, PerSlot, Released, Scratch, SlotBuffer,
 };
 use crate::contract::error::{Action, Error, ErrorKind};
-use crate::contract::inflight::Proof;
+use crate::contract::sleep::block_on;
+use crate::contract::wait::{FenceWait, Wait};
 use crate::driver::Driver;
 
 /// A device's dropped buffers not yet freed, told apart
@@ -229,50 +228,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             buffer: core.id,
             run,
         };
-        let d = &self.driver;
         let limit = {
             let n = self.lock().queue.runs().len();
             self.config.queue_budget(n)
         };
-        let slice_cap = self.slice_cap();
-        let start = d.clock();
-        // As in `wait_queued`: a wait that timed out while the clock stood
-        // still counts as the time it asked for.
-        let (mut unshown, mut before) = (Duration::ZERO, start);
-        loop {
-            let entry = {
-                let st = self.lock();
-                st.queue.runs().iter().find(|e| e.seq == seq).copied()
-            };
-            let Some(e) = entry else { return Ok(()) };
-            if e.observed {
-                return Ok(());
-            }
-            if e.proof == Proof::Unproven || self.look_ahead(seq).is_some() {
-                return Err(busy);
-            }
-            let elapsed = d.clock().saturating_sub(start).saturating_add(unshown);
-            if elapsed >= limit {
-                return Err(busy);
-            }
-            let ask = slice_cap.min(limit.saturating_sub(elapsed)).max(MIN_SLICE);
-            match d.sync_event(self.regions[e.slot].ev_fence, ask) {
-                Ok(()) => {
-                    self.lock().queue.seen_through(seq, d.clock());
-                    return Ok(());
-                }
-                Err(err) if err.is_timeout() => {
-                    let after = d.clock();
-                    if after <= before {
-                        unshown = unshown.saturating_add(ask);
-                    }
-                    before = after;
-                }
-                // A fault: the run's own fence (or a drain) reports it; the
-                // buffer stays busy until then.
-                Err(_) => return Err(busy),
-            }
-        }
+        let mut w = FenceWait::new(Wait::For(limit));
+        block_on(self, None, |cx| {
+            self.poll_look(&mut w, cx.waker(), |w, woke| self.look_quiet(seq, w, woke))
+        })
+        .map_err(|()| busy)
     }
 
     /// Frees every dropped buffer no run in flight may still touch.

@@ -38,8 +38,8 @@ const NOTICE_COMPLETION: u8 = 1;
 const NOTICE_TIMER: u8 = 2;
 
 /// What one look found: a verdict, or what to sleep on.
-pub(super) enum Look<T> {
-    Done(Result<T, ErrorKind>),
+pub(super) enum Look<T, E = ErrorKind> {
+    Done(Result<T, E>),
     Sleep(Sleep),
 }
 
@@ -78,12 +78,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// for what it named. A driver that answers `Ready` to the arming (the
     /// event completed between the look and the arming) is looked at again
     /// at once, a few times, then on time: never a busy loop.
-    pub(super) fn poll_look<W: Waits, T>(
+    pub(super) fn poll_look<W: Waits, T, E>(
         &self,
         w: &mut W,
         waker: &Waker,
-        mut look: impl FnMut(&mut W, &Woke) -> Look<T>,
-    ) -> Poll<Result<T, ErrorKind>> {
+        mut look: impl FnMut(&mut W, &Woke) -> Look<T, E>,
+    ) -> Poll<Result<T, E>> {
         let cap = self.slice_cap();
         let mut woke = sleep::woke(waker);
         for _ in 0..4 {
@@ -205,6 +205,60 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             Ok((within, at)) => Look::Sleep(Sleep { on, within, at }),
             Err(verdict) => Look::Done(Err(verdict)),
         }
+    }
+
+    /// One look at the run `seq` a buffer's last binder may be, for a
+    /// wait that only *observes* it (`buffers.rs`'s `quiet`): complete,
+    /// or observed so, is `Ok` (it is marked seen through, never settled:
+    /// its holder finds it as it left it); unproven, an overrun at the head
+    /// of the queue (judged as a fence judges it) or the limit spent is
+    /// `Err(())`, the buffer busy; otherwise a sleep on its fence.
+    pub(super) fn look_quiet(&self, seq: u64, w: &mut FenceWait, woke: &Woke) -> Look<(), ()> {
+        let d = &self.driver;
+        let entry = {
+            let st = self.lock();
+            st.queue.runs().iter().find(|e| e.seq == seq).copied()
+        };
+        let Some(e) = entry.filter(|e| !e.observed) else {
+            return Look::Done(Ok(()));
+        };
+        let on = On::Event(self.regions[e.slot].ev_fence);
+        match woke.of(on) {
+            Some(Ok(())) => {
+                self.lock().queue.seen_through(seq, d.clock());
+                return Look::Done(Ok(()));
+            }
+            // A fault: the run's own fence (or a drain) reports it; the
+            // buffer stays busy until then.
+            Some(Err(_)) => return Look::Done(Err(())),
+            None => {}
+        }
+        if e.proof == Proof::Unproven || self.look_ahead(seq).is_some() {
+            return Look::Done(Err(()));
+        }
+        let now = d.clock();
+        let limit = match w.how {
+            Wait::For(t) => t,
+            _ => Duration::MAX,
+        };
+        let clock = *w
+            .clock
+            .get_or_insert_with(|| self.wait_clock(seq, now, Some(limit)));
+        let elapsed = now
+            .saturating_sub(clock.start)
+            .saturating_add(w.sleeping.stall.woke(now, woke));
+        if clock.limited && elapsed >= clock.limit {
+            return Look::Done(Err(()));
+        }
+        let within = self
+            .slice_cap()
+            .min(clock.limit.saturating_sub(elapsed))
+            .max(MIN_SLICE);
+        Look::Sleep(Sleep {
+            on,
+            within,
+            at: now,
+        })
     }
 
     /// Waits for run `f`'s own fence on this thread, as `w.how` says: the
