@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll, Waker};
 
 use common::hooked::Hooked;
-use runclaim::contract::{Done, ErrorKind, Ticket};
+use runclaim::contract::{Action, Done, ErrorKind, Ticket};
 use runclaim::driver::abi::{Dir, Program};
 use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
 use runclaim::{Callable, DeviceConfig, Input, RunSpec, SharedDevice, Workload};
@@ -126,6 +126,9 @@ fn try_submit_refuses_a_full_device_and_hands_the_work_back() {
     w.owned(vec![7u32, 8], Dir::InOut);
     let e = shared.try_submit(w).unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::DepthExhausted { depth: 2 });
+    // Refused as a submission: nothing was prepared or launched.
+    assert_eq!(e.action(), Action::Submit);
+    assert!(e.to_string().starts_with("submit"), "{e}");
     let w = e.into_value();
     assert_eq!(w.owned_at::<u32>(0), Some(&[7, 8][..]));
     // A waiter ahead: a free slot does not let a try jump it.

@@ -2,7 +2,7 @@
 //! instantiated for every driver with [`pipeline_suite!`] (the simulator,
 //! and the `acl` driver over the fake runtime library).
 
-use runclaim::contract::{Depth, ErrorKind, PoisonCause, SupportedDepth};
+use runclaim::contract::{Action, Depth, ErrorKind, PoisonCause, SupportedDepth};
 use runclaim::driver::Op;
 use runclaim::driver::abi::Program;
 use runclaim::sim::{Fault, Kernel};
@@ -175,6 +175,8 @@ pub fn pipeline_refused_submits_hand_the_spec_back<T: Target>(t: &T) {
     let full = RunSpec::new(code, Input::Host(&[5]));
     let err = pipe.submit(full, 5).unwrap_err();
     assert_eq!(err.kind(), &ErrorKind::DepthExhausted { depth: 2 });
+    // Refused as a submission (nothing prepared), not as a launch.
+    assert_eq!(err.action(), Action::Submit);
     let back = err.into_value();
     assert_eq!(
         pipe.complete().unwrap().map(|d| (d.tag, d.values[0])),

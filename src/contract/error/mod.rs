@@ -65,6 +65,14 @@ pub enum Action {
     Read,
     /// [`Device::write_buffer`](crate::contract::Device::write_buffer).
     Write,
+    /// A submission refused before its run was prepared or launched:
+    /// [`Pipeline::submit`](crate::contract::Pipeline::submit) with every
+    /// lane owing a result, [`SharedDevice::submit`](crate::contract::SharedDevice::submit)
+    /// and its siblings refused by the device's state (closed, lost,
+    /// recovering, every slot busy for a try). A submission's own prepare
+    /// or launch reports [`Prepare`](Action::Prepare) or
+    /// [`Launch`](Action::Launch).
+    Submit,
     /// Refilling a [`Workload`](crate::contract::Workload) in place
     /// ([`Workload::set_scalar`](crate::contract::Workload::set_scalar) and its
     /// siblings).
@@ -80,6 +88,7 @@ impl fmt::Display for Action {
             Action::Lookup => "lookup",
             Action::Prepare => "prepare",
             Action::Launch => "launch",
+            Action::Submit => "submit",
             Action::Fence => "fence",
             Action::TryFence => "try_fence",
             Action::Finalize => "finalize",

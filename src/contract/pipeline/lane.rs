@@ -251,7 +251,7 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
                     // Unreachable through the pipeline, which submits only
                     // into a lane whose run was handed back.
                     let kind = ErrorKind::broken("a submit into a lane that owes a result");
-                    let e = Error::new((), Action::Launch, None, Some(slot), kind);
+                    let e = Error::new((), Action::Submit, None, Some(slot), kind);
                     return (owed, Err((e, tag, kept)));
                 }
             };
@@ -480,7 +480,7 @@ enum Reclaimed<K: Claim> {
 fn reclaim<K: Claim>(idle: Idle<K>, src: &impl Source<K>, slot: usize) -> Reclaimed<K> {
     if let Some(poison) = src.poisoned() {
         let kind = ErrorKind::Poisoned(poison);
-        return Reclaimed::Refused(idle, Error::new((), Action::Launch, None, Some(slot), kind));
+        return Reclaimed::Refused(idle, Error::new((), Action::Submit, None, Some(slot), kind));
     }
     match idle {
         Idle::Free(token) => Reclaimed::Token(token),

@@ -372,7 +372,7 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
         if self.len >= DEPTH {
             let kind = ErrorKind::DepthExhausted { depth: DEPTH };
             let back = Rejected { work, tag };
-            return Err(Error::new(back, Action::Launch, None, None, kind));
+            return Err(Error::new(back, Action::Submit, None, None, kind));
         }
         let index = (self.head + self.len) % DEPTH;
         match work.submit_into(&mut self.lanes[index], &self.runner, tag) {

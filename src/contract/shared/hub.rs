@@ -289,4 +289,4 @@ impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
 }
 
 /// The action a refused admission names.
-pub(super) const SUBMIT: Action = Action::Launch;
+pub(super) const SUBMIT: Action = Action::Submit;
