@@ -22,6 +22,7 @@ mod config;
 mod device;
 mod error;
 mod inflight;
+mod lane;
 mod outputs;
 mod pipeline;
 mod port;

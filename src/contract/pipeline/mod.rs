@@ -46,16 +46,16 @@
 
 mod drain;
 mod future;
-pub(crate) mod lane;
+
 pub(crate) mod results;
 
 use std::fmt;
 use std::task::{Poll, Waker};
 
 pub use self::future::{CompleteFuture, PipelineDrainFuture};
-use self::lane::Lane;
 pub use self::results::{Completed, Rejected, Submit, Unfinished};
 use crate::contract::error::{Action, Error, ErrorKind, RunId};
+use crate::contract::lane::{self, Lane};
 use crate::contract::runner::Runner;
 use crate::contract::slot::ErasedToken;
 use crate::contract::slot::{Depth, SupportedDepth};

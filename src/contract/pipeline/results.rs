@@ -23,9 +23,9 @@ impl<'r> Submit<'r> for Workload<'r> {}
     reason = "sealed: the trait is unnameable outside the crate, so its method (and the crate-private lane it names) cannot be called or implemented there"
 )]
 pub(crate) mod sealed {
-    use super::super::lane::{Lane, Source};
     use super::{RunSpec, Workload};
     use crate::contract::error::{Error, RunId};
+    use crate::contract::lane::{Lane, Source};
     use crate::contract::prepare::Lent;
     use crate::contract::run::RunOf;
     use crate::contract::slot::Claim;

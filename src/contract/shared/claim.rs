@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use crate::contract::device::Device;
 use crate::contract::error::{Action, Error, ErrorKind, Poison};
-use crate::contract::pipeline::lane::Source;
+use crate::contract::lane::Source;
 use crate::contract::port::Port;
 use crate::contract::slot::{Claim, Depth, SupportedDepth};
 use crate::driver::Driver;

@@ -13,7 +13,7 @@ use super::done::{Delivery, Done};
 use crate::contract::code::CodeEntry;
 use crate::contract::device::LostCause;
 use crate::contract::error::{Action, Poison};
-use crate::contract::pipeline::lane::Lane;
+use crate::contract::lane::Lane;
 use crate::contract::wait::{DrainWait, FenceWait, Wait};
 use crate::driver::Driver;
 

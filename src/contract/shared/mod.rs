@@ -42,7 +42,7 @@ use crate::contract::code::CodeRef;
 use crate::contract::config::DeviceConfig;
 use crate::contract::device::{ContractStats, Device, Health};
 use crate::contract::error::{Action, Error, ErrorKind};
-use crate::contract::pipeline::lane::Lane;
+use crate::contract::lane::Lane;
 use crate::contract::slot::{Depth, SupportedDepth};
 use crate::contract::spec::RunSpec;
 use crate::contract::workload::Workload;

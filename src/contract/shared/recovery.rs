@@ -29,7 +29,7 @@ use super::claim::Cell;
 use super::hub::{Hub, Recovery};
 use crate::contract::device::{DrainReport, LostCause};
 use crate::contract::error::ErrorKind;
-use crate::contract::pipeline::lane::Lane;
+use crate::contract::lane::Lane;
 use crate::contract::slot::{Depth, SupportedDepth};
 use crate::contract::wait::DrainWait;
 use crate::driver::Driver;

@@ -1,6 +1,9 @@
-//! One slot of a [`Pipeline`](super::Pipeline): the slot's erased handles
-//! and outputs buffer, and what the lane owes the caller — one enum,
-//! [`LaneState`], whose variants are the lane's states.
+//! The engine both a [`Pipeline`](super::Pipeline) (`pipeline/`) and a
+//! [`SharedDevice`](super::SharedDevice) (`shared/`) are built over, which
+//! are siblings above it: one lane per slot — the slot's erased handles
+//! and outputs buffer, and what the lane owes the caller, one enum,
+//! [`LaneState`], whose variants are the lane's states, every change
+//! through one `transition`.
 #![allow(
     clippy::result_large_err,
     reason = "a refusal hands the workload back by value (the rule: never lost); it moves once per submit"
