@@ -1,43 +1,40 @@
 //! [`Pipeline`]: the steady-state loop every user of queued runs needs —
 //! keep all `DEPTH` slots busy over a stream of work and take the results
 //! back in order — with every slot still moving through the typed states.
-//!
-//! # How the slots stay typed
-//!
-//! A slot index is a type (`SlotToken<'r, I>`, `Run<'r, S, I>`,
-//! `Outputs<I>`), so `DEPTH` slots are `DEPTH` different types. Inside the
-//! crate each has an *erased* form whose slot index is a value, the way a
-//! HAL's `Pin::erase()` turns a pin whose number is a type into one whose
-//! number is a field: `ErasedToken<'r>` (port, slot, lease),
-//! `ErasedOutputs` (a buffer that knows its slot) and the erased run
-//! (a run holding an erased token). The typed forms are thin wrappers
-//! over them — a `SlotToken<'r, I>` *is* an `ErasedToken` whose slot is
-//! `I`, an `Outputs<I>` an `ErasedOutputs` whose slot is `I` — and a
-//! `Run<'r, S, I>` is the same run type as an erased one (`RunOf`), over the
-//! typed token: every transition ([`Runner::prepare`], [`Run::launch`],
-//! [`Run::fence`], [`Run::finalize`]) is written once, reading the slot
-//! from the token (the constant `I` for a typed one). There is no other
-//! path into the device.
-//!
-//! [`Run::launch`]: crate::Run::launch
-//! [`Run::fence`]: crate::Run::fence
-//! [`Run::finalize`]: crate::Run::finalize
-//!
-//! The pipeline keeps one lane per slot in a `[_; DEPTH]` array, with no
-//! per-slot code and no allocation in the steady state (only an orphan, a
-//! run whose completion failed, is boxed): lane `i` holds slot `i`'s
-//! erased handle and slot `i`'s buffer, and its state is one enum (free,
-//! pending, settled by a drain, an orphan, lost). What the
-//! compiler checks for typed code is checked at run time for erased code,
-//! in one place each: an erased token is made only by the runner, for an
-//! index below `DEPTH` ([`ErrorKind::SlotOutOfRange`] otherwise: the
-//! erased `Slot<I>: SlotOf<DEPTH>`); an erased run finalizes only into its
-//! own slot's buffer (the erased E0308; a mismatch would be a runclaim
-//! bug, refused); an erased token becomes a typed one only through a
-//! conversion that checks its index. All of it is crate-private: outside
-//! the crate there are only typed slots, and no way to make a typed token
-//! from an erased one. The slot state, the lease and the token's `Drop`
-//! are the runner's own, for both forms.
+
+// How the slots stay typed (crate-private: the erasure is invisible
+// outside the crate).
+//
+// A slot index is a type (`SlotToken<'r, I>`, `Run<'r, S, I>`,
+// `Outputs<I>`), so `DEPTH` slots are `DEPTH` different types. Inside the
+// crate each has an *erased* form whose slot index is a value, the way a
+// HAL's `Pin::erase()` turns a pin whose number is a type into one whose
+// number is a field: `ErasedToken<'r>` (port, slot, lease),
+// `ErasedOutputs` (a buffer that knows its slot) and the erased run
+// (a run holding an erased token). The typed forms are thin wrappers
+// over them — a `SlotToken<'r, I>` *is* an `ErasedToken` whose slot is
+// `I`, an `Outputs<I>` an `ErasedOutputs` whose slot is `I` — and a
+// `Run<'r, S, I>` is the same run type as an erased one (`RunOf`), over the
+// typed token: every transition (`Runner::prepare`, `Run::launch`,
+// `Run::fence`, `Run::finalize`) is written once, reading the slot
+// from the token (the constant `I` for a typed one). There is no other
+// path into the device.
+//
+// The pipeline keeps one lane per slot in a `[_; DEPTH]` array, with no
+// per-slot code and no allocation in the steady state (only an orphan, a
+// run whose completion failed, is boxed): lane `i` holds slot `i`'s
+// erased handle and slot `i`'s buffer, and its state is one enum (free,
+// pending, settled by a drain, an orphan, lost). What the
+// compiler checks for typed code is checked at run time for erased code,
+// in one place each: an erased token is made only by the runner, for an
+// index below `DEPTH` (`ErrorKind::SlotOutOfRange` otherwise: the
+// erased `Slot<I>: SlotOf<DEPTH>`); an erased run finalizes only into its
+// own slot's buffer (the erased E0308; a mismatch would be a runclaim
+// bug, refused); an erased token becomes a typed one only through a
+// conversion that checks its index. All of it is crate-private: outside
+// the crate there are only typed slots, and no way to make a typed token
+// from an erased one. The slot state, the lease and the token's `Drop`
+// are the runner's own, for both forms.
 
 #![allow(
     clippy::result_large_err,
