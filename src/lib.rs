@@ -146,6 +146,8 @@ pub mod fuzzing;
 pub mod guide;
 pub mod measure;
 mod sync;
+#[cfg(all(test, loom))]
+mod loom_tests;
 
 pub use contract::{
     Callable, CodeRef, Completed, Device, DeviceBuffer, DeviceConfig, Error, Fenced, Finalized,

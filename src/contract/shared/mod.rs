@@ -19,10 +19,6 @@ mod blocking;
 mod claim;
 mod done;
 mod hub;
-#[cfg(all(test, loom))]
-mod loom_admission;
-#[cfg(all(test, loom))]
-mod loom_last_drop;
 mod recovery;
 mod submit;
 mod ticket;

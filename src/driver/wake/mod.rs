@@ -23,15 +23,6 @@ pub(crate) mod nap;
 pub(crate) mod reactor;
 pub(crate) mod timer;
 
-#[cfg(all(test, loom))]
-mod loom_nap;
-#[cfg(all(test, loom))]
-mod loom_reactor;
-#[cfg(all(test, loom))]
-mod loom_task;
-#[cfg(all(test, loom))]
-mod loom_timer;
-
 use std::time::{Duration, Instant};
 
 /// A point on a core's clock: the host's [`Instant`], or a model's tick.
@@ -74,37 +65,3 @@ pub(crate) fn wake_all(wakers: Vec<std::task::Waker>) {
     }
 }
 
-/// Runs the loom model `f` under `name`, printing how many interleavings
-/// it explored and how long it took (or, when it fails, at which).
-#[cfg(all(test, loom))]
-pub(crate) fn check(name: &'static str, f: impl Fn() + Sync + Send + 'static) {
-    use std::sync::atomic::{AtomicUsize, Ordering::Relaxed};
-    static ITERATIONS: AtomicUsize = AtomicUsize::new(0);
-    ITERATIONS.store(0, Relaxed);
-    let start = Instant::now();
-    let previous = std::panic::take_hook();
-    std::panic::set_hook(Box::new(move |info| {
-        // Loom ends a model's threads with panics of its own (no message):
-        // only a failure's message is reported.
-        let p = info.payload();
-        if p.downcast_ref::<&str>().is_none() && p.downcast_ref::<String>().is_none() {
-            return;
-        }
-        let n = ITERATIONS.load(Relaxed);
-        eprintln!(
-            "loom model {name}: failed in iteration {n} after {:.2?}",
-            start.elapsed()
-        );
-        previous(info);
-    }));
-    loom::model(move || {
-        ITERATIONS.fetch_add(1, Relaxed);
-        f();
-    });
-    drop(std::panic::take_hook());
-    let n = ITERATIONS.load(Relaxed);
-    eprintln!(
-        "loom model {name}: {n} iterations in {:.2?}",
-        start.elapsed()
-    );
-}

@@ -12,9 +12,9 @@ use std::time::Duration;
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
-use super::loom_task::task;
-use super::reactor::{Arming, Limits, Pending, Reactor, Waited};
-use super::wake_all;
+use super::task::task;
+use crate::driver::wake::reactor::{Arming, Limits, Pending, Reactor, Waited};
+use crate::driver::wake::wake_all;
 
 const LIMITS: Limits = Limits {
     min: Duration::from_nanos(1),

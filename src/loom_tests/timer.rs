@@ -9,8 +9,8 @@
 use loom::sync::Arc;
 use loom::thread;
 
-use super::loom_task::task;
-use super::timer::TimerCore;
+use super::task::task;
+use crate::driver::wake::timer::TimerCore;
 
 fn start(timer: &Arc<TimerCore<u64>>) -> thread::JoinHandle<()> {
     let t = Arc::clone(timer);

@@ -36,7 +36,7 @@ struct Hub {
 }
 
 fn admission_after_a_failed_fence(name: &'static str, recovers: bool) {
-    crate::driver::wake::check(name, move || {
+    super::check(name, move || {
         let hub = Arc::new(Hub {
             state: Mutex::new((Lane::Owes, false)),
             head: Condvar::new(),

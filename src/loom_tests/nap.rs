@@ -11,9 +11,9 @@ use std::time::Duration;
 use loom::sync::{Arc, Condvar, Mutex};
 use loom::thread;
 
-use super::loom_task::task;
-use super::nap::{Nap, doze};
-use super::wake_all;
+use super::task::task;
+use crate::driver::wake::nap::{Nap, doze};
+use crate::driver::wake::wake_all;
 use crate::sync::lock;
 
 /// What the simulator's lock guards, reduced to the protocol.

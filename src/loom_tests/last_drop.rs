@@ -74,7 +74,7 @@ impl Drop for Handle {
 /// lock, drops the task's waker, which owns the last handle; a second
 /// handle (another task's) goes at any point of that.
 fn last_drop_on_the_callback_thread(name: &'static str, inline: bool) {
-    crate::driver::wake::check(name, move || {
+    super::check(name, move || {
         let reactor = Reactor::new();
         let handle = Arc::new(Handle {
             reactor: std::sync::Arc::clone(&reactor),
