@@ -144,10 +144,10 @@ pub mod driver;
 #[doc(hidden)]
 pub mod fuzzing;
 pub mod guide;
-pub mod measure;
-mod sync;
 #[cfg(all(test, loom))]
 mod loom_tests;
+pub mod measure;
+mod sync;
 
 pub use contract::{
     Callable, CodeRef, Completed, Device, DeviceBuffer, DeviceConfig, Error, Fenced, Finalized,

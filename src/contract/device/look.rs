@@ -261,36 +261,45 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         })
     }
 
-    /// Waits for run `f`'s own fence on this thread, as `w.how` says: the
-    /// fence's awaited poll, driven by `block_on` — first a sleep on the
-    /// run's fence of at most a look-around slice (within the limit), then
-    /// a look after each sleep. `Wait::Poll` is a single look.
+    /// Waits for run `f`'s own fence on this thread, as `w.how` says: first
+    /// a sleep on the run's fence of at most a look-around slice (within
+    /// the limit), then the fence's look after each sleep — the awaited
+    /// poll, driven by `block_on`. `Wait::Poll` is a single look.
     pub(crate) fn wait_fence(&self, f: Fencing, w: &mut FenceWait) -> Result<(), ErrorKind> {
         let cap = self.slice_cap();
         let first = match w.how {
-            Wait::Poll => None,
-            Wait::For(t) => Some(t.min(cap)),
-            Wait::Configured => Some(cap),
-        }
-        .map(|within| Sleep {
-            on: On::Event(self.regions[f.slot].ev_fence),
-            within: within.max(MIN_SLICE),
-            at: Duration::ZERO,
-        });
-        block_on(self, first, |cx| {
+            Wait::Poll => Woke::Polled,
+            Wait::For(t) => self.sleep(self.first_sleep(f.slot, t.min(cap))),
+            Wait::Configured => self.sleep(self.first_sleep(f.slot, cap)),
+        };
+        // The first look here, with what the first sleep said: a run that
+        // completed within it settles with no other call (and nothing of
+        // the thread's sleeper is touched); otherwise the look's sleep is
+        // the thread loop's first.
+        let next = match self.look_fence(f, w, &first) {
+            Look::Done(r) => return r,
+            Look::Sleep(s) => s,
+        };
+        w.sleeping.stall.note_armed(next.at, next.within);
+        block_on(self, Some(next), |cx| {
             self.poll_look(w, cx.waker(), |w, woke| self.look_fence(f, w, woke))
         })
+    }
+
+    /// A sleep on slot `slot`'s fence of at most `within`.
+    fn first_sleep(&self, slot: usize, within: Duration) -> Sleep {
+        Sleep {
+            on: On::Event(self.regions[slot].ev_fence),
+            within: within.max(MIN_SLICE),
+            at: Duration::ZERO,
+        }
     }
 
     /// A sleep on slot `slot`'s fence, whoever it is recorded for, of at
     /// most a look-around slice: what a thread waiting for the slot's run
     /// sleeps on before its first look.
     pub(crate) fn fence_sleep(&self, slot: usize) -> Option<Sleep> {
-        self.regions.get(slot).map(|r| Sleep {
-            on: On::Event(r.ev_fence),
-            within: self.slice_cap(),
-            at: Duration::ZERO,
-        })
+        (slot < DEPTH).then(|| self.first_sleep(slot, self.slice_cap()))
     }
 
     /// One look at the queue for a drain: both streams quiet (or stopped

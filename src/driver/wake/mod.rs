@@ -64,4 +64,3 @@ pub(crate) fn wake_all(wakers: Vec<std::task::Waker>) {
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| w.wake()));
     }
 }
-
