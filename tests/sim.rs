@@ -764,7 +764,7 @@ fn bad_input_gives_named_errors() {
     sim.record_event(e, s).unwrap();
     assert!(matches!(
         kind(sim.destroy_stream(s)),
-        DriverErrorKind::StreamBusy { queued: 1 }
+        DriverErrorKind::StreamBusy { queued: Some(1) }
     ));
     assert_eq!(sim.stats().busy_destroy_refused, 1);
     sim.sync_stream(s, MS).unwrap();

@@ -296,10 +296,12 @@ pub enum DriverErrorKind {
         capacity: usize,
     },
     /// A stream with queued work may not be destroyed; synchronize it first.
-    #[error("stream still has {queued} queued task(s)")]
+    #[error("stream still has {} queued task(s)", queued.map_or_else(|| "some".to_owned(), |n| n.to_string()))]
     StreamBusy {
-        /// Tasks still queued.
-        queued: usize,
+        /// Tasks still queued, where the driver can count them (the
+        /// simulator can; a vendor runtime only says "not complete":
+        /// `None`).
+        queued: Option<usize>,
     },
     /// The calling thread has no device context (107002).
     #[error("calling thread has no device context")]
@@ -310,10 +312,10 @@ pub enum DriverErrorKind {
     ContextMismatch,
     /// The device has no resource of this kind left (207007 events, 207008
     /// streams).
-    #[error("the device has no {what} resource left")]
+    #[error("the device has no {what} left")]
     NoResource {
-        /// Which resource: `"event"` or `"stream"`.
-        what: &'static str,
+        /// Which resource.
+        what: Resource,
     },
     /// The runtime reported success but returned a value the driver cannot
     /// use (a non-finite or negative elapsed time, for example).
@@ -358,6 +360,52 @@ impl DriverErrorKind {
     pub fn is_kernel_fault(&self) -> bool {
         matches!(self, DriverErrorKind::KernelFault(_))
     }
+}
+
+/// A resource a device can run out of ([`DriverErrorKind::NoResource`]).
+///
+/// ```
+/// use runclaim::driver::{DriverErrorKind, Resource};
+/// let k = DriverErrorKind::NoResource { what: Resource::Stream };
+/// assert_eq!(k.to_string(), "the device has no stream left");
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum Resource {
+    /// An event (207007).
+    #[error("event")]
+    Event,
+    /// A stream (207008).
+    #[error("stream")]
+    Stream,
+    /// A handle for a registered program (a simulated runtime's table is
+    /// full).
+    #[error("program handle")]
+    ProgramHandle,
+    /// The thread that runs the device's host callbacks, and why not.
+    #[error("callback thread ({0})")]
+    CallbackThread(ThreadTrouble),
+}
+
+/// Why a device's callback thread is not there ([`Resource::CallbackThread`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum ThreadTrouble {
+    /// The host refused to spawn it.
+    #[error("could not be spawned")]
+    Spawn,
+    /// It started, but the runtime was given no id to subscribe it by.
+    #[error("no thread id")]
+    NoId,
+    /// It did not come up.
+    #[error("did not start")]
+    NotStarted,
+    /// It is shutting down (the device is being released).
+    #[error("ending")]
+    Ending,
+    /// An earlier start failed: the device stays without one.
+    #[error("an earlier start failed")]
+    Broken,
 }
 
 /// The native detail of an error reported by a vendor runtime.

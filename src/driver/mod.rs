@@ -52,7 +52,9 @@ pub(crate) mod wake;
 use std::task::Waker;
 use std::time::Duration;
 
-pub use error::{DriverError, DriverErrorKind, FaultKind, HandleKind, Native, Op};
+pub use error::{
+    DriverError, DriverErrorKind, FaultKind, HandleKind, Native, Op, Resource, ThreadTrouble,
+};
 pub use handles::{CodeHandle, DevPtr, EventId, StreamId};
 pub use info::{Capabilities, Completion, DriverInfo, Registration, STREAM_CAPACITY};
 pub use notify::{Notice, wake_after};

@@ -7,7 +7,7 @@ use std::ffi::{c_int, c_void};
 
 use runclaim::driver::acl::RT_DEV_BINARY_MAGIC_ELF;
 use runclaim::driver::acl::codes::Waited;
-use runclaim::driver::{Driver, DriverError, DriverErrorKind, Op};
+use runclaim::driver::{Driver, DriverError, DriverErrorKind, Op, Resource};
 
 use super::shim::{call_out, host, opaque};
 use super::{PARAM_INVALID, Program, runtime, set_message, state};
@@ -94,7 +94,7 @@ pub unsafe extern "C" fn rtRegisterAllKernel(
                     return Err(DriverError::new(
                         Op::RegisterCode,
                         DriverErrorKind::NoResource {
-                            what: "program handle",
+                            what: Resource::ProgramHandle,
                         },
                     ));
                 }

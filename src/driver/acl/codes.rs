@@ -11,16 +11,18 @@
 //! of CANN 8.5 – 9.2 (identical in all of them).
 //!
 //! ```
-//! use runclaim::driver::DriverErrorKind;
+//! use runclaim::driver::{DriverErrorKind, Resource};
 //! use runclaim::driver::acl::codes::{AclError, Waited, code_of, kind_of, name_of};
 //!
 //! let kind = kind_of(AclError::ACL_ERROR_RT_NO_STREAM_RESOURCE);
-//! assert_eq!(kind, DriverErrorKind::NoResource { what: "stream" });
+//! assert_eq!(kind, DriverErrorKind::NoResource { what: Resource::Stream });
 //! assert_eq!(code_of(&kind, Waited::Stream), 207_008);
 //! assert_eq!(name_of(207_008), Some("ACL_ERROR_RT_NO_STREAM_RESOURCE"));
 //! ```
 
 use std::mem::discriminant;
+
+use crate::driver::Resource;
 use std::time::Duration;
 
 use crate::driver::{DriverErrorKind, DriverErrorKind as K, FaultKind as F};
@@ -162,9 +164,9 @@ codes! {
     /// A runtime resource could not be allocated (none more specific).
     ACL_ERROR_RT_RESOURCE_ALLOC_FAIL = 207_005 => K::Unknown, For::Also(|k| matches!(k, K::NoResource { .. }));
     /// The device has no event left.
-    ACL_ERROR_RT_NO_EVENT_RESOURCE = 207_007 => K::NoResource { what: "event" }, For::Same;
+    ACL_ERROR_RT_NO_EVENT_RESOURCE = 207_007 => K::NoResource { what: Resource::Event }, For::Same;
     /// The device has no stream left.
-    ACL_ERROR_RT_NO_STREAM_RESOURCE = 207_008 => K::NoResource { what: "stream" }, For::Same;
+    ACL_ERROR_RT_NO_STREAM_RESOURCE = 207_008 => K::NoResource { what: Resource::Stream }, For::Same;
     /// The device is out of memory.
     ACL_ERROR_RT_DEVICE_OOM = 207_018 => OOM, For::None;
     /// A runtime failure with no more specific code.
@@ -427,12 +429,17 @@ mod tests {
             );
         }
         assert_eq!(
-            code_of(&K::NoResource { what: "notify" }, Waited::Stream),
+            code_of(
+                &K::NoResource {
+                    what: Resource::CallbackThread(crate::driver::ThreadTrouble::Spawn)
+                },
+                Waited::Stream
+            ),
             AclError::ACL_ERROR_RT_RESOURCE_ALLOC_FAIL
         );
         for k in [
             K::QueueFull { capacity: 1 },
-            K::StreamBusy { queued: 1 },
+            K::StreamBusy { queued: None },
             K::InvalidResult { what: "NaN" },
             K::Injected { nth: 1 },
             K::Unknown,

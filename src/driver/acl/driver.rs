@@ -155,7 +155,7 @@ impl Driver for AclDriver {
                 t.put_back_stream(s);
                 return Err(DriverError::new(
                     op,
-                    DriverErrorKind::StreamBusy { queued: 1 },
+                    DriverErrorKind::StreamBusy { queued: None },
                 ));
             }
             Ok(Completion::Complete) => false,

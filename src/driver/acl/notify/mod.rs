@@ -110,6 +110,8 @@
 //! [`wake_after`]: crate::driver::wake_after
 
 use std::ffi::c_void;
+
+use crate::driver::{Resource, ThreadTrouble};
 use std::fmt;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::mpsc;
@@ -224,7 +226,7 @@ impl DeviceNotify {
             return Err(DriverError::new(
                 Op::QueueNotify,
                 DriverErrorKind::NoResource {
-                    what: "the device's callback thread could not be started",
+                    what: Resource::CallbackThread(ThreadTrouble::Broken),
                 },
             ));
         }
@@ -291,7 +293,8 @@ fn thread_id(_: &JoinHandle<()>) -> Option<u64> {
     None
 }
 
-fn unsupported(what: &'static str) -> DriverError {
+fn unsupported(why: ThreadTrouble) -> DriverError {
+    let what = Resource::CallbackThread(why);
     DriverError::new(Op::QueueNotify, DriverErrorKind::NoResource { what })
 }
 
@@ -322,10 +325,10 @@ impl Hub {
         let handle = std::thread::Builder::new()
             .name(format!("runclaim-acl-callbacks-{}", d.device))
             .spawn(move || h.run(bind, &ready))
-            .map_err(|_| unsupported("no thread for the device's callbacks"))?;
+            .map_err(|_| unsupported(ThreadTrouble::Spawn))?;
         let Some(tid) = thread_id(&handle) else {
             let _ = hub.core.stop();
-            return Err(unsupported("no thread id for the device's callbacks"));
+            return Err(unsupported(ThreadTrouble::NoId));
         };
         hub.tid.store(tid, Ordering::Release);
         *lock(&hub.thread) = Some(handle);
@@ -337,7 +340,7 @@ impl Hub {
             }
             Err(_) => {
                 hub.shutdown(false);
-                return Err(unsupported("the device's callback thread did not start"));
+                return Err(unsupported(ThreadTrouble::NotStarted));
             }
         }
         let mut hubs = lock(&HUBS);
@@ -389,7 +392,7 @@ impl Hub {
             None => Err(DriverError::new(op, DriverErrorKind::Unsupported)),
         };
         self.core.subscribe(s.ptr(), call).map_err(|e| match e {
-            SubscribeError::Ending => unsupported("the device's callback thread is ending"),
+            SubscribeError::Ending => unsupported(ThreadTrouble::Ending),
             SubscribeError::Runtime(e) => e,
         })
     }

@@ -422,7 +422,7 @@ impl DeviceState {
         if s.fault.is_none() && !s.queue.is_empty() {
             self.stats.busy_destroy_refused += 1;
             return Err(DriverErrorKind::StreamBusy {
-                queued: s.queue.len(),
+                queued: Some(s.queue.len()),
             });
         }
         self.streams.remove(&id);
