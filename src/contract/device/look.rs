@@ -267,10 +267,29 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// poll, driven by `block_on`. `Wait::Poll` is a single look.
     pub(crate) fn wait_fence(&self, f: Fencing, w: &mut FenceWait) -> Result<(), ErrorKind> {
         let cap = self.slice_cap();
-        let first = match w.how {
-            Wait::Poll => Woke::Polled,
-            Wait::For(t) => self.sleep(self.first_sleep(f.slot, t.min(cap))),
-            Wait::Configured => self.sleep(self.first_sleep(f.slot, cap)),
+        let within = match w.how {
+            Wait::Poll => None,
+            Wait::For(t) => Some(t.min(cap)),
+            Wait::Configured => Some(cap),
+        };
+        let first = match within {
+            None => Woke::Polled,
+            Some(within) => {
+                let s = self.first_sleep(f.slot, within);
+                match self
+                    .driver
+                    .sync_event(self.regions[f.slot].ev_fence, s.within)
+                {
+                    // The look's answer to "complete" (no clock yet, so
+                    // not dated), without building what it reads.
+                    Ok(()) => return self.settle_checked(f.slot, f.lease, f.seq, None),
+                    said => Woke::Slept {
+                        on: s.on,
+                        within: s.within,
+                        said,
+                    },
+                }
+            }
         };
         // The first look here, with what the first sleep said: a run that
         // completed within it settles with no other call (and nothing of

@@ -103,8 +103,8 @@ where
     /// The slot a blocking wait sleeps on: an owing lane's, once it is the
     /// barrier's turn.
     fn waits_on(&self) -> Option<usize> {
-        let hub = self.shared.inner.hub();
         let id = self.arrival?;
+        let hub = self.shared.inner.hub();
         if !hub.is_head(id) {
             return None;
         }

@@ -294,8 +294,9 @@ where
     }
 
     fn waits_on(&self) -> Option<usize> {
-        let hub = self.shared.inner.hub();
+        // Not arrived yet (a first drive): nothing to sleep on, no lock.
         let id = self.arrival?;
+        let hub = self.shared.inner.hub();
         if !hub.is_head(id) {
             return None;
         }
