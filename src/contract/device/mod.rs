@@ -141,7 +141,9 @@ impl<D: Driver, const DEPTH: usize> std::fmt::Debug for Device<D, DEPTH> {
     }
 }
 
-/// Device resources created so far, released in reverse if open fails.
+/// Device resources created so far: released by its drop — on every way
+/// out of [`Device::open`]'s build that is not success — unless
+/// [`kept`](Building::keep).
 struct Building<'d, D: Driver> {
     driver: &'d D,
     memory: Vec<DevPtr>,
@@ -149,7 +151,16 @@ struct Building<'d, D: Driver> {
     streams: Vec<StreamId>,
 }
 
-impl<D: Driver> Building<'_, D> {
+impl<'d, D: Driver> Building<'d, D> {
+    fn new(driver: &'d D) -> Self {
+        Building {
+            driver,
+            memory: Vec::new(),
+            events: Vec::new(),
+            streams: Vec::new(),
+        }
+    }
+
     fn alloc(&mut self, bytes: usize) -> Result<DevPtr, DriverError> {
         let p = self.driver.alloc(bytes)?;
         self.memory.push(p);
@@ -168,15 +179,24 @@ impl<D: Driver> Building<'_, D> {
         Ok(s)
     }
 
-    fn undo(self) {
+    /// Everything built is the device's now: nothing is released.
+    fn keep(mut self) {
+        self.memory.clear();
+        self.events.clear();
+        self.streams.clear();
+    }
+}
+
+impl<D: Driver> Drop for Building<'_, D> {
+    fn drop(&mut self) {
         // Nothing was submitted yet: every resource is idle and may go.
-        for s in self.streams {
+        for s in self.streams.drain(..) {
             let _ = self.driver.destroy_stream(s);
         }
-        for e in self.events {
+        for e in self.events.drain(..) {
             let _ = self.driver.destroy_event(e);
         }
-        for p in self.memory {
+        for p in self.memory.drain(..) {
             let _ = self.driver.free(p);
         }
     }
@@ -227,97 +247,94 @@ where
 }
 
 /// What [`Device::open`] builds before the device exists.
-type Parts<const DEPTH: usize> = (
-    StreamId,
-    StreamId,
-    u64,
-    [SlotRegions; DEPTH],
-    [Mutex<SlotHost>; DEPTH],
-);
+struct Parts<const DEPTH: usize> {
+    aicpu: StreamId,
+    aicore: StreamId,
+    /// The code generation the AICore stream was created under.
+    aicore_epoch: u64,
+    regions: [SlotRegions; DEPTH],
+    blocks: [Mutex<SlotHost>; DEPTH],
+}
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH>
 where
     Depth<DEPTH>: SupportedDepth,
 {
-    /// Creates the device's resources; on failure, releases what it made.
+    /// Creates the device's resources; on failure, what it made is
+    /// released as the builder drops.
     fn build(driver: &D, config: Resolved, abi: &Abi) -> Result<Parts<DEPTH>, ErrorKind> {
-        let mut b = Building {
-            driver,
-            memory: Vec::new(),
-            events: Vec::new(),
-            streams: Vec::new(),
-        };
-        let built = (|| -> Result<_, DriverError> {
-            let aicpu = b.stream()?;
-            let aicore_epoch = driver.code_epoch();
-            let aicore = b.stream()?;
-            let elems = config.arena_half_bytes();
-            let mut regions = Vec::with_capacity(DEPTH);
-            // One allocation per slot: the adapter's regions, then the
-            // arena (input, output, staging) at a staging-aligned offset.
-            let arena_at = abi
-                .layout
-                .bytes
-                .next_multiple_of(DeviceConfig::STAGING_ALIGN);
-            let slot_bytes = arena_at.saturating_add(config.arena_bytes());
-            for _ in 0..DEPTH {
-                let base = b.alloc(slot_bytes)?;
-                // Zeroed once (one memset per slot): device memory comes
-                // from the runtime as another process may have left it,
-                // and no byte of it may reach a host buffer; and from here
-                // on a stamped region is written only by the device, and
-                // its records prove whose they are.
-                driver.memset(base, 0, slot_bytes)?;
-                let arena = base.offset(arena_at);
-                let mut spans = [DevSpan::new(DevPtr::from_raw(0), 0); MAX_REGIONS];
-                for (i, (span, spec)) in spans.iter_mut().zip(&abi.regions).enumerate() {
-                    *span = DevSpan::new(base.offset(abi.layout.offset(i)), spec.bytes as u64);
-                }
-                regions.push(SlotRegions {
-                    input: arena,
-                    region_base: base,
-                    output: arena.offset(elems),
-                    staging: arena.offset(config.staging_offset()),
-                    abi: spans,
-                    ev_aicore: b.event()?,
-                    ev_fence: b.event()?,
-                });
-            }
-            Ok((aicpu, aicore, aicore_epoch, regions))
-        })();
-        let (aicpu, aicore, aicore_epoch, regions) = match built {
-            Ok(x) => x,
-            Err(e) => {
-                b.undo();
-                return Err(ErrorKind::from_driver(e));
-            }
-        };
-        // Host buffers: a failed host allocation is an error, never an abort.
-        let host = || -> Result<_, ErrorKind> {
-            let mut blocks = Vec::with_capacity(DEPTH);
-            for _ in 0..DEPTH {
-                blocks.push(Mutex::new(SlotHost::new(abi)?));
-            }
-            <[Mutex<SlotHost>; DEPTH]>::try_from(blocks)
-                .map_err(|_| ErrorKind::broken("DEPTH host buffers built, not DEPTH"))
-        };
-        let blocks = match host() {
-            Ok(x) => x,
-            Err(e) => {
-                b.undo();
-                return Err(e);
-            }
-        };
+        let mut b = Building::new(driver);
+        let aicpu = b.stream().map_err(ErrorKind::from_driver)?;
+        let aicore_epoch = driver.code_epoch();
+        let aicore = b.stream().map_err(ErrorKind::from_driver)?;
+        let mut regions = Vec::with_capacity(DEPTH);
+        for _ in 0..DEPTH {
+            regions.push(Self::slot_regions(&mut b, config, abi).map_err(ErrorKind::from_driver)?);
+        }
         let Ok(regions) = <[SlotRegions; DEPTH]>::try_from(regions) else {
-            b.undo();
             return Err(ErrorKind::broken("DEPTH regions built, not DEPTH"));
         };
-        drop(b);
-        Ok((aicpu, aicore, aicore_epoch, regions, blocks))
+        // Host buffers: a failed host allocation is an error, never an abort.
+        let mut blocks = Vec::with_capacity(DEPTH);
+        for _ in 0..DEPTH {
+            blocks.push(Mutex::new(SlotHost::new(abi)?));
+        }
+        let Ok(blocks) = <[Mutex<SlotHost>; DEPTH]>::try_from(blocks) else {
+            return Err(ErrorKind::broken("DEPTH host buffers built, not DEPTH"));
+        };
+        b.keep();
+        Ok(Parts {
+            aicpu,
+            aicore,
+            aicore_epoch,
+            regions,
+            blocks,
+        })
+    }
+
+    /// One slot's regions: one allocation (the adapter's regions, then the
+    /// arena — input, output, staging — at a staging-aligned offset) and
+    /// its two events.
+    fn slot_regions(
+        b: &mut Building<'_, D>,
+        config: Resolved,
+        abi: &Abi,
+    ) -> Result<SlotRegions, DriverError> {
+        let arena_at = abi
+            .layout
+            .bytes
+            .next_multiple_of(DeviceConfig::STAGING_ALIGN);
+        let slot_bytes = arena_at.saturating_add(config.arena_bytes());
+        let base = b.alloc(slot_bytes)?;
+        // Zeroed once (one memset per slot): device memory comes from the
+        // runtime as another process may have left it, and no byte of it
+        // may reach a host buffer; and from here on a stamped region is
+        // written only by the device, and its records prove whose they are.
+        b.driver.memset(base, 0, slot_bytes)?;
+        let arena = base.offset(arena_at);
+        let mut spans = [DevSpan::new(DevPtr::from_raw(0), 0); MAX_REGIONS];
+        for (i, (span, spec)) in spans.iter_mut().zip(&abi.regions).enumerate() {
+            *span = DevSpan::new(base.offset(abi.layout.offset(i)), spec.bytes as u64);
+        }
+        Ok(SlotRegions {
+            input: arena,
+            region_base: base,
+            output: arena.offset(config.arena_half_bytes()),
+            staging: arena.offset(config.staging_offset()),
+            abi: spans,
+            ev_aicore: b.event()?,
+            ev_fence: b.event()?,
+        })
     }
 
     fn assemble(driver: D, config: Resolved, abi: Abi, parts: Parts<DEPTH>) -> Self {
-        let (aicpu, aicore, aicore_epoch, regions, blocks) = parts;
+        let Parts {
+            aicpu,
+            aicore,
+            aicore_epoch,
+            regions,
+            blocks,
+        } = parts;
         Device {
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
             config,
