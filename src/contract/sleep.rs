@@ -125,15 +125,20 @@ pub(crate) fn block_on<S: Sleeps + ?Sized, T>(
     first: Option<Sleep>,
     mut poll: impl FnMut(&mut Context<'_>) -> Poll<T>,
 ) -> T {
+    // The value is put here, not returned through the thread-local's
+    // closures: a future's output (a workload handed back) is a kilobyte,
+    // and each frame it is returned through would copy it.
+    let mut out = None;
     with_sleeper(|s| {
         let outer = (s.asked.take(), s.answer.take());
         let mut cx = Context::from_waker(&s.waker);
         if let Some(first) = first {
             s.answer.set(Some(by.sleep(first)));
         }
-        let r = loop {
+        loop {
             if let Poll::Ready(r) = poll(&mut cx) {
-                break r;
+                out = Some(r);
+                break;
             }
             // A poll that did not look leaves the last answer unread: it
             // says nothing of the next sleep.
@@ -142,11 +147,15 @@ pub(crate) fn block_on<S: Sleeps + ?Sized, T>(
                 Some(sleep) => s.answer.set(Some(by.sleep(sleep))),
                 None => thread::park_timeout(by.backstop()),
             }
-        };
+        }
         s.asked.set(outer.0);
         s.answer.set(outer.1);
-        r
-    })
+    });
+    match out {
+        Some(r) => r,
+        // The loop above ends only with a value.
+        None => unreachable!("runclaim: a blocking wait ended without its value"),
+    }
 }
 
 #[cfg(test)]
