@@ -1,169 +1,18 @@
 //! A run's arguments as the device reads them: each tensor's [`Data`], the
-//! lists a [`Workload`](super::Workload) keeps them in ([`ArgList`]), and
+//! lists a [`Workload`](super::Workload) keeps them in (`arg_list.rs`), and
 //! [`Args`] — the one view the device's prepare and finalize take, of a
 //! workload's arguments or of a [`RunSpec`](crate::RunSpec) lowered into
 //! two tensors ([`lowered`]).
 
 use std::any::{Any, TypeId};
-use std::mem::MaybeUninit;
 use std::sync::Arc;
 
 use bytemuck::Pod;
 
 use super::super::buffer::{BufferCore, SlotCores};
 use super::super::error::{BufferId, ErrorKind};
+pub(crate) use super::arg_list::{ArgList, INLINE_SCALARS, INLINE_TENSORS, Parts, PartsMut};
 use crate::driver::abi::{Dir, WorkArgs};
-
-/// Tensors and scalars kept inline, without a heap allocation, per run.
-pub(crate) const INLINE_TENSORS: usize = 16;
-pub(crate) const INLINE_SCALARS: usize = 16;
-
-/// A list that keeps its first `N` items inline and spills the rest to the
-/// heap: no allocation per run for the common sizes, and nothing written
-/// for the inline slots a list does not use (a new list writes one word).
-///
-/// It has no `Drop`: its items have no drop glue (checked when a list is
-/// made), so a workload that borrows a host output gives the borrow back
-/// at its last use, not at the end of its scope.
-pub(crate) struct ArgList<T, const N: usize> {
-    /// Items pushed: the first `len.min(N)` inline slots are initialised
-    /// (and only those), the rest are in `spill`.
-    len: usize,
-    inline: [MaybeUninit<T>; N],
-    spill: Vec<T>,
-}
-
-impl<T, const N: usize> ArgList<T, N> {
-    #[inline]
-    pub(crate) fn new() -> Self {
-        const {
-            assert!(
-                !std::mem::needs_drop::<T>(),
-                "an ArgList never drops its inline items"
-            );
-        }
-        ArgList {
-            len: 0,
-            inline: [const { MaybeUninit::uninit() }; N],
-            spill: Vec::new(),
-        }
-    }
-
-    #[inline]
-    pub(crate) fn push(&mut self, v: T) {
-        if self.len < N {
-            self.inline[self.len].write(v);
-        } else {
-            self.spill.push(v);
-        }
-        self.len += 1;
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.len
-    }
-
-    /// Item `index`, if there is one.
-    pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
-        if index < N {
-            self.head_mut().get_mut(index)
-        } else {
-            self.spill.get_mut(index - N)
-        }
-    }
-
-    /// The inline items in use.
-    #[inline]
-    fn head(&self) -> &[T] {
-        let head = &self.inline[..self.len.min(N)];
-        // SAFETY: the first `len.min(N)` inline slots are initialised (the
-        // field's invariant: `push` writes slot `len` before `len` grows
-        // past it, and nothing else changes `len`), and `MaybeUninit<T>`
-        // has `T`'s layout, so they are `len.min(N)` valid `T`s.
-        unsafe { &*(std::ptr::from_ref(head) as *const [T]) }
-    }
-
-    /// [`head`](Self::head), mutable.
-    #[inline]
-    fn head_mut(&mut self) -> &mut [T] {
-        let head = &mut self.inline[..self.len.min(N)];
-        // SAFETY: as in `head`; the borrow is `&mut self`'s, so unique.
-        unsafe { &mut *(std::ptr::from_mut(head) as *mut [T]) }
-    }
-
-    /// The items in use, as the two slices they are kept in.
-    #[inline]
-    pub(crate) fn parts(&self) -> Parts<'_, T> {
-        Parts {
-            // Only the slots in use: a short list costs its length, not `N`.
-            head: self.head(),
-            tail: &self.spill,
-        }
-    }
-
-    /// [`parts`](Self::parts), mutable.
-    #[inline]
-    pub(crate) fn parts_mut(&mut self) -> PartsMut<'_, T> {
-        let head = &mut self.inline[..self.len.min(N)];
-        // SAFETY: as in `head_mut` (written out here: `spill` is borrowed
-        // beside it, a disjoint field).
-        let head = unsafe { &mut *(std::ptr::from_mut(head) as *mut [T]) };
-        PartsMut {
-            head,
-            tail: &mut self.spill,
-        }
-    }
-}
-
-/// A list's items: the inline ones, then the spilled ones.
-pub(crate) struct Parts<'x, T> {
-    head: &'x [T],
-    tail: &'x [T],
-}
-
-impl<'x, T> Parts<'x, T> {
-    /// No items.
-    pub(crate) const EMPTY: Self = Parts {
-        head: &[],
-        tail: &[],
-    };
-
-    pub(crate) fn len(&self) -> usize {
-        self.head.len() + self.tail.len()
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &'x T> + use<'x, T> {
-        self.head.iter().chain(self.tail.iter())
-    }
-}
-
-/// A list's items, mutable: the inline ones, then the spilled ones.
-pub(crate) struct PartsMut<'x, T> {
-    head: &'x mut [T],
-    tail: &'x mut [T],
-}
-
-impl<'x, T> PartsMut<'x, T> {
-    /// A list of the items `tail` (kept in a plain slice: nothing to skip).
-    pub(crate) fn spilled(tail: &'x mut [T]) -> Self {
-        PartsMut {
-            head: &mut [],
-            tail,
-        }
-    }
-
-    pub(crate) fn len(&self) -> usize {
-        self.head.len() + self.tail.len()
-    }
-
-    pub(crate) fn iter(&self) -> impl Iterator<Item = &T> {
-        self.head.iter().chain(self.tail.iter())
-    }
-
-    pub(crate) fn iter_mut(&mut self) -> impl Iterator<Item = &mut T> {
-        self.head.iter_mut().chain(self.tail.iter_mut())
-    }
-}
 
 /// Where a tensor's bytes are.
 pub(crate) enum Data<'a> {
@@ -490,33 +339,6 @@ mod tests {
             p.place(0, 1, 64).is_err(),
             "no overflow past the address space"
         );
-    }
-
-    #[test]
-    fn an_arg_list_spills_past_its_inline_items_and_reads_back_in_order() {
-        let mut l = ArgList::<u32, 2>::new();
-        for v in 0..5 {
-            l.push(v);
-        }
-        assert_eq!(
-            l.parts().iter().copied().collect::<Vec<_>>(),
-            [0, 1, 2, 3, 4]
-        );
-        assert_eq!(l.parts().len(), 5);
-        *l.get_mut(3).unwrap() = 30;
-        *l.get_mut(1).unwrap() = 10;
-        assert!(l.get_mut(5).is_none());
-        let mut parts = l.parts_mut();
-        assert_eq!(
-            parts.iter_mut().map(|v| *v).collect::<Vec<_>>(),
-            [0, 10, 2, 30, 4]
-        );
-        // Short of its inline room: the slots never written are not items.
-        let mut short = ArgList::<u32, 4>::new();
-        assert!(short.get_mut(0).is_none() && short.parts().iter().next().is_none());
-        short.push(9);
-        assert!(short.get_mut(1).is_none() && short.get_mut(3).is_none());
-        assert_eq!(short.parts_mut().iter().copied().collect::<Vec<_>>(), [9]);
     }
 
     #[test]

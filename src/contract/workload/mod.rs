@@ -10,6 +10,7 @@
 //! | `args.rs` | the tensors' data, the lists they are kept in, `Args` (the device's one view of a run's arguments, a `RunSpec`'s lowered), the staging `Packer` |
 //! | `bindings.rs` | `WithWorkload`, `NoWorkload`, `Bindings`: what a run keeps, and the marks a launch makes |
 
+mod arg_list;
 mod args;
 mod bindings;
 mod refill;
