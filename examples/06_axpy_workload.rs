@@ -34,6 +34,9 @@ use runclaim::measure::Report;
 use runclaim::sim::{KernelCode, SimConfig, SimDriver, SimKernel};
 use runclaim::{Callable, Device, DeviceConfig, Pipeline, Workload};
 
+#[path = "support/flags.rs"]
+mod flags;
+
 /// Elements of `x`, `y` and `out`.
 const N: usize = 256;
 /// The scalar.
@@ -178,26 +181,8 @@ where
     })
 }
 
-fn runs_flag() -> Result<usize, String> {
-    let mut args = std::env::args().skip(1);
-    let mut runs = 300;
-    while let Some(flag) = args.next() {
-        match (flag.as_str(), args.next()) {
-            ("--runs", Some(v)) => {
-                runs = v
-                    .parse()
-                    .ok()
-                    .filter(|&n| n >= 2)
-                    .ok_or(format!("--runs: expected a whole number ≥ 2, got {v:?}"))?;
-            }
-            _ => return Err(format!("usage: 06_axpy_workload [--runs N] (got {flag:?})")),
-        }
-    }
-    Ok(runs)
-}
-
 fn main() -> Result<(), Box<dyn Error>> {
-    let runs = runs_flag()?;
+    let runs = flags::runs_flag("06_axpy_workload", 300)?;
     println!(
         "y = a·x + y over {N} f32, a = {A}, y device-resident; x, out host tensors; \
          kernel {KERNEL:?}, real-time simulator"

@@ -39,6 +39,9 @@ use runclaim::measure::Report;
 use runclaim::sim::{A2a3Model, KernelCode, SimConfig, SimDriver, SimKernel};
 use runclaim::{Callable, Device, DeviceBuffer, DeviceConfig, Pipeline, Workload};
 
+#[path = "support/flags.rs"]
+mod flags;
+
 /// Rows of `W` (elements of `y` and `b`).
 const ROWS: usize = 64;
 /// Columns of `W` (elements of `x`).
@@ -262,26 +265,8 @@ fn row(mode: &str, r: &Report, wall: Duration) -> String {
     )
 }
 
-fn runs_flag() -> Result<usize, String> {
-    let mut args = std::env::args().skip(1);
-    let mut runs = 400;
-    while let Some(flag) = args.next() {
-        match (flag.as_str(), args.next()) {
-            ("--runs", Some(v)) => {
-                runs = v
-                    .parse()
-                    .ok()
-                    .filter(|&n| n >= 2)
-                    .ok_or(format!("--runs: expected a whole number ≥ 2, got {v:?}"))?;
-            }
-            _ => return Err(format!("usage: 07_decode_step [--runs N] (got {flag:?})")),
-        }
-    }
-    Ok(runs)
-}
-
 fn main() -> Result<(), Box<dyn Error>> {
-    let runs = runs_flag()?;
+    let runs = flags::runs_flag("07_decode_step", 400)?;
     println!(
         "decode step y = W·x + b: W {ROWS}×{COLS} and b f32 device-resident, x and y per-run host \
          tensors; a2a3 kernel ABI; Rust kernel {KERNEL:?}; real-time simulator"
