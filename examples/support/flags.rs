@@ -20,8 +20,7 @@ pub fn runs_flag(name: &str, default: usize) -> Result<usize, String> {
 
 /// `v` as a whole number of at least `floor`, or why not (naming `flag`).
 pub fn whole(v: &str, flag: &str, floor: usize) -> Result<usize, String> {
-    v.parse()
-        .ok()
-        .filter(|&n| n >= floor)
-        .ok_or(format!("{flag}: expected a whole number ≥ {floor}, got {v:?}"))
+    v.parse().ok().filter(|&n| n >= floor).ok_or(format!(
+        "{flag}: expected a whole number ≥ {floor}, got {v:?}"
+    ))
 }

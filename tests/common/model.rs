@@ -764,7 +764,6 @@ fn sync_quarantine<Dr: Driver, const D: usize>(runner: &Runner<'_, Dr, D>, model
     model.poisoned = h.poisoned.is_some();
 }
 
-#[allow(clippy::too_many_lines, reason = "one arm per operation, each short")]
 #[allow(
     clippy::many_single_char_names,
     reason = "m: the model, s: a slot, k: an error kind"
@@ -795,331 +794,14 @@ fn step<'r, Dr: Driver, const D: usize>(
             };
             return step(&next, cells, runner, m, sim, end_epoch, drain_now);
         }
-        Op::Take(s) => {
-            let s = slot(*s);
-            if cells[s].kind() != Kind::Empty {
-                return Ok(());
-            }
-            let r = cells[s].take();
-            if let MSlot::Abandoned(run) = &m.slots[s] {
-                // Reclaimed when the device proved the run complete (a run
-                // the model knows complete must be); otherwise in flight.
-                let must = !m.faulty && m.surely_complete(run.seq);
-                match r {
-                    Ok(()) => {
-                        m.reclaimed += 1;
-                        m.slots[s] = MSlot::Token;
-                    }
-                    Err(ErrorKind::SlotInFlight { .. }) if !must => {}
-                    Err(ErrorKind::SlotQuarantined { .. }) if m.faulty => {
-                        m.slots[s] = MSlot::Quarantined;
-                    }
-                    r => {
-                        return Err(format!("take: got {r:?}, model slot {:?}", m.slots[s]));
-                    }
-                }
-                return Ok(());
-            }
-            let want: Option<fn(&ErrorKind) -> bool> = match &m.slots[s] {
-                MSlot::Free => None,
-                MSlot::Token | MSlot::Prepared(_) | MSlot::Fenced(_) | MSlot::LostToken => {
-                    Some(|k: &ErrorKind| matches!(k, ErrorKind::SlotTaken))
-                }
-                MSlot::Launched(_) | MSlot::Forgotten(_) | MSlot::Abandoned(_) => {
-                    Some(|k: &ErrorKind| matches!(k, ErrorKind::SlotInFlight { .. }))
-                }
-                MSlot::Quarantined => {
-                    Some(|k: &ErrorKind| matches!(k, ErrorKind::SlotQuarantined { .. }))
-                }
-            };
-            match (r, want) {
-                (Ok(()), None) => m.slots[s] = MSlot::Token,
-                (Err(k), Some(f)) if f(&k) => {}
-                (r, _) => return Err(format!("take: got {r:?}, model slot {:?}", m.slots[s])),
-            }
-        }
-        Op::Prepare(s, c, input) => {
-            let s = slot(*s);
-            if cells[s].kind() != Kind::Token {
-                return Ok(());
-            }
-            let p = m.set[c % m.set.len()];
-            let code = runner
-                .code(&format!("p{p}"))
-                .map_err(|e| format!("code: {e}"))?;
-            let r = cells[s].prepare(code, input);
-            match (r, input) {
-                (Err(ErrorKind::EmptyInput), In::Host(v)) if v.is_empty() => {}
-                (Err(ErrorKind::InputTooLong { .. }), In::TooLong) => {}
-                (Ok(id), In::Previous) => {
-                    m.slots[s] = MSlot::Prepared(MRun {
-                        id: id.get(),
-                        program: p,
-                        input: input.clone(),
-                        seq: 0,
-                        expected: None,
-                        complete: false,
-                    });
-                }
-                (Ok(id), In::Host(v)) if !v.is_empty() => {
-                    m.slots[s] = MSlot::Prepared(MRun {
-                        id: id.get(),
-                        program: p,
-                        input: input.clone(),
-                        seq: 0,
-                        expected: Some(expected(p, v)),
-                        complete: false,
-                    });
-                }
-                (Err(k), _) if m.faulty => {
-                    allowed("prepare", &k, &[is_driver, is_fault])?;
-                    m.fault_outcomes += 1;
-                    if is_fault(&k) {
-                        m.poisoned = true;
-                        m.chain = None;
-                    }
-                }
-                (r, _) => return Err(format!("prepare: got {r:?} for {input:?}")),
-            }
-        }
-        Op::Launch(s) => {
-            let s = slot(*s);
-            if cells[s].kind() != Kind::Prepared {
-                return Ok(());
-            }
-            let MSlot::Prepared(mut run) = m.slots[s].clone() else {
-                return Err(format!("cell prepared, model {:?}", m.slots[s]));
-            };
-            let r = cells[s].launch();
-            match r {
-                Ok(seq) => {
-                    if m.poisoned && !m.faulty {
-                        return Err("launched while poisoned".into());
-                    }
-                    if run.input == In::Previous {
-                        match &m.chain {
-                            Some(Some(v)) => run.expected = Some(expected(run.program, v)),
-                            Some(None) => run.expected = None,
-                            None if m.faulty => run.expected = None,
-                            None => return Err("chained launch with nothing to chain from".into()),
-                        }
-                    }
-                    run.seq = seq;
-                    m.chain = Some(run.expected.clone());
-                    m.launched.push(run.id);
-                    m.launched_aicpu.push(run.id);
-                    m.slots[s] = MSlot::Launched(run);
-                }
-                Err((ErrorKind::NoChainValue, true)) if m.chain.is_none() || m.faulty => {
-                    m.chain = None;
-                }
-                Err((k, back)) if m.faulty => {
-                    allowed(
-                        "launch",
-                        &k,
-                        &[is_driver, is_fault, is_poisoned, is_lost, is_no_chain],
-                    )?;
-                    m.fault_outcomes += 1;
-                    // A fault ahead met before anything was submitted hands
-                    // the run back; met after the AICore kernel, it is lost.
-                    let met_ahead = matches!(k, ErrorKind::FaultAhead { .. });
-                    if is_lost(&k) && !(met_ahead && back) {
-                        if back {
-                            return Err("a lost launch handed the run back".into());
-                        }
-                        m.launched.push(run.id);
-                        let aicpu_queued = match &k {
-                            ErrorKind::FenceNotRecorded(_) => true,
-                            ErrorKind::FaultAhead { error, .. } => {
-                                error.op() != runclaim::driver::Op::LaunchAicpu
-                            }
-                            _ => false,
-                        };
-                        if aicpu_queued {
-                            m.launched_aicpu.push(run.id);
-                        }
-                        m.slots[s] = MSlot::Quarantined;
-                        m.poisoned = true;
-                        m.chain = None;
-                    } else if !back {
-                        return Err(format!("launch kept the run for {k}"));
-                    }
-                    if is_fault(&k) {
-                        m.poisoned = true;
-                        m.chain = None;
-                    }
-                }
-                Err((k, _)) => return Err(format!("launch: {k} (model chain {:?})", m.chain)),
-            }
-        }
-        Op::TryFence(s) | Op::FenceShort(s) | Op::Fence(s) => {
-            let s = slot(*s);
-            if cells[s].kind() != Kind::Launched {
-                return Ok(());
-            }
-            let MSlot::Launched(mut run) = m.slots[s].clone() else {
-                return Err(format!("cell launched, model {:?}", m.slots[s]));
-            };
-            let how = match op {
-                Op::TryFence(_) => None,
-                Op::FenceShort(_) => Some(Some(Duration::from_micros(5))),
-                _ => Some(None),
-            };
-            let must = matches!(op, Op::Fence(_)) || m.surely_complete(run.seq);
-            match cells[s].fence(how) {
-                Ok(()) => {
-                    run.complete = true;
-                    m.slots[s] = MSlot::Fenced(run);
-                }
-                Err(k) if m.faulty => {
-                    allowed("fence", &k, &[is_driver, is_fault, is_timeout])?;
-                    m.fault_outcomes += usize::from(!matches!(k, ErrorKind::NotReady));
-                    if is_fault(&k)
-                        || matches!(
-                            k,
-                            ErrorKind::Timeout {
-                                overran: Some(_),
-                                ..
-                            }
-                        )
-                    {
-                        m.poisoned = true;
-                        m.chain = None;
-                    }
-                }
-                Err(ErrorKind::NotReady) if !must => {}
-                Err(ErrorKind::Timeout { overran: None, .. }) if !must && how.is_some() => {}
-                Err(k) => return Err(format!("fence: {k} (a later run complete: {must})")),
-            }
-        }
-        Op::FenceAsync(s, polls) => {
-            let s = slot(*s);
-            if cells[s].kind() != Kind::Launched {
-                return Ok(());
-            }
-            let MSlot::Launched(mut run) = m.slots[s].clone() else {
-                return Err(format!("cell launched, model {:?}", m.slots[s]));
-            };
-            let awaited = cells[s].fence_async(*polls, sim);
-            m.awaited_fences += usize::from(awaited.is_some());
-            match awaited {
-                Some(Ok(())) => {
-                    run.complete = true;
-                    m.slots[s] = MSlot::Fenced(run);
-                }
-                Some(Err(k)) if m.faulty => {
-                    allowed("awaited fence", &k, &[is_driver, is_fault, is_timeout])?;
-                    m.fault_outcomes += 1;
-                    if is_fault(&k)
-                        || matches!(
-                            k,
-                            ErrorKind::Timeout {
-                                overran: Some(_),
-                                ..
-                            }
-                        )
-                    {
-                        m.poisoned = true;
-                        m.chain = None;
-                    }
-                }
-                // Healthy: no verdict can fall within a few steps.
-                Some(Err(k)) => return Err(format!("awaited fence: {k}")),
-                None => {
-                    // Cancelled. A run known complete resolves at its first
-                    // poll, so it cannot be cancelled.
-                    if !m.faulty && m.surely_complete(run.seq) {
-                        return Err(format!(
-                            "an awaited fence of complete run #{} stayed pending",
-                            run.id
-                        ));
-                    }
-                    m.cancelled_fences += 1;
-                    // The drop looks once: a run it sees complete gives its
-                    // slot back at once (no reclaim); otherwise the run is
-                    // abandoned, and a take reclaims the slot when the
-                    // device proves it complete. Without faults the model
-                    // knows which (a run it cannot prove complete is not
-                    // proven by the take either, in a stepped simulation);
-                    // after a fault the drop's look may have failed where
-                    // the take's succeeds, so either count is allowed.
-                    let before = runner.health().reclaimed;
-                    let free = cells[s].slot_free();
-                    let took = runner.health().reclaimed - before;
-                    match (free, took) {
-                        (true, 0) => m.slots[s] = MSlot::Free,
-                        (true, 1) if m.faulty => {
-                            m.reclaimed += 1;
-                            m.slots[s] = MSlot::Free;
-                        }
-                        (false, 0) => m.slots[s] = MSlot::Abandoned(run),
-                        _ => {
-                            return Err(format!(
-                                "a cancelled fence: slot free {free}, {took} slots reclaimed"
-                            ));
-                        }
-                    }
-                }
-            }
-        }
-        Op::Finalize(s) => {
-            let s = slot(*s);
-            if cells[s].kind() != Kind::Fenced {
-                return Ok(());
-            }
-            let MSlot::Fenced(run) = m.slots[s].clone() else {
-                return Err(format!("cell fenced, model {:?}", m.slots[s]));
-            };
-            let fail = program(run.program).fail_code();
-            match cells[s].finalize() {
-                Ok((values, wall)) => {
-                    if fail != 0 {
-                        return Err(format!("run #{} should have failed with {fail}", run.id));
-                    }
-                    if wall.run_id != run.id || wall.slot as usize != s {
-                        return Err(format!("wall record {wall:?} for run #{} slot {s}", run.id));
-                    }
-                    if let Some(want) = &run.expected {
-                        checks::outputs(run.id, want, &values)?;
-                        m.finalized += 1;
-                    }
-                }
-                Err(ErrorKind::RunFailed { code }) if code == fail && fail != 0 => {}
-                Err(ErrorKind::RunFailed { code: 77 }) if m.run_errors_armed > 0 => {
-                    m.run_errors_armed -= 1;
-                    m.fault_outcomes += 1;
-                }
-                Err(k) if m.faulty => {
-                    allowed("finalize", &k, &[is_driver, is_fault])?;
-                    m.fault_outcomes += 1;
-                }
-                Err(k) => return Err(format!("finalize of run #{}: {k}", run.id)),
-            }
-            m.slots[s] = MSlot::Token;
-        }
-        Op::Drop(s) => {
-            let s = slot(*s);
-            if cells[s].kind() == Kind::Empty {
-                return Ok(());
-            }
-            cells[s].drop_held();
-            m.slots[s] = MSlot::Free;
-            if m.faulty {
-                sync_quarantine(runner, m);
-            }
-        }
-        Op::Forget(s) => {
-            let s = slot(*s);
-            let kind = cells[s].kind();
-            if kind == Kind::Empty {
-                return Ok(());
-            }
-            cells[s].forget_held();
-            m.slots[s] = match std::mem::replace(&mut m.slots[s], MSlot::Free) {
-                MSlot::Launched(r) => MSlot::Forgotten(r),
-                _ => MSlot::LostToken,
-            };
-        }
+        Op::Take(s) => step_take::<D>(cells, m, *s)?,
+        Op::Prepare(s, c, input) => step_prepare(cells, runner, m, *s, *c, input)?,
+        Op::Launch(s) => step_launch::<D>(cells, m, *s)?,
+        Op::TryFence(s) | Op::FenceShort(s) | Op::Fence(s) => step_fence::<D>(cells, m, op, *s)?,
+        Op::FenceAsync(s, polls) => step_fence_async(cells, runner, m, sim, *s, *polls)?,
+        Op::Finalize(s) => step_finalize::<D>(cells, m, *s)?,
+        Op::Drop(s) => step_drop_held(cells, runner, m, *s),
+        Op::Forget(s) => step_forget::<D>(cells, m, *s),
         Op::Step(n) => {
             for _ in 0..*n {
                 sim.step();
@@ -1144,4 +826,425 @@ fn step<'r, Dr: Driver, const D: usize>(
         }
     }
     Ok(())
+}
+
+/// `Op::Take`: one step of the case.
+#[allow(
+    clippy::many_single_char_names,
+    reason = "m: the model, s: a slot, k: an error kind"
+)]
+fn step_take<'r, const D: usize>(
+    cells: &mut [Box<dyn Cell<'r> + 'r>],
+    m: &mut Model,
+    s: usize,
+) -> Result<(), String> {
+    let slot = |s: usize| s % D;
+    let s = slot(s);
+    if cells[s].kind() != Kind::Empty {
+        return Ok(());
+    }
+    let r = cells[s].take();
+    if let MSlot::Abandoned(run) = &m.slots[s] {
+        // Reclaimed when the device proved the run complete (a run
+        // the model knows complete must be); otherwise in flight.
+        let must = !m.faulty && m.surely_complete(run.seq);
+        match r {
+            Ok(()) => {
+                m.reclaimed += 1;
+                m.slots[s] = MSlot::Token;
+            }
+            Err(ErrorKind::SlotInFlight { .. }) if !must => {}
+            Err(ErrorKind::SlotQuarantined { .. }) if m.faulty => {
+                m.slots[s] = MSlot::Quarantined;
+            }
+            r => {
+                return Err(format!("take: got {r:?}, model slot {:?}", m.slots[s]));
+            }
+        }
+        return Ok(());
+    }
+    let want: Option<fn(&ErrorKind) -> bool> = match &m.slots[s] {
+        MSlot::Free => None,
+        MSlot::Token | MSlot::Prepared(_) | MSlot::Fenced(_) | MSlot::LostToken => {
+            Some(|k: &ErrorKind| matches!(k, ErrorKind::SlotTaken))
+        }
+        MSlot::Launched(_) | MSlot::Forgotten(_) | MSlot::Abandoned(_) => {
+            Some(|k: &ErrorKind| matches!(k, ErrorKind::SlotInFlight { .. }))
+        }
+        MSlot::Quarantined => Some(|k: &ErrorKind| matches!(k, ErrorKind::SlotQuarantined { .. })),
+    };
+    match (r, want) {
+        (Ok(()), None) => m.slots[s] = MSlot::Token,
+        (Err(k), Some(f)) if f(&k) => {}
+        (r, _) => return Err(format!("take: got {r:?}, model slot {:?}", m.slots[s])),
+    }
+    Ok(())
+}
+
+/// `Op::Prepare`: one step of the case.
+#[allow(
+    clippy::many_single_char_names,
+    reason = "m: the model, s: a slot, k: an error kind"
+)]
+fn step_prepare<'r, Dr: Driver, const D: usize>(
+    cells: &mut [Box<dyn Cell<'r> + 'r>],
+    runner: &'r Runner<'_, Dr, D>,
+    m: &mut Model,
+    s: usize,
+    c: usize,
+    input: &In,
+) -> Result<(), String> {
+    let slot = |s: usize| s % D;
+    let s = slot(s);
+    if cells[s].kind() != Kind::Token {
+        return Ok(());
+    }
+    let p = m.set[c % m.set.len()];
+    let code = runner
+        .code(&format!("p{p}"))
+        .map_err(|e| format!("code: {e}"))?;
+    let r = cells[s].prepare(code, input);
+    match (r, input) {
+        (Err(ErrorKind::EmptyInput), In::Host(v)) if v.is_empty() => {}
+        (Err(ErrorKind::InputTooLong { .. }), In::TooLong) => {}
+        (Ok(id), In::Previous) => {
+            m.slots[s] = MSlot::Prepared(MRun {
+                id: id.get(),
+                program: p,
+                input: input.clone(),
+                seq: 0,
+                expected: None,
+                complete: false,
+            });
+        }
+        (Ok(id), In::Host(v)) if !v.is_empty() => {
+            m.slots[s] = MSlot::Prepared(MRun {
+                id: id.get(),
+                program: p,
+                input: input.clone(),
+                seq: 0,
+                expected: Some(expected(p, v)),
+                complete: false,
+            });
+        }
+        (Err(k), _) if m.faulty => {
+            allowed("prepare", &k, &[is_driver, is_fault])?;
+            m.fault_outcomes += 1;
+            if is_fault(&k) {
+                m.poisoned = true;
+                m.chain = None;
+            }
+        }
+        (r, _) => return Err(format!("prepare: got {r:?} for {input:?}")),
+    }
+    Ok(())
+}
+
+/// `Op::Launch`: one step of the case.
+#[allow(
+    clippy::many_single_char_names,
+    reason = "m: the model, s: a slot, k: an error kind"
+)]
+fn step_launch<'r, const D: usize>(
+    cells: &mut [Box<dyn Cell<'r> + 'r>],
+    m: &mut Model,
+    s: usize,
+) -> Result<(), String> {
+    let slot = |s: usize| s % D;
+    let s = slot(s);
+    if cells[s].kind() != Kind::Prepared {
+        return Ok(());
+    }
+    let MSlot::Prepared(mut run) = m.slots[s].clone() else {
+        return Err(format!("cell prepared, model {:?}", m.slots[s]));
+    };
+    let r = cells[s].launch();
+    match r {
+        Ok(seq) => {
+            if m.poisoned && !m.faulty {
+                return Err("launched while poisoned".into());
+            }
+            if run.input == In::Previous {
+                match &m.chain {
+                    Some(Some(v)) => run.expected = Some(expected(run.program, v)),
+                    Some(None) => run.expected = None,
+                    None if m.faulty => run.expected = None,
+                    None => return Err("chained launch with nothing to chain from".into()),
+                }
+            }
+            run.seq = seq;
+            m.chain = Some(run.expected.clone());
+            m.launched.push(run.id);
+            m.launched_aicpu.push(run.id);
+            m.slots[s] = MSlot::Launched(run);
+        }
+        Err((ErrorKind::NoChainValue, true)) if m.chain.is_none() || m.faulty => {
+            m.chain = None;
+        }
+        Err((k, back)) if m.faulty => {
+            allowed(
+                "launch",
+                &k,
+                &[is_driver, is_fault, is_poisoned, is_lost, is_no_chain],
+            )?;
+            m.fault_outcomes += 1;
+            // A fault ahead met before anything was submitted hands
+            // the run back; met after the AICore kernel, it is lost.
+            let met_ahead = matches!(k, ErrorKind::FaultAhead { .. });
+            if is_lost(&k) && !(met_ahead && back) {
+                if back {
+                    return Err("a lost launch handed the run back".into());
+                }
+                m.launched.push(run.id);
+                let aicpu_queued = match &k {
+                    ErrorKind::FenceNotRecorded(_) => true,
+                    ErrorKind::FaultAhead { error, .. } => {
+                        error.op() != runclaim::driver::Op::LaunchAicpu
+                    }
+                    _ => false,
+                };
+                if aicpu_queued {
+                    m.launched_aicpu.push(run.id);
+                }
+                m.slots[s] = MSlot::Quarantined;
+                m.poisoned = true;
+                m.chain = None;
+            } else if !back {
+                return Err(format!("launch kept the run for {k}"));
+            }
+            if is_fault(&k) {
+                m.poisoned = true;
+                m.chain = None;
+            }
+        }
+        Err((k, _)) => return Err(format!("launch: {k} (model chain {:?})", m.chain)),
+    }
+    Ok(())
+}
+
+/// `Op::TryFence`: one step of the case.
+#[allow(
+    clippy::many_single_char_names,
+    reason = "m: the model, s: a slot, k: an error kind"
+)]
+fn step_fence<'r, const D: usize>(
+    cells: &mut [Box<dyn Cell<'r> + 'r>],
+    m: &mut Model,
+    op: &Op,
+    s: usize,
+) -> Result<(), String> {
+    let slot = |s: usize| s % D;
+    let s = slot(s);
+    if cells[s].kind() != Kind::Launched {
+        return Ok(());
+    }
+    let MSlot::Launched(mut run) = m.slots[s].clone() else {
+        return Err(format!("cell launched, model {:?}", m.slots[s]));
+    };
+    let how = match op {
+        Op::TryFence(_) => None,
+        Op::FenceShort(_) => Some(Some(Duration::from_micros(5))),
+        _ => Some(None),
+    };
+    let must = matches!(op, Op::Fence(_)) || m.surely_complete(run.seq);
+    match cells[s].fence(how) {
+        Ok(()) => {
+            run.complete = true;
+            m.slots[s] = MSlot::Fenced(run);
+        }
+        Err(k) if m.faulty => {
+            allowed("fence", &k, &[is_driver, is_fault, is_timeout])?;
+            m.fault_outcomes += usize::from(!matches!(k, ErrorKind::NotReady));
+            if is_fault(&k)
+                || matches!(
+                    k,
+                    ErrorKind::Timeout {
+                        overran: Some(_),
+                        ..
+                    }
+                )
+            {
+                m.poisoned = true;
+                m.chain = None;
+            }
+        }
+        Err(ErrorKind::NotReady) if !must => {}
+        Err(ErrorKind::Timeout { overran: None, .. }) if !must && how.is_some() => {}
+        Err(k) => return Err(format!("fence: {k} (a later run complete: {must})")),
+    }
+    Ok(())
+}
+
+/// `Op::FenceAsync`: one step of the case.
+#[allow(
+    clippy::many_single_char_names,
+    reason = "m: the model, s: a slot, k: an error kind"
+)]
+fn step_fence_async<'r, Dr: Driver, const D: usize>(
+    cells: &mut [Box<dyn Cell<'r> + 'r>],
+    runner: &'r Runner<'_, Dr, D>,
+    m: &mut Model,
+    sim: &SimDriver,
+    s: usize,
+    polls: u8,
+) -> Result<(), String> {
+    let slot = |s: usize| s % D;
+    let s = slot(s);
+    if cells[s].kind() != Kind::Launched {
+        return Ok(());
+    }
+    let MSlot::Launched(mut run) = m.slots[s].clone() else {
+        return Err(format!("cell launched, model {:?}", m.slots[s]));
+    };
+    let awaited = cells[s].fence_async(polls, sim);
+    m.awaited_fences += usize::from(awaited.is_some());
+    match awaited {
+        Some(Ok(())) => {
+            run.complete = true;
+            m.slots[s] = MSlot::Fenced(run);
+        }
+        Some(Err(k)) if m.faulty => {
+            allowed("awaited fence", &k, &[is_driver, is_fault, is_timeout])?;
+            m.fault_outcomes += 1;
+            if is_fault(&k)
+                || matches!(
+                    k,
+                    ErrorKind::Timeout {
+                        overran: Some(_),
+                        ..
+                    }
+                )
+            {
+                m.poisoned = true;
+                m.chain = None;
+            }
+        }
+        // Healthy: no verdict can fall within a few steps.
+        Some(Err(k)) => return Err(format!("awaited fence: {k}")),
+        None => {
+            // Cancelled. A run known complete resolves at its first
+            // poll, so it cannot be cancelled.
+            if !m.faulty && m.surely_complete(run.seq) {
+                return Err(format!(
+                    "an awaited fence of complete run #{} stayed pending",
+                    run.id
+                ));
+            }
+            m.cancelled_fences += 1;
+            // The drop looks once: a run it sees complete gives its
+            // slot back at once (no reclaim); otherwise the run is
+            // abandoned, and a take reclaims the slot when the
+            // device proves it complete. Without faults the model
+            // knows which (a run it cannot prove complete is not
+            // proven by the take either, in a stepped simulation);
+            // after a fault the drop's look may have failed where
+            // the take's succeeds, so either count is allowed.
+            let before = runner.health().reclaimed;
+            let free = cells[s].slot_free();
+            let took = runner.health().reclaimed - before;
+            match (free, took) {
+                (true, 0) => m.slots[s] = MSlot::Free,
+                (true, 1) if m.faulty => {
+                    m.reclaimed += 1;
+                    m.slots[s] = MSlot::Free;
+                }
+                (false, 0) => m.slots[s] = MSlot::Abandoned(run),
+                _ => {
+                    return Err(format!(
+                        "a cancelled fence: slot free {free}, {took} slots reclaimed"
+                    ));
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// `Op::Finalize`: one step of the case.
+#[allow(
+    clippy::many_single_char_names,
+    reason = "m: the model, s: a slot, k: an error kind"
+)]
+fn step_finalize<'r, const D: usize>(
+    cells: &mut [Box<dyn Cell<'r> + 'r>],
+    m: &mut Model,
+    s: usize,
+) -> Result<(), String> {
+    let slot = |s: usize| s % D;
+    let s = slot(s);
+    if cells[s].kind() != Kind::Fenced {
+        return Ok(());
+    }
+    let MSlot::Fenced(run) = m.slots[s].clone() else {
+        return Err(format!("cell fenced, model {:?}", m.slots[s]));
+    };
+    let fail = program(run.program).fail_code();
+    match cells[s].finalize() {
+        Ok((values, wall)) => {
+            if fail != 0 {
+                return Err(format!("run #{} should have failed with {fail}", run.id));
+            }
+            if wall.run_id != run.id || wall.slot as usize != s {
+                return Err(format!("wall record {wall:?} for run #{} slot {s}", run.id));
+            }
+            if let Some(want) = &run.expected {
+                checks::outputs(run.id, want, &values)?;
+                m.finalized += 1;
+            }
+        }
+        Err(ErrorKind::RunFailed { code }) if code == fail && fail != 0 => {}
+        Err(ErrorKind::RunFailed { code: 77 }) if m.run_errors_armed > 0 => {
+            m.run_errors_armed -= 1;
+            m.fault_outcomes += 1;
+        }
+        Err(k) if m.faulty => {
+            allowed("finalize", &k, &[is_driver, is_fault])?;
+            m.fault_outcomes += 1;
+        }
+        Err(k) => return Err(format!("finalize of run #{}: {k}", run.id)),
+    }
+    m.slots[s] = MSlot::Token;
+    Ok(())
+}
+
+/// `Op::Drop`: one step of the case.
+#[allow(
+    clippy::many_single_char_names,
+    reason = "m: the model, s: a slot, k: an error kind"
+)]
+fn step_drop_held<'r, Dr: Driver, const D: usize>(
+    cells: &mut [Box<dyn Cell<'r> + 'r>],
+    runner: &'r Runner<'_, Dr, D>,
+    m: &mut Model,
+    s: usize,
+) {
+    let slot = |s: usize| s % D;
+    let s = slot(s);
+    if cells[s].kind() == Kind::Empty {
+        return;
+    }
+    cells[s].drop_held();
+    m.slots[s] = MSlot::Free;
+    if m.faulty {
+        sync_quarantine(runner, m);
+    }
+}
+
+/// `Op::Forget`: one step of the case.
+#[allow(
+    clippy::many_single_char_names,
+    reason = "m: the model, s: a slot, k: an error kind"
+)]
+fn step_forget<'r, const D: usize>(cells: &mut [Box<dyn Cell<'r> + 'r>], m: &mut Model, s: usize) {
+    let slot = |s: usize| s % D;
+    let s = slot(s);
+    let kind = cells[s].kind();
+    if kind == Kind::Empty {
+        return;
+    }
+    cells[s].forget_held();
+    m.slots[s] = match std::mem::replace(&mut m.slots[s], MSlot::Free) {
+        MSlot::Launched(r) => MSlot::Forgotten(r),
+        _ => MSlot::LostToken,
+    };
 }
