@@ -42,6 +42,11 @@ pub(crate) struct Stub<T> {
 /// What a lane keeps of a submission while its run is in flight: nothing
 /// (`()`, a `RunSpec`'s run: its input was copied at prepare) or the
 /// workload, which the launch resolves and the finalize fills.
+///
+/// The engine's side of `pipeline::Submit`'s sealed half (which says how
+/// a submission reaches a lane): it stays a trait of its own here, below
+/// `pipeline/` and `shared/`, because the sealed half calls the lane —
+/// folded together they would be one file's circle with `pipeline/`.
 pub(crate) trait Kept<'r> {
     /// What the launch reads the run's arguments from (`None`: the run's
     /// own, a `RunSpec`'s lowered).

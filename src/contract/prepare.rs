@@ -41,22 +41,14 @@ impl<'w, 'a> Spec for &'w mut Workload<'a> {
     type Bindings = WithWorkload<'w, 'a>;
 }
 
-/// A workload a pipeline's lane holds, prepared without the run keeping a
-/// borrow of it (the lane hands it to the launch and the finalize).
-pub(crate) struct Lent<'w, 'a>(pub &'w mut Workload<'a>);
-
-impl Spec for Lent<'_, '_> {
-    type Bindings = NoWorkload;
-}
-
 #[allow(
     private_interfaces,
     reason = "sealed: the trait is unnameable outside the crate, so its method (and the crate-private types it names) cannot be called or implemented there"
 )]
 pub(crate) mod sealed {
     use super::{
-        Data, ErrorKind, Input, Lent, NoWorkload, Port, RunInfo, RunSpec, Spec, WithWorkload,
-        Workload, lowered, lowered_args,
+        Data, ErrorKind, Input, NoWorkload, Port, RunInfo, RunSpec, Spec, WithWorkload, Workload,
+        lowered, lowered_args,
     };
 
     /// How each kind of spec reaches the device's one prepare: a workload
@@ -102,19 +94,6 @@ pub(crate) mod sealed {
         ) -> Result<(RunInfo, <Self as Spec>::Bindings), ErrorKind> {
             let info = port.prepare(slot, lease, self.code, self.args())?;
             Ok((info, WithWorkload { work: self }))
-        }
-    }
-
-    impl Sealed for Lent<'_, '_> {
-        #[inline]
-        fn prepare_on(
-            self,
-            port: &dyn Port,
-            slot: usize,
-            lease: u64,
-        ) -> Result<(RunInfo, <Self as Spec>::Bindings), ErrorKind> {
-            let info = port.prepare(slot, lease, self.0.code, self.0.args())?;
-            Ok((info, NoWorkload))
         }
     }
 }

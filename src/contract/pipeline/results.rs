@@ -26,7 +26,6 @@ pub(crate) mod sealed {
     use super::{RunSpec, Workload};
     use crate::contract::error::{Error, RunId};
     use crate::contract::lane::{Lane, Source};
-    use crate::contract::prepare::Lent;
     use crate::contract::run::RunOf;
     use crate::contract::slot::Claim;
 
@@ -79,7 +78,7 @@ pub(crate) mod sealed {
             // The lane keeps the workload until its run comes back.
             let port = src.port();
             lane.submit(src, tag, self, |token, work| {
-                RunOf::prepare(port, token, Lent(work))
+                RunOf::prepare_lent(port, token, work)
             })
         }
     }

@@ -81,6 +81,24 @@ impl<S: State, K: Claim, B: Bindings> RunOf<S, K, B> {
     }
 }
 
+impl<K: Claim> RunOf<Prepared, K, NoWorkload> {
+    /// A lane's prepare of the workload it holds (`work`): the run keeps
+    /// no borrow of it (the lane hands it to the launch and the finalize).
+    #[inline]
+    pub(crate) fn prepare_lent(
+        port: &dyn Port,
+        token: K,
+        work: &mut Workload<'_>,
+    ) -> Result<Self, Error<K>> {
+        Self::prepare_with(port, token, |slot, lease| {
+            Ok((
+                port.prepare(slot, lease, work.code, work.args())?,
+                NoWorkload,
+            ))
+        })
+    }
+}
+
 impl<K: Claim, B: Bindings> RunOf<Prepared, K, B> {
     /// Prepares a run of `spec` on `port`'s device in the slot `token`
     /// claims: the one implementation of every prepare (a runner's, a
@@ -91,12 +109,25 @@ impl<K: Claim, B: Bindings> RunOf<Prepared, K, B> {
         token: K,
         spec: W,
     ) -> Result<Self, Error<K>> {
+        Self::prepare_with(port, token, |slot, lease| {
+            spec.prepare_on(port, slot, lease)
+        })
+    }
+
+    /// The one prepare, its device step given: the token checked to be
+    /// `port`'s, then `prepare(slot, lease)`.
+    #[inline(always)]
+    fn prepare_with(
+        port: &dyn Port,
+        token: K,
+        prepare: impl FnOnce(usize, u64) -> Result<(RunInfo, B), ErrorKind>,
+    ) -> Result<Self, Error<K>> {
         let slot = token.slot();
         let fail = |token, k| Error::new(token, Action::Prepare, None, Some(slot), k);
         if token.port().device_id() != port.device_id() {
             return Err(fail(token, ErrorKind::ForeignHandle));
         }
-        match spec.prepare_on(port, slot, token.lease()) {
+        match prepare(slot, token.lease()) {
             Ok((info, bindings)) => Ok(RunOf::new(token, info, bindings)),
             Err(k) => Err(fail(token, k)),
         }
