@@ -9,7 +9,6 @@ use std::task::Waker;
 use std::time::{Duration, Instant};
 
 use super::AclDriver;
-use super::call::elapsed_of;
 use super::ffi::{ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE};
 use super::notify;
 use super::result::{self, HostCopy};
@@ -442,5 +441,55 @@ impl Driver for AclDriver {
         waker: &Waker,
     ) -> Result<Notice, DriverError> {
         self.notify_event_impl(event, within, waker)
+    }
+}
+
+/// An elapsed time the runtime reported, in ms, as a `Duration`.
+pub(super) fn elapsed_of(ms: f32) -> Result<Duration, &'static str> {
+    if ms.is_nan() {
+        return Err("elapsed time is NaN");
+    }
+    if ms < 0.0 {
+        return Err("elapsed time is negative (end recorded before start?)");
+    }
+    Duration::try_from_secs_f64(f64::from(ms) / 1000.0)
+        .map_err(|_| "elapsed time is infinite or too large")
+}
+
+impl AclDriver {
+    /// `block_dim` within what the device runs (refused before any C call).
+    pub(super) fn block_dim_ok(&self, op: Op, block_dim: u32) -> Result<(), DriverError> {
+        if block_dim == 0 || block_dim > self.max_block_dim {
+            return Err(DriverError::new(
+                op,
+                DriverErrorKind::InvalidArgument {
+                    what: "block_dim is 0 or above the device maximum",
+                },
+            ));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn elapsed_times_from_the_runtime_never_panic() {
+        assert_eq!(elapsed_of(1.5), Ok(Duration::from_micros(1500)));
+        assert_eq!(elapsed_of(0.0), Ok(Duration::ZERO));
+        for bad in [
+            f32::NAN,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            -1.0,
+            f32::MAX,
+            f32::MIN,
+        ] {
+            assert!(elapsed_of(bad).is_err(), "{bad}");
+        }
+        assert!(elapsed_of(1e15).is_ok(), "large but representable");
     }
 }

@@ -84,7 +84,7 @@ impl AclDriver {
             reactor_wait: config.reactor_wait(),
             caps,
             ex_events,
-            table: RwLock::new(Table::new(instance)),
+            table: RwLock::new(Table::default()),
         };
         // Counted from here: the drop balances it.
         d.shared.notify.driver_opened();

@@ -180,7 +180,6 @@
 //! [`WorkArgs::MAX_SIZE`]: super::abi::WorkArgs::MAX_SIZE
 //! [`LaunchArgs::fields`]: super::abi::LaunchArgs::fields
 
-mod call;
 pub mod codes;
 mod config;
 mod context;
@@ -196,20 +195,19 @@ mod table;
 mod tokens;
 
 /// The table's argument-block check over the allocations `allocs`
-/// (`(base, bytes)`, sorted, not overlapping) of driver instance `id`, for
-/// the fuzz targets: no runtime is loaded or called.
+/// (`(base, bytes)`, sorted, not overlapping), for the fuzz targets: no
+/// runtime is loaded or called.
 #[cfg(any(test, fuzzing))]
 pub(crate) fn check_run_args(
-    id: u64,
     allocs: &[(u64, usize)],
     args: crate::driver::abi::LaunchArgs<'_>,
 ) -> Result<(), crate::driver::DriverError> {
-    table::Table::check_run_args(id, allocs, args)
+    table::Table::check_run_args(allocs, args)
 }
 
 use std::fmt;
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, RwLock};
+use std::sync::{Arc, PoisonError, RwLock, RwLockReadGuard, RwLockWriteGuard};
 use std::time::Duration;
 
 pub use self::config::{AclConfig, AclVersion, OpenError};
@@ -269,6 +267,19 @@ pub struct AclDriver {
     ex_events: AtomicBool,
     /// What this driver created and has not destroyed.
     table: RwLock<Table>,
+}
+
+impl AclDriver {
+    /// The table, to read (nothing panics while it is locked; if something
+    /// did, the table is still what this driver knows).
+    fn read(&self) -> RwLockReadGuard<'_, Table> {
+        self.table.read().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The table, to change.
+    fn write(&self) -> RwLockWriteGuard<'_, Table> {
+        self.table.write().unwrap_or_else(PoisonError::into_inner)
+    }
 }
 
 impl fmt::Debug for AclDriver {

@@ -6,8 +6,8 @@
 //! `cargo test --release --lib -- --ignored validation_cost --nocapture`
 //!
 //! `validation_cost_of_workload_blocks` measures the two launch checks
-//! alone for a `RunArgs` block (remembered after the first) and for
-//! workload blocks, which are checked in full at every launch.
+//! alone for a `RunArgs` block and for workload blocks (each checked in
+//! full at every launch).
 
 use std::hint::black_box;
 use std::sync::atomic::Ordering;
@@ -34,7 +34,7 @@ struct Slot {
 }
 
 fn device() -> (RwLock<Table>, [Slot; 2], BlockBuf, (u64, u64)) {
-    let mut t = Table::new(1);
+    let mut t = Table::default();
     let mut next = 0x1_0000_0000u64;
     let mut alloc = |t: &mut Table, len: usize| {
         let base = next;

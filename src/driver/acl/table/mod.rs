@@ -25,8 +25,6 @@
 //! takes it runs. A destroy or free takes the entry itself out of the table
 //! ([`Table::take_stream`], …) and hands it to the call by value.
 
-use std::cell::RefCell;
-
 use super::ptr::{Program, RtPtr};
 use super::tokens::{Alloc, Args, EventEntry, MAX_HOST_ARGS, Span, StreamEntry, StreamWait};
 use crate::driver::abi::LaunchArgs;
@@ -58,34 +56,9 @@ fn bad_range(op: Op, addr: u64, len: u64) -> DriverError {
     DriverError::new(op, DriverErrorKind::BadAddress { addr, len })
 }
 
-/// A validated argument block's device ranges: the table (driver
-/// instance), its allocation version, then `block_dim`, `len`, `input`,
-/// `output`, `handshake`, `wall`, `status`.
-type RangesKey = [u64; 3 + 2 * REMEMBERED_FIELDS];
-
-/// The most addresses a block may name for its ranges to be remembered.
-pub(super) const REMEMBERED_FIELDS: usize = 5;
-
-/// How many validated argument blocks each thread remembers (a depth-3
-/// runner alternates among three slots' regions).
-const REMEMBERED: usize = 4;
-
-thread_local! {
-    /// Argument blocks whose device ranges this thread validated, with the
-    /// allocation version they were valid for. `Copy` data, no destructor:
-    /// usable during thread teardown too.
-    static VALIDATED: RefCell<([RangesKey; REMEMBERED], usize)> =
-        const { RefCell::new(([[0; 3 + 2 * REMEMBERED_FIELDS]; REMEMBERED], 0)) };
-}
-
 /// Everything one driver created and has not destroyed.
 #[derive(Debug, Default)]
 pub(super) struct Table {
-    /// The owning driver instance (never 0 for a driver's table).
-    id: u64,
-    /// Bumped by every allocation and free: a range validated at one
-    /// version is valid for as long as the version stays.
-    version: u64,
     /// Sorted by `base`; never overlapping.
     allocs: Vec<Alloc>,
     /// Sorted by `raw`.
@@ -97,14 +70,6 @@ pub(super) struct Table {
 }
 
 impl Table {
-    /// The empty table of driver instance `id`.
-    pub fn new(id: u64) -> Self {
-        Table {
-            id,
-            ..Table::default()
-        }
-    }
-
     // ----- memory -----------------------------------------------------------
 
     /// The allocation containing `addr` (or ending at it), if any.
@@ -132,17 +97,13 @@ impl Table {
     /// Takes the allocation starting at `base` out of the table, to free it.
     pub fn take_alloc(&mut self, op: Op, base: u64) -> Result<Alloc, DriverError> {
         match self.allocs.binary_search_by_key(&base, Alloc::base) {
-            Ok(i) => {
-                self.version += 1;
-                Ok(self.allocs.remove(i))
-            }
+            Ok(i) => Ok(self.allocs.remove(i)),
             Err(_) => Err(bad_range(op, base, 0)),
         }
     }
 
     /// Puts an allocation (back) into the table.
     pub fn put_back_alloc(&mut self, a: Alloc) {
-        self.version += 1;
         let i = self.allocs.partition_point(|x| x.base() < a.base());
         self.allocs.insert(i, a);
     }
@@ -155,12 +116,9 @@ impl Table {
     /// this driver reads no field of it. A zero-length range is checked as
     /// every zero-length range is: its address must lie inside a live
     /// allocation or at its end.
-    ///
-    /// The ranges of the last few blocks this thread validated (of at most
-    /// [`REMEMBERED_FIELDS`] addresses: runclaim's `RunSpec` block names
-    /// five) are remembered per allocation version, so the AICPU launch of
-    /// a run (and the next run in the same slot) skips the lookups. Larger
-    /// blocks are checked at every launch.
+    /// Every block is checked in full at every launch: a remembered-ranges
+    /// cache saved nothing measurable (`cost.rs`: a `RunSpec` block's two
+    /// checks cost what a two-tensor workload's do, ~60 ns per run).
     ///
     /// A block whose addresses moved, or longer than the launch's host copy
     /// ([`MAX_HOST_ARGS`]), is refused as an invalid argument, a range
@@ -179,61 +137,29 @@ impl Table {
                 "an address the block's writer recorded is no longer in the block",
             ));
         }
-        // SAFETY: at most `MAX_HOST_ARGS` bytes (above), and `checked` is
-        // returned only once every range the block's writer recorded was
-        // found inside one live allocation of this table — just now, by
-        // `range`, or at this allocation version by this thread (a free
-        // moves the version) — while `'a` borrows the table, so none can be
-        // freed for as long as the token lives. `consistent` (above): those
-        // recorded addresses are the ones in the bytes.
-        let checked = unsafe { Args::new(args.bytes()) };
-        let fields = args.fields();
-        let key = (fields.len() <= REMEMBERED_FIELDS).then(|| {
-            let mut key: RangesKey = [0; 3 + 2 * REMEMBERED_FIELDS];
-            key[0] = self.id;
-            key[1] = self.version;
-            key[2] = fields.len() as u64;
-            for (i, f) in fields.iter().enumerate() {
-                key[3 + 2 * i] = f.addr.raw();
-                key[4 + 2 * i] = f.len;
-            }
-            key
-        });
-        if let Some(key) = key {
-            let known = VALIDATED
-                .try_with(|v| v.try_borrow().is_ok_and(|v| v.0.contains(&key)))
-                .unwrap_or(false);
-            if known && self.id != 0 {
-                return Ok(checked);
-            }
-        }
-        for f in fields {
+        for f in args.fields() {
             // A length no host slice can have lies in no allocation either.
             let len = usize::try_from(f.len).map_err(|_| bad_range(op, f.addr.raw(), f.len))?;
             self.range(op, f.addr.raw(), len)?;
         }
-        if let Some(key) = key {
-            let _ = VALIDATED.try_with(|v| {
-                if let Ok(mut v) = v.try_borrow_mut() {
-                    let next = v.1;
-                    v.0[next] = key;
-                    v.1 = (next + 1) % REMEMBERED;
-                }
-            });
-        }
+        // SAFETY: at most `MAX_HOST_ARGS` bytes (above), and every range the
+        // block's writer recorded was just found inside one live allocation
+        // of this table (the loop above), while `'a` borrows the table, so
+        // none can be freed for as long as the token lives. `consistent`
+        // (above): those recorded addresses are the ones in the bytes.
+        let checked = unsafe { Args::new(args.bytes()) };
         Ok(checked)
     }
 
     /// [`run_args`](Self::run_args) over a table holding only the
     /// allocations `allocs` (`(base, bytes)`, sorted, not overlapping) of
-    /// driver instance `id`, for the fuzz targets (never handed to C).
+    /// for the fuzz targets (never handed to C).
     #[cfg(any(test, fuzzing))]
     pub(crate) fn check_run_args(
-        id: u64,
         allocs: &[(u64, usize)],
         args: LaunchArgs<'_>,
     ) -> Result<(), DriverError> {
-        let mut t = Table::new(id);
+        let mut t = Table::default();
         for &(base, len) in allocs {
             t.insert_alloc(RtPtr::from_raw(base), len);
         }
@@ -376,8 +302,8 @@ mod tests {
     }
 
     /// A table with two buffers: 0x4000 (64 bytes), 0x5000 (16 bytes).
-    fn work_table(id: u64) -> Table {
-        let mut t = Table::new(id);
+    fn work_table() -> Table {
+        let mut t = Table::default();
         t.insert_alloc(RtPtr::from_raw(0x4000), 64);
         t.insert_alloc(RtPtr::from_raw(0x5000), 16);
         t
@@ -404,7 +330,7 @@ mod tests {
 
     #[test]
     fn every_recorded_address_is_checked() {
-        let t = work_table(0);
+        let t = work_table();
         let ok = block(&[(0x4000, 64), (0x5004, 12)]);
         let args = t.run_args(Op::LaunchAicore, ok.args()).unwrap();
         assert_eq!(
@@ -449,7 +375,7 @@ mod tests {
 
     #[test]
     fn a_block_longer_than_the_host_copy_is_refused() {
-        let t = work_table(0);
+        let t = work_table();
         let longest = BlockBuf::from_bytes(&vec![0; MAX_HOST_ARGS]);
         assert!(t.run_args(Op::LaunchAicore, longest.args()).is_ok());
         // One byte more would be cut short by the copy the runtime gets.
@@ -462,7 +388,7 @@ mod tests {
 
     #[test]
     fn an_address_overwritten_after_it_was_recorded_is_refused() {
-        let t = work_table(0);
+        let t = work_table();
         let mut b = BlockBuf::with_capacity(8, 1);
         let mut w = b.writer();
         w.grow(8).unwrap();
@@ -483,28 +409,18 @@ mod tests {
     }
 
     #[test]
-    fn remembered_ranges_never_let_a_block_skip_its_checks() {
-        // A driver's table (id != 0): small blocks' ranges are remembered.
-        let mut t = work_table(0x7ab1e);
+    fn every_launch_checks_every_range_again() {
+        let mut t = work_table();
         let small = block(&[(0x4000, 64), (0x5000, 16)]);
         assert!(t.run_args(Op::LaunchAicore, small.args()).is_ok());
         assert!(t.run_args(Op::LaunchAicpu, small.args()).is_ok());
-        // The same ranges plus one bad one, and a large block: checked.
+        // The same ranges plus one bad one: refused.
         let bad = block(&[(0x4000, 64), (0x5000, 16), (0x4000, 65)]);
         assert!(matches!(
             refused(&t, &bad),
             DriverErrorKind::BadAddress { .. }
         ));
-        let mut many = vec![(0x4000, 64); REMEMBERED_FIELDS + 1];
-        assert!(t.run_args(Op::LaunchAicore, block(&many).args()).is_ok());
-        many[REMEMBERED_FIELDS] = (0x4000, 65);
-        for _ in 0..2 {
-            assert!(matches!(
-                refused(&t, &block(&many)),
-                DriverErrorKind::BadAddress { .. }
-            ));
-        }
-        // A free moves the version: the remembered block is checked again.
+        // A free between two launches of one block: the second is refused.
         let a = t.take_alloc(Op::Free, 0x5000).unwrap();
         assert!(matches!(
             refused(&t, &small),
