@@ -2,7 +2,9 @@
 //! allocator watches 1,000 full prepare → launch → fence → finalize cycles
 //! at depth 2 and 3, 1,000 pipeline runs (complete the oldest, submit
 //! the next) at depth 2, 3, 8 and 16, and 1,000 typed workload runs with 4,
-//! 16 and 32 bound arguments (the workload built for each run), on a
+//! 16 and 32 bound arguments (the workload built for each run), 1,000
+//! shared-device `RunSpec` runs (blocking and awaited, each run's values
+//! held past the next), on a
 //! driver that completes everything at once (so any allocation seen is the
 //! contract's own). The a2a3 adapter's per-run work (its blocks for 4, 16
 //! and 256 tensors, its records) is measured at the adapter: the instant
@@ -10,6 +12,7 @@
 
 use std::alloc::{GlobalAlloc, Layout, System};
 use std::cell::Cell;
+use std::future::Future;
 
 use runclaim::contract::{Depth, Slot, SlotOf, SupportedDepth};
 use runclaim::driver::abi::Program;
@@ -17,7 +20,7 @@ use runclaim::driver::abi::{Dir, Home};
 use runclaim::driver::instant::InstantDriver;
 use runclaim::{
     Callable, Device, DeviceBuffer, DeviceConfig, Input, Outputs, Pipeline, RunSpec, Runner,
-    Workload,
+    SharedDevice, Workload,
 };
 
 struct Counting;
@@ -224,6 +227,81 @@ fn no_allocation_per_pipeline_run_in_steady_state() {
     pipeline_steady_state::<3>();
     pipeline_steady_state::<8>();
     pipeline_steady_state::<16>();
+}
+
+/// A shared device in steady state: `RunSpec` runs submitted and waited
+/// for, blocking and awaited, each run's values held past the next
+/// submission (a ticket's values outlive its lane's reuse) and checked.
+/// Negative control: values kept alive, unreturned, make the pool hand
+/// out fresh buffers (one allocation per run).
+fn shared_steady_state<const D: usize>(awaited: bool)
+where
+    Depth<D>: SupportedDepth,
+{
+    let shared = SharedDevice::<_, D>::open(
+        InstantDriver::new(),
+        DeviceConfig::default().max_elements(64),
+    )
+    .unwrap();
+    shared
+        .publish(&[Callable::program("f", &Program::new().mul(3).add(1))])
+        .unwrap();
+    let code = shared.code("f").unwrap();
+    let input: Vec<u32> = (0..64).collect();
+    let want: Vec<u32> = input.iter().map(|x| x * 3 + 1).collect();
+    let run = || {
+        let spec = RunSpec::new(code, Input::Host(&input));
+        if awaited {
+            // Polled with a no-op waker (pollster allocates a waker per
+            // call): the instant driver has completed everything by then.
+            let mut fut = std::pin::pin!(async { shared.submit(spec).await.unwrap().await });
+            let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+            (0..1_000_000)
+                .find_map(|_| match fut.as_mut().poll(&mut cx) {
+                    std::task::Poll::Ready(r) => Some(r),
+                    std::task::Poll::Pending => None,
+                })
+                .expect("the instant driver completes a run within a million polls")
+        } else {
+            shared.submit_blocking(spec).unwrap().wait()
+        }
+        .unwrap()
+    };
+    let mut held = run();
+    for _ in 0..10 {
+        held = run();
+    }
+    let n = allocations_in(|| {
+        for _ in 0..1000 {
+            // The last run's values, held while the next runs in the same
+            // lane, then checked and dropped (back to the pool).
+            let next = run();
+            assert_eq!(held.values, want);
+            held = next;
+        }
+    });
+    assert_eq!(
+        n, 0,
+        "shared depth {D} (awaited {awaited}): {n} allocations in 1,000 runs"
+    );
+    let mut kept = Vec::new();
+    let leaked = allocations_in(|| {
+        for _ in 0..10 {
+            kept.push(run());
+        }
+    });
+    assert!(
+        leaked >= 10,
+        "values never returned: {leaked} allocations for 10 runs"
+    );
+    assert!(kept.iter().all(|d| d.values == want));
+}
+
+#[test]
+fn no_allocation_per_shared_run_in_steady_state() {
+    shared_steady_state::<2>(false);
+    shared_steady_state::<4>(false);
+    shared_steady_state::<2>(true);
 }
 
 #[test]

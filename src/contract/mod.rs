@@ -18,6 +18,7 @@
 
 mod buffer;
 mod code;
+mod completed;
 mod config;
 mod device;
 mod error;
@@ -40,19 +41,18 @@ mod workload;
 
 pub use buffer::{BufferSlice, DeviceBuffer, PerSlot, Scratch, SlotBuffer};
 pub use code::{Callable, CodeRef};
+pub use completed::{Completed, Done, Values};
 pub use config::{ConfigError, DeviceConfig};
 pub use device::{CloseFuture, ContractStats, Device, DrainReport, Health, LostCause};
 pub use error::{Action, BufferId, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
 pub use outputs::{Finalized, Outputs};
-pub use pipeline::{
-    CompleteFuture, Completed, Pipeline, PipelineDrainFuture, Rejected, Submit, Unfinished,
-};
+pub use pipeline::{CompleteFuture, Pipeline, PipelineDrainFuture, Rejected, Submit, Unfinished};
 pub use prepare::Spec;
 pub use run::FenceFuture;
 pub use run::Run;
 pub use runner::DrainFuture;
 pub use runner::Runner;
-pub use shared::{Done, PublishFuture, SharedCloseFuture, SharedDevice, SubmitFuture, Ticket};
+pub use shared::{PublishFuture, SharedCloseFuture, SharedDevice, SubmitFuture, Ticket};
 pub use slot::{Depth, Slot, SlotOf, SlotSet, SlotToken, SupportedDepth};
 pub use spec::{Input, RunSpec};
 pub use states::{Fenced, Launched, Prepared, State};

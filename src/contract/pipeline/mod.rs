@@ -50,7 +50,8 @@ use std::fmt;
 use std::task::{Poll, Waker};
 
 pub use self::future::{CompleteFuture, PipelineDrainFuture};
-pub use self::results::{Completed, Rejected, Submit, Unfinished};
+pub use self::results::{Rejected, Submit, Unfinished};
+use crate::contract::completed::Completed;
 use crate::contract::error::{Action, Error, ErrorKind, RunId};
 use crate::contract::lane::{self, Lane};
 use crate::contract::runner::Runner;
@@ -429,6 +430,7 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
                 wall,
                 values: if work.is_some() { &[] } else { lane.values() },
                 work,
+                lent: std::marker::PhantomData,
             })),
             Err(e) => Err(e.map_value(|()| Unfinished {
                 tag: stub.tag,

@@ -1,16 +1,15 @@
 //! What crosses a [`Pipeline`](super::Pipeline)'s API: what it runs
 //! ([`Submit`]: a [`RunSpec`] or an owned [`Workload`]) and what it hands
-//! back — a [`Completed`] run, a [`Rejected`] submission, an
+//! back — a [`Completed`](crate::contract::Completed) run, a [`Rejected`] submission, an
 //! [`Unfinished`] run — so that nothing submitted is ever lost.
 
-use crate::contract::error::{Error, RunId};
+use crate::contract::error::Error;
 use crate::contract::spec::RunSpec;
 use crate::contract::workload::Workload;
-use crate::driver::abi::WallRecord;
 
 /// What a [`Pipeline`](super::Pipeline) runs: a [`RunSpec`] (its outputs
-/// come back in [`Completed::values`]) or an owned [`Workload`] (it comes
-/// back whole in [`Completed::work`], its owned host tensors holding what
+/// come back in [`Completed::values`](crate::contract::Completed::values)) or an owned [`Workload`] (it comes
+/// back whole in [`Completed::work`](crate::contract::Completed::work), its owned host tensors holding what
 /// the device wrote). Sealed.
 pub trait Submit<'r>: sealed::Sealed<'r> {}
 
@@ -137,45 +136,6 @@ pub struct Unfinished<'r, T> {
     /// The tag the run was submitted with.
     pub tag: T,
     /// Its workload (`None` for a [`RunSpec`]'s run), never lost.
-    pub work: Option<Workload<'r>>,
-}
-
-/// A finalized run handed back by
-/// [`Pipeline::complete`](super::Pipeline::complete): its tag, its records,
-/// a [`RunSpec`] run's outputs — lent from the pipeline's buffer for that
-/// slot until the next call on the pipeline — and a workload's run's
-/// workload, whose owned host tensors hold what the device wrote.
-///
-/// ```
-/// # use runclaim::{Callable, Device, DeviceConfig, Input, Pipeline, RunSpec};
-/// # use runclaim::driver::abi::Program;
-/// # use runclaim::sim::{SimConfig, SimDriver};
-/// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
-/// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
-/// # let code = runner.code("f")?;
-/// let mut pipe = Pipeline::new(&runner)?;
-/// let id = pipe.submit(RunSpec::new(code, Input::Host(&[1, 2])), 'a')?;
-/// let done = pipe.complete()?.expect("one run pending");
-/// assert_eq!((done.tag, done.run, done.values), ('a', id, &[2, 3][..]));
-/// assert_eq!(done.wall.run_id, id.get()); // validated to be this run's record
-/// assert!(done.work.is_none()); // a RunSpec's run
-/// # Ok::<(), runclaim::Error>(())
-/// ```
-#[derive(Debug)]
-#[non_exhaustive]
-pub struct Completed<'a, 'r, T> {
-    /// The tag the run was submitted with.
-    pub tag: T,
-    /// The run.
-    pub run: RunId,
-    /// Its launch sequence number (stream order).
-    pub seq: u64,
-    /// Its device-wall record (validated to be this run's).
-    pub wall: WallRecord,
-    /// A [`RunSpec`] run's outputs (empty for a workload's run).
-    pub values: &'a [u32],
-    /// A workload's run's workload, to read, refill and submit again
-    /// (`None` for a [`RunSpec`]'s run).
     pub work: Option<Workload<'r>>,
 }
 

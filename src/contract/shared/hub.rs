@@ -9,8 +9,9 @@ use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use super::claim::{ArcClaim, Cell};
-use super::done::{Delivery, Done};
+use super::ticket::Delivery;
 use crate::contract::code::CodeEntry;
+use crate::contract::completed::{Completed, ValuePool, Values};
 use crate::contract::device::LostCause;
 use crate::contract::error::{Action, Poison};
 use crate::contract::lane::Lane;
@@ -46,6 +47,8 @@ pub(super) struct Hub<D: Driver, const DEPTH: usize> {
     arrivals: VecDeque<Arrival>,
     /// Outcomes settled for tickets that have not taken them yet.
     done: Vec<(u64, Delivery)>,
+    /// Spare buffers for a `RunSpec` run's values, which outlive its lane.
+    values: Arc<ValuePool>,
     /// Wakers of the tickets whose run is pending.
     ticket_wakers: Vec<(u64, Waker)>,
     /// Tickets dropped before their run settled: their outcome is dropped
@@ -72,6 +75,7 @@ impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
             lanes,
             arrivals: VecDeque::new(),
             done: Vec::new(),
+            values: Arc::default(),
             ticket_wakers: Vec::new(),
             dropped: Vec::new(),
             next_id: 1,
@@ -191,16 +195,18 @@ impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
         let work = self.lanes[i].take_work();
         let id = stub.tag;
         let delivery = match outcome {
-            Ok(wall) => Ok(Done {
+            Ok(wall) => Ok(Completed {
+                tag: (),
                 run: stub.run,
                 seq: stub.seq,
                 wall,
                 values: if work.is_some() {
-                    Vec::new()
+                    Values::EMPTY
                 } else {
-                    self.lanes[i].values().to_vec()
+                    Values::pooled(self.lanes[i].values(), &self.values)
                 },
                 work,
+                lent: std::marker::PhantomData,
             }),
             Err(e) => Err(e.map_value(|()| work)),
         };

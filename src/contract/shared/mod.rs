@@ -7,7 +7,6 @@
 //! | `mod.rs` | `SharedDevice`: open, publish, code, buffers, health, close, the last drop |
 //! | `submit.rs` | `SubmitFuture`: admission in arrival order, a slot awaited when all are busy; `try_submit`, `submit_blocking` |
 //! | `ticket.rs` | `Ticket`: one submission's result, awaited or waited for |
-//! | `done.rs` | `Done`: what a ticket resolves to |
 //! | `barrier.rs` | `PublishFuture`, `SharedCloseFuture`: every outstanding run settled into its ticket first |
 //! | `hub.rs` | what the handle keeps under its lock: the lanes, the arrivals, the settled outcomes |
 //! | `recovery.rs` | recovering from a fault by itself: a barrier at the head of the arrivals, advanced by every waiter's look |
@@ -17,7 +16,6 @@
 mod barrier;
 mod blocking;
 mod claim;
-mod done;
 mod hub;
 mod recovery;
 mod submit;
@@ -29,7 +27,6 @@ use bytemuck::Pod;
 
 pub use self::barrier::{PublishFuture, SharedCloseFuture};
 use self::claim::Cell;
-pub use self::done::Done;
 use self::hub::{Hub, SharedLane};
 pub use self::submit::SubmitFuture;
 pub use self::ticket::Ticket;
@@ -371,5 +368,5 @@ mod tests {
 
     assert_impl_all!(SharedDevice<SimDriver, 2>: Clone, Send, Sync);
     assert_impl_all!(Ticket<SimDriver, 2>: Send, Sync, Unpin);
-    assert_impl_all!(Done: Send, Sync);
+    assert_impl_all!(crate::contract::Done: Send, Sync);
 }

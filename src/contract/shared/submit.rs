@@ -101,7 +101,7 @@ where
     /// let full = shared.try_submit(RunSpec::new(inc, Input::Host(&[3]))).unwrap_err();
     /// assert_eq!(full.kind(), &ErrorKind::DepthExhausted { depth: 2 });
     /// let back = full.into_value(); // the spec, to submit later
-    /// assert_eq!((a.wait()?.values, b.wait()?.values), (vec![2], vec![3]));
+    /// assert_eq!((a.wait()?.values.into_vec(), b.wait()?.values.into_vec()), (vec![2], vec![3]));
     /// shared.try_submit(back)?.wait()?;
     /// # Ok::<(), runclaim::Error>(())
     /// ```
