@@ -173,7 +173,7 @@ mod tests {
             Woke::Slept {
                 on: sleep.on,
                 within: sleep.within,
-                said: Ok(()),
+                said: crate::contract::wait::Said::Complete,
             }
         }
         fn backstop(&self) -> Duration {

@@ -75,13 +75,35 @@ pub(crate) enum Woke {
     /// A task's poll, or a look no sleep came before: nothing is known of
     /// what was slept on.
     Polled,
-    /// A thread slept on `on` for at most `within`; the driver's answer
-    /// (a timeout: it ran its time, `on` not complete).
+    /// A thread slept on `on` for at most `within`; the driver's answer.
     Slept {
         on: On,
         within: Duration,
-        said: Result<(), DriverError>,
+        said: Said,
     },
+}
+
+/// What a thread's blocking call said (kept small: a look reads it on
+/// every poll, the failure — rare — boxed).
+#[derive(Debug, Clone)]
+pub(crate) enum Said {
+    /// `on` completed.
+    Complete,
+    /// The call ran its time, `on` not complete.
+    RanOut,
+    /// Any other failure.
+    Failed(Box<DriverError>),
+}
+
+impl Said {
+    /// The driver's answer to a blocking call.
+    pub(crate) fn of(r: Result<(), DriverError>) -> Self {
+        match r {
+            Ok(()) => Said::Complete,
+            Err(e) if e.is_timeout() => Said::RanOut,
+            Err(e) => Said::Failed(Box::new(e)),
+        }
+    }
 }
 
 impl Woke {
@@ -91,9 +113,9 @@ impl Woke {
     pub(crate) fn of(&self, on: On) -> Option<Result<(), &DriverError>> {
         match self {
             Woke::Slept { on: o, said, .. } if *o == on => match said {
-                Ok(()) => Some(Ok(())),
-                Err(e) if e.is_timeout() => None,
-                Err(e) => Some(Err(e)),
+                Said::Complete => Some(Ok(())),
+                Said::RanOut => None,
+                Said::Failed(e) => Some(Err(e)),
             },
             _ => None,
         }
@@ -102,18 +124,18 @@ impl Woke {
     /// `true` when the sleep was on `on` and ran its time (`on` still not
     /// complete then: no query needs to say so again).
     pub(crate) fn ran_out_on(&self, on: On) -> bool {
-        matches!(self, Woke::Slept { on: o, said: Err(e), .. } if *o == on && e.is_timeout())
+        matches!(self, Woke::Slept { on: o, said: Said::RanOut, .. } if *o == on)
     }
 
     /// Time slept before a first look (a thread's sleep on a run's fence
     /// before it looks): it counts towards the wait's limit.
     pub(crate) fn slept(&self) -> Duration {
         match self {
-            Woke::Slept { within, said, .. }
-                if said.as_ref().is_err_and(DriverError::is_timeout) =>
-            {
-                *within
-            }
+            Woke::Slept {
+                within,
+                said: Said::RanOut,
+                ..
+            } => *within,
             _ => Duration::ZERO,
         }
     }
@@ -141,8 +163,8 @@ impl Stall {
             // The host's time passed it, or the driver's blocking call
             // ran at least that long by its own word.
             let ran = host.elapsed() >= within
-                || matches!(woke, Woke::Slept { within: slept, said: Err(e), .. }
-                    if *slept >= within && e.is_timeout());
+                || matches!(woke, Woke::Slept { within: slept, said: Said::RanOut, .. }
+                    if *slept >= within);
             if clock <= at && ran {
                 self.unshown = self.unshown.saturating_add(within);
             }

@@ -28,7 +28,9 @@ use super::{Device, DrainReport, MIN_SLICE};
 use crate::contract::error::{ErrorKind, RunId};
 use crate::contract::inflight::Proof;
 use crate::contract::sleep::{self, Sleeps, block_on};
-use crate::contract::wait::{DrainWait, FIRST_BACKOFF, FenceWait, On, Sleep, Wait, Waits, Woke};
+use crate::contract::wait::{
+    DrainWait, FIRST_BACKOFF, FenceWait, On, Said, Sleep, Wait, Waits, Woke,
+};
 use crate::driver::{Completion, Driver, EventId, Notice, wake_after};
 
 /// What the device learned of its driver's notifications (the first
@@ -56,10 +58,10 @@ pub(crate) struct Fencing {
 impl<D: Driver, const DEPTH: usize> Sleeps for Device<D, DEPTH> {
     fn sleep(&self, s: Sleep) -> Woke {
         let within = s.within.max(MIN_SLICE);
-        let said = match s.on {
+        let said = Said::of(match s.on {
             On::Event(ev) => self.driver.sync_event(ev, within),
             On::Stream { stream, .. } => self.driver.sync_stream(stream, within),
-        };
+        });
         Woke::Slept {
             on: s.on,
             within,
@@ -286,7 +288,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                     said => Woke::Slept {
                         on: s.on,
                         within: s.within,
-                        said,
+                        said: Said::of(said),
                     },
                 }
             }
