@@ -335,6 +335,12 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
         }
     }
 
+    /// `true` while the lane keeps a workload's run's workload (until
+    /// [`take_work`](Self::take_work)).
+    pub(crate) fn has_work(&self) -> bool {
+        self.work.is_some()
+    }
+
     /// The lane's outputs buffer: a `RunSpec` run's values once
     /// [`complete`](Self::complete) handed it back.
     pub(crate) fn values(&self) -> &[u32] {

@@ -192,6 +192,12 @@ impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
         let Some((stub, outcome)) = self.lanes[i].complete() else {
             return;
         };
+        // The values first, before the workload moves (a kilobyte: built
+        // into the delivery in one move).
+        let values = match (&outcome, self.lanes[i].has_work()) {
+            (Ok(_), false) => Values::pooled(self.lanes[i].values(), &self.values),
+            _ => Values::EMPTY,
+        };
         let work = self.lanes[i].take_work();
         let id = stub.tag;
         let delivery = match outcome {
@@ -200,11 +206,7 @@ impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
                 run: stub.run,
                 seq: stub.seq,
                 wall,
-                values: if work.is_some() {
-                    Values::EMPTY
-                } else {
-                    Values::pooled(self.lanes[i].values(), &self.values)
-                },
+                values,
                 work,
                 lent: std::marker::PhantomData,
             }),
