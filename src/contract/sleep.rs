@@ -67,6 +67,19 @@ thread_local! {
     static SLEEPER: Sleeper = Sleeper::new();
 }
 
+/// Runs `f` with this thread's sleeper, or — while the thread's locals
+/// are being destroyed (a blocking wait in another local's `Drop`) — with
+/// one of its own, which no look recognises: its polls arm the driver's
+/// notifications and park, as a task's would.
+fn with_sleeper<T>(f: impl FnOnce(&Sleeper) -> T) -> T {
+    if SLEEPER.try_with(|_| ()).is_ok() {
+        // Just seen alive, on this thread: `with` finds it.
+        SLEEPER.with(f)
+    } else {
+        f(&Sleeper::new())
+    }
+}
+
 /// `true` when `waker` is this thread's sleeper's (a poll driven by
 /// [`block_on`]): `sleep` is recorded for it, in place of an arming.
 pub(crate) fn ask(waker: &Waker, sleep: Sleep) -> bool {
@@ -106,59 +119,42 @@ pub(crate) fn woke(waker: &Waker) -> Woke {
 /// waker is woken (at most `by.backstop()`).
 ///
 /// Re-entrant: a blocking wait inside a poll (a run's drop) keeps the
-/// outer wait's record aside and puts it back. While the thread's locals
-/// are being destroyed (a blocking wait in another local's `Drop`), the
-/// waker is one no look recognises: its polls arm the driver's
-/// notifications and park, as a task's would.
-///
-/// The loop runs in this frame, the thread-local reached only for short
-/// reads and writes: a future's output (a workload handed back is a
-/// kilobyte) is moved once, not through closures' frames.
+/// outer wait's record aside and puts it back.
 pub(crate) fn block_on<S: Sleeps + ?Sized, T>(
     by: &S,
     first: Option<Sleep>,
     mut poll: impl FnMut(&mut Context<'_>) -> Poll<T>,
 ) -> T {
-    let waker = SLEEPER
-        .try_with(|s| s.waker.clone())
-        .unwrap_or_else(|_| Waker::from(Arc::new(Unpark(thread::current()))));
-    // The outer wait's record, put back however this one ends.
-    let _outer = Outer(record(None, None));
-    let mut cx = Context::from_waker(&waker);
-    if let Some(first) = first {
-        let _ = record(None, Some(by.sleep(first)));
-    }
-    loop {
-        if let Poll::Ready(r) = poll(&mut cx) {
-            return r;
+    // The value is put here, not returned through the thread-local's
+    // closures: a future's output (a workload handed back) is a kilobyte,
+    // and each frame it is returned through would copy it.
+    let mut out = None;
+    with_sleeper(|s| {
+        let outer = (s.asked.take(), s.answer.take());
+        let mut cx = Context::from_waker(&s.waker);
+        if let Some(first) = first {
+            s.answer.set(Some(by.sleep(first)));
         }
-        // A poll that did not look leaves the last answer unread: it says
-        // nothing of the next sleep.
-        match record(None, None).0 {
-            Some(sleep) => {
-                let _ = record(None, Some(by.sleep(sleep)));
+        loop {
+            if let Poll::Ready(r) = poll(&mut cx) {
+                out = Some(r);
+                break;
             }
-            None => thread::park_timeout(by.backstop()),
+            // A poll that did not look leaves the last answer unread: it
+            // says nothing of the next sleep.
+            s.answer.set(None);
+            match s.asked.take() {
+                Some(sleep) => s.answer.set(Some(by.sleep(sleep))),
+                None => thread::park_timeout(by.backstop()),
+            }
         }
-    }
-}
-
-/// This thread's record — the sleep asked for, the last sleep's answer —
-/// replaced by `asked` and `answer`: what it was (nothing while the
-/// thread's locals are being destroyed).
-fn record(asked: Option<Sleep>, answer: Option<Woke>) -> (Option<Sleep>, Option<Woke>) {
-    SLEEPER
-        .try_with(|s| (s.asked.replace(asked), s.answer.replace(answer)))
-        .unwrap_or((None, None))
-}
-
-/// An outer wait's record, put back when the inner wait ends.
-struct Outer((Option<Sleep>, Option<Woke>));
-
-impl Drop for Outer {
-    fn drop(&mut self) {
-        let (asked, answer) = (self.0.0.take(), self.0.1.take());
-        let _ = record(asked, answer);
+        s.asked.set(outer.0);
+        s.answer.set(outer.1);
+    });
+    match out {
+        Some(r) => r,
+        // The loop above ends only with a value.
+        None => unreachable!("runclaim: a blocking wait ended without its value"),
     }
 }
 
