@@ -8,6 +8,10 @@
 //! predicts every outcome exactly when no fault was injected; with faults it
 //! accepts exactly the outcomes the contract documents and follows the one
 //! that happened. The invariant checkers in [`super::checks`] run throughout.
+#![allow(
+    clippy::many_single_char_names,
+    reason = "each step names m: the model, s: a slot, k: an error kind"
+)]
 
 use std::future::Future as _;
 use std::time::Duration;
@@ -764,10 +768,6 @@ fn sync_quarantine<Dr: Driver, const D: usize>(runner: &Runner<'_, Dr, D>, model
     model.poisoned = h.poisoned.is_some();
 }
 
-#[allow(
-    clippy::many_single_char_names,
-    reason = "m: the model, s: a slot, k: an error kind"
-)]
 fn step<'r, Dr: Driver, const D: usize>(
     op: &Op,
     cells: &mut [Box<dyn Cell<'r> + 'r>],
@@ -829,10 +829,6 @@ fn step<'r, Dr: Driver, const D: usize>(
 }
 
 /// `Op::Take`: one step of the case.
-#[allow(
-    clippy::many_single_char_names,
-    reason = "m: the model, s: a slot, k: an error kind"
-)]
 fn step_take<'r, const D: usize>(
     cells: &mut [Box<dyn Cell<'r> + 'r>],
     m: &mut Model,
@@ -882,10 +878,6 @@ fn step_take<'r, const D: usize>(
 }
 
 /// `Op::Prepare`: one step of the case.
-#[allow(
-    clippy::many_single_char_names,
-    reason = "m: the model, s: a slot, k: an error kind"
-)]
 fn step_prepare<'r, Dr: Driver, const D: usize>(
     cells: &mut [Box<dyn Cell<'r> + 'r>],
     runner: &'r Runner<'_, Dr, D>,
@@ -941,10 +933,6 @@ fn step_prepare<'r, Dr: Driver, const D: usize>(
 }
 
 /// `Op::Launch`: one step of the case.
-#[allow(
-    clippy::many_single_char_names,
-    reason = "m: the model, s: a slot, k: an error kind"
-)]
 fn step_launch<'r, const D: usize>(
     cells: &mut [Box<dyn Cell<'r> + 'r>],
     m: &mut Model,
@@ -1023,10 +1011,6 @@ fn step_launch<'r, const D: usize>(
 }
 
 /// `Op::TryFence`: one step of the case.
-#[allow(
-    clippy::many_single_char_names,
-    reason = "m: the model, s: a slot, k: an error kind"
-)]
 fn step_fence<'r, const D: usize>(
     cells: &mut [Box<dyn Cell<'r> + 'r>],
     m: &mut Model,
@@ -1076,10 +1060,6 @@ fn step_fence<'r, const D: usize>(
 }
 
 /// `Op::FenceAsync`: one step of the case.
-#[allow(
-    clippy::many_single_char_names,
-    reason = "m: the model, s: a slot, k: an error kind"
-)]
 fn step_fence_async<'r, Dr: Driver, const D: usize>(
     cells: &mut [Box<dyn Cell<'r> + 'r>],
     runner: &'r Runner<'_, Dr, D>,
@@ -1161,10 +1141,6 @@ fn step_fence_async<'r, Dr: Driver, const D: usize>(
 }
 
 /// `Op::Finalize`: one step of the case.
-#[allow(
-    clippy::many_single_char_names,
-    reason = "m: the model, s: a slot, k: an error kind"
-)]
 fn step_finalize<'r, const D: usize>(
     cells: &mut [Box<dyn Cell<'r> + 'r>],
     m: &mut Model,
@@ -1208,10 +1184,6 @@ fn step_finalize<'r, const D: usize>(
 }
 
 /// `Op::Drop`: one step of the case.
-#[allow(
-    clippy::many_single_char_names,
-    reason = "m: the model, s: a slot, k: an error kind"
-)]
 fn step_drop_held<'r, Dr: Driver, const D: usize>(
     cells: &mut [Box<dyn Cell<'r> + 'r>],
     runner: &'r Runner<'_, Dr, D>,
@@ -1231,10 +1203,6 @@ fn step_drop_held<'r, Dr: Driver, const D: usize>(
 }
 
 /// `Op::Forget`: one step of the case.
-#[allow(
-    clippy::many_single_char_names,
-    reason = "m: the model, s: a slot, k: an error kind"
-)]
 fn step_forget<'r, const D: usize>(cells: &mut [Box<dyn Cell<'r> + 'r>], m: &mut Model, s: usize) {
     let slot = |s: usize| s % D;
     let s = slot(s);
