@@ -75,6 +75,10 @@ pub struct Completed<'a, 'r, T, V = &'a [u32]> {
 /// ```
 pub type Done = Completed<'static, 'static, (), Values>;
 
+/// What a shared device's ticket resolves to: the finished run, or why it
+/// produced no result, with its workload handed back.
+pub(crate) type Delivery = Result<Done, crate::contract::error::Error<Option<Workload<'static>>>>;
+
 /// A shared device's [`RunSpec`](crate::RunSpec) run's outputs ([`Done`]'s
 /// `values`): a slice ([`Deref`]) that compares with arrays, slices and
 /// vectors. They are copied once from the run's lane into a buffer of the

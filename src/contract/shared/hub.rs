@@ -9,9 +9,8 @@ use std::task::{Poll, Waker};
 use std::time::Duration;
 
 use super::claim::{ArcClaim, Cell};
-use super::ticket::Delivery;
 use crate::contract::code::CodeEntry;
-use crate::contract::completed::{Completed, ValuePool, Values};
+use crate::contract::completed::{Completed, Delivery, ValuePool, Values};
 use crate::contract::device::LostCause;
 use crate::contract::error::{Action, Poison};
 use crate::contract::lane::Lane;

@@ -12,15 +12,10 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use super::{Inner, blocking};
-use crate::contract::completed::Done;
+use crate::contract::completed::Delivery;
 use crate::contract::error::{Error, ErrorKind, RunId};
 use crate::contract::wait::{FenceWait, Wait, polled_after_ready};
-use crate::contract::workload::Workload;
 use crate::driver::Driver;
-
-/// What a ticket resolves to: the finished run, or why it produced no
-/// result, with its workload handed back.
-pub(super) type Delivery = Result<Done, Error<Option<Workload<'static>>>>;
 
 /// One admitted submission's result, for the task that submitted it: a
 /// future (`ticket.await`) and a blocking wait ([`wait`](Ticket::wait)).
