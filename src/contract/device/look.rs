@@ -87,7 +87,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         mut look: impl FnMut(&mut W, &Woke) -> Look<T, E>,
     ) -> Poll<Result<T, E>> {
         let cap = self.slice_cap();
-        let mut woke = sleep::woke(waker);
+        let mut woke = w.told().unwrap_or_else(|| sleep::woke(waker));
         for _ in 0..4 {
             let s = match look(w, &woke) {
                 Look::Done(r) => return Poll::Ready(r),

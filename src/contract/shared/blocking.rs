@@ -13,7 +13,10 @@ use std::pin::Pin;
 use std::sync::Arc;
 
 use super::Inner;
-use crate::contract::sleep::block_on;
+use std::task::{Context, Poll, Waker};
+
+use crate::contract::sleep::{Sleeps, block_on};
+use crate::contract::wait::Woke;
 use crate::driver::Driver;
 
 /// A future a blocking call drives: which device it is on, and which
@@ -22,6 +25,11 @@ pub(super) trait Driven<D: Driver + 'static, const DEPTH: usize>: Future + Unpin
     fn inner(&self) -> &Inner<D, DEPTH>;
     /// The slot whose run the future waits for, if it waits for one.
     fn waits_on(&self) -> Option<usize>;
+    /// Takes what a sleep on that slot's fence said, for its next look;
+    /// `false`: it cannot (the sleep is then `block_on`'s first).
+    fn tell(&mut self, _woke: &Woke) -> bool {
+        false
+    }
 }
 
 /// Polls `fut` to its end on this thread.
@@ -30,8 +38,20 @@ pub(super) fn drive<D: Driver + 'static, const DEPTH: usize, F: Driven<D, DEPTH>
 ) -> F::Output {
     // The device outlives the future's borrow of it: its cell, shared.
     let cell = Arc::clone(&fut.inner().cell);
-    let first = fut
+    let mut first = fut
         .waits_on()
         .and_then(|slot| cell.device.fence_sleep(slot));
+    if let Some(sleep) = first
+        && fut.tell(&cell.device.sleep(sleep))
+    {
+        // The future holds the answer: one poll that needs nothing of the
+        // thread's sleeper. A run that completed within the sleep ends
+        // here; otherwise whatever the poll registered its waker with is
+        // registered again by `block_on`'s first poll.
+        first = None;
+        if let Poll::Ready(r) = Pin::new(&mut fut).poll(&mut Context::from_waker(Waker::noop())) {
+            return r;
+        }
+    }
     block_on(&cell.device, first, |cx| Pin::new(&mut fut).poll(cx))
 }

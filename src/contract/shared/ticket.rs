@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use super::{Inner, blocking};
 use crate::contract::completed::Delivery;
 use crate::contract::error::{Error, ErrorKind, RunId};
-use crate::contract::wait::{FenceWait, Wait, polled_after_ready};
+use crate::contract::wait::{FenceWait, Said, Wait, Woke, polled_after_ready};
 use crate::driver::Driver;
 
 /// One admitted submission's result, for the task that submitted it: a
@@ -89,6 +89,17 @@ impl<D: Driver + 'static, const DEPTH: usize> blocking::Driven<D, DEPTH> for Tic
 
     fn waits_on(&self) -> Option<usize> {
         self.inner.hub().lane_of(self.id)
+    }
+
+    fn tell(&mut self, woke: &Woke) -> bool {
+        if let Woke::Slept { on, within, said } = woke {
+            let complete = matches!(said, Said::Complete);
+            // A failure is not kept: the look finds it again.
+            if complete || matches!(said, Said::RanOut) {
+                self.wait.told = Some((*on, *within, complete));
+            }
+        }
+        true
     }
 }
 
