@@ -200,11 +200,6 @@ impl Sleeping {
 /// A wait a look advances: what its sleeper reaches.
 pub(crate) trait Waits {
     fn sleeping(&mut self) -> &mut Sleeping;
-    /// What a sleep its owner made before polling said, for the next look
-    /// (taken once).
-    fn told(&mut self) -> Option<Woke> {
-        None
-    }
 }
 
 /// What a fence keeps between looks.
@@ -215,11 +210,12 @@ pub(crate) struct FenceWait {
     /// run not complete; `None` until then.
     pub(crate) clock: Option<WaitClock>,
     pub(crate) sleeping: Sleeping,
-    /// What its owner's sleep before a poll said (a blocking ticket's
-    /// first sleep on its run's fence), for the next look: what it slept
-    /// on, how long, and whether it completed (otherwise it ran its time;
-    /// a failure is not kept: the look finds it again).
-    pub(crate) told: Option<(On, Duration, bool)>,
+    /// What its owner's sleep of one look-around slice on the run's own
+    /// fence, before a poll, said (a blocking ticket's first sleep), for
+    /// the next look: `true` complete, `false` it ran its time (a failure
+    /// is not kept: the look finds it again). One byte: a wait is copied
+    /// with the futures that hold it.
+    pub(crate) told: Option<bool>,
 }
 
 impl FenceWait {
@@ -249,18 +245,6 @@ impl FenceWait {
 impl Waits for FenceWait {
     fn sleeping(&mut self) -> &mut Sleeping {
         &mut self.sleeping
-    }
-
-    fn told(&mut self) -> Option<Woke> {
-        self.told.take().map(|(on, within, complete)| Woke::Slept {
-            on,
-            within,
-            said: if complete {
-                Said::Complete
-            } else {
-                Said::RanOut
-            },
-        })
     }
 }
 

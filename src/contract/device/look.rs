@@ -87,7 +87,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         mut look: impl FnMut(&mut W, &Woke) -> Look<T, E>,
     ) -> Poll<Result<T, E>> {
         let cap = self.slice_cap();
-        let mut woke = w.told().unwrap_or_else(|| sleep::woke(waker));
+        let mut woke = sleep::woke(waker);
         for _ in 0..4 {
             let s = match look(w, &woke) {
                 Look::Done(r) => return Poll::Ready(r),
@@ -158,6 +158,23 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let d = &self.driver;
         let ev = self.regions[run.slot].ev_fence;
         let on = On::Event(ev);
+        // What the wait's owner's own sleep on this fence said, if it slept.
+        let told;
+        let woke = match w.told.take() {
+            Some(complete) => {
+                told = Woke::Slept {
+                    on,
+                    within: self.slice_cap(),
+                    said: if complete {
+                        Said::Complete
+                    } else {
+                        Said::RanOut
+                    },
+                };
+                &told
+            }
+            None => woke,
+        };
         // Dated when the wait had begun: a run behind it may be judged on
         // the date.
         let at = |w: &FenceWait| w.clock.map(|_| d.clock());

@@ -25,8 +25,8 @@ pub(super) trait Driven<D: Driver + 'static, const DEPTH: usize>: Future + Unpin
     fn inner(&self) -> &Inner<D, DEPTH>;
     /// The slot whose run the future waits for, if it waits for one.
     fn waits_on(&self) -> Option<usize>;
-    /// Takes what a sleep on that slot's fence said, for its next look;
-    /// `false`: it cannot (the sleep is then `block_on`'s first).
+    /// Takes what a sleep of one slice on that slot's fence said, for its
+    /// next look; `false`: it cannot (the sleep is then `block_on`'s first).
     fn tell(&mut self, _woke: &Woke) -> bool {
         false
     }

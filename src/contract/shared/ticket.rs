@@ -92,13 +92,17 @@ impl<D: Driver + 'static, const DEPTH: usize> blocking::Driven<D, DEPTH> for Tic
     }
 
     fn tell(&mut self, woke: &Woke) -> bool {
-        if let Woke::Slept { on, within, said } = woke {
-            let complete = matches!(said, Said::Complete);
-            // A failure is not kept: the look finds it again.
-            if complete || matches!(said, Said::RanOut) {
-                self.wait.told = Some((*on, *within, complete));
-            }
-        }
+        // A failure is not kept: the look finds it again.
+        self.wait.told = match woke {
+            Woke::Slept {
+                said: Said::Complete,
+                ..
+            } => Some(true),
+            Woke::Slept {
+                said: Said::RanOut, ..
+            } => Some(false),
+            _ => None,
+        };
         true
     }
 }
