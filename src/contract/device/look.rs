@@ -158,27 +158,13 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let d = &self.driver;
         let ev = self.regions[run.slot].ev_fence;
         let on = On::Event(ev);
-        // What the wait's owner's own sleep on this fence said, if it slept.
-        let told;
-        let woke = match w.told.take() {
-            Some(complete) => {
-                told = Woke::Slept {
-                    on,
-                    within: self.slice_cap(),
-                    said: if complete {
-                        Said::Complete
-                    } else {
-                        Said::RanOut
-                    },
-                };
-                &told
-            }
-            None => woke,
-        };
+        // What the wait's owner's own sleep of one slice on this fence
+        // said, if it slept: complete, or it ran its time.
+        let told = w.told.take();
         // Dated when the wait had begun: a run behind it may be judged on
         // the date.
         let at = |w: &FenceWait| w.clock.map(|_| d.clock());
-        match woke.of(on) {
+        match woke.of(on).or(told.filter(|&c| c).map(|_| Ok(()))) {
             // Sleeping on the slot's fence is harmless whoever it is
             // recorded for: the claim is checked as the run settles.
             Some(Ok(())) => {
@@ -196,7 +182,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         if let Err(k) = self.in_flight_entry(run.slot, run.lease, run.seq) {
             return Look::Done(Err(k));
         }
-        if !woke.ran_out_on(on) {
+        if told.is_none() && !woke.ran_out_on(on) {
             match d.query_event(ev) {
                 Ok(Completion::Complete) => {
                     self.settle_complete(run.slot, run.lease, run.seq, at(w));
@@ -211,7 +197,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             (None, Wait::Poll) => return Look::Done(Err(ErrorKind::NotReady)),
             (None, how) => {
                 // A sleep before the first look counts towards the limit.
-                let start = d.clock().saturating_sub(woke.slept());
+                let slept = if told.is_some() {
+                    self.slice_cap()
+                } else {
+                    woke.slept()
+                };
+                let start = d.clock().saturating_sub(slept);
                 let limit = match how {
                     Wait::For(t) => Some(t),
                     _ => None,
