@@ -84,10 +84,20 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         &self,
         w: &mut W,
         waker: &Waker,
+        look: impl FnMut(&mut W, &Woke) -> Look<T, E>,
+    ) -> Poll<Result<T, E>> {
+        self.poll_look_after(w, waker, sleep::woke(waker), look)
+    }
+
+    /// [`poll_look`](Self::poll_look), its first look told `woke`.
+    fn poll_look_after<W: Waits, T, E>(
+        &self,
+        w: &mut W,
+        waker: &Waker,
+        mut woke: Woke,
         mut look: impl FnMut(&mut W, &Woke) -> Look<T, E>,
     ) -> Poll<Result<T, E>> {
         let cap = self.slice_cap();
-        let mut woke = sleep::woke(waker);
         for _ in 0..4 {
             let s = match look(w, &woke) {
                 Look::Done(r) => return Poll::Ready(r),
@@ -158,13 +168,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let d = &self.driver;
         let ev = self.regions[run.slot].ev_fence;
         let on = On::Event(ev);
-        // What the wait's owner's own sleep of one slice on this fence
-        // said, if it slept: complete, or it ran its time.
-        let told = w.told.take();
         // Dated when the wait had begun: a run behind it may be judged on
         // the date.
         let at = |w: &FenceWait| w.clock.map(|_| d.clock());
-        match woke.of(on).or(told.filter(|&c| c).map(|_| Ok(()))) {
+        match woke.of(on) {
             // Sleeping on the slot's fence is harmless whoever it is
             // recorded for: the claim is checked as the run settles.
             Some(Ok(())) => {
@@ -182,7 +189,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         if let Err(k) = self.in_flight_entry(run.slot, run.lease, run.seq) {
             return Look::Done(Err(k));
         }
-        if told.is_none() && !woke.ran_out_on(on) {
+        if !woke.ran_out_on(on) {
             match d.query_event(ev) {
                 Ok(Completion::Complete) => {
                     self.settle_complete(run.slot, run.lease, run.seq, at(w));
@@ -197,12 +204,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             (None, Wait::Poll) => return Look::Done(Err(ErrorKind::NotReady)),
             (None, how) => {
                 // A sleep before the first look counts towards the limit.
-                let slept = if told.is_some() {
-                    self.slice_cap()
-                } else {
-                    woke.slept()
-                };
-                let start = d.clock().saturating_sub(slept);
+                let start = d.clock().saturating_sub(woke.slept());
                 let limit = match how {
                     Wait::For(t) => Some(t),
                     _ => None,
@@ -449,7 +451,33 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         w: &mut FenceWait,
         waker: &Waker,
     ) -> Poll<Result<(), ErrorKind>> {
+        if let Some(complete) = w.told.take() {
+            return self.poll_fence_told(f, w, waker, complete);
+        }
         self.poll_look(w, waker, |w, woke| self.look_fence(f, w, woke))
+    }
+
+    /// [`poll_fence`](Self::poll_fence) after the wait's owner slept one
+    /// slice on the run's fence itself (a blocking ticket): its first look
+    /// is told what that sleep said.
+    #[cold]
+    fn poll_fence_told(
+        &self,
+        f: Fencing,
+        w: &mut FenceWait,
+        waker: &Waker,
+        complete: bool,
+    ) -> Poll<Result<(), ErrorKind>> {
+        let woke = Woke::Slept {
+            on: On::Event(self.regions[f.slot].ev_fence),
+            within: self.slice_cap(),
+            said: if complete {
+                Said::Complete
+            } else {
+                Said::RanOut
+            },
+        };
+        self.poll_look_after(w, waker, woke, |w, woke| self.look_fence(f, w, woke))
     }
 }
 
