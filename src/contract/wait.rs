@@ -19,7 +19,8 @@ use crate::driver::{DriverError, EventId, StreamId};
 /// The first time-only wake of an awaited wait on a driver that cannot see
 /// completion (`Notice::Timer`); each later one doubles, up to a
 /// look-around slice.
-pub(crate) const FIRST_BACKOFF: Duration = Duration::from_micros(50);
+pub(crate) const FIRST_BACKOFF: Duration = Duration::from_micros(FIRST_BACKOFF_US as u64);
+const FIRST_BACKOFF_US: u32 = 50;
 
 /// How a fence waits.
 #[derive(Debug, Clone, Copy)]
@@ -183,13 +184,29 @@ impl Stall {
 /// record.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Sleeping {
-    pub(crate) backoff: Duration,
+    pub(crate) backoff: Backoff,
     pub(crate) stall: Stall,
+}
+
+/// The next time-only wake, in whole microseconds (a wait is copied with
+/// the futures that hold it: four bytes, not a `Duration`'s sixteen).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Backoff(u32);
+
+impl Backoff {
+    /// `within`, shortened to the backoff; the backoff doubles, up to
+    /// `cap` (at least [`FIRST_BACKOFF`]).
+    pub(crate) fn shorten(&mut self, within: Duration, cap: Duration) -> Duration {
+        let now = Duration::from_micros(u64::from(self.0));
+        let next = now.saturating_mul(2).min(cap.max(FIRST_BACKOFF));
+        self.0 = u32::try_from(next.as_micros()).unwrap_or(u32::MAX);
+        within.min(now)
+    }
 }
 
 impl Sleeping {
     const NEW: Sleeping = Sleeping {
-        backoff: FIRST_BACKOFF,
+        backoff: Backoff(FIRST_BACKOFF_US),
         stall: Stall {
             armed: None,
             unshown: Duration::ZERO,

@@ -28,9 +28,7 @@ use super::{Device, DrainReport, MIN_SLICE};
 use crate::contract::error::{ErrorKind, RunId};
 use crate::contract::inflight::Proof;
 use crate::contract::sleep::{self, Sleeps, block_on};
-use crate::contract::wait::{
-    DrainWait, FIRST_BACKOFF, FenceWait, On, Said, Sleep, Wait, Waits, Woke,
-};
+use crate::contract::wait::{Backoff, DrainWait, FenceWait, On, Said, Sleep, Wait, Waits, Woke};
 use crate::driver::{Completion, Driver, EventId, Notice, wake_after};
 
 /// What the device learned of its driver's notifications (the first
@@ -122,7 +120,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     fn arm(
         &self,
         s: Sleep,
-        backoff: &mut Duration,
+        backoff: &mut Backoff,
         cap: Duration,
         waker: &Waker,
     ) -> Option<Duration> {
@@ -482,14 +480,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
 }
 
 /// `within`, shortened to the backoff (which doubles, up to `cap`).
-fn shorten(within: Duration, backoff: &mut Duration, cap: Duration) -> Duration {
-    let ask = within.min(*backoff).max(MIN_SLICE);
-    *backoff = backoff.saturating_mul(2).min(cap.max(FIRST_BACKOFF));
-    ask
+fn shorten(within: Duration, backoff: &mut Backoff, cap: Duration) -> Duration {
+    backoff.shorten(within, cap).max(MIN_SLICE)
 }
 
 /// Arms `waker` on time alone, backing off: the time asked for.
-fn arm_time(within: Duration, backoff: &mut Duration, cap: Duration, waker: &Waker) -> Duration {
+fn arm_time(within: Duration, backoff: &mut Backoff, cap: Duration, waker: &Waker) -> Duration {
     let within = shorten(within, backoff, cap);
     wake_after(within, waker);
     within
