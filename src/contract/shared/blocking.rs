@@ -44,11 +44,15 @@ pub(super) fn drive<D: Driver + 'static, const DEPTH: usize, F: Driven<D, DEPTH>
     if let Some(sleep) = first
         && fut.tell(&cell.device.sleep(sleep))
     {
-        // The future holds the answer: one poll that needs nothing of the
-        // thread's sleeper. A run that completed within the sleep ends
-        // here; otherwise whatever the poll registered its waker with is
-        // registered again by `block_on`'s first poll.
+        // The future holds the answer.
         first = None;
+    }
+    if first.is_none() {
+        // One poll that needs nothing of the thread's sleeper: most
+        // blocking calls end here (a free slot, a run that completed
+        // within the ticket's sleep). Otherwise whatever the poll
+        // registered its waker with is registered again by `block_on`'s
+        // first poll.
         if let Poll::Ready(r) = Pin::new(&mut fut).poll(&mut Context::from_waker(Waker::noop())) {
             return r;
         }
