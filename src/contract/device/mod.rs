@@ -33,7 +33,7 @@ mod stream_lifecycle;
 mod transitions;
 
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use self::abi::{Abi, SlotHost};
@@ -129,6 +129,9 @@ pub struct Device<D: Driver, const DEPTH: usize = 2> {
     finalized: AtomicU64,
     /// Set once resources are released (or deliberately leaked).
     closed: bool,
+    /// Whether the runner is poisoned, mirrored by the queue for readers
+    /// that do not take the lock ([`Device::is_poisoned`]).
+    poisoned: Arc<std::sync::atomic::AtomicBool>,
 }
 
 impl<D: Driver, const DEPTH: usize> std::fmt::Debug for Device<D, DEPTH> {
@@ -335,6 +338,7 @@ where
             regions,
             blocks,
         } = parts;
+        let poisoned = Arc::default();
         Device {
             id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
             config,
@@ -342,7 +346,13 @@ where
             abi,
             blocks,
             buffers: SharedLedger::default(),
-            state: Mutex::new(State::new(aicore, aicpu, aicore_epoch)),
+            state: Mutex::new(State::new(
+                aicore,
+                aicpu,
+                aicore_epoch,
+                Arc::clone(&poisoned),
+            )),
+            poisoned,
             driver,
             notices: std::sync::atomic::AtomicU8::new(look::NOTICE_UNKNOWN),
             finalized: AtomicU64::new(0),
@@ -472,6 +482,13 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// [`health`](Self::health) reports, for a caller that needs only it).
     pub(crate) fn poison(&self) -> Option<crate::contract::error::Poison> {
         self.lock().queue.poison()
+    }
+
+    /// `true` while the runner is poisoned, read without the device's lock
+    /// (the queue writes it under the lock wherever the poison changes):
+    /// what a shared device's admission asks of every submission.
+    pub(crate) fn is_poisoned(&self) -> bool {
+        self.poisoned.load(Ordering::Acquire)
     }
 
     /// Counters of the contract itself.

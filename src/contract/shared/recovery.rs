@@ -55,7 +55,7 @@ where
     pub(super) fn needs_recovery(&self, cell: &Cell<D, DEPTH>) -> bool {
         self.recovery.is_some()
             || self.lanes.iter().any(Lane::is_stuck)
-            || cell.device.poison().is_some()
+            || cell.device.is_poisoned()
     }
 
     /// One look at the recovery, by the head arrival: started here when

@@ -41,10 +41,15 @@ pub(super) struct State<const DEPTH: usize> {
 }
 
 impl<const DEPTH: usize> State<DEPTH> {
-    pub(super) fn new(aicore: StreamId, aicpu: StreamId, aicore_epoch: u64) -> Self {
+    pub(super) fn new(
+        aicore: StreamId,
+        aicpu: StreamId,
+        aicore_epoch: u64,
+        poisoned: std::sync::Arc<std::sync::atomic::AtomicBool>,
+    ) -> Self {
         State {
             slots: Slots::new(),
-            queue: Queue::new(),
+            queue: Queue::new(poisoned),
             streams: StreamPair::new(aicore, aicpu, aicore_epoch),
             pins: Pins::default(),
             stats: ContractStats::default(),

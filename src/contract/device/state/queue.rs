@@ -9,6 +9,8 @@
 //! can be dated, so the queue-aware time rule could no longer tell a hung
 //! device, and the waits behind it rely on the runner being poisoned.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use crate::contract::error::{ErrorKind, Poison, PoisonCause, RunId};
@@ -26,15 +28,20 @@ pub(in crate::contract::device) struct Queue<const DEPTH: usize> {
     runs: InFlightSet<DEPTH>,
     next_seq: u64,
     poison: Option<Poison>,
+    /// `poison.is_some()`, readable without the device's lock
+    /// (`Device::is_poisoned`): written here, under
+    /// it, wherever `poison` changes.
+    poisoned: Arc<AtomicBool>,
     chain: Option<Chain>,
 }
 
 impl<const DEPTH: usize> Queue<DEPTH> {
-    pub(super) fn new() -> Self {
+    pub(super) fn new(poisoned: Arc<AtomicBool>) -> Self {
         Queue {
             runs: InFlightSet::new(),
             next_seq: 1,
             poison: None,
+            poisoned,
             chain: None,
         }
     }
@@ -109,6 +116,7 @@ impl<const DEPTH: usize> Queue<DEPTH> {
                 run: Some(run),
                 slot: Some(slot),
             });
+            self.poisoned.store(true, Ordering::Release);
         }
         self.chain = None;
         for e in self.runs.iter_mut() {
@@ -126,6 +134,7 @@ impl<const DEPTH: usize> Queue<DEPTH> {
                 run: None,
                 slot: None,
             });
+            self.poisoned.store(true, Ordering::Release);
         }
         self.chain = None;
     }
@@ -181,6 +190,7 @@ impl<const DEPTH: usize> Queue<DEPTH> {
     pub(in crate::contract::device) fn quiet(&mut self) -> (usize, Option<Poison>) {
         let retired = self.runs.len();
         self.runs.clear();
+        self.poisoned.store(false, Ordering::Release);
         (retired, self.poison.take())
     }
 }
