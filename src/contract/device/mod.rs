@@ -5,6 +5,7 @@
 //!
 //! | file | owns |
 //! |---|---|
+//! | `open.rs` | what opening builds (streams, slot regions, host buffers) under a drop guard, and the device assembled from it |
 //! | `state/` | the bookkeeping behind the lock, one part per thing it owns (slots, queue, stream pair, pins) |
 //! | `report.rs` | what a device reports: stats, health, a drain's report |
 //! | `transitions.rs` | the per-slot transitions behind `Port`: launch (named steps), release |
@@ -25,6 +26,7 @@ mod buffers;
 mod faults;
 mod fence;
 mod look;
+mod open;
 mod publication;
 mod recovery;
 mod report;
@@ -46,7 +48,7 @@ use super::error::{Action, Error, ErrorKind};
 use super::port::Port;
 use super::slot::{Depth, SupportedDepth};
 use crate::driver::abi::{Builtin, DevSpan};
-use crate::driver::{DevPtr, Driver, DriverError, EventId, StreamId};
+use crate::driver::{DevPtr, Driver, EventId};
 
 static NEXT_DEVICE_ID: AtomicU64 = AtomicU64::new(1);
 
@@ -144,67 +146,6 @@ impl<D: Driver, const DEPTH: usize> std::fmt::Debug for Device<D, DEPTH> {
     }
 }
 
-/// Device resources created so far: released by its drop — on every way
-/// out of [`Device::open`]'s build that is not success — unless
-/// [`kept`](Building::keep).
-struct Building<'d, D: Driver> {
-    driver: &'d D,
-    memory: Vec<DevPtr>,
-    events: Vec<EventId>,
-    streams: Vec<StreamId>,
-}
-
-impl<'d, D: Driver> Building<'d, D> {
-    fn new(driver: &'d D) -> Self {
-        Building {
-            driver,
-            memory: Vec::new(),
-            events: Vec::new(),
-            streams: Vec::new(),
-        }
-    }
-
-    fn alloc(&mut self, bytes: usize) -> Result<DevPtr, DriverError> {
-        let p = self.driver.alloc(bytes)?;
-        self.memory.push(p);
-        Ok(p)
-    }
-
-    fn event(&mut self) -> Result<EventId, DriverError> {
-        let e = self.driver.create_event()?;
-        self.events.push(e);
-        Ok(e)
-    }
-
-    fn stream(&mut self) -> Result<StreamId, DriverError> {
-        let s = self.driver.create_stream()?;
-        self.streams.push(s);
-        Ok(s)
-    }
-
-    /// Everything built is the device's now: nothing is released.
-    fn keep(mut self) {
-        self.memory.clear();
-        self.events.clear();
-        self.streams.clear();
-    }
-}
-
-impl<D: Driver> Drop for Building<'_, D> {
-    fn drop(&mut self) {
-        // Nothing was submitted yet: every resource is idle and may go.
-        for s in self.streams.drain(..) {
-            let _ = self.driver.destroy_stream(s);
-        }
-        for e in self.events.drain(..) {
-            let _ = self.driver.destroy_event(e);
-        }
-        for p in self.memory.drain(..) {
-            let _ = self.driver.free(p);
-        }
-    }
-}
-
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH>
 where
     Depth<DEPTH>: SupportedDepth,
@@ -245,118 +186,6 @@ where
         match Self::build(&driver, config, &abi) {
             Ok(parts) => Ok(Self::assemble(driver, config, abi, parts)),
             Err(kind) => Err(Error::new(driver, Action::Open, None, None, kind)),
-        }
-    }
-}
-
-/// What [`Device::open`] builds before the device exists.
-struct Parts<const DEPTH: usize> {
-    aicpu: StreamId,
-    aicore: StreamId,
-    /// The code generation the AICore stream was created under.
-    aicore_epoch: u64,
-    regions: [SlotRegions; DEPTH],
-    blocks: [Mutex<SlotHost>; DEPTH],
-}
-
-impl<D: Driver, const DEPTH: usize> Device<D, DEPTH>
-where
-    Depth<DEPTH>: SupportedDepth,
-{
-    /// Creates the device's resources; on failure, what it made is
-    /// released as the builder drops.
-    fn build(driver: &D, config: Resolved, abi: &Abi) -> Result<Parts<DEPTH>, ErrorKind> {
-        let mut b = Building::new(driver);
-        let aicpu = b.stream().map_err(ErrorKind::from_driver)?;
-        let aicore_epoch = driver.code_epoch();
-        let aicore = b.stream().map_err(ErrorKind::from_driver)?;
-        let mut regions = Vec::with_capacity(DEPTH);
-        for _ in 0..DEPTH {
-            regions.push(Self::slot_regions(&mut b, config, abi).map_err(ErrorKind::from_driver)?);
-        }
-        let Ok(regions) = <[SlotRegions; DEPTH]>::try_from(regions) else {
-            return Err(ErrorKind::broken("DEPTH regions built, not DEPTH"));
-        };
-        // Host buffers: a failed host allocation is an error, never an abort.
-        let mut blocks = Vec::with_capacity(DEPTH);
-        for _ in 0..DEPTH {
-            blocks.push(Mutex::new(SlotHost::new(abi)?));
-        }
-        let Ok(blocks) = <[Mutex<SlotHost>; DEPTH]>::try_from(blocks) else {
-            return Err(ErrorKind::broken("DEPTH host buffers built, not DEPTH"));
-        };
-        b.keep();
-        Ok(Parts {
-            aicpu,
-            aicore,
-            aicore_epoch,
-            regions,
-            blocks,
-        })
-    }
-
-    /// One slot's regions: one allocation (the adapter's regions, then the
-    /// arena — input, output, staging — at a staging-aligned offset) and
-    /// its two events.
-    fn slot_regions(
-        b: &mut Building<'_, D>,
-        config: Resolved,
-        abi: &Abi,
-    ) -> Result<SlotRegions, DriverError> {
-        let arena_at = abi
-            .layout
-            .bytes
-            .next_multiple_of(DeviceConfig::STAGING_ALIGN);
-        let slot_bytes = arena_at.saturating_add(config.arena_bytes());
-        let base = b.alloc(slot_bytes)?;
-        // Zeroed once (one memset per slot): device memory comes from the
-        // runtime as another process may have left it, and no byte of it
-        // may reach a host buffer; and from here on a stamped region is
-        // written only by the device, and its records prove whose they are.
-        b.driver.memset(base, 0, slot_bytes)?;
-        let arena = base.offset(arena_at);
-        let mut spans = [DevSpan::new(DevPtr::from_raw(0), 0); MAX_REGIONS];
-        for (i, (span, spec)) in spans.iter_mut().zip(&abi.regions).enumerate() {
-            *span = DevSpan::new(base.offset(abi.layout.offset(i)), spec.bytes as u64);
-        }
-        Ok(SlotRegions {
-            input: arena,
-            region_base: base,
-            output: arena.offset(config.arena_half_bytes()),
-            staging: arena.offset(config.staging_offset()),
-            abi: spans,
-            ev_aicore: b.event()?,
-            ev_fence: b.event()?,
-        })
-    }
-
-    fn assemble(driver: D, config: Resolved, abi: Abi, parts: Parts<DEPTH>) -> Self {
-        let Parts {
-            aicpu,
-            aicore,
-            aicore_epoch,
-            regions,
-            blocks,
-        } = parts;
-        let poisoned = Arc::default();
-        Device {
-            id: NEXT_DEVICE_ID.fetch_add(1, Ordering::Relaxed),
-            config,
-            regions,
-            abi,
-            blocks,
-            buffers: SharedLedger::default(),
-            state: Mutex::new(State::new(
-                aicore,
-                aicpu,
-                aicore_epoch,
-                Arc::clone(&poisoned),
-            )),
-            poisoned,
-            driver,
-            notices: std::sync::atomic::AtomicU8::new(look::NOTICE_UNKNOWN),
-            finalized: AtomicU64::new(0),
-            closed: false,
         }
     }
 }
