@@ -16,7 +16,7 @@ use super::Inner;
 use std::task::{Context, Poll, Waker};
 
 use crate::contract::sleep::{Sleeps, block_on};
-use crate::contract::wait::Woke;
+use crate::contract::wait::{Said, Woke};
 use crate::driver::Driver;
 
 /// A future a blocking call drives: which device it is on, and which
@@ -41,20 +41,29 @@ pub(super) fn drive<D: Driver + 'static, const DEPTH: usize, F: Driven<D, DEPTH>
     let mut first = fut
         .waits_on()
         .and_then(|slot| cell.device.fence_sleep(slot));
-    if let Some(sleep) = first
-        && fut.tell(&cell.device.sleep(sleep))
-    {
-        // The future holds the answer.
-        first = None;
-    }
-    if first.is_none() {
-        // One poll that needs nothing of the thread's sleeper: most
-        // blocking calls end here (a free slot, a run that completed
-        // within the ticket's sleep). Otherwise whatever the poll
-        // registered its waker with is registered again by `block_on`'s
-        // first poll.
-        if let Poll::Ready(r) = Pin::new(&mut fut).poll(&mut Context::from_waker(Waker::noop())) {
-            return r;
+    if let Some(sleep) = first {
+        let woke = cell.device.sleep(sleep);
+        let complete = matches!(
+            woke,
+            Woke::Slept {
+                said: Said::Complete,
+                ..
+            }
+        );
+        if fut.tell(&woke) {
+            // The future holds the answer (its next look reads it).
+            first = None;
+            if complete {
+                // One poll that needs nothing of the thread's sleeper
+                // ends it. Only then: a poll that would wait (a run not
+                // complete, a full device) would arm and register what
+                // `block_on`'s first poll arms and registers again.
+                if let Poll::Ready(r) =
+                    Pin::new(&mut fut).poll(&mut Context::from_waker(Waker::noop()))
+                {
+                    return r;
+                }
+            }
         }
     }
     block_on(&cell.device, first, |cx| Pin::new(&mut fut).poll(cx))
