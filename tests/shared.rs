@@ -512,3 +512,46 @@ fn a_plain_device_tears_down_where_it_is_dropped() {
         [Some("dropping".to_owned()), Some("dropping".to_owned())]
     );
 }
+
+/// A blocking submission to a full device looks once at the oldest run's
+/// fence, sleeps once on it and is admitted as that sleep ends, arming no
+/// notification (its thread sleeps); a submission to a free lane looks at
+/// and sleeps on nothing.
+#[test]
+fn a_blocking_submission_to_a_full_device_sleeps_once_on_the_run_it_waits_for() {
+    use runclaim::driver::Op;
+    let sim = SimDriver::stepped(SimConfig::default());
+    let shared = shared::<2>(sim.clone());
+    let waits = || {
+        let c = sim.stats().calls;
+        [
+            Op::QueryEvent,
+            Op::NotifyEvent,
+            Op::SyncEvent,
+            Op::SyncStream,
+        ]
+        .map(|op| c.get(&op).copied().unwrap_or(0))
+    };
+    let start = waits();
+    let a = shared.submit_blocking(spec(&shared, &[1])).unwrap();
+    let b = shared.submit_blocking(spec(&shared, &[2])).unwrap();
+    assert_eq!(waits(), start, "a free lane needs no look and no sleep");
+    let c = shared.submit_blocking(spec(&shared, &[3])).unwrap();
+    let delta: Vec<u64> = waits().iter().zip(start).map(|(n, s)| n - s).collect();
+    assert_eq!(
+        delta[1..],
+        [0, 1, 0],
+        "notify, sync event, sync stream: {delta:?}"
+    );
+    // It slept on the oldest run's fence, not on a newer one's: the run
+    // behind it is still in flight (the stepped device ran only as far
+    // as the sleep drove it).
+    let mut b = b;
+    assert!(
+        poll(&mut b).is_pending(),
+        "admitted only once the newest run was done"
+    );
+    for (t, x) in [(a, 1), (b, 2), (c, 3)] {
+        assert_eq!(t.wait().unwrap().values, [f(x)]);
+    }
+}

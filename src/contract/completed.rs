@@ -120,7 +120,7 @@ impl Values {
 
 impl Drop for Values {
     fn drop(&mut self) {
-        if let Some(pool) = self.pool.take() {
+        if let Some(pool) = &self.pool {
             pool.give(std::mem::take(&mut self.buf));
         }
     }

@@ -65,6 +65,16 @@ thread_local! {
     // One per thread, made at its first blocking wait: a blocking wait
     // allocates nothing after that.
     static SLEEPER: Sleeper = Sleeper::new();
+    // How many `block_on`s this thread is inside: while none, no waker
+    // is the sleeper's, and a task's poll need not reach the sleeper
+    // (a constant-initialised local, read without a lazy-init check).
+    static DRIVING: Cell<u32> = const { Cell::new(0) };
+}
+
+/// `true` while this thread is inside a [`block_on`].
+#[inline]
+fn driving() -> bool {
+    DRIVING.try_with(|d| d.get() != 0).unwrap_or(false)
 }
 
 /// Runs `f` with this thread's sleeper, or — while the thread's locals
@@ -81,12 +91,22 @@ fn with_sleeper<T>(f: impl FnOnce(&Sleeper) -> T) -> T {
 }
 
 /// `true` when `waker` is this thread's sleeper's (a poll driven by
-/// [`block_on`]): `sleep` is recorded for it, in place of an arming.
+/// [`block_on`]): `sleep` is recorded for it, in place of an arming. A
+/// thread makes one sleep per poll: of the sleeps a poll's looks ask for,
+/// the one on the oldest run (lowest `seq`; the first asked among equals),
+/// which in stream order completes first — a wait for any of them (a
+/// submission waiting for a lane) must not sleep past it.
+#[inline]
 pub(crate) fn ask(waker: &Waker, sleep: Sleep) -> bool {
+    driving() && ask_driven(waker, sleep)
+}
+
+/// [`ask`] on a thread inside a [`block_on`].
+fn ask_driven(waker: &Waker, sleep: Sleep) -> bool {
     SLEEPER
         .try_with(|s| {
             let ours = waker.will_wake(&s.waker);
-            if ours {
+            if ours && s.asked.get().is_none_or(|a| sleep.seq < a.seq) {
                 s.asked.set(Some(sleep));
             }
             ours
@@ -96,7 +116,17 @@ pub(crate) fn ask(waker: &Waker, sleep: Sleep) -> bool {
 
 /// What the sleep before this poll said, when `waker` is this thread's
 /// sleeper's; [`Woke::Polled`] otherwise (a task's wake says nothing).
+#[inline]
 pub(crate) fn woke(waker: &Waker) -> Woke {
+    if driving() {
+        woke_driven(waker)
+    } else {
+        Woke::Polled
+    }
+}
+
+/// [`woke`] on a thread inside a [`block_on`].
+fn woke_driven(waker: &Waker) -> Woke {
     SLEEPER
         .try_with(|s| {
             if !waker.will_wake(&s.waker) {
@@ -113,13 +143,39 @@ pub(crate) fn woke(waker: &Waker) -> Woke {
         .unwrap_or(Woke::Polled)
 }
 
+/// A [`block_on`] in progress on a sleeper: the record of the wait it is
+/// nested in (if any), put back as it ends — returned or unwound.
+struct Driving<'s> {
+    sleeper: &'s Sleeper,
+    outer: (Option<Sleep>, Option<Woke>),
+}
+
+impl<'s> Driving<'s> {
+    fn enter(sleeper: &'s Sleeper) -> Self {
+        // A `Cell` without a destructor: always reachable.
+        let _ = DRIVING.try_with(|d| d.set(d.get().saturating_add(1)));
+        Driving {
+            sleeper,
+            outer: (sleeper.asked.take(), sleeper.answer.take()),
+        }
+    }
+}
+
+impl Drop for Driving<'_> {
+    fn drop(&mut self) {
+        self.sleeper.asked.set(self.outer.0.take());
+        self.sleeper.answer.set(self.outer.1.take());
+        let _ = DRIVING.try_with(|d| d.set(d.get().saturating_sub(1)));
+    }
+}
+
 /// Drives `poll` to its end on this thread: `first` (a run's own fence)
 /// slept on before the first poll, then, after each `Pending`, the sleep
 /// the poll asked for — or, with none asked, a park until the poll's
 /// waker is woken (at most `by.backstop()`).
 ///
 /// Re-entrant: a blocking wait inside a poll (a run's drop) keeps the
-/// outer wait's record aside and puts it back.
+/// outer wait's record aside and puts it back, also when a poll panics.
 pub(crate) fn block_on<S: Sleeps + ?Sized, T>(
     by: &S,
     first: Option<Sleep>,
@@ -130,7 +186,7 @@ pub(crate) fn block_on<S: Sleeps + ?Sized, T>(
     // and each frame it is returned through would copy it.
     let mut out = None;
     with_sleeper(|s| {
-        let outer = (s.asked.take(), s.answer.take());
+        let _driving = Driving::enter(s);
         let mut cx = Context::from_waker(&s.waker);
         if let Some(first) = first {
             s.answer.set(Some(by.sleep(first)));
@@ -148,8 +204,6 @@ pub(crate) fn block_on<S: Sleeps + ?Sized, T>(
                 None => thread::park_timeout(by.backstop()),
             }
         }
-        s.asked.set(outer.0);
-        s.answer.set(outer.1);
     });
     match out {
         Some(r) => r,
@@ -186,6 +240,7 @@ mod tests {
             on: On::Event(EventId::from_raw(raw)),
             within: Duration::from_millis(1),
             at: Duration::ZERO,
+            seq: raw,
         }
     }
 
@@ -221,6 +276,51 @@ mod tests {
             Some(Ok(()))
         ));
         assert_eq!(by.0.load(Ordering::Relaxed), 2);
+    }
+
+    /// A poll that panics inside a nested wait leaves the outer wait's
+    /// record as it was, and the thread no longer driving once both end.
+    #[test]
+    fn a_panicking_inner_wait_puts_the_outer_record_back() {
+        let by = Counting(AtomicUsize::new(0));
+        let heard = block_on(&by, Some(sleep_on(3)), |cx| {
+            let inner = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                block_on(&by, Some(sleep_on(4)), |_| -> Poll<()> {
+                    panic!("a drop's wait")
+                });
+            }));
+            assert!(inner.is_err());
+            assert!(driving());
+            Poll::Ready(woke(cx.waker()))
+        });
+        assert!(matches!(
+            heard.of(On::Event(EventId::from_raw(3))),
+            Some(Ok(()))
+        ));
+        assert!(!driving());
+        // Outside any wait, even this thread's sleeper hears nothing.
+        SLEEPER.with(|s| assert!(matches!(woke(&s.waker), Woke::Polled)));
+    }
+
+    /// Of the sleeps one poll asks for, the thread sleeps on the oldest
+    /// run's (the first asked among equals).
+    #[test]
+    fn a_poll_sleeps_on_the_oldest_run_it_asked_for() {
+        let by = Counting(AtomicUsize::new(0));
+        let mut polls = 0;
+        let heard = block_on(&by, None, |cx| {
+            polls += 1;
+            if polls == 1 {
+                for raw in [8, 5, 9, 5] {
+                    assert!(ask(cx.waker(), sleep_on(raw)));
+                }
+                return Poll::Pending;
+            }
+            Poll::Ready(woke(cx.waker()))
+        });
+        assert!(heard.of(On::Event(EventId::from_raw(5))).is_some());
+        assert!(heard.of(On::Event(EventId::from_raw(9))).is_none());
+        assert_eq!(by.0.load(Ordering::Relaxed), 1);
     }
 
     /// Negative control: a waker that is not this thread's sleeper's is

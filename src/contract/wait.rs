@@ -54,6 +54,11 @@ pub(crate) struct Sleep {
     pub(crate) on: On,
     pub(crate) within: Duration,
     pub(crate) at: Duration,
+    /// The place in the queue of the run it sleeps on (`u64::MAX`: a
+    /// stream, behind every run). A thread sleeps once per poll: on the
+    /// oldest run any of the poll's looks asked for, which completes
+    /// first in stream order (`contract/sleep.rs`'s `ask`).
+    pub(crate) seq: u64,
 }
 
 /// What a sleep is on.
@@ -98,6 +103,7 @@ pub(crate) enum Said {
 
 impl Said {
     /// The driver's answer to a blocking call.
+    #[inline]
     pub(crate) fn of(r: Result<(), DriverError>) -> Self {
         match r {
             Ok(()) => Said::Complete,
@@ -111,6 +117,7 @@ impl Woke {
     /// What the sleep said of `on`: `Some(Ok)` complete, `Some(Err)` a
     /// failure other than a timeout, `None` nothing (not slept on `on`, or
     /// it ran its time).
+    #[inline]
     pub(crate) fn of(&self, on: On) -> Option<Result<(), &DriverError>> {
         match self {
             Woke::Slept { on: o, said, .. } if *o == on => match said {
@@ -124,12 +131,14 @@ impl Woke {
 
     /// `true` when the sleep was on `on` and ran its time (`on` still not
     /// complete then: no query needs to say so again).
+    #[inline]
     pub(crate) fn ran_out_on(&self, on: On) -> bool {
         matches!(self, Woke::Slept { on: o, said: Said::RanOut, .. } if *o == on)
     }
 
     /// Time slept before a first look (a thread's sleep on a run's fence
     /// before it looks): it counts towards the wait's limit.
+    #[inline]
     pub(crate) fn slept(&self) -> Duration {
         match self {
             Woke::Slept {
@@ -260,6 +269,7 @@ impl FenceWait {
 }
 
 impl Waits for FenceWait {
+    #[inline]
     fn sleeping(&mut self) -> &mut Sleeping {
         &mut self.sleeping
     }
@@ -293,6 +303,7 @@ impl DrainWait {
 }
 
 impl Waits for DrainWait {
+    #[inline]
     fn sleeping(&mut self) -> &mut Sleeping {
         &mut self.sleeping
     }

@@ -10,7 +10,7 @@ use super::state::SlotState;
 use super::{Device, MIN_SLICE};
 use crate::contract::error::{ErrorKind, PoisonCause, RunId};
 use crate::contract::inflight::{Entry, Proof};
-use crate::contract::wait::{FenceWait, Wait, WaitClock};
+use crate::contract::wait::{Wait, WaitClock};
 use crate::driver::{Completion, Driver};
 
 impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
@@ -28,6 +28,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// [`settle_complete`](Self::settle_complete) for a run whose fence
     /// was observed complete before its claim was checked: the claim is
     /// checked here, under the same lock (a stale claim settles nothing).
+    #[inline(always)]
     pub(super) fn settle_checked(
         &self,
         slot: usize,
@@ -207,12 +208,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 run: e.run,
                 seq: e.seq,
             };
-            let mut w = FenceWait::new(Wait::For(left));
             // Called from `Drop`s: a panicking driver must not abort.
             let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.wait_fence(f, &mut w)
+                self.wait_fence(f, Wait::For(left), Some(&mut counted))
             }));
-            counted = counted.saturating_add(w.counted(d.clock()));
         }
         let mut st = self.lock();
         for (e, _) in queue.iter().flatten() {

@@ -54,6 +54,7 @@ pub(crate) struct Fencing {
 }
 
 impl<D: Driver, const DEPTH: usize> Sleeps for Device<D, DEPTH> {
+    #[inline]
     fn sleep(&self, s: Sleep) -> Woke {
         let within = s.within.max(MIN_SLICE);
         let said = Said::of(match s.on {
@@ -95,18 +96,19 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         mut woke: Woke,
         mut look: impl FnMut(&mut W, &Woke) -> Look<T, E>,
     ) -> Poll<Result<T, E>> {
-        let cap = self.slice_cap();
         for _ in 0..4 {
             let s = match look(w, &woke) {
                 Look::Done(r) => return Poll::Ready(r),
                 Look::Sleep(s) => s,
             };
+            let cap = self.slice_cap();
             if let Some(within) = self.arm(s, &mut w.sleeping().backoff, cap, waker) {
                 w.sleeping().stall.note_armed(s.at, within);
                 return Poll::Pending;
             }
             woke = Woke::Polled;
         }
+        let cap = self.slice_cap();
         let within = arm_time(cap, &mut w.sleeping().backoff, cap, waker);
         w.sleeping().stall.note_armed(self.driver.clock(), within);
         Poll::Pending
@@ -212,7 +214,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         };
         let unshown = w.sleeping.stall.woke(d.clock(), woke);
         match self.judge(run.seq, clock, unshown) {
-            Ok((within, at)) => Look::Sleep(Sleep { on, within, at }),
+            Ok((within, at)) => Look::Sleep(Sleep {
+                on,
+                within,
+                at,
+                seq: run.seq,
+            }),
             Err(verdict) => Look::Done(Err(verdict)),
         }
     }
@@ -268,67 +275,89 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             on,
             within,
             at: now,
+            seq,
         })
     }
 
-    /// Waits for run `f`'s own fence on this thread, as `w.how` says: first
+    /// Waits for run `f`'s own fence on this thread, as `how` says: first
     /// a sleep on the run's fence of at most a look-around slice (within
     /// the limit), then the fence's look after each sleep — the awaited
-    /// poll, driven by `block_on`. `Wait::Poll` is a single look.
-    pub(crate) fn wait_fence(&self, f: Fencing, w: &mut FenceWait) -> Result<(), ErrorKind> {
+    /// poll, driven by `block_on`. `Wait::Poll` is a single look. The
+    /// time the wait counted against its limit is added to `counted`, if
+    /// given (a `Pipeline`'s drop sums its waits').
+    pub(crate) fn wait_fence(
+        &self,
+        f: Fencing,
+        how: Wait,
+        counted: Option<&mut Duration>,
+    ) -> Result<(), ErrorKind> {
         let cap = self.slice_cap();
-        let within = match w.how {
+        let within = match how {
             Wait::Poll => None,
-            Wait::For(t) => Some(t.min(cap)),
+            Wait::For(t) => Some(t.min(cap).max(MIN_SLICE)),
             Wait::Configured => Some(cap),
         };
         let first = match within {
             None => Woke::Polled,
             Some(within) => {
-                let s = self.first_sleep(f.slot, within);
-                match self
-                    .driver
-                    .sync_event(self.regions[f.slot].ev_fence, s.within)
-                {
+                let ev = self.regions[f.slot].ev_fence;
+                match self.driver.sync_event(ev, within) {
                     // The look's answer to "complete" (no clock yet, so
                     // not dated), without building what it reads.
                     Ok(()) => return self.settle_checked(f.slot, f.lease, f.seq, None),
                     said => Woke::Slept {
-                        on: s.on,
-                        within: s.within,
+                        on: On::Event(ev),
+                        within,
                         said: Said::of(said),
                     },
                 }
             }
         };
-        // The first look here, with what the first sleep said: a run that
-        // completed within it settles with no other call (and nothing of
-        // the thread's sleeper is touched); otherwise the look's sleep is
-        // the thread loop's first.
-        let next = match self.look_fence(f, w, &first) {
-            Look::Done(r) => return r,
-            Look::Sleep(s) => s,
+        self.wait_fence_after(f, how, &first, counted)
+    }
+
+    /// [`wait_fence`](Self::wait_fence) past its first sleep, which said
+    /// `first`: the first look here hears it (a run that completed within
+    /// it settles with no other call, and nothing of the thread's sleeper
+    /// is touched); otherwise the look's sleep is the thread loop's first.
+    /// Kept out of line: the common blocking fence ends in its first sleep.
+    #[inline(never)]
+    fn wait_fence_after(
+        &self,
+        f: Fencing,
+        how: Wait,
+        first: &Woke,
+        counted: Option<&mut Duration>,
+    ) -> Result<(), ErrorKind> {
+        let mut w = FenceWait::new(how);
+        let r = match self.look_fence(f, &mut w, first) {
+            Look::Done(r) => r,
+            Look::Sleep(next) => {
+                w.sleeping.stall.note_armed(next.at, next.within);
+                block_on(self, Some(next), |cx| {
+                    self.poll_look(&mut w, cx.waker(), |w, woke| self.look_fence(f, w, woke))
+                })
+            }
         };
-        w.sleeping.stall.note_armed(next.at, next.within);
-        block_on(self, Some(next), |cx| {
-            self.poll_look(w, cx.waker(), |w, woke| self.look_fence(f, w, woke))
-        })
-    }
-
-    /// A sleep on slot `slot`'s fence of at most `within`.
-    fn first_sleep(&self, slot: usize, within: Duration) -> Sleep {
-        Sleep {
-            on: On::Event(self.regions[slot].ev_fence),
-            within: within.max(MIN_SLICE),
-            at: Duration::ZERO,
+        if let Some(counted) = counted {
+            *counted = counted.saturating_add(w.counted(self.driver.clock()));
         }
+        r
     }
 
-    /// A sleep on slot `slot`'s fence, whoever it is recorded for, of at
-    /// most a look-around slice: what a thread waiting for the slot's run
-    /// sleeps on before its first look.
-    pub(crate) fn fence_sleep(&self, slot: usize) -> Option<Sleep> {
-        (slot < DEPTH).then(|| self.first_sleep(slot, self.slice_cap()))
+    /// Sleeps one look-around slice on slot `slot`'s fence, whoever it is
+    /// recorded for — what a thread waiting for the slot's run sleeps on
+    /// before its first look — for a wait that keeps the answer itself
+    /// (`FenceWait::told`): `Some(true)` the
+    /// fence is complete, `Some(false)` it ran its time; `None` no answer
+    /// to keep (no such slot, or a failure, which the look finds again).
+    pub(crate) fn fence_slice(&self, slot: usize) -> Option<bool> {
+        let ev = self.regions.get(slot)?.ev_fence;
+        match self.driver.sync_event(ev, self.slice_cap()) {
+            Ok(()) => Some(true),
+            Err(e) if e.is_timeout() => Some(false),
+            Err(_) => None,
+        }
     }
 
     /// One look at the queue for a drain: both streams quiet (or stopped
@@ -412,6 +441,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             on,
             within,
             at: now,
+            seq: u64::MAX,
         })
     }
 
@@ -466,6 +496,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         waker: &Waker,
         complete: bool,
     ) -> Poll<Result<(), ErrorKind>> {
+        if complete {
+            // The look's answer to "complete", without building what it
+            // reads (as `wait_fence`'s first sleep).
+            let at = w.clock.map(|_| self.driver.clock());
+            return Poll::Ready(self.settle_checked(f.slot, f.lease, f.seq, at));
+        }
         let woke = Woke::Slept {
             on: On::Event(self.regions[f.slot].ev_fence),
             within: self.slice_cap(),

@@ -254,7 +254,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             // panicking driver must not abort the process. A caught
             // panic leaves completion unproven.
             std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-                self.wait_fence(f, &mut FenceWait::new(Wait::Configured))
+                self.wait_fence(f, Wait::Configured, None)
             }))
             .unwrap_or(Err(ErrorKind::NotReady))
         });
@@ -314,7 +314,7 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
     }
 
     fn wait(&self, slot: usize, lease: u64, info: &RunInfo, how: Wait) -> Result<(), ErrorKind> {
-        self.wait_fence(fencing(slot, lease, info), &mut FenceWait::new(how))
+        self.wait_fence(fencing(slot, lease, info), how, None)
     }
 
     fn poll_wait(

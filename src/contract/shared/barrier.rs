@@ -99,17 +99,6 @@ where
             hub.leave(id);
         }
     }
-
-    /// The slot a blocking wait sleeps on: an owing lane's, once it is the
-    /// barrier's turn.
-    fn waits_on(&self) -> Option<usize> {
-        let id = self.arrival?;
-        let hub = self.shared.inner.hub();
-        if !hub.is_head(id) {
-            return None;
-        }
-        hub.owing().next()
-    }
 }
 
 impl<D: Driver + 'static, const DEPTH: usize> Drop for Barrier<'_, D, DEPTH> {
@@ -207,10 +196,6 @@ where
 {
     fn inner(&self) -> &super::Inner<D, DEPTH> {
         &self.barrier.shared.inner
-    }
-
-    fn waits_on(&self) -> Option<usize> {
-        self.barrier.waits_on()
     }
 }
 

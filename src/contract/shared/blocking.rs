@@ -6,7 +6,9 @@
 //! future parked on the hub (its turn, its ticket) parks the thread until
 //! whoever wakes the parked (see `hub.rs`) unparks it. Before its first
 //! poll, a wait for a run's completion sleeps on that run's fence: a run
-//! that completes within a slice costs one call, as a typed fence does.
+//! that completes within a slice costs one call, as a typed fence does;
+//! a submission first polls once arming and registering nothing, which
+//! admits it at once where a lane is free.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -15,20 +17,26 @@ use std::sync::Arc;
 use super::Inner;
 use std::task::{Context, Poll, Waker};
 
-use crate::contract::sleep::{Sleeps, block_on};
-use crate::contract::wait::{Said, Woke};
+use crate::contract::sleep::block_on;
 use crate::driver::Driver;
 
 /// A future a blocking call drives: which device it is on, and which
-/// slot's run it waits for now.
+/// slot's run it waits for.
 pub(super) trait Driven<D: Driver + 'static, const DEPTH: usize>: Future + Unpin {
     fn inner(&self) -> &Inner<D, DEPTH>;
-    /// The slot whose run the future waits for, if it waits for one.
-    fn waits_on(&self) -> Option<usize>;
-    /// Takes what a sleep of one slice on that slot's fence said, for its
-    /// next look; `false`: it cannot (the sleep is then `block_on`'s first).
-    fn tell(&mut self, _woke: &Woke) -> bool {
-        false
+    /// The slot whose run the future waits for, if it knows before its
+    /// first poll (a ticket): the thread sleeps one slice on that slot's
+    /// fence first, and the future keeps the answer ([`tell`](Self::tell)).
+    fn waits_on(&self) -> Option<usize> {
+        None
+    }
+    /// Keeps what that sleep said for the future's next look (see
+    /// `Device::fence_slice`).
+    fn tell(&mut self, _told: Option<bool>) {}
+    /// Its output, if one poll that registers, arms and settles nothing
+    /// gives it (a submission to a free lane); `None`: poll it as a wait.
+    fn at_once(&mut self) -> Option<Self::Output> {
+        None
     }
 }
 
@@ -38,33 +46,21 @@ pub(super) fn drive<D: Driver + 'static, const DEPTH: usize, F: Driven<D, DEPTH>
 ) -> F::Output {
     // The device outlives the future's borrow of it: its cell, shared.
     let cell = Arc::clone(&fut.inner().cell);
-    let mut first = fut
-        .waits_on()
-        .and_then(|slot| cell.device.fence_sleep(slot));
-    if let Some(sleep) = first {
-        let woke = cell.device.sleep(sleep);
-        let complete = matches!(
-            woke,
-            Woke::Slept {
-                said: Said::Complete,
-                ..
-            }
-        );
-        if fut.tell(&woke) {
-            // The future holds the answer (its next look reads it).
-            first = None;
-            if complete {
-                // One poll that needs nothing of the thread's sleeper
-                // ends it. Only then: a poll that would wait (a run not
-                // complete, a full device) would arm and register what
-                // `block_on`'s first poll arms and registers again.
-                if let Poll::Ready(r) =
-                    Pin::new(&mut fut).poll(&mut Context::from_waker(Waker::noop()))
-                {
-                    return r;
-                }
-            }
+    let device = &cell.device;
+    if let Some(slot) = fut.waits_on() {
+        let told = device.fence_slice(slot);
+        fut.tell(told);
+        // One poll that needs nothing of the thread's sleeper ends a wait
+        // whose run completed within the sleep. Only then: a poll that
+        // would wait would arm and register what `block_on`'s first poll
+        // arms and registers again.
+        if told == Some(true)
+            && let Poll::Ready(r) = Pin::new(&mut fut).poll(&mut Context::from_waker(Waker::noop()))
+        {
+            return r;
         }
+    } else if let Some(r) = fut.at_once() {
+        return r;
     }
-    block_on(&cell.device, first, |cx| Pin::new(&mut fut).poll(cx))
+    block_on(device, None, |cx| Pin::new(&mut fut).poll(cx))
 }

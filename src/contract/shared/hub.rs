@@ -142,11 +142,6 @@ impl<D: Driver, const DEPTH: usize> Hub<D, DEPTH> {
         self.lanes.iter().position(Lane::is_free)
     }
 
-    /// The lanes that owe a result, oldest slot first.
-    pub(super) fn owing(&self) -> impl Iterator<Item = usize> + '_ {
-        (0..DEPTH).filter(|&i| self.lanes[i].owes())
-    }
-
     /// The lane that owes `ticket`'s result, if any.
     pub(super) fn lane_of(&self, ticket: u64) -> Option<usize> {
         (0..DEPTH).find(|&i| self.lanes[i].owed_tag() == Some(&ticket))

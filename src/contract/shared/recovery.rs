@@ -62,10 +62,20 @@ where
     /// the device needs one, then advanced as far as it goes without
     /// blocking (a blocking looker's thread sleeps on what the looks
     /// named once the lock is released: `contract/sleep.rs`).
+    #[inline]
     pub(super) fn look_recovery(&mut self, cell: &Arc<Cell<D, DEPTH>>, waker: &Waker) -> Look {
+        if self.needs_recovery(cell) {
+            self.advance_recovery(cell, waker)
+        } else {
+            Look::Clear
+        }
+    }
+
+    /// [`look_recovery`](Self::look_recovery) where the device needs one
+    /// ([`needs_recovery`](Self::needs_recovery)).
+    pub(super) fn advance_recovery(&mut self, cell: &Arc<Cell<D, DEPTH>>, waker: &Waker) -> Look {
         let mut r = match self.recovery.take() {
             Some(r) => r,
-            None if !self.needs_recovery(cell) => return Look::Clear,
             None => Recovery {
                 start: cell.device.driver().clock(),
                 poison: cell.device.poison(),

@@ -65,7 +65,7 @@ where
             work: Some(work),
             arrival: None,
             waits: [None; DEPTH],
-            try_once: false,
+            mode: Mode::Wait,
         }
     }
 
@@ -115,7 +115,7 @@ where
             work: Some(work),
             arrival: None,
             waits: [None; DEPTH],
-            try_once: true,
+            mode: Mode::Try,
         };
         let mut cx = Context::from_waker(Waker::noop());
         match Pin::new(&mut fut).poll(&mut cx) {
@@ -140,8 +140,21 @@ pub struct SubmitFuture<'s, D: Driver + 'static, const DEPTH: usize, W> {
     arrival: Option<u64>,
     /// Its own look at each lane's run, while it waits for a slot.
     waits: [Option<FenceWait>; DEPTH],
-    /// `try_submit`: refuse instead of waiting.
-    try_once: bool,
+    /// What a poll that cannot admit at once does.
+    mode: Mode,
+}
+
+/// What a [`SubmitFuture`]'s poll does when it cannot admit at once.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Waits: registers its waker where it parks, arms the owing fences.
+    Wait,
+    /// `try_submit`: refuses.
+    Try,
+    /// A blocking submission's first poll, with no waker worth arming:
+    /// `Pending` with nothing registered, armed or settled, so the poll
+    /// that follows (in `Wait`) does each once.
+    AtOnce,
 }
 
 impl<D: Driver + 'static, const DEPTH: usize, W> Unpin for SubmitFuture<'_, D, DEPTH, W> {}
@@ -166,6 +179,9 @@ where
         if let Some(i) = hub.free_lane() {
             return Some(i);
         }
+        if self.mode == Mode::AtOnce {
+            return None;
+        }
         hub.settle_owing(&mut self.waits, waker);
         hub.free_lane()
     }
@@ -179,7 +195,9 @@ where
         work: W,
         waker: &Waker,
     ) -> Poll<Result<Ticket<D, DEPTH>, Error<W>>> {
-        hub.wait_turn(id, waker);
+        if self.mode == Mode::Wait {
+            hub.wait_turn(id, waker);
+        }
         self.work = Some(work);
         Poll::Pending
     }
@@ -230,24 +248,32 @@ where
             let id = *this.arrival.get_or_insert_with(|| hub.arrive());
             if !hub.is_head(id) {
                 // Woken when the arrival ahead leaves (`Hub::leave`).
-                if this.try_once {
+                if this.mode == Mode::Try {
                     return Poll::Ready(Err(this.refuse_busy(&mut hub, work)));
                 }
                 return this.park(&mut hub, id, work, cx.waker());
             }
-            // The head: a recovery, if the device needs one, comes first.
-            match hub.look_recovery(&inner.cell, cx.waker()) {
-                Look::Clear => {}
-                Look::Waiting => {
-                    if let (true, Some(kind)) = (this.try_once, hub.recovering_kind()) {
-                        return Poll::Ready(Err(this.refuse(&mut hub, work, kind)));
-                    }
-                    // Armed on the device by the look; a ticket's settle
-                    // wakes it too (`Hub::collect`).
+            // The head: a recovery, if the device needs one, comes first
+            // (not in a poll that arms nothing).
+            if hub.needs_recovery(&inner.cell) {
+                if this.mode == Mode::AtOnce {
                     return this.park(&mut hub, id, work, cx.waker());
                 }
-                Look::Lost(cause) => {
-                    return Poll::Ready(Err(this.refuse(&mut hub, work, ErrorKind::Lost(cause))));
+                match hub.advance_recovery(&inner.cell, cx.waker()) {
+                    Look::Clear => {}
+                    Look::Waiting => {
+                        if let (true, Some(kind)) = (this.mode == Mode::Try, hub.recovering_kind())
+                        {
+                            return Poll::Ready(Err(this.refuse(&mut hub, work, kind)));
+                        }
+                        // Armed on the device by the look; a ticket's
+                        // settle wakes it too (`Hub::collect`).
+                        return this.park(&mut hub, id, work, cx.waker());
+                    }
+                    Look::Lost(cause) => {
+                        let kind = ErrorKind::Lost(cause);
+                        return Poll::Ready(Err(this.refuse(&mut hub, work, kind)));
+                    }
                 }
             }
             if let Some(lane) = this.lane(&mut hub, cx.waker()) {
@@ -265,7 +291,7 @@ where
                 // A fence this look settled failed: recover now.
                 continue;
             }
-            if this.try_once {
+            if this.mode == Mode::Try {
                 let kind = ErrorKind::DepthExhausted { depth: DEPTH };
                 return Poll::Ready(Err(this.refuse(&mut hub, work, kind)));
             }
@@ -275,7 +301,7 @@ where
         }
         // Still no verdict after three looks: a try refuses (it never
         // waits); a wait looks again at once.
-        if this.try_once {
+        if this.mode == Mode::Try {
             return Poll::Ready(Err(this.refuse_busy(&mut hub, work)));
         }
         cx.waker().wake_by_ref();
@@ -293,14 +319,14 @@ where
         &self.shared.inner
     }
 
-    fn waits_on(&self) -> Option<usize> {
-        // Not arrived yet (a first drive): nothing to sleep on, no lock.
-        let id = self.arrival?;
-        let hub = self.shared.inner.hub();
-        if !hub.is_head(id) {
-            return None;
+    fn at_once(&mut self) -> Option<Self::Output> {
+        self.mode = Mode::AtOnce;
+        let polled = Pin::new(&mut *self).poll(&mut Context::from_waker(Waker::noop()));
+        self.mode = Mode::Wait;
+        match polled {
+            Poll::Ready(r) => Some(r),
+            Poll::Pending => None,
         }
-        hub.owing().next()
     }
 }
 

@@ -14,7 +14,7 @@ use std::task::{Context, Poll};
 use super::{Inner, blocking};
 use crate::contract::completed::Delivery;
 use crate::contract::error::{Error, ErrorKind, RunId};
-use crate::contract::wait::{FenceWait, Said, Wait, Woke, polled_after_ready};
+use crate::contract::wait::{FenceWait, Wait, polled_after_ready};
 use crate::driver::Driver;
 
 /// One admitted submission's result, for the task that submitted it: a
@@ -91,19 +91,8 @@ impl<D: Driver + 'static, const DEPTH: usize> blocking::Driven<D, DEPTH> for Tic
         self.inner.hub().lane_of(self.id)
     }
 
-    fn tell(&mut self, woke: &Woke) -> bool {
-        // A failure is not kept: the look finds it again.
-        self.wait.told = match woke {
-            Woke::Slept {
-                said: Said::Complete,
-                ..
-            } => Some(true),
-            Woke::Slept {
-                said: Said::RanOut, ..
-            } => Some(false),
-            _ => None,
-        };
-        true
+    fn tell(&mut self, told: Option<bool>) {
+        self.wait.told = told;
     }
 }
 
