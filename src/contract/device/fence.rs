@@ -28,6 +28,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// [`settle_complete`](Self::settle_complete) for a run whose fence
     /// was observed complete before its claim was checked: the claim is
     /// checked here, under the same lock (a stale claim settles nothing).
+    // Measured: a call here is ~30 instructions of a blocking fence that
+    // completes within its first sleep, and plain `#[inline]` is not taken.
+    #[allow(clippy::inline_always, reason = "the blocking fence's common end")]
     #[inline(always)]
     pub(super) fn settle_checked(
         &self,
