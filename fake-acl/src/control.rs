@@ -80,85 +80,57 @@ impl FakeConfig {
     }
 }
 
-/// Counters of one fake device (`runclaim_fake_stats`).
-#[repr(C)]
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-#[allow(
-    missing_docs,
-    reason = "each field mirrors the SimStats field of the same name"
-)]
-pub struct FakeStats {
-    pub streams_created: u64,
-    pub streams_destroyed: u64,
-    pub events_created: u64,
-    pub events_destroyed: u64,
-    pub allocations: u64,
-    pub frees: u64,
-    pub registrations: u64,
-    pub publications: u64,
-    pub dedup_hits: u64,
-    pub aicore_kernels: u64,
-    pub aicpu_kernels: u64,
-    pub stale_executions: u64,
-    pub kernel_faults: u64,
-    pub max_queue_depth: u64,
-    pub blocked_enqueues: u64,
-    pub busy_destroy_refused: u64,
-    pub steps: u64,
-    pub live_bytes: u64,
-}
-
-impl FakeStats {
-    /// From the simulator's counters.
-    #[must_use]
-    pub fn from_sim(s: &SimStats) -> Self {
-        FakeStats {
-            streams_created: s.streams_created,
-            streams_destroyed: s.streams_destroyed,
-            events_created: s.events_created,
-            events_destroyed: s.events_destroyed,
-            allocations: s.allocations,
-            frees: s.frees,
-            registrations: s.registrations,
-            publications: s.publications,
-            dedup_hits: s.dedup_hits,
-            aicore_kernels: s.aicore_kernels,
-            aicpu_kernels: s.aicpu_kernels,
-            stale_executions: s.stale_executions,
-            kernel_faults: s.kernel_faults,
-            max_queue_depth: s.max_queue_depth as u64,
-            blocked_enqueues: s.blocked_enqueues,
-            busy_destroy_refused: s.busy_destroy_refused,
-            steps: s.steps,
-            live_bytes: s.live_bytes,
+/// `FakeStats` and its conversions from one list of `SimStats`' counters:
+/// each counter is named once here, and a counter of `SimStats` missing
+/// from the list fails `every_sim_counter_crosses_the_abi`.
+macro_rules! fake_stats {
+    ($($count:ident),* ; $($size:ident),*) => {
+        /// Counters of one fake device (`runclaim_fake_stats`): the
+        /// simulator's counters (its per-stream and per-op maps excepted),
+        /// as plain `u64`s to cross the fake's C ABI. Each field is the
+        /// `SimStats` field of the same name.
+        #[repr(C)]
+        #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+        #[allow(missing_docs, reason = "each field is the SimStats field of the same name")]
+        pub struct FakeStats {
+            $(pub $count: u64,)*
+            $(pub $size: u64,)*
         }
-    }
 
-    /// To the simulator's counters (per-stream and per-op maps left empty).
-    #[must_use]
-    pub fn to_sim(self) -> SimStats {
-        let mut s = SimStats::default();
-        s.streams_created = self.streams_created;
-        s.streams_destroyed = self.streams_destroyed;
-        s.events_created = self.events_created;
-        s.events_destroyed = self.events_destroyed;
-        s.allocations = self.allocations;
-        s.frees = self.frees;
-        s.registrations = self.registrations;
-        s.publications = self.publications;
-        s.dedup_hits = self.dedup_hits;
-        s.aicore_kernels = self.aicore_kernels;
-        s.aicpu_kernels = self.aicpu_kernels;
-        s.stale_executions = self.stale_executions;
-        s.kernel_faults = self.kernel_faults;
-        s.max_queue_depth = usize::try_from(self.max_queue_depth).unwrap_or(usize::MAX);
-        s.blocked_enqueues = self.blocked_enqueues;
-        s.busy_destroy_refused = self.busy_destroy_refused;
-        s.steps = self.steps;
-        s.live_bytes = self.live_bytes;
-        s
-    }
+        impl FakeStats {
+            /// The names of the counters, in field order.
+            pub const FIELDS: &'static [&'static str] =
+                &[$(stringify!($count),)* $(stringify!($size),)*];
+
+            /// From the simulator's counters.
+            #[must_use]
+            pub fn from_sim(s: &SimStats) -> Self {
+                FakeStats {
+                    $($count: s.$count,)*
+                    $($size: u64::try_from(s.$size).unwrap_or(u64::MAX),)*
+                }
+            }
+
+            /// To the simulator's counters (per-stream and per-op maps left
+            /// empty).
+            #[must_use]
+            pub fn to_sim(self) -> SimStats {
+                let mut s = SimStats::default();
+                $(s.$count = self.$count;)*
+                $(s.$size = usize::try_from(self.$size).unwrap_or(usize::MAX);)*
+                s
+            }
+        }
+    };
 }
+
+fake_stats!(
+    streams_created, streams_destroyed, events_created, events_destroyed,
+    allocations, frees, registrations, publications, dedup_hits,
+    aicore_kernels, aicpu_kernels, stale_executions, kernel_faults,
+    blocked_enqueues, busy_destroy_refused, steps, trace_dropped, live_bytes;
+    max_queue_depth
+);
 
 /// One trace entry (`runclaim_fake_trace`).
 #[repr(C)]
@@ -425,4 +397,50 @@ pub struct FakeCallbacks {
     pub held_reports: u64,
     /// 1 while the report gate holds one.
     pub holding: u64,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The counters `SimStats` prints (its `Debug`), maps excepted.
+    fn sim_counters() -> Vec<String> {
+        let shown = format!("{:?}", SimStats::default());
+        let body = shown.trim_start_matches("SimStats {").trim_end_matches('}');
+        body.split(", ")
+            .filter_map(|f| f.split_once(": "))
+            .filter(|(_, v)| !v.starts_with('{'))
+            .map(|(k, _)| k.trim().to_owned())
+            .collect()
+    }
+
+    /// Every counter of the simulator crosses the fake's C ABI, and back:
+    /// a counter added to `SimStats` and not to `fake_stats!` fails here.
+    #[test]
+    fn every_sim_counter_crosses_the_abi() {
+        let mut fields: Vec<&str> = FakeStats::FIELDS.to_vec();
+        let mut counters = sim_counters();
+        fields.sort_unstable();
+        counters.sort_unstable();
+        assert_eq!(fields, counters);
+        let mut s = SimStats::default();
+        s.trace_dropped = 7;
+        s.max_queue_depth = 9;
+        s.live_bytes = 64;
+        assert_eq!(FakeStats::from_sim(&s).to_sim(), s);
+    }
+
+    /// Negative control: the parse sees a counter the list lacks.
+    #[test]
+    fn a_missing_counter_is_seen() {
+        let counters = sim_counters();
+        assert!(counters.iter().any(|c| c == "trace_dropped"));
+        assert!(!counters.iter().any(|c| c == "calls" || c == "tasks_run"));
+        let short: Vec<&str> = FakeStats::FIELDS
+            .iter()
+            .copied()
+            .filter(|f| *f != "trace_dropped")
+            .collect();
+        assert_ne!(short.len(), counters.len());
+    }
 }
