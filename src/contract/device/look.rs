@@ -171,14 +171,24 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         // Dated when the wait had begun: a run behind it may be judged on
         // the date.
         let at = |w: &FenceWait| w.clock.map(|_| d.clock());
-        match woke.of(on) {
-            // Sleeping on the slot's fence is harmless whoever it is
-            // recorded for: the claim is checked as the run settles.
+        // What the sleep before said of the fence, or else a query's
+        // answer — unless the sleep ran its time on it (still not
+        // complete then). Looking at the slot's fence is harmless whoever
+        // it is recorded for: the claim is checked as the run settles.
+        let said = match woke.of(on) {
+            Some(r) => Some(r.map_err(Clone::clone)),
+            None if woke.ran_out_on(on) => None,
+            None => match d.query_event(ev) {
+                Ok(Completion::Complete) => Some(Ok(())),
+                Ok(Completion::NotReady) => None,
+                Err(e) => Some(Err(e)),
+            },
+        };
+        match said {
             Some(Ok(())) => {
                 return Look::Done(self.settle_checked(run.slot, run.lease, run.seq, at(w)));
             }
             Some(Err(e)) => {
-                let e = e.clone();
                 return Look::Done(match self.in_flight_entry(run.slot, run.lease, run.seq) {
                     Ok(_) => Err(self.settle_error(e, run.run, run.slot, run.seq)),
                     Err(k) => Err(k),
@@ -188,16 +198,6 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         if let Err(k) = self.in_flight_entry(run.slot, run.lease, run.seq) {
             return Look::Done(Err(k));
-        }
-        if !woke.ran_out_on(on) {
-            match d.query_event(ev) {
-                Ok(Completion::Complete) => {
-                    self.settle_complete(run.slot, run.lease, run.seq, at(w));
-                    return Look::Done(Ok(()));
-                }
-                Ok(Completion::NotReady) => {}
-                Err(e) => return Look::Done(Err(self.settle_error(e, run.run, run.slot, run.seq))),
-            }
         }
         let clock = match (w.clock.as_mut(), w.how) {
             (Some(clock), _) => clock,
