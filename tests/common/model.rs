@@ -794,14 +794,14 @@ fn step<'r, Dr: Driver, const D: usize>(
             };
             return step(&next, cells, runner, m, sim, end_epoch, drain_now);
         }
-        Op::Take(s) => step_take::<D>(cells, m, *s)?,
-        Op::Prepare(s, c, input) => step_prepare(cells, runner, m, *s, *c, input)?,
-        Op::Launch(s) => step_launch::<D>(cells, m, *s)?,
-        Op::TryFence(s) | Op::FenceShort(s) | Op::Fence(s) => step_fence::<D>(cells, m, op, *s)?,
-        Op::FenceAsync(s, polls) => step_fence_async(cells, runner, m, sim, *s, *polls)?,
-        Op::Finalize(s) => step_finalize::<D>(cells, m, *s)?,
-        Op::Drop(s) => step_drop_held(cells, runner, m, *s),
-        Op::Forget(s) => step_forget::<D>(cells, m, *s),
+        Op::Take(s) => step_take(cells, m, slot(*s))?,
+        Op::Prepare(s, c, input) => step_prepare(cells, runner, m, slot(*s), *c, input)?,
+        Op::Launch(s) => step_launch(cells, m, slot(*s))?,
+        Op::TryFence(s) | Op::FenceShort(s) | Op::Fence(s) => step_fence(cells, m, op, slot(*s))?,
+        Op::FenceAsync(s, polls) => step_fence_async(cells, runner, m, sim, slot(*s), *polls)?,
+        Op::Finalize(s) => step_finalize(cells, m, slot(*s))?,
+        Op::Drop(s) => step_drop_held(cells, runner, m, slot(*s)),
+        Op::Forget(s) => step_forget(cells, m, slot(*s)),
         Op::Step(n) => {
             for _ in 0..*n {
                 sim.step();
@@ -829,13 +829,11 @@ fn step<'r, Dr: Driver, const D: usize>(
 }
 
 /// `Op::Take`: one step of the case.
-fn step_take<'r, const D: usize>(
+fn step_take<'r>(
     cells: &mut [Box<dyn Cell<'r> + 'r>],
     m: &mut Model,
     s: usize,
 ) -> Result<(), String> {
-    let slot = |s: usize| s % D;
-    let s = slot(s);
     if cells[s].kind() != Kind::Empty {
         return Ok(());
     }
@@ -886,8 +884,6 @@ fn step_prepare<'r, Dr: Driver, const D: usize>(
     c: usize,
     input: &In,
 ) -> Result<(), String> {
-    let slot = |s: usize| s % D;
-    let s = slot(s);
     if cells[s].kind() != Kind::Token {
         return Ok(());
     }
@@ -933,13 +929,11 @@ fn step_prepare<'r, Dr: Driver, const D: usize>(
 }
 
 /// `Op::Launch`: one step of the case.
-fn step_launch<'r, const D: usize>(
+fn step_launch<'r>(
     cells: &mut [Box<dyn Cell<'r> + 'r>],
     m: &mut Model,
     s: usize,
 ) -> Result<(), String> {
-    let slot = |s: usize| s % D;
-    let s = slot(s);
     if cells[s].kind() != Kind::Prepared {
         return Ok(());
     }
@@ -1011,14 +1005,12 @@ fn step_launch<'r, const D: usize>(
 }
 
 /// `Op::TryFence`: one step of the case.
-fn step_fence<'r, const D: usize>(
+fn step_fence<'r>(
     cells: &mut [Box<dyn Cell<'r> + 'r>],
     m: &mut Model,
     op: &Op,
     s: usize,
 ) -> Result<(), String> {
-    let slot = |s: usize| s % D;
-    let s = slot(s);
     if cells[s].kind() != Kind::Launched {
         return Ok(());
     }
@@ -1068,8 +1060,6 @@ fn step_fence_async<'r, Dr: Driver, const D: usize>(
     s: usize,
     polls: u8,
 ) -> Result<(), String> {
-    let slot = |s: usize| s % D;
-    let s = slot(s);
     if cells[s].kind() != Kind::Launched {
         return Ok(());
     }
@@ -1141,13 +1131,11 @@ fn step_fence_async<'r, Dr: Driver, const D: usize>(
 }
 
 /// `Op::Finalize`: one step of the case.
-fn step_finalize<'r, const D: usize>(
+fn step_finalize<'r>(
     cells: &mut [Box<dyn Cell<'r> + 'r>],
     m: &mut Model,
     s: usize,
 ) -> Result<(), String> {
-    let slot = |s: usize| s % D;
-    let s = slot(s);
     if cells[s].kind() != Kind::Fenced {
         return Ok(());
     }
@@ -1190,8 +1178,6 @@ fn step_drop_held<'r, Dr: Driver, const D: usize>(
     m: &mut Model,
     s: usize,
 ) {
-    let slot = |s: usize| s % D;
-    let s = slot(s);
     if cells[s].kind() == Kind::Empty {
         return;
     }
@@ -1203,9 +1189,7 @@ fn step_drop_held<'r, Dr: Driver, const D: usize>(
 }
 
 /// `Op::Forget`: one step of the case.
-fn step_forget<'r, const D: usize>(cells: &mut [Box<dyn Cell<'r> + 'r>], m: &mut Model, s: usize) {
-    let slot = |s: usize| s % D;
-    let s = slot(s);
+fn step_forget<'r>(cells: &mut [Box<dyn Cell<'r> + 'r>], m: &mut Model, s: usize) {
     let kind = cells[s].kind();
     if kind == Kind::Empty {
         return;
