@@ -486,9 +486,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     }
 
     /// [`poll_fence`](Self::poll_fence) after the wait's owner slept one
-    /// slice on the run's fence itself (a blocking ticket): its first look
-    /// is told what that sleep said.
-    #[cold]
+    /// slice on the run's fence itself (a blocking ticket): complete, the
+    /// run settles; otherwise the first look is told the sleep ran its
+    /// time (no query needs to say so again).
     fn poll_fence_told(
         &self,
         f: Fencing,
@@ -505,11 +505,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let woke = Woke::Slept {
             on: On::Event(self.regions[f.slot].ev_fence),
             within: self.slice_cap(),
-            said: if complete {
-                Said::Complete
-            } else {
-                Said::RanOut
-            },
+            said: Said::RanOut,
         };
         self.poll_look_after(w, waker, woke, |w, woke| self.look_fence(f, w, woke))
     }
