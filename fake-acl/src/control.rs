@@ -128,7 +128,8 @@ fake_stats!(
     streams_created, streams_destroyed, events_created, events_destroyed,
     allocations, frees, registrations, publications, dedup_hits,
     aicore_kernels, aicpu_kernels, stale_executions, kernel_faults,
-    blocked_enqueues, busy_destroy_refused, steps, trace_dropped, live_bytes;
+    blocked_enqueues, busy_destroy_refused, steps, trace_dropped, live_bytes,
+    captures, graph_launches, live_graphs;
     max_queue_depth
 );
 

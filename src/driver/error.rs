@@ -66,13 +66,21 @@ pub enum Op {
     QueueNotify,
     /// [`Driver::notify_event`](super::Driver::notify_event).
     NotifyEvent,
+    /// [`Driver::capture_begin`](super::Driver::capture_begin).
+    CaptureBegin,
+    /// [`Driver::capture_end`](super::Driver::capture_end).
+    CaptureEnd,
+    /// [`Driver::graph_launch`](super::Driver::graph_launch).
+    GraphLaunch,
+    /// [`Driver::graph_destroy`](super::Driver::graph_destroy).
+    GraphDestroy,
     /// Driver set-up outside the trait (loading a library, binding a device).
     Open,
 }
 
 impl Op {
     /// Every operation, in declaration order (for sweeps and tables).
-    pub const ALL: [Op; 26] = [
+    pub const ALL: [Op; 30] = [
         Op::Alloc,
         Op::Free,
         Op::CopyToDevice,
@@ -98,6 +106,10 @@ impl Op {
         Op::LaunchAicpu,
         Op::QueueNotify,
         Op::NotifyEvent,
+        Op::CaptureBegin,
+        Op::CaptureEnd,
+        Op::GraphLaunch,
+        Op::GraphDestroy,
         Op::Open,
     ];
 
@@ -130,6 +142,10 @@ impl Op {
             Op::LaunchAicpu => "launch_aicpu",
             Op::QueueNotify => "queue_notify",
             Op::NotifyEvent => "notify_event",
+            Op::CaptureBegin => "capture_begin",
+            Op::CaptureEnd => "capture_end",
+            Op::GraphLaunch => "graph_launch",
+            Op::GraphDestroy => "graph_destroy",
             Op::Open => "open",
         }
     }
@@ -159,6 +175,8 @@ pub enum HandleKind {
     Event,
     /// A [`CodeHandle`](super::CodeHandle).
     Code,
+    /// A [`GraphId`](super::GraphId).
+    Graph,
 }
 
 impl fmt::Display for HandleKind {
@@ -167,6 +185,7 @@ impl fmt::Display for HandleKind {
             HandleKind::Stream => "stream",
             HandleKind::Event => "event",
             HandleKind::Code => "code",
+            HandleKind::Graph => "graph",
         })
     }
 }
@@ -335,6 +354,12 @@ pub enum DriverErrorKind {
     /// The driver, or the loaded runtime, does not offer this operation.
     #[error("not supported by this driver")]
     Unsupported,
+    /// A stream capture's rule refused the call ([`CaptureRule`]).
+    #[error("refused by stream capture: {rule}")]
+    Capture {
+        /// Which rule.
+        rule: CaptureRule,
+    },
     /// A failure injected by the simulator's fault plan.
     #[error("injected failure (call #{nth} of this operation)")]
     Injected {
@@ -385,6 +410,51 @@ pub enum Resource {
     /// The thread that runs the device's host callbacks, and why not.
     #[error("callback thread ({0})")]
     CallbackThread(ThreadTrouble),
+}
+
+/// A rule of stream capture ([`DriverErrorKind::Capture`]): what the
+/// runtime refuses while a stream captures, or of a capture that cannot
+/// close. Each names the runtime's code (`rt_error_codes.h`).
+///
+/// ```
+/// use runclaim::driver::{CaptureRule, Driver, DriverErrorKind};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let sim = SimDriver::stepped(SimConfig::default());
+/// let s = sim.create_stream()?;
+/// sim.capture_begin(s)?;
+/// let e = sim.sync_stream(s, std::time::Duration::from_millis(1)).unwrap_err();
+/// assert_eq!(*e.kind(), DriverErrorKind::Capture { rule: CaptureRule::SyncWhileCapturing });
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
+#[non_exhaustive]
+pub enum CaptureRule {
+    /// The stream is capturing already (107027).
+    #[error("the stream is capturing already")]
+    AlreadyCapturing,
+    /// The stream is not capturing (107029), or is not the one its capture
+    /// began on (107036).
+    #[error("the stream is not the origin of a capture")]
+    NotCapturing,
+    /// This stream cannot be captured (207000).
+    #[error("this stream cannot be captured")]
+    NotCapturable,
+    /// A synchronous call (a wait, a query, a synchronous copy) named a
+    /// capturing stream or an event recorded in a capture (107041).
+    #[error("a synchronous call named a capturing stream or a captured event")]
+    SyncWhileCapturing,
+    /// A stream that joined the capture was not joined back to its origin
+    /// before the end (107025).
+    #[error("a stream that joined the capture was not joined back")]
+    Unjoined,
+    /// A captured stream waited for an event recorded outside the capture
+    /// (107024).
+    #[error("a captured stream waited for an event recorded outside the capture")]
+    OutsideDependency,
+    /// The graph is still running, and cannot be destroyed (107037).
+    #[error("the graph is still running")]
+    GraphRunning,
 }
 
 /// Why a device's callback thread is not there ([`Resource::CallbackThread`]).

@@ -1,6 +1,6 @@
 //! The handle newtypes a [`Driver`](super::Driver) hands out and receives:
-//! [`DevPtr`], [`StreamId`], [`EventId`], [`CodeHandle`] — plain values that
-//! every driver validates before use.
+//! [`DevPtr`], [`StreamId`], [`EventId`], [`CodeHandle`], [`GraphId`] — plain
+//! values that every driver validates before use.
 
 /// A device memory address (the first byte of an allocation or a place
 /// inside one).
@@ -95,6 +95,47 @@ impl EventId {
     #[must_use]
     pub const fn from_raw(raw: u64) -> Self {
         EventId(raw)
+    }
+
+    /// The raw value.
+    #[must_use]
+    pub const fn raw(self) -> u64 {
+        self.0
+    }
+}
+
+/// A captured task graph: the tasks a stream (and the streams that joined
+/// it) queued between [`capture_begin`](super::Driver::capture_begin) and
+/// [`capture_end`](super::Driver::capture_end), replayed whole by
+/// [`graph_launch`](super::Driver::graph_launch) (`aclmdlRI` on the acl
+/// driver).
+///
+/// ```
+/// use runclaim::driver::{Driver, GraphId};
+/// use runclaim::sim::{SimConfig, SimDriver};
+///
+/// let sim = SimDriver::stepped(SimConfig::default());
+/// let (s, p) = (sim.create_stream()?, sim.alloc(64)?);
+/// sim.capture_begin(s)?;
+/// sim.memset_async(s, p, 7, 64)?; // recorded, not run
+/// let g: GraphId = sim.capture_end(s)?;
+/// sim.graph_launch(g, s)?; // the memset runs
+/// sim.sync_stream(s, std::time::Duration::from_secs(1))?;
+/// let mut b = [0u8; 64];
+/// sim.copy_from_device(&mut b, p)?;
+/// assert_eq!(b, [7; 64]);
+/// sim.graph_destroy(g)?;
+/// assert!(sim.graph_launch(g, s).is_err()); // a destroyed handle is refused
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct GraphId(u64);
+
+impl GraphId {
+    /// The graph `raw` (for driver implementers; drivers validate it).
+    #[must_use]
+    pub const fn from_raw(raw: u64) -> Self {
+        GraphId(raw)
     }
 
     /// The raw value.

@@ -85,6 +85,10 @@ bitflags::bitflags! {
         const WATCHDOG_CONTROL = 1 << 3;
         /// Streams can be destroyed without waiting (`aclrtDestroyStreamForce`).
         const FORCE_DESTROY = 1 << 4;
+        /// Streams can be captured into graphs and the graphs replayed
+        /// ([`Driver::capture_begin`](super::Driver::capture_begin) and the
+        /// three after it; `aclmdlRICapture*` / `aclmdlRIExecuteAsync`).
+        const CAPTURE = 1 << 5;
     }
 }
 

@@ -53,9 +53,10 @@ use std::task::Waker;
 use std::time::Duration;
 
 pub use error::{
-    DriverError, DriverErrorKind, FaultKind, HandleKind, Native, Op, Resource, ThreadTrouble,
+    CaptureRule, DriverError, DriverErrorKind, FaultKind, HandleKind, Native, Op, Resource,
+    ThreadTrouble,
 };
-pub use handles::{CodeHandle, DevPtr, EventId, StreamId};
+pub use handles::{CodeHandle, DevPtr, EventId, GraphId, StreamId};
 pub use info::{Capabilities, Completion, DriverInfo, Registration, STREAM_CAPACITY};
 pub use notify::{Notice, wake_after};
 
@@ -410,6 +411,71 @@ pub trait Driver: Send + Sync {
         wake_after(within, waker);
         Ok(Notice::Timer)
     }
+
+    // ----- stream capture (optional: each default refuses) ---------------
+
+    /// Starts capturing `stream` (`aclmdlRICaptureBegin`, thread-local
+    /// mode): from now on what is queued on it — and on every stream that
+    /// joins it by waiting for an event recorded in the capture — is
+    /// recorded into the capture, not run, until
+    /// [`capture_end`](Driver::capture_end) on `stream`.
+    ///
+    /// *While capturing*, a synchronous call that names a capturing stream
+    /// or an event recorded in the capture (a sync, a query) is refused
+    /// with [`CaptureRule::SyncWhileCapturing`], and a captured stream may
+    /// wait only for events recorded inside the capture
+    /// ([`CaptureRule::OutsideDependency`]).
+    ///
+    /// The default refuses with [`DriverErrorKind::Unsupported`]: a driver
+    /// without capture needs nothing more, and runclaim's replay refuses
+    /// before any runtime call ([`Capabilities::CAPTURE`] unset).
+    fn capture_begin(&self, stream: StreamId) -> Result<(), DriverError> {
+        let _ = stream;
+        Err(DriverError::new(
+            Op::CaptureBegin,
+            DriverErrorKind::Unsupported,
+        ))
+    }
+
+    /// Ends the capture begun on `stream` (`aclmdlRICaptureEnd`) into a
+    /// graph. Every stream that joined must have been joined back (its last
+    /// task followed by a record that `stream` waited for), else
+    /// [`CaptureRule::Unjoined`]; `stream` must be the capture's origin,
+    /// else [`CaptureRule::NotCapturing`]. The capture ends either way:
+    /// after `Err` no stream of it captures. The default refuses
+    /// (`Unsupported`).
+    fn capture_end(&self, stream: StreamId) -> Result<GraphId, DriverError> {
+        let _ = stream;
+        Err(DriverError::new(
+            Op::CaptureEnd,
+            DriverErrorKind::Unsupported,
+        ))
+    }
+
+    /// Queues one replay of `graph` on `stream` (`aclmdlRIExecuteAsync`):
+    /// it starts after what `stream` holds and what `stream` queues next
+    /// starts after it. The graph's tasks run as captured — the kernels
+    /// with the argument bytes and the code they were captured with, the
+    /// events recorded again — on the graph's own streams, not the ones
+    /// they were captured on. The default refuses (`Unsupported`).
+    fn graph_launch(&self, graph: GraphId, stream: StreamId) -> Result<(), DriverError> {
+        let _ = (graph, stream);
+        Err(DriverError::new(
+            Op::GraphLaunch,
+            DriverErrorKind::Unsupported,
+        ))
+    }
+
+    /// Destroys `graph` (`aclmdlRIDestroy`); refused with
+    /// [`CaptureRule::GraphRunning`] while a replay of it has not finished.
+    /// The default refuses (`Unsupported`).
+    fn graph_destroy(&self, graph: GraphId) -> Result<(), DriverError> {
+        let _ = graph;
+        Err(DriverError::new(
+            Op::GraphDestroy,
+            DriverErrorKind::Unsupported,
+        ))
+    }
 }
 
 macro_rules! forward_driver {
@@ -472,6 +538,12 @@ macro_rules! forward_driver {
             fn notify_event(&self, e: EventId, t: Duration, w: &Waker) -> Result<Notice, DriverError> {
                 (**self).notify_event(e, t, w)
             }
+            fn capture_begin(&self, s: StreamId) -> Result<(), DriverError> { (**self).capture_begin(s) }
+            fn capture_end(&self, s: StreamId) -> Result<GraphId, DriverError> { (**self).capture_end(s) }
+            fn graph_launch(&self, g: GraphId, s: StreamId) -> Result<(), DriverError> {
+                (**self).graph_launch(g, s)
+            }
+            fn graph_destroy(&self, g: GraphId) -> Result<(), DriverError> { (**self).graph_destroy(g) }
         }
     )*};
 }

@@ -38,6 +38,7 @@ impl SimDriver {
         let mut s = core.stats.clone();
         s.trace_dropped = core.trace_dropped;
         s.live_bytes = core.mem.live_bytes();
+        s.live_graphs = core.graphs_live() as u64;
         s
     }
 

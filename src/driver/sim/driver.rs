@@ -16,7 +16,7 @@ use super::realtime::spin_for;
 use crate::driver::abi::LaunchArgs;
 use crate::driver::{
     Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
-    EventId, Notice, Op, Registration, StreamId, abi, host_clock,
+    EventId, GraphId, Notice, Op, Registration, StreamId, abi, host_clock,
 };
 
 impl Driver for SimDriver {
@@ -28,7 +28,8 @@ impl Driver for SimDriver {
             watchdog: Some(core.cfg.watchdog),
             capabilities: Capabilities::EVENT_SYNC_TIMEOUT
                 | Capabilities::EVENT_TIMESTAMP
-                | Capabilities::WATCHDOG_CONTROL,
+                | Capabilities::WATCHDOG_CONTROL
+                | Capabilities::CAPTURE,
         }
     }
 
@@ -99,7 +100,10 @@ impl Driver for SimDriver {
     }
 
     fn sync_stream(&self, stream: StreamId, timeout: Duration) -> Result<(), DriverError> {
-        let mine = |c: &DeviceState| c.own_stream(self.owner, stream.raw());
+        let mine = |c: &DeviceState| {
+            c.own_stream(self.owner, stream.raw())?;
+            c.no_sync_on_stream(stream.raw())
+        };
         self.blocking(Op::SyncStream, timeout, mine, |c| {
             c.stream_done(stream.raw())
         })
@@ -130,7 +134,10 @@ impl Driver for SimDriver {
     }
 
     fn sync_event(&self, event: EventId, timeout: Duration) -> Result<(), DriverError> {
-        let mine = |c: &DeviceState| c.own_event(self.owner, event.raw());
+        let mine = |c: &DeviceState| {
+            c.own_event(self.owner, event.raw())?;
+            c.no_sync_on_event(event.raw())
+        };
         self.blocking(Op::SyncEvent, timeout, mine, |c| c.event_done(event.raw()))
     }
 
@@ -216,6 +223,36 @@ impl Driver for SimDriver {
     // `queue_notify` stays the default (nothing queued): the simulator sees
     // completion itself.
 
+    /// Captures as the module docs of the simulator say
+    /// ([`SimDriver`](super)'s "Stream capture"): in thread-local mode, the
+    /// rules of [`CaptureRule`](crate::driver::CaptureRule) enforced.
+    fn capture_begin(&self, stream: StreamId) -> Result<(), DriverError> {
+        self.call(Op::CaptureBegin, |c| {
+            c.capture_begin(self.owner, stream.raw())
+        })
+    }
+
+    fn capture_end(&self, stream: StreamId) -> Result<GraphId, DriverError> {
+        self.call(Op::CaptureEnd, |c| {
+            c.capture_end(self.owner, stream.raw())
+                .map(GraphId::from_raw)
+        })
+    }
+
+    /// One host call for the whole graph: it pays the model's submit cost
+    /// once, as one launch does.
+    fn graph_launch(&self, graph: GraphId, stream: StreamId) -> Result<(), DriverError> {
+        self.submit(Op::GraphLaunch, stream.raw(), Submission::Kernel, |c| {
+            c.graph_launch(self.owner, graph.raw(), stream.raw())
+        })
+    }
+
+    fn graph_destroy(&self, graph: GraphId) -> Result<(), DriverError> {
+        self.call(Op::GraphDestroy, |c| {
+            c.graph_destroy(self.owner, graph.raw())
+        })
+    }
+
     /// A driver call like [`query_event`](Driver::query_event) — counted,
     /// subject to `Fault::FailCall { op: Op::NotifyEvent, .. }`, and moving
     /// the simulation exactly as far as a query does (real time: up to the
@@ -248,6 +285,7 @@ impl Driver for SimDriver {
         self.advance(&mut core);
         let r = core
             .own_event(self.owner, event.raw())
+            .and_then(|()| core.no_sync_on_event(event.raw()))
             .and_then(|()| core.arm_notify(event.raw(), within, waker))
             .map_err(|k| DriverError::new(op, k));
         let kick = r == Ok(Notice::Completion) && self.device_sleeps_past_target(&core);
@@ -266,12 +304,14 @@ impl SimDriver {
     /// [`DeviceState::stream_done`] of a stream this value created.
     fn stream_done(&self, c: &DeviceState, s: StreamId) -> Result<Option<u64>, DriverErrorKind> {
         c.own_stream(self.owner, s.raw())?;
+        c.no_sync_on_stream(s.raw())?;
         c.stream_done(s.raw())
     }
 
     /// [`DeviceState::event_done`] of an event this value created.
     fn event_done(&self, c: &DeviceState, e: EventId) -> Result<Option<u64>, DriverErrorKind> {
         c.own_event(self.owner, e.raw())?;
+        c.no_sync_on_event(e.raw())?;
         c.event_done(e.raw())
     }
 

@@ -67,6 +67,12 @@ pub struct SimStats {
     pub trace_dropped: u64,
     /// Bytes of device memory allocated and not freed.
     pub live_bytes: u64,
+    /// Stream captures begun.
+    pub captures: u64,
+    /// Graph replays queued.
+    pub graph_launches: u64,
+    /// Graphs ended and not yet destroyed.
+    pub live_graphs: u64,
 }
 
 impl SimStats {

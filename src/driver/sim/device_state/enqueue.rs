@@ -6,6 +6,7 @@
 //! takes the calling `SimDriver` value's [`Owner`] and accepts only the
 //! streams, events and allocations it made.
 
+use super::capture::Recipe;
 use super::{DeviceState, Task, TaskKind, bad};
 use crate::driver::abi::{self, LaunchArgs};
 use crate::driver::sim::kernels::{AicoreKernel, AicpuKernel};
@@ -15,7 +16,7 @@ use crate::driver::sim::trace::TraceKind;
 use crate::driver::{CodeHandle, DriverErrorKind, HandleKind};
 
 impl DeviceState {
-    fn enqueue(
+    pub(super) fn enqueue(
         &mut self,
         owner: Owner,
         stream: u64,
@@ -59,6 +60,9 @@ impl DeviceState {
     ) -> Result<(), DriverErrorKind> {
         self.mem.check_as(owner, src, len).map_err(bad)?;
         self.mem.check_as(owner, dst, len).map_err(bad)?;
+        if let Some(c) = self.capturing(stream) {
+            return self.capture_push(c, stream, Recipe::Copy { dst, src, len });
+        }
         self.enqueue(owner, stream, TaskKind::Copy { dst, src, len })
     }
 
@@ -71,6 +75,9 @@ impl DeviceState {
         len: u64,
     ) -> Result<(), DriverErrorKind> {
         self.mem.check_as(owner, dst, len).map_err(bad)?;
+        if let Some(c) = self.capturing(stream) {
+            return self.capture_push(c, stream, Recipe::Memset { dst, value, len });
+        }
         self.enqueue(owner, stream, TaskKind::Memset { dst, value, len })
     }
 
@@ -82,6 +89,20 @@ impl DeviceState {
     ) -> Result<(), DriverErrorKind> {
         self.own_event(owner, event)?;
         self.check_own_stream(owner, stream)?;
+        if let Some(c) = self.capturing(stream) {
+            return self.capture_record(c, stream, event);
+        }
+        self.record_now(owner, event, stream)
+    }
+
+    /// Queues a record of `event` on `stream` now (not captured): its next
+    /// generation, with its injected fate.
+    pub(super) fn record_now(
+        &mut self,
+        owner: Owner,
+        event: u64,
+        stream: u64,
+    ) -> Result<(), DriverErrorKind> {
         let fate = self.faults.on_record(abi::duration_to_ticks);
         let generation = match self.events.get_mut(&event) {
             Some(e) => {
@@ -109,6 +130,19 @@ impl DeviceState {
         event: u64,
     ) -> Result<(), DriverErrorKind> {
         self.own_event(owner, event)?;
+        if self.capture_wait(owner, stream, event)? {
+            return Ok(());
+        }
+        self.wait_now(owner, stream, event)
+    }
+
+    /// Queues a wait on `stream` for `event`'s last record (not captured).
+    pub(super) fn wait_now(
+        &mut self,
+        owner: Owner,
+        stream: u64,
+        event: u64,
+    ) -> Result<(), DriverErrorKind> {
         let generation = self.event(event)?.recorded;
         self.enqueue(owner, stream, TaskKind::Wait { event, generation })
     }
@@ -147,24 +181,42 @@ impl DeviceState {
         }
         let index = self.code_index(code)?;
         self.check_fields(owner, args)?;
+        let task = self.aicore_task(index, block_dim, args.bytes())?;
+        if let Some(c) = self.capturing(stream) {
+            return self.capture_push(
+                c,
+                stream,
+                Recipe::Aicore {
+                    index,
+                    block_dim,
+                    bytes: args.bytes().into(),
+                },
+            );
+        }
+        self.enqueue(owner, stream, task)
+    }
+
+    /// An AICore kernel task of the code at `index`, its block decoded by
+    /// the configured device model (at launch, or at a graph's replay).
+    pub(super) fn aicore_task(
+        &mut self,
+        index: usize,
+        block_dim: u32,
+        bytes: &[u8],
+    ) -> Result<TaskKind, DriverErrorKind> {
+        let max = self.cfg.max_block_dim;
         let model = self.cfg.device_model.clone();
         let mem = DeviceMemory::new(&mut self.mem);
-        let launch = guarded(|| {
-            model
-                .model()
-                .decode_aicore(args.bytes(), block_dim, max, &mem)
-        })
-        .map_err(ModelError::at_launch)?;
+        let launch = guarded(|| model.model().decode_aicore(bytes, block_dim, max, &mem))
+            .map_err(ModelError::at_launch)?;
         if launch.block_dim != block_dim || launch.identity == 0 {
             return Err(DriverErrorKind::InvalidArgument {
                 what: "the device model decoded another block_dim than the launch's, or identity 0",
             });
         }
-        self.enqueue(
-            owner,
-            stream,
-            TaskKind::Aicore(Box::new(AicoreKernel::new(index, model, launch))),
-        )
+        Ok(TaskKind::Aicore(Box::new(AicoreKernel::new(
+            index, model, launch,
+        ))))
     }
 
     pub fn enqueue_aicpu(
@@ -173,12 +225,18 @@ impl DeviceState {
         stream: u64,
         args: LaunchArgs<'_>,
     ) -> Result<(), DriverErrorKind> {
-        let (model, launch) = self.decode_aicpu_launch(owner, args)?;
-        self.enqueue(
-            owner,
-            stream,
-            TaskKind::Aicpu(Box::new(AicpuKernel::new(model, launch))),
-        )
+        self.check_fields(owner, args)?;
+        let task = self.aicpu_task(args.bytes())?;
+        if let Some(c) = self.capturing(stream) {
+            return self.capture_push(
+                c,
+                stream,
+                Recipe::Aicpu {
+                    bytes: args.bytes().into(),
+                },
+            );
+        }
+        self.enqueue(owner, stream, task)
     }
 
     /// Everything `enqueue_aicpu` checks of a block, without queuing it.
@@ -187,31 +245,23 @@ impl DeviceState {
         owner: Owner,
         args: LaunchArgs<'_>,
     ) -> Result<(), DriverErrorKind> {
-        self.decode_aicpu_launch(owner, args).map(drop)
+        self.check_fields(owner, args)?;
+        self.aicpu_task(args.bytes()).map(drop)
     }
 
-    fn decode_aicpu_launch(
-        &mut self,
-        owner: Owner,
-        args: LaunchArgs<'_>,
-    ) -> Result<
-        (
-            crate::driver::sim::protocol::ModelHandle,
-            crate::driver::sim::protocol::AicpuLaunch,
-        ),
-        DriverErrorKind,
-    > {
-        self.check_fields(owner, args)?;
+    /// An AICPU kernel task, its block decoded by the configured device
+    /// model (at launch, or at a graph's replay).
+    pub(super) fn aicpu_task(&mut self, bytes: &[u8]) -> Result<TaskKind, DriverErrorKind> {
         let max = self.cfg.max_block_dim;
         let model = self.cfg.device_model.clone();
         let mem = DeviceMemory::new(&mut self.mem);
-        let launch = guarded(|| model.model().decode_aicpu(args.bytes(), max, &mem))
+        let launch = guarded(|| model.model().decode_aicpu(bytes, max, &mem))
             .map_err(ModelError::at_launch)?;
         if launch.block_dim == 0 || launch.block_dim > max || launch.identity == 0 {
             return Err(DriverErrorKind::InvalidArgument {
                 what: "the device model decoded a block_dim of 0 or above the device maximum, or identity 0",
             });
         }
-        Ok((model, launch))
+        Ok(TaskKind::Aicpu(Box::new(AicpuKernel::new(model, launch))))
     }
 }

@@ -12,6 +12,7 @@ use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::Arc;
 use std::time::Instant;
 
+mod capture;
 mod code;
 mod enqueue;
 mod notify;
@@ -174,6 +175,8 @@ pub(crate) struct DeviceState {
     /// The Rust kernels registered on this simulator, by id.
     kernels: HashMap<u64, SimKernel>,
     pub faults: FaultPlan,
+    /// Open stream captures and the graphs they ended into.
+    captures: capture::Captures,
     /// The wakers armed by `notify_event`.
     pub notify: Notify,
     pub stats: SimStats,
@@ -220,6 +223,7 @@ impl DeviceState {
             uploads: 0,
             kernels: HashMap::new(),
             faults: FaultPlan::default(),
+            captures: capture::Captures::default(),
             notify: Notify::default(),
             stats: SimStats::default(),
             trace_dropped: 0,
@@ -355,25 +359,7 @@ impl DeviceState {
     // ----- streams --------------------------------------------------------
 
     pub fn create_stream(&mut self, owner: Owner) -> u64 {
-        let id = self.handle();
-        self.streams.insert(
-            id,
-            Stream {
-                owner,
-                queue: VecDeque::new(),
-                icache: self.code.clone(),
-                fault: None,
-                last_end: 0,
-                last_run: 0,
-            },
-        );
-        self.stats.streams_created += 1;
-        self.stats
-            .tasks_run
-            .entry(StreamId::from_raw(id))
-            .or_insert(0);
-        self.push_trace(id, 0, TraceKind::StreamCreated);
-        id
+        self.create_stream_of(owner, false)
     }
 
     pub fn check_stream(&self, id: u64) -> Result<(), DriverErrorKind> {
@@ -419,6 +405,11 @@ impl DeviceState {
             kind: HandleKind::Stream,
             raw: id,
         })?;
+        if self.capturing(id).is_some() {
+            return Err(DriverErrorKind::Capture {
+                rule: crate::driver::CaptureRule::AlreadyCapturing,
+            });
+        }
         if s.fault.is_none() && !s.queue.is_empty() {
             self.stats.busy_destroy_refused += 1;
             return Err(DriverErrorKind::StreamBusy {
@@ -452,6 +443,11 @@ impl DeviceState {
     // ----- events ---------------------------------------------------------
 
     pub fn create_event(&mut self, owner: Owner) -> u64 {
+        self.create_event_of(owner, false)
+    }
+
+    /// A new event of `owner`; `private` for a graph's (not counted).
+    fn create_event_of(&mut self, owner: Owner, private: bool) -> u64 {
         let id = self.handle();
         self.events.insert(
             id,
@@ -464,7 +460,9 @@ impl DeviceState {
                 stream: 0,
             },
         );
-        self.stats.events_created += 1;
+        if !private {
+            self.stats.events_created += 1;
+        }
         id
     }
 

@@ -1,0 +1,447 @@
+//! Stream capture and replay on the simulated device: what a capturing
+//! stream records instead of queuing (`Recipe`), the rules a capture keeps
+//! (the runtime's, each refused with its [`CaptureRule`]), and a graph's
+//! replay on streams of its own.
+//!
+//! A capture begins on one stream (its origin); a stream that waits for an
+//! event recorded in the capture joins it; the capture ends on the origin,
+//! once every stream that joined was joined back (its last task followed by
+//! a record the origin waited for). The graph it ends into owns one private
+//! stream per captured stream, created at the end — so its code is what
+//! code memory held *then*, as a real graph's is — and two kinds of private
+//! events: one its replay starts from, one per private stream it ends with.
+//! A replay queues, on the launch stream, a record of the start; on each
+//! private stream, a wait for it, the stream's captured tasks (kernels
+//! decoded again from their captured bytes, so what a block names in
+//! device memory is read at the replay), and a record of its end; then, on
+//! the launch stream, a wait for every end.
+
+use std::collections::BTreeMap;
+
+use super::{DeviceState, Stream, TaskKind};
+use crate::driver::sim::memory::Owner;
+use crate::driver::{CaptureRule, DriverErrorKind, HandleKind, StreamId};
+
+/// The owner of a graph's private streams and events: no `SimDriver` value
+/// (their owners are never 0), so no driver call can name them.
+const GRAPH: Owner = Owner(0);
+
+/// A task a capturing stream recorded.
+pub(crate) enum Recipe {
+    Aicore {
+        index: usize,
+        block_dim: u32,
+        bytes: Box<[u8]>,
+    },
+    Aicpu {
+        bytes: Box<[u8]>,
+    },
+    Record {
+        event: u64,
+    },
+    Wait {
+        event: u64,
+    },
+    Copy {
+        dst: u64,
+        src: u64,
+        len: u64,
+    },
+    Memset {
+        dst: u64,
+        value: u8,
+        len: u64,
+    },
+}
+
+/// A capture not yet ended.
+struct Open {
+    owner: Owner,
+    /// The streams in it, the origin first.
+    streams: Vec<u64>,
+    /// What they queued, in order: (stream's place in `streams`, task).
+    tasks: Vec<(usize, Recipe)>,
+    /// Each event recorded in it: the stream that recorded it last and
+    /// that record's place in `tasks`.
+    recorded: BTreeMap<u64, (usize, usize)>,
+    /// Per stream: its last task's place in `tasks`.
+    last: Vec<Option<usize>>,
+    /// Per stream: the latest of its tasks the origin waited for.
+    joined: Vec<Option<usize>>,
+}
+
+/// An ended capture.
+struct Graph {
+    owner: Owner,
+    /// One private stream per captured stream, in the capture's order.
+    streams: Vec<u64>,
+    tasks: Vec<(usize, Recipe)>,
+    /// The private event the replay starts from (recorded on the launch
+    /// stream), and the one each private stream ends with.
+    start: u64,
+    ends: Vec<u64>,
+}
+
+/// Every capture and graph of one device.
+#[derive(Default)]
+pub(crate) struct Captures {
+    /// Open captures, by id.
+    open: BTreeMap<u64, Open>,
+    /// Which open capture each capturing stream belongs to.
+    of_stream: BTreeMap<u64, u64>,
+    graphs: BTreeMap<u64, Graph>,
+}
+
+fn rule(rule: CaptureRule) -> DriverErrorKind {
+    DriverErrorKind::Capture { rule }
+}
+
+fn bad_graph(raw: u64) -> DriverErrorKind {
+    DriverErrorKind::BadHandle {
+        kind: HandleKind::Graph,
+        raw,
+    }
+}
+
+impl DeviceState {
+    /// The open capture `stream` belongs to.
+    #[inline]
+    pub(super) fn capturing(&self, stream: u64) -> Option<u64> {
+        if self.captures.of_stream.is_empty() {
+            return None;
+        }
+        self.captures.of_stream.get(&stream).copied()
+    }
+
+    /// Refused while `stream` captures: a synchronous call on it.
+    pub fn no_sync_on_stream(&self, stream: u64) -> Result<(), DriverErrorKind> {
+        match self.capturing(stream) {
+            Some(_) => Err(rule(CaptureRule::SyncWhileCapturing)),
+            None => Ok(()),
+        }
+    }
+
+    /// Refused while `event`'s last record is in an open capture: a
+    /// synchronous call on it.
+    pub fn no_sync_on_event(&self, event: u64) -> Result<(), DriverErrorKind> {
+        if self
+            .captures
+            .open
+            .values()
+            .any(|c| c.recorded.contains_key(&event))
+        {
+            return Err(rule(CaptureRule::SyncWhileCapturing));
+        }
+        Ok(())
+    }
+
+    pub fn capture_begin(&mut self, owner: Owner, stream: u64) -> Result<(), DriverErrorKind> {
+        self.check_own_stream(owner, stream)?;
+        if self.capturing(stream).is_some() {
+            return Err(rule(CaptureRule::AlreadyCapturing));
+        }
+        let id = self.handle();
+        self.captures.open.insert(
+            id,
+            Open {
+                owner,
+                streams: vec![stream],
+                tasks: Vec::new(),
+                recorded: BTreeMap::new(),
+                last: vec![None],
+                joined: vec![None],
+            },
+        );
+        self.captures.of_stream.insert(stream, id);
+        self.stats.captures += 1;
+        Ok(())
+    }
+
+    /// `stream`'s place in capture `c` (it captures into `c`).
+    fn place(&self, c: u64, stream: u64) -> Result<usize, DriverErrorKind> {
+        self.captures
+            .open
+            .get(&c)
+            .and_then(|o| o.streams.iter().position(|&s| s == stream))
+            .ok_or(rule(CaptureRule::NotCapturing))
+    }
+
+    /// Records `task` of `stream` into capture `c`.
+    pub(super) fn capture_push(
+        &mut self,
+        c: u64,
+        stream: u64,
+        task: Recipe,
+    ) -> Result<(), DriverErrorKind> {
+        let at = self.place(c, stream)?;
+        let o = self
+            .captures
+            .open
+            .get_mut(&c)
+            .ok_or(rule(CaptureRule::NotCapturing))?;
+        let n = o.tasks.len();
+        if let Recipe::Record { event } = task {
+            o.recorded.insert(event, (at, n));
+        }
+        o.tasks.push((at, task));
+        o.last[at] = Some(n);
+        Ok(())
+    }
+
+    pub(super) fn capture_record(
+        &mut self,
+        c: u64,
+        stream: u64,
+        event: u64,
+    ) -> Result<(), DriverErrorKind> {
+        self.capture_push(c, stream, Recipe::Record { event })
+    }
+
+    /// A wait of `stream` for `event`, as capture sees it: `Ok(true)` when
+    /// captured (and `stream` joined the capture if it was not in it),
+    /// `Ok(false)` when neither is capturing, refused when a capturing
+    /// stream waits for an event recorded outside its capture.
+    pub(super) fn capture_wait(
+        &mut self,
+        owner: Owner,
+        stream: u64,
+        event: u64,
+    ) -> Result<bool, DriverErrorKind> {
+        if self.captures.open.is_empty() {
+            return Ok(false);
+        }
+        let of_event = self
+            .captures
+            .open
+            .iter()
+            .find(|(_, o)| o.recorded.contains_key(&event))
+            .map(|(&id, _)| id);
+        let c = match (self.capturing(stream), of_event) {
+            (None, None) => return Ok(false),
+            (Some(c), Some(e)) if c == e => c,
+            (None, Some(e)) => {
+                // The stream joins the capture that recorded the event.
+                self.check_own_stream(owner, stream)?;
+                let o = self
+                    .captures
+                    .open
+                    .get_mut(&e)
+                    .ok_or(rule(CaptureRule::NotCapturing))?;
+                o.streams.push(stream);
+                o.last.push(None);
+                o.joined.push(None);
+                self.captures.of_stream.insert(stream, e);
+                e
+            }
+            _ => return Err(rule(CaptureRule::OutsideDependency)),
+        };
+        let at = self.place(c, stream)?;
+        if let Some(o) = self.captures.open.get_mut(&c)
+            && at == 0
+            && let Some(&(from, task)) = o.recorded.get(&event)
+        {
+            // The origin waits for `from`'s record: `from` is joined up to it.
+            o.joined[from] = o.joined[from].max(Some(task));
+        }
+        self.capture_push(c, stream, Recipe::Wait { event })?;
+        Ok(true)
+    }
+
+    /// Ends the capture begun on `stream` into a graph (see the module
+    /// docs); the capture ends either way.
+    pub fn capture_end(&mut self, owner: Owner, stream: u64) -> Result<u64, DriverErrorKind> {
+        self.own_stream(owner, stream)?;
+        let c = self
+            .capturing(stream)
+            .ok_or(rule(CaptureRule::NotCapturing))?;
+        if self.place(c, stream)? != 0 {
+            return Err(rule(CaptureRule::NotCapturing));
+        }
+        let Some(open) = self.captures.open.remove(&c) else {
+            return Err(rule(CaptureRule::NotCapturing));
+        };
+        self.captures.of_stream.retain(|_, &mut id| id != c);
+        let unjoined = (1..open.streams.len()).any(|i| open.last[i] > open.joined[i]);
+        if unjoined {
+            return Err(rule(CaptureRule::Unjoined));
+        }
+        let streams = open
+            .streams
+            .iter()
+            .map(|_| self.create_stream_of(GRAPH, true))
+            .collect();
+        let start = self.create_event_of(GRAPH, true);
+        let ends = open
+            .streams
+            .iter()
+            .map(|_| self.create_event_of(GRAPH, true))
+            .collect();
+        let id = self.handle();
+        self.captures.graphs.insert(
+            id,
+            Graph {
+                owner: open.owner,
+                streams,
+                tasks: open.tasks,
+                start,
+                ends,
+            },
+        );
+        Ok(id)
+    }
+
+    /// Queues one replay of `graph` on `stream` (see the module docs).
+    /// Refused whole — nothing queued — when a private stream faulted (the
+    /// graph is broken: destroy it) or a captured block no longer decodes.
+    pub fn graph_launch(
+        &mut self,
+        owner: Owner,
+        graph: u64,
+        stream: u64,
+    ) -> Result<(), DriverErrorKind> {
+        self.check_own_stream(owner, stream)?;
+        if self.capturing(stream).is_some() {
+            return Err(rule(CaptureRule::AlreadyCapturing));
+        }
+        let g = self
+            .captures
+            .graphs
+            .get(&graph)
+            .filter(|g| g.owner == owner)
+            .ok_or(bad_graph(graph))?;
+        for &p in &g.streams {
+            self.check_stream(p)?;
+        }
+        // Every kernel decoded before anything is queued.
+        let mut kernels = Vec::new();
+        for (_, t) in &g.tasks {
+            match t {
+                Recipe::Aicore {
+                    index,
+                    block_dim,
+                    bytes,
+                } => kernels.push((*index, *block_dim, bytes.clone())),
+                Recipe::Aicpu { bytes } => kernels.push((usize::MAX, 0, bytes.clone())),
+                _ => {}
+            }
+        }
+        let mut decoded = Vec::with_capacity(kernels.len());
+        for (index, block_dim, bytes) in kernels {
+            decoded.push(if index == usize::MAX {
+                self.aicpu_task(&bytes)?
+            } else {
+                self.aicore_task(index, block_dim, &bytes)?
+            });
+        }
+        let g = self.captures.graphs.get(&graph).ok_or(bad_graph(graph))?;
+        let (streams, start, ends) = (g.streams.clone(), g.start, g.ends.clone());
+        let tasks: Vec<(usize, Option<(u64, bool)>)> = g
+            .tasks
+            .iter()
+            .map(|(at, t)| {
+                (
+                    *at,
+                    match t {
+                        Recipe::Record { event } => Some((*event, true)),
+                        Recipe::Wait { event } => Some((*event, false)),
+                        _ => None,
+                    },
+                )
+            })
+            .collect();
+        let plain: Vec<Option<TaskKind>> = g
+            .tasks
+            .iter()
+            .map(|(_, t)| match *t {
+                Recipe::Copy { dst, src, len } => Some(TaskKind::Copy { dst, src, len }),
+                Recipe::Memset { dst, value, len } => Some(TaskKind::Memset { dst, value, len }),
+                _ => None,
+            })
+            .collect();
+        self.record_now(owner, start, stream)?;
+        for &p in &streams {
+            self.wait_now(GRAPH, p, start)?;
+        }
+        let mut decoded = decoded.into_iter();
+        for ((at, ev), plain) in tasks.into_iter().zip(plain) {
+            let p = streams[at];
+            match (ev, plain) {
+                (Some((event, true)), _) => self.record_now(GRAPH, event, p)?,
+                (Some((event, false)), _) => self.wait_now(GRAPH, p, event)?,
+                (None, Some(task)) => self.enqueue(GRAPH, p, task)?,
+                (None, None) => {
+                    if let Some(task) = decoded.next() {
+                        self.enqueue(GRAPH, p, task)?;
+                    }
+                }
+            }
+        }
+        for (&p, &end) in streams.iter().zip(&ends) {
+            self.record_now(GRAPH, end, p)?;
+            self.wait_now(owner, stream, end)?;
+        }
+        self.stats.graph_launches += 1;
+        Ok(())
+    }
+
+    /// Destroys `graph`, its private streams and events; refused while a
+    /// replay of it is on a private stream (unless that stream faulted).
+    pub fn graph_destroy(&mut self, owner: Owner, graph: u64) -> Result<(), DriverErrorKind> {
+        let g = self
+            .captures
+            .graphs
+            .get(&graph)
+            .filter(|g| g.owner == owner)
+            .ok_or(bad_graph(graph))?;
+        let running = g.streams.iter().any(|p| {
+            self.streams
+                .get(p)
+                .is_some_and(|s| s.fault.is_none() && !s.queue.is_empty())
+        });
+        if running {
+            return Err(rule(CaptureRule::GraphRunning));
+        }
+        let Some(g) = self.captures.graphs.remove(&graph) else {
+            return Err(bad_graph(graph));
+        };
+        for p in g.streams {
+            self.streams.remove(&p);
+            self.push_trace(p, 0, super::TraceKind::StreamDestroyed);
+        }
+        for e in g.ends.into_iter().chain([g.start]) {
+            self.events.remove(&e);
+        }
+        Ok(())
+    }
+
+    /// Graphs not yet destroyed (for the stats and the tests).
+    pub fn graphs_live(&self) -> usize {
+        self.captures.graphs.len()
+    }
+
+    /// A new stream of `owner`; `private` for a graph's (never counted as
+    /// a created stream, nor named by any driver call).
+    pub(super) fn create_stream_of(&mut self, owner: Owner, private: bool) -> u64 {
+        let id = self.handle();
+        self.streams.insert(
+            id,
+            Stream {
+                owner,
+                queue: std::collections::VecDeque::new(),
+                icache: self.code.clone(),
+                fault: None,
+                last_end: 0,
+                last_run: 0,
+            },
+        );
+        if !private {
+            self.stats.streams_created += 1;
+        }
+        self.stats
+            .tasks_run
+            .entry(StreamId::from_raw(id))
+            .or_insert(0);
+        self.push_trace(id, 0, super::TraceKind::StreamCreated);
+        id
+    }
+}
