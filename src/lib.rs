@@ -150,9 +150,9 @@ pub mod measure;
 mod sync;
 
 pub use contract::{
-    Callable, CodeRef, Completed, Device, DeviceBuffer, DeviceConfig, Error, Fenced, Finalized,
-    Input, Launched, Outputs, Pipeline, Prepared, Run, RunSpec, Runner, SharedDevice, SlotToken,
-    Workload,
+    Callable, Capture, CodeRef, Completed, Device, DeviceBuffer, DeviceConfig, Error, Fenced,
+    Finalized, Input, Launched, Outputs, Pipeline, Prepared, Run, RunSpec, Runner, SharedDevice,
+    SlotToken, Workload,
 };
 pub use driver::sim;
 

@@ -7,6 +7,7 @@
 //! | [`Runner`] | one published code generation; issues tokens, prepares runs |
 //! | [`SlotToken`] | the one capability to use slot `I` |
 //! | [`Run`] | a run in slot `I`, in state [`Prepared`], [`Launched`] or [`Fenced`] |
+//! | [`Capture`] | slot `I`'s run captured into a graph: later runs replayed with one runtime call |
 //! | [`Finalized`] | a finished run's records and its token, handed back |
 //! | [`Workload`] | a run's tensors (host slices, device buffers) and scalars |
 //! | [`DeviceBuffer`] | typed device memory that outlives code generations |
@@ -17,6 +18,7 @@
 //! See the [crate documentation](crate) for the rules and what enforces each.
 
 mod buffer;
+mod capture;
 mod code;
 mod completed;
 mod config;
@@ -40,11 +42,15 @@ mod wait;
 mod workload;
 
 pub use buffer::{BufferSlice, DeviceBuffer, PerSlot, Scratch, SlotBuffer};
+pub use capture::Capture;
 pub use code::{Callable, CodeRef};
 pub use completed::{Completed, Done, Values};
 pub use config::{ConfigError, DeviceConfig};
 pub use device::{CloseFuture, ContractStats, Device, DrainReport, Health, LostCause};
-pub use error::{Action, BufferId, Error, ErrorKind, Poison, PoisonCause, Record, RunId};
+pub use error::{
+    Action, BufferId, Error, ErrorKind, Poison, PoisonCause, Record, ReplayRefusal, RunId,
+    TensorDiff,
+};
 pub use outputs::{Finalized, Outputs};
 pub use pipeline::{CompleteFuture, Pipeline, PipelineDrainFuture, Rejected, Submit, Unfinished};
 pub use prepare::Spec;

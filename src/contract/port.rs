@@ -37,10 +37,23 @@ pub(crate) enum LaunchFail {
     Lost(ErrorKind),
 }
 
+/// How a run reaches the device.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum How {
+    /// Its two kernels and its fence launched, one call each.
+    Launch,
+    /// Captured into a new graph, which is then replayed.
+    Capture,
+    /// A replay of capture `id` of device `device`.
+    Replay { device: u64, id: u64 },
+}
+
 /// What a successful launch fixed about the run.
 pub(crate) struct Submitted {
     pub seq: u64,
     pub len: usize,
+    /// The capture the run replayed (0 for a launch).
+    pub capture: u64,
 }
 
 /// The object-safe surface runs and tokens call through, so that
@@ -73,7 +86,11 @@ pub(crate) trait Port: Sync {
         lease: u64,
         info: &RunInfo,
         args: Args<'_, '_>,
+        how: How,
     ) -> Result<Submitted, LaunchFail>;
+    /// Capture `id` is let go of: its graph is destroyed once no replay of
+    /// it runs.
+    fn drop_capture(&self, id: u64);
     fn wait(&self, slot: usize, lease: u64, info: &RunInfo, how: Wait) -> Result<(), ErrorKind>;
     /// One non-blocking look at the run's fence for a future; `Pending`
     /// with `waker` armed.

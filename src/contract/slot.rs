@@ -142,6 +142,13 @@ impl<const I: usize> SlotToken<'_, I> {
     }
 }
 
+impl<'r, const I: usize> SlotToken<'r, I> {
+    /// The port the slot belongs to, for as long as the token's borrow.
+    pub(crate) fn port_ref(&self) -> &'r dyn Port {
+        self.port
+    }
+}
+
 impl<const I: usize> fmt::Debug for SlotToken<'_, I> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("SlotToken")

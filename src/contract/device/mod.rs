@@ -23,6 +23,7 @@ mod abi;
 mod adapter;
 mod arguments;
 mod buffers;
+mod capture;
 mod faults;
 mod fence;
 mod look;

@@ -52,9 +52,16 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             {
                 st.queue.break_chain();
             }
+            if faulted.iter().any(|&f| f) {
+                // A graph's own streams may have faulted with them: every
+                // capture is let go of, to be captured again.
+                st.graphs.streams += 1;
+                st.graphs.doom_all();
+            }
             st.stats.drains += 1;
         }
         self.retire_parked(&mut st);
+        self.destroy_doomed(&mut st);
         (report.retired, report.cleared) = st.queue.quiet();
         report.released = st.slots.reset_all();
         drop(st);
@@ -93,6 +100,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         self.closed = true;
         self.drain(None)?;
         let mut st = self.lock();
+        let graphs = self.release_graphs(&mut st);
         let streams = st.streams.take_all();
         let pinned = st.pins.take_all();
         drop(st);
@@ -102,6 +110,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 first_err.get_or_insert(ErrorKind::from_driver(e));
             }
         };
+        for r in graphs {
+            note(r);
+        }
         for s in streams {
             note(self.driver.destroy_stream(s));
         }

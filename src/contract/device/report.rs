@@ -44,6 +44,11 @@ pub struct ContractStats {
     /// Slots reclaimed from abandoned runs proven complete
     /// ([`Health::reclaimed`]).
     pub reclaimed: u64,
+    /// Runs captured into a graph ([`Run::capture`](crate::Run::capture)).
+    pub captures: u64,
+    /// Runs launched as a replay of a capture (a capture's own first
+    /// replay included).
+    pub replays: u64,
 }
 
 /// Why a [`SharedDevice`](crate::SharedDevice) closed itself: the

@@ -13,7 +13,7 @@ use super::state::{Release, State};
 use crate::contract::code::CodeRef;
 use crate::contract::error::{ErrorKind, PoisonCause, RunId};
 use crate::contract::inflight::Proof;
-use crate::contract::port::{LaunchFail, Port, RunInfo, Submitted};
+use crate::contract::port::{How, LaunchFail, Port, RunInfo, Submitted};
 use crate::contract::wait::{FenceWait, Wait};
 use crate::contract::workload::Args;
 use crate::driver::abi::{AbiError, LaunchArgs, WallRecord};
@@ -32,6 +32,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         lease: u64,
         info: &RunInfo,
         args: &Args<'_, '_>,
+        how: How,
     ) -> Result<Submitted, LaunchFail> {
         Self::admit(st, slot, lease)?;
         self.ready_streams(st).map_err(NotSubmitted)?;
@@ -42,10 +43,21 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             .map_err(NotSubmitted)?;
         self.build_blocks(&mut host, slot, info.run)
             .map_err(NotSubmitted)?;
+        if how != How::Launch {
+            let capture = self.submit_graph(st, slot, info, &host, how)?;
+            // The graph is on the stream, whole (one call): the buffers it
+            // binds are marked as a launch's are.
+            Self::mark(args, slot, info.run, st.queue.next_seq());
+            drop(host);
+            st.stats.replays += 1;
+            return Self::join_queue(st, slot, lease, info, len)
+                .map(|s| Submitted { capture, ..s });
+        }
         let (core, cpu) = host.args();
         if !host.shared {
             self.check_aicpu_block(st, slot, info.run, cpu)?;
         }
+        self.after_replay(st, slot, info)?;
         self.submit_aicore(st, slot, info, core)?;
         // The AICore kernel is on the stream: from here on the run is on
         // the device whatever happens, and the buffers it binds are marked
@@ -54,6 +66,27 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         self.submit_rest(st, slot, info.run, cpu)?;
         drop(host);
         Self::join_queue(st, slot, lease, info, len)
+    }
+
+    /// A launch behind a replay: the replay's AICore kernel ran on the
+    /// graph's own stream, which the AICore stream does not follow, so the
+    /// AICore stream waits for the replay's fence first (one call, only
+    /// after a replay).
+    fn after_replay(
+        &self,
+        st: &mut State<DEPTH>,
+        slot: usize,
+        info: &RunInfo,
+    ) -> Result<(), LaunchFail> {
+        let Some(fence) = st.graphs.after_replay() else {
+            return Ok(());
+        };
+        let aicore = st.streams.aicore();
+        if let Err(e) = self.driver.stream_wait_event(aicore, fence) {
+            return Err(NotSubmitted(self.driver_error(st, e, info.run, slot, None)));
+        }
+        st.graphs.queued(None);
+        Ok(())
     }
 
     /// Whether the slot may launch now: held by this lease, the runner not
@@ -214,7 +247,11 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 } else {
                     st.queue.break_chain();
                 }
-                Ok(Submitted { seq, len })
+                Ok(Submitted {
+                    seq,
+                    len,
+                    capture: 0,
+                })
             }
             Err(kind) => {
                 // Unreachable (the set had room, the sequence is fresh): the
@@ -283,6 +320,10 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         }
     }
 
+    fn drop_capture(&self, id: u64) {
+        self.let_go_capture(id);
+    }
+
     fn abandon(&self, slot: usize, lease: u64) {
         self.lock().slots.abandon(slot, lease);
     }
@@ -303,12 +344,13 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         lease: u64,
         info: &RunInfo,
         args: Args<'_, '_>,
+        how: How,
     ) -> Result<Submitted, LaunchFail> {
         // The lock is held across submission: sequence order is stream order
         // even when several threads launch.
         let mut st = self.lock();
         st.launching(Some((info.run, slot)));
-        let r = self.launch_locked(&mut st, slot, lease, info, &args);
+        let r = self.launch_locked(&mut st, slot, lease, info, &args, how);
         st.launching(None);
         r
     }

@@ -375,6 +375,10 @@ pub enum ErrorKind {
         /// What it is ("a host input", …, or "of another element type").
         is: &'static str,
     },
+    /// A capture or replay was refused before any runtime call
+    /// ([`ReplayRefusal`](super::ReplayRefusal) says why and what differs).
+    #[error("replay refused: {0}")]
+    Replay(Box<super::ReplayRefusal>),
 }
 
 fn or_unknown(run: Option<RunId>) -> String {

@@ -8,10 +8,12 @@
 //! | `kind.rs` | `ErrorKind`, `Record` |
 //! | `poison.rs` | `Poison`, `PoisonCause` |
 //! | `ids.rs` | `RunId`, `BufferId` |
+//! | `replay.rs` | `ReplayRefusal`, `TensorDiff`: why a capture or replay was refused |
 
 mod ids;
 mod kind;
 mod poison;
+mod replay;
 
 use std::fmt;
 
@@ -19,6 +21,7 @@ pub use self::ids::{BufferId, RunId};
 pub use self::kind::{ErrorKind, Record};
 use self::poison::who;
 pub use self::poison::{Poison, PoisonCause};
+pub use self::replay::{ReplayRefusal, TensorDiff};
 
 /// The contract operation that failed.
 ///
@@ -49,6 +52,10 @@ pub enum Action {
     Prepare,
     /// [`Run::launch`](crate::contract::Run::launch).
     Launch,
+    /// [`Run::capture`](crate::contract::Run::capture).
+    Capture,
+    /// [`Run::replay`](crate::contract::Run::replay).
+    Replay,
     /// [`Run::fence`](crate::contract::Run::fence) / [`Run::fence_for`](crate::contract::Run::fence_for).
     Fence,
     /// [`Run::try_fence`](crate::contract::Run::try_fence).
@@ -88,6 +95,8 @@ impl fmt::Display for Action {
             Action::Lookup => "lookup",
             Action::Prepare => "prepare",
             Action::Launch => "launch",
+            Action::Capture => "capture",
+            Action::Replay => "replay",
             Action::Submit => "submit",
             Action::Fence => "fence",
             Action::TryFence => "try_fence",

@@ -9,6 +9,7 @@
 )]
 
 mod future;
+mod replay;
 mod run_of;
 
 use std::fmt;

@@ -13,7 +13,7 @@ use std::task::{Poll, Waker};
 
 use crate::contract::error::{Action, Error, ErrorKind, RunId};
 use crate::contract::outputs::ErasedOutputs;
-use crate::contract::port::{LaunchFail, Port, RunInfo};
+use crate::contract::port::{How, LaunchFail, Port, RunInfo};
 use crate::contract::prepare::Spec;
 use crate::contract::slot::Claim;
 use crate::contract::states::{Fenced, Launched, Prepared, State};
@@ -155,29 +155,51 @@ impl<K: Claim, B: Bindings> RunOf<Prepared, K, B> {
     /// by its lane — instead of from the run's own bindings.
     #[inline(always)]
     pub(crate) fn launch_with(
-        mut self,
+        self,
         lent: Option<&mut Workload<'_>>,
     ) -> Result<RunOf<Launched, K, B>, Error<Option<Self>>> {
+        self.launch_how(lent, How::Launch).map(|(run, _)| run)
+    }
+
+    /// [`launch_with`](Self::launch_with) as `how` says — launched,
+    /// captured or replayed: the launched run, and the capture it
+    /// replayed (0 for a launch).
+    #[inline(always)]
+    pub(crate) fn launch_how(
+        mut self,
+        lent: Option<&mut Workload<'_>>,
+        how: How,
+    ) -> Result<(RunOf<Launched, K, B>, u64), Error<Option<Self>>> {
         let (slot, lease) = (self.token.slot(), self.token.lease());
         let (port, info) = (self.token.port(), &self.info);
         let launched = match lent {
-            Some(work) => port.launch(slot, lease, info, work.args()),
-            None => self
-                .bindings
-                .with_args(info.chained, |args| port.launch(slot, lease, info, args)),
+            Some(work) => port.launch(slot, lease, info, work.args(), how),
+            None => self.bindings.with_args(info.chained, |args| {
+                port.launch(slot, lease, info, args, how)
+            }),
+        };
+        let action = match how {
+            How::Launch => Action::Launch,
+            How::Capture => Action::Capture,
+            How::Replay { .. } => Action::Replay,
         };
         match launched {
             Ok(l) => {
                 self.info.seq = l.seq;
                 self.info.len = l.len;
-                Ok(self.into_state())
+                Ok((self.into_state(), l.capture))
             }
             Err(LaunchFail::NotSubmitted(k)) => {
-                let e = self.fail((), Action::Launch, k);
+                let e = self.fail((), action, k);
                 Err(e.map_value(|()| Some(self)))
             }
-            Err(LaunchFail::Lost(k)) => Err(self.fail(None, Action::Launch, k)),
+            Err(LaunchFail::Lost(k)) => Err(self.fail(None, action, k)),
         }
+    }
+
+    /// The run's token.
+    pub(crate) fn token(&self) -> &K {
+        &self.token
     }
 
     /// See [`Run::<Prepared, I>::into_token`](super::Run::into_token).

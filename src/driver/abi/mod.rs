@@ -33,6 +33,7 @@ mod adapter;
 mod decode;
 mod program;
 mod records;
+mod replay;
 mod runclaim;
 mod workload;
 
@@ -42,14 +43,15 @@ pub(crate) use a2a3::layout as a2a3_layout;
 pub use a2a3::{A2a3Abi, A2a3Result, A2a3Timing, A2a3Verdict};
 pub(crate) use adapter::Builtin;
 pub use adapter::{
-    AbiError, AddrField, AicpuBlock, BlockBuf, BlockWriter, DevSpan, Home, KernelAbi, KernelAbiRef,
-    LaunchArgs, Prep, RecordAt, RecordError, RegionSpec, RunIdentity, RunView, Shape, TensorView,
-    Verdict,
+    AbiError, AddrField, AicpuBlock, BlockBuf, BlockKind, BlockWriter, DevSpan, Home, KernelAbi,
+    KernelAbiRef, LaunchArgs, Prep, RecordAt, RecordError, RegionSpec, RunIdentity, RunView, Shape,
+    TensorView, Verdict,
 };
 pub use decode::DecodeError;
 pub(crate) use program::work_operands;
 pub use program::{CodeError, Instr, Program};
 pub use records::{RunArgs, StatusRecord, WallRecord};
+pub use replay::ReplayArgs;
 pub use runclaim::RunclaimAbi;
 pub use workload::{ArgBlock, Dir, TensorArg, WorkArgs};
 

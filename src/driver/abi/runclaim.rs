@@ -16,11 +16,11 @@
 //! as "missing").
 
 use super::adapter::{
-    AbiError, AddrField, AicpuBlock, BlockBuf, BlockWriter, DevSpan, Home, KernelAbi, Prep,
-    RecordAt, RecordError, RegionSpec, RunIdentity, RunView, Shape, Verdict,
+    AbiError, AddrField, AicpuBlock, BlockBuf, BlockKind, BlockWriter, DevSpan, Home, KernelAbi,
+    Prep, RecordAt, RecordError, RegionSpec, RunIdentity, RunView, Shape, Verdict,
 };
 use super::workload::{Dir, TensorArg, WorkArgs};
-use super::{RunArgs, StatusRecord, WallRecord, handshake_bytes_checked};
+use super::{ReplayArgs, RunArgs, StatusRecord, WallRecord, handshake_bytes_checked};
 use crate::driver::DevPtr;
 
 /// runclaim's own kernel ABI (see the module docs).
@@ -269,6 +269,25 @@ impl KernelAbi for RunclaimAbi {
             },
         ]);
         Ok(())
+    }
+
+    /// A [`ReplayArgs`] (version 3) naming `args`, for either kernel: the
+    /// AICPU kernel's block is the AICore's, so both read the one block
+    /// the host writes there.
+    fn replay_block(
+        &self,
+        kernel: BlockKind,
+        args: DevSpan,
+        w: &mut BlockWriter<'_>,
+    ) -> Result<(), AbiError> {
+        let _ = kernel;
+        let at = w.grow(ReplayArgs::SIZE)?;
+        let r = ReplayArgs {
+            block: 0,
+            len: args.len(),
+        };
+        w.put_bytes(at, &r.to_bytes())?;
+        w.put_addr(at + 8, args)
     }
 
     fn max_block_bytes(&self) -> usize {

@@ -7,15 +7,18 @@
 //! | `queue.rs` | the in-flight runs in stream order, the poison, the chain — and the rule "poison ⇒ chain broken ⇒ run unproven" |
 //! | `stream_pair.rs` | the stream pair's bookkeeping: its two streams, code generations and the code epoch (staleness), parked streams |
 //! | `pins.rs` | the uploads the current publication pinned |
+//! | `graphs.rs` | captured runs: each slot's capture region, the live captures and their shapes, graphs awaiting destruction |
 //!
 //! This file holds the rules that span two parts (a lost launch: the run
 //! unproven *and* its slot quarantined) and the counters.
 
+mod graphs;
 mod pins;
 mod queue;
 mod slots;
 mod stream_pair;
 
+pub(super) use self::graphs::{Captured, Doomed, Graphs, Shape};
 pub(super) use self::pins::Pins;
 pub(super) use self::queue::Queue;
 pub(super) use self::slots::{Release, SlotState, Slots};
@@ -31,6 +34,7 @@ pub(super) struct State<const DEPTH: usize> {
     pub(super) queue: Queue<DEPTH>,
     pub(super) streams: StreamPair,
     pub(super) pins: Pins,
+    pub(super) graphs: Graphs,
     pub(super) stats: ContractStats,
     next_run: RunId,
     /// Publications begun (a code reference names the one it belongs to).
@@ -52,6 +56,7 @@ impl<const DEPTH: usize> State<DEPTH> {
             queue: Queue::new(poisoned),
             streams: StreamPair::new(aicore, aicpu, aicore_epoch),
             pins: Pins::default(),
+            graphs: Graphs::new(DEPTH),
             stats: ContractStats::default(),
             next_run: RunId::FIRST,
             publications: 0,

@@ -244,6 +244,15 @@ pub enum AbiError {
     },
 }
 
+/// Which kernel a block is for ([`KernelAbi::replay_block`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum BlockKind {
+    /// The AICore kernel's.
+    Aicore,
+    /// The AICPU kernel's.
+    Aicpu,
+}
+
 /// What the AICPU kernel receives.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum AicpuBlock {
@@ -370,6 +379,31 @@ pub trait KernelAbi: Send + Sync + 'static {
         let _ = (region, id, bytes);
         Err(AbiError::Unsupported {
             what: "no region of this adapter is armed",
+        })
+    }
+
+    /// Writes the **replayable form** of one kernel's block: a block that
+    /// carries no per-run value, only `args` — the device span where the
+    /// host writes, before each replay, the block
+    /// [`aicore_block`](Self::aicore_block) (or, for
+    /// [`BlockKind::Aicpu`] when it wrote one,
+    /// [`aicpu_block`](Self::aicpu_block)) wrote for that run. A captured
+    /// run's blocks are frozen at capture (the runtime copies both), so
+    /// this is the block a captured run is captured with; the device must
+    /// read the run's block from `args` when the kernel runs.
+    ///
+    /// # Errors
+    /// [`AbiError::Unsupported`] (the default: this adapter's runs launch,
+    /// and cannot be replayed).
+    fn replay_block(
+        &self,
+        kernel: BlockKind,
+        args: DevSpan,
+        w: &mut BlockWriter<'_>,
+    ) -> Result<(), AbiError> {
+        let _ = (kernel, args, w);
+        Err(AbiError::Unsupported {
+            what: "this kernel ABI has no replayable form",
         })
     }
 

@@ -3,7 +3,7 @@
 
 use super::{AicoreLaunch, AicpuLaunch, DeviceMemory, DeviceModel, ModelError, RunEnd, Task};
 use crate::driver::abi::worker_word as ww;
-use crate::driver::abi::{self, ArgBlock, RunArgs, StatusRecord, WallRecord, WorkArgs};
+use crate::driver::abi::{self, ArgBlock, ReplayArgs, RunArgs, StatusRecord, WallRecord, WorkArgs};
 use crate::driver::sim::rust_kernel::KernelRun;
 
 /// runclaim's device protocol, the simulator's default: the handshake,
@@ -56,6 +56,9 @@ fn decode<'b>(
     args: &'b [u8],
     m: &DeviceMemory<'_>,
 ) -> Result<ArgBlock<'b>, ModelError> {
+    if ReplayArgs::is_replay(args) {
+        return Err(refused("a replayable block names a block: read it first"));
+    }
     let block = if args.len() >= 8 && args[4..8] == WorkArgs::VERSION.to_le_bytes() {
         let w = WorkArgs::parse(args).map_err(|e| refused(e.field))?;
         let h = w.header();
@@ -96,6 +99,25 @@ fn decode<'b>(
     Ok(block)
 }
 
+/// The block a launch's bytes give: the bytes themselves, or — for a
+/// replayable (version-3) block — the run's block read from the device
+/// span it names, into `buf`.
+fn resolve<'b>(
+    block: &'b [u8],
+    m: &DeviceMemory<'_>,
+    buf: &'b mut Vec<u8>,
+) -> Result<&'b [u8], ModelError> {
+    if !ReplayArgs::is_replay(block) {
+        return Ok(block);
+    }
+    let r = ReplayArgs::from_bytes(block).map_err(|e| refused(e.field))?;
+    m.check(r.block, r.len)?;
+    // `len` is at most `WorkArgs::MAX_SIZE` (checked by the decode).
+    buf.resize(usize::try_from(r.len).unwrap_or(0), 0);
+    m.read(r.block, buf)?;
+    Ok(buf)
+}
+
 impl DeviceModel for RunclaimModel {
     fn name(&self) -> &'static str {
         "runclaim"
@@ -108,6 +130,8 @@ impl DeviceModel for RunclaimModel {
         max_block_dim: u32,
         mem: &DeviceMemory<'_>,
     ) -> Result<AicoreLaunch, ModelError> {
+        let mut buf = Vec::new();
+        let block = resolve(block, mem, &mut buf)?;
         let run = KernelRun::from_block(&decode(Some(block_dim), max_block_dim, block, mem)?);
         let h = *run.header();
         Ok(AicoreLaunch {
@@ -122,6 +146,8 @@ impl DeviceModel for RunclaimModel {
         max_block_dim: u32,
         mem: &DeviceMemory<'_>,
     ) -> Result<AicpuLaunch, ModelError> {
+        let mut buf = Vec::new();
+        let block = resolve(block, mem, &mut buf)?;
         let a = *decode(None, max_block_dim, block, mem)?.header();
         Ok(AicpuLaunch::new(
             a.run_id,

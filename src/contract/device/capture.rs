@@ -1,0 +1,411 @@
+//! A captured run's device side: the capture (the run's whole task
+//! sequence recorded once into a graph, then replayed as the run's launch),
+//! a replay (checked against its capture before any runtime call, the
+//! run's block written into the slot's capture region, one graph launch),
+//! and the graphs' destruction once no replay of them runs.
+//!
+//! A captured kernel's block is frozen (the runtime copies both at
+//! capture), so a captured run is captured with the adapter's *replayable*
+//! blocks ([`KernelAbi::replay_block`]), which name the slot's capture
+//! region; before the capture and before every replay the host writes the
+//! run's ordinary block there — a synchronous copy while the slot is held,
+//! so it cannot land late. A replay whose write was skipped runs with the
+//! last run's block: its records carry that run's id, and finalize refuses
+//! them (`RecordMismatch`).
+//!
+//! The capture, on the AICPU stream (its origin): a record of the fork
+//! event the AICore stream waits for (it joins), the AICore kernel, the
+//! AICPU kernel, `ev_aicore` on the AICore stream waited for by the AICPU
+//! stream (it is joined back), the fence. No completion callback is
+//! captured: an awaited replay looks at its fence on time.
+
+use super::Device;
+use super::SlotHost;
+use super::abi::adapter_call;
+use super::state::{Captured, Doomed, Shape, State};
+use crate::contract::error::{ErrorKind, ReplayRefusal, TensorDiff};
+use crate::contract::port::{How, LaunchFail, RunInfo};
+use crate::driver::abi::{
+    BlockBuf, BlockKind, Builtin, DevSpan, Home, KernelAbi, LaunchArgs, RunclaimAbi, TensorView,
+};
+use crate::driver::{Capabilities, DevPtr, Driver, DriverError, EventId, GraphId};
+
+use LaunchFail::NotSubmitted;
+
+fn refused(r: ReplayRefusal) -> ErrorKind {
+    ErrorKind::Replay(Box::new(r))
+}
+
+/// How `now` differs from what was captured, if it does.
+fn differs(
+    captured: &Shape,
+    code: crate::driver::CodeHandle,
+    host: &SlotHost,
+) -> Option<ReplayRefusal> {
+    if captured.code != code {
+        return Some(ReplayRefusal::Code);
+    }
+    if captured.shared != host.shared {
+        return Some(ReplayRefusal::Blocks);
+    }
+    let (was, now) = (&captured.tensors, &host.tensors);
+    if was.len() != now.len() {
+        return Some(ReplayRefusal::TensorCount {
+            captured: was.len(),
+            now: now.len(),
+        });
+    }
+    if captured.scalars != host.scalars.len() {
+        return Some(ReplayRefusal::ScalarCount {
+            captured: captured.scalars,
+            now: host.scalars.len(),
+        });
+    }
+    was.iter()
+        .zip(now)
+        .position(|(a, b)| tensor_diff(a, b).is_some())
+        .and_then(|index| {
+            tensor_diff(&was[index], &now[index]).map(|diff| ReplayRefusal::Tensor { index, diff })
+        })
+}
+
+fn tensor_diff(was: &TensorView, now: &TensorView) -> Option<TensorDiff> {
+    if was.dir != now.dir {
+        Some(TensorDiff::Direction)
+    } else if was.elem_size != now.elem_size {
+        Some(TensorDiff::ElementSize)
+    } else if was.home != now.home {
+        Some(TensorDiff::Home)
+    } else if now.home == Home::Buffer && was.span.ptr() != now.span.ptr() {
+        Some(TensorDiff::Binding)
+    } else if now.span.len() > was.span.len() {
+        Some(TensorDiff::Larger {
+            captured: was.span.len(),
+            now: now.span.len(),
+        })
+    } else {
+        None
+    }
+}
+
+impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
+    /// Submits the resolved run in `slot` as a capture (its first replay
+    /// included) or as a replay of capture `id`: the capture's id.
+    pub(super) fn submit_graph(
+        &self,
+        st: &mut State<DEPTH>,
+        slot: usize,
+        info: &RunInfo,
+        host: &SlotHost,
+        how: How,
+    ) -> Result<u64, LaunchFail> {
+        let (core, cpu) = host.args();
+        let (id, graph) = match how {
+            How::Replay { device, id } => {
+                let graph = self
+                    .replayable(st, slot, info, host, device, id)
+                    .map_err(NotSubmitted)?;
+                (id, graph)
+            }
+            _ => (0, None),
+        };
+        self.check_aicpu_block_of(st, slot, info, cpu)?;
+        let region = self.capture_region(st, slot).map_err(NotSubmitted)?;
+        self.write_block(st, region, core, cpu, host.shared)
+            .map_err(NotSubmitted)?;
+        let (id, graph) = match graph {
+            Some(g) => (id, g),
+            None => self.capture(st, slot, info, host, region)?,
+        };
+        let aicpu = st.streams.aicpu();
+        if let Err(e) = self.driver.graph_launch(graph, aicpu) {
+            return Err(NotSubmitted(self.refused_submission(st, slot, info, e)));
+        }
+        st.graphs.queued(Some(self.regions[slot].ev_fence));
+        Ok(id)
+    }
+
+    /// The AICPU kernel's block is checked whole by the driver (as a
+    /// launch's is) before its bytes reach the capture region.
+    fn check_aicpu_block_of(
+        &self,
+        st: &mut State<DEPTH>,
+        slot: usize,
+        info: &RunInfo,
+        cpu: LaunchArgs<'_>,
+    ) -> Result<(), LaunchFail> {
+        self.driver
+            .check_aicpu_args(cpu)
+            .map_err(|e| NotSubmitted(self.driver_error(st, e, info.run, slot, None)))
+    }
+
+    /// The graph capture `id` replays, when this run may replay it: the
+    /// driver captures, the capture is this slot's and device's, fresh,
+    /// and the run's shape is the captured one.
+    fn replayable(
+        &self,
+        st: &State<DEPTH>,
+        slot: usize,
+        info: &RunInfo,
+        host: &SlotHost,
+        device: u64,
+        id: u64,
+    ) -> Result<Option<GraphId>, ErrorKind> {
+        if device != self.id {
+            return Err(refused(ReplayRefusal::Foreign));
+        }
+        let c = st.graphs.get(id).ok_or(refused(ReplayRefusal::Stale))?;
+        if c.slot != slot {
+            return Err(refused(ReplayRefusal::Foreign));
+        }
+        if c.epoch != self.driver.code_epoch() || c.streams != st.graphs.streams {
+            return Err(refused(ReplayRefusal::Stale));
+        }
+        if let Some(r) = differs(&c.shape, info.code, host) {
+            return Err(refused(r));
+        }
+        Ok(Some(c.graph))
+    }
+
+    /// The slot's capture region, allocated at its first capture: room for
+    /// the AICore block and, apart, the AICPU block.
+    fn capture_region(&self, st: &mut State<DEPTH>, slot: usize) -> Result<DevPtr, ErrorKind> {
+        if let Some(r) = st.graphs.region(slot) {
+            return Ok(r);
+        }
+        let r = self
+            .driver
+            .alloc(2 * self.abi.max_block)
+            .map_err(|e| self.unlaunched_error(st, e))?;
+        st.graphs.set_region(slot, r);
+        Ok(r)
+    }
+
+    /// The run's ordinary blocks, into the slot's capture region (the
+    /// slot is held: no replay of it reads the region now).
+    fn write_block(
+        &self,
+        st: &mut State<DEPTH>,
+        region: DevPtr,
+        core: LaunchArgs<'_>,
+        cpu: LaunchArgs<'_>,
+        shared: bool,
+    ) -> Result<(), ErrorKind> {
+        #[cfg(test)]
+        if skip::SKIP_WRITE.with(std::cell::Cell::get) {
+            return Ok(());
+        }
+        let mut r = self.driver.copy_to_device(region, core.bytes());
+        if !shared && r.is_ok() {
+            r = self
+                .driver
+                .copy_to_device(region.offset(self.abi.max_block), cpu.bytes());
+        }
+        r.map_err(|e| self.unlaunched_error(st, e))
+    }
+
+    /// Captures the run into a new graph; nothing reaches the device (a
+    /// captured task does not run), so every failure comes back
+    /// unsubmitted, the capture ended and what it made destroyed.
+    fn capture(
+        &self,
+        st: &mut State<DEPTH>,
+        slot: usize,
+        info: &RunInfo,
+        host: &SlotHost,
+        region: DevPtr,
+    ) -> Result<(u64, GraphId), LaunchFail> {
+        if !self
+            .driver
+            .info()
+            .capabilities
+            .contains(Capabilities::CAPTURE)
+        {
+            return Err(NotSubmitted(refused(ReplayRefusal::DriverCannotCapture)));
+        }
+        let (core, cpu) = self.replay_blocks(host, region).map_err(NotSubmitted)?;
+        let fork = self
+            .driver
+            .create_event()
+            .map_err(|e| NotSubmitted(self.unlaunched_error(st, e)))?;
+        let graph = match self.record_capture(st, slot, info, fork, &core, &cpu) {
+            Ok(g) => g,
+            Err(e) => {
+                let _ = self.driver.destroy_event(fork);
+                return Err(NotSubmitted(self.unlaunched_error(st, e)));
+            }
+        };
+        let shape = Shape {
+            code: info.code,
+            tensors: host.tensors.clone(),
+            scalars: host.scalars.len(),
+            shared: host.shared,
+        };
+        let id = st.graphs.insert(Captured {
+            slot,
+            graph,
+            fork,
+            shape,
+            epoch: self.driver.code_epoch(),
+            streams: st.graphs.streams,
+        });
+        st.stats.captures += 1;
+        Ok((id, graph))
+    }
+
+    /// The adapter's replayable blocks, naming `region`: the AICore
+    /// kernel's, and the AICPU kernel's (the AICore's again when it reads
+    /// the same block).
+    fn replay_blocks(
+        &self,
+        host: &SlotHost,
+        region: DevPtr,
+    ) -> Result<(BlockBuf, BlockBuf), ErrorKind> {
+        let (core, cpu) = host.args();
+        let core_span = DevSpan::new(region, core.bytes().len() as u64);
+        let cpu_span = if host.shared {
+            core_span
+        } else {
+            DevSpan::new(region.offset(self.abi.max_block), cpu.bytes().len() as u64)
+        };
+        let max = self.abi.max_block;
+        let mut bufs = (
+            BlockBuf::with_capacity(max, 4),
+            BlockBuf::with_capacity(max, 4),
+        );
+        let written = match self.abi.get.builtin() {
+            Builtin::Runclaim => RunclaimAbi
+                .replay_block(BlockKind::Aicore, core_span, &mut bufs.0.writer())
+                .and_then(|()| {
+                    RunclaimAbi.replay_block(BlockKind::Aicpu, cpu_span, &mut bufs.1.writer())
+                }),
+            Builtin::User => {
+                let abi = self.abi.get.get();
+                adapter_call(self.id, || {
+                    abi.replay_block(BlockKind::Aicore, core_span, &mut bufs.0.writer())
+                        .and_then(|()| {
+                            abi.replay_block(BlockKind::Aicpu, cpu_span, &mut bufs.1.writer())
+                        })
+                })
+                .and_then(|r| r)
+            }
+        };
+        match written {
+            Ok(()) => Ok(bufs),
+            Err(crate::driver::abi::AbiError::Unsupported { .. }) => {
+                Err(refused(ReplayRefusal::AdapterCannotReplay))
+            }
+            Err(e) => Err(ErrorKind::Adapter(Box::new(e))),
+        }
+    }
+
+    /// The capture itself (see the module docs); ended on every way out.
+    fn record_capture(
+        &self,
+        st: &State<DEPTH>,
+        slot: usize,
+        info: &RunInfo,
+        fork: EventId,
+        core: &BlockBuf,
+        cpu: &BlockBuf,
+    ) -> Result<GraphId, DriverError> {
+        let (aicore, aicpu) = (st.streams.aicore(), st.streams.aicpu());
+        let (d, r) = (&self.driver, &self.regions[slot]);
+        d.capture_begin(aicpu)?;
+        let recorded = d
+            .record_event(fork, aicpu)
+            .and_then(|()| d.stream_wait_event(aicore, fork))
+            .and_then(|()| d.launch_aicore(aicore, info.code, self.config.block_dim, core.args()))
+            .and_then(|()| d.launch_aicpu(aicpu, cpu.args()))
+            .and_then(|()| d.record_event(r.ev_aicore, aicore))
+            .and_then(|()| d.stream_wait_event(aicpu, r.ev_aicore))
+            .and_then(|()| d.record_event(r.ev_fence, aicpu));
+        let ended = d.capture_end(aicpu);
+        match (recorded, ended) {
+            (Ok(()), Ok(g)) => Ok(g),
+            (Err(e), Ok(g)) => {
+                let _ = d.graph_destroy(g);
+                Err(e)
+            }
+            (_, Err(e)) => Err(e),
+        }
+    }
+
+    /// A graph launch the driver refused: nothing was queued (a fault an
+    /// earlier run's events report is that run's, as for a launch).
+    fn refused_submission(
+        &self,
+        st: &mut State<DEPTH>,
+        slot: usize,
+        info: &RunInfo,
+        e: DriverError,
+    ) -> ErrorKind {
+        match self.fault_ahead(st, e) {
+            Ok((c, kind)) => {
+                st.queue.poison_with(
+                    crate::contract::error::PoisonCause::DeviceFault,
+                    c.run,
+                    c.slot,
+                );
+                kind
+            }
+            Err(e) => self.driver_error(st, e, info.run, slot, None),
+        }
+    }
+
+    /// A capture is let go of: its graph destroyed once no replay of it
+    /// runs (now, or at a later look at the device).
+    pub(super) fn let_go_capture(&self, id: u64) {
+        let mut st = self.lock();
+        if let Some(d) = st.graphs.remove(id) {
+            st.graphs.doom(d);
+        }
+        self.destroy_doomed(&mut st);
+    }
+
+    /// Destroys every doomed graph no replay runs any more; the rest stay
+    /// doomed.
+    pub(super) fn destroy_doomed(&self, st: &mut State<DEPTH>) {
+        if !st.graphs.has_doomed() {
+            return;
+        }
+        for d in st.graphs.take_doomed() {
+            if self.destroy_graph(d).is_err() {
+                st.graphs.doom(d);
+            }
+        }
+    }
+
+    fn destroy_graph(&self, d: Doomed) -> Result<(), DriverError> {
+        self.driver.graph_destroy(d.graph)?;
+        self.driver.destroy_event(d.fork)
+    }
+
+    /// The teardown's part: every graph destroyed, every capture region
+    /// freed (the queue is quiet).
+    pub(super) fn release_graphs(&self, st: &mut State<DEPTH>) -> Vec<Result<(), DriverError>> {
+        st.graphs.doom_all();
+        let mut out: Vec<_> = st
+            .graphs
+            .take_doomed()
+            .into_iter()
+            .map(|d| self.destroy_graph(d))
+            .collect();
+        out.extend(
+            st.graphs
+                .take_regions()
+                .into_iter()
+                .map(|p| self.driver.free(p)),
+        );
+        out
+    }
+}
+
+#[cfg(test)]
+pub(crate) mod skip {
+    std::thread_local! {
+        /// A test's negative control: the next captures' and replays' block
+        /// writes are skipped on this thread.
+        pub(crate) static SKIP_WRITE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+    }
+}
