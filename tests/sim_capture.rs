@@ -60,15 +60,15 @@ fn a_capture_records_and_its_replay_runs_every_branch() {
     sim.graph_launch(g, a).unwrap();
     sim.sync_stream(a, T).unwrap();
     assert_eq!(read(&sim, p, 8), [1, 1, 1, 1, 2, 2, 2, 2]);
-    let s = sim.stats();
-    assert_eq!((s.captures, s.graph_launches, s.live_graphs), (1, 2, 1));
-    assert_eq!(s.calls[&Op::GraphLaunch], 2);
+    let stats = sim.stats();
+    assert_eq!((stats.captures, stats.graph_launches, stats.live_graphs), (1, 2, 1));
+    assert_eq!(stats.calls[&Op::GraphLaunch], 2);
     sim.graph_destroy(g).unwrap();
     assert_eq!(sim.stats().live_graphs, 0);
     // The graph's private streams and events are not the caller's: none
     // is counted as created, and none is left.
-    let s = sim.stats();
-    assert_eq!((s.live_streams(), s.live_events()), (2, 2));
+    let stats = sim.stats();
+    assert_eq!((stats.live_streams(), stats.live_events()), (2, 2));
 }
 
 #[test]

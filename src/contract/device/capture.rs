@@ -409,3 +409,51 @@ pub(crate) mod skip {
         pub(crate) static SKIP_WRITE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::skip::SKIP_WRITE;
+    use crate::contract::{Callable, Device, DeviceConfig, ErrorKind, Input, Outputs, RunSpec};
+    use crate::driver::abi::Program;
+    use crate::sim::{SimConfig, SimDriver};
+
+    /// The record check is what proves a replay ran with its own block:
+    /// with the block write skipped (the negative control), the replay
+    /// runs the last run's block, and its records, carrying that run's id,
+    /// are refused; with the write, the same replay finalizes.
+    #[test]
+    fn a_replay_whose_block_write_was_skipped_is_caught_by_its_records() {
+        let sim = SimDriver::stepped(SimConfig::default());
+        let mut dev = Device::<_, 2>::open(sim, DeviceConfig::default().max_elements(4)).unwrap();
+        let runner = dev
+            .publish(&[Callable::program("f", &Program::new().add(1))])
+            .unwrap();
+        let code = runner.code("f").unwrap();
+        let mut out = Outputs::<0>::new(4);
+        let spec = RunSpec::new(code, Input::Host(&[1]));
+        let (run, capture) = runner
+            .prepare(runner.take_slot::<0>().unwrap(), spec)
+            .unwrap()
+            .capture()
+            .unwrap();
+        let token = run.fence().unwrap().finalize(&mut out).unwrap().token;
+        let replay = |token, skip: bool, out: &mut Outputs<0>| {
+            SKIP_WRITE.with(|s| s.set(skip));
+            let run = runner
+                .prepare(token, RunSpec::new(code, Input::Host(&[7])))
+                .unwrap()
+                .replay(&capture)
+                .unwrap();
+            SKIP_WRITE.with(|s| s.set(false));
+            run.fence().unwrap().finalize(out)
+        };
+        let token = replay(token, false, &mut out).unwrap().token;
+        assert_eq!(out.values(), [8]);
+        let e = replay(token, true, &mut out).unwrap_err();
+        assert!(
+            matches!(e.kind(), ErrorKind::RecordMismatch { .. }),
+            "{:?}",
+            e.kind()
+        );
+    }
+}

@@ -349,6 +349,9 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         // The lock is held across submission: sequence order is stream order
         // even when several threads launch.
         let mut st = self.lock();
+        if st.graphs.has_doomed() {
+            self.destroy_doomed(&mut st);
+        }
         st.launching(Some((info.run, slot)));
         let r = self.launch_locked(&mut st, slot, lease, info, &args, how);
         st.launching(None);

@@ -7,6 +7,9 @@ use crate::contract::port::How;
 use crate::contract::states::{Launched, Prepared};
 use crate::contract::workload::Bindings;
 
+/// A captured run, launched, and its slot's capture.
+type Captured<'r, const I: usize, B> = (Run<'r, Launched, I, B>, Capture<'r, I>);
+
 impl<'r, const I: usize, B: Bindings> Run<'r, Prepared, I, B> {
     /// Launches the run by **capturing** it: its whole task sequence is
     /// recorded into a graph, which is then replayed once as this run —
@@ -42,7 +45,7 @@ impl<'r, const I: usize, B: Bindings> Run<'r, Prepared, I, B> {
     /// driver cannot capture or the kernel ABI adapter has no replayable
     /// form. A capture that fails part-way reached nothing on the device
     /// (captured tasks do not run): the run comes back.
-    pub fn capture(self) -> Result<(Run<'r, Launched, I, B>, Capture<'r, I>), Error<Option<Self>>> {
+    pub fn capture(self) -> Result<Captured<'r, I, B>, Error<Option<Self>>> {
         let port = self.0.token().port_ref();
         match self.0.launch_how(None, How::Capture) {
             Ok((run, id)) => Ok((Run(run), Capture::new(port, id))),

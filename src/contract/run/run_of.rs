@@ -99,6 +99,9 @@ impl<K: Claim> RunOf<Prepared, K, NoWorkload> {
     }
 }
 
+/// A launched run and the capture it replayed (0 for a launch).
+type Replayed<K, B> = (RunOf<Launched, K, B>, u64);
+
 impl<K: Claim, B: Bindings> RunOf<Prepared, K, B> {
     /// Prepares a run of `spec` on `port`'s device in the slot `token`
     /// claims: the one implementation of every prepare (a runner's, a
@@ -169,7 +172,7 @@ impl<K: Claim, B: Bindings> RunOf<Prepared, K, B> {
         mut self,
         lent: Option<&mut Workload<'_>>,
         how: How,
-    ) -> Result<(RunOf<Launched, K, B>, u64), Error<Option<Self>>> {
+    ) -> Result<Replayed<K, B>, Error<Option<Self>>> {
         let (slot, lease) = (self.token.slot(), self.token.lease());
         let (port, info) = (self.token.port(), &self.info);
         let launched = match lent {
