@@ -229,7 +229,10 @@ fn a_replay_unlike_its_capture_is_refused_naming_what_differs() {
         now: 32,
     };
     let cases: [(Workload<'_>, ReplayRefusal); 5] = [
-        (work(dbl, &x, &buf_a, Some(&mut y1), Some(7)), ReplayRefusal::Code),
+        (
+            work(dbl, &x, &buf_a, Some(&mut y1), Some(7)),
+            ReplayRefusal::Code,
+        ),
         (
             work(inc, &x, &buf_b, None, Some(7)),
             ReplayRefusal::TensorCount {
@@ -241,7 +244,10 @@ fn a_replay_unlike_its_capture_is_refused_naming_what_differs() {
             work(inc, &x, &buf_b, Some(&mut y2), Some(7)),
             diff(1, TensorDiff::Binding),
         ),
-        (work(inc, &x8, &buf_a, Some(&mut y3), Some(7)), diff(0, larger)),
+        (
+            work(inc, &x8, &buf_a, Some(&mut y3), Some(7)),
+            diff(0, larger),
+        ),
         (
             work(inc, &x, &buf_a, Some(&mut y4), None),
             ReplayRefusal::ScalarCount {

@@ -61,7 +61,10 @@ fn a_capture_records_and_its_replay_runs_every_branch() {
     sim.sync_stream(a, T).unwrap();
     assert_eq!(read(&sim, p, 8), [1, 1, 1, 1, 2, 2, 2, 2]);
     let stats = sim.stats();
-    assert_eq!((stats.captures, stats.graph_launches, stats.live_graphs), (1, 2, 1));
+    assert_eq!(
+        (stats.captures, stats.graph_launches, stats.live_graphs),
+        (1, 2, 1)
+    );
     assert_eq!(stats.calls[&Op::GraphLaunch], 2);
     sim.graph_destroy(g).unwrap();
     assert_eq!(sim.stats().live_graphs, 0);

@@ -82,6 +82,17 @@ struct Graph {
     ends: Vec<u64>,
 }
 
+/// A replay's tasks, apart from its kernels: the private streams, the
+/// start and end events, each task's stream and its event (record: `true`),
+/// and each copy or memset.
+struct Plan {
+    streams: Vec<u64>,
+    start: u64,
+    ends: Vec<u64>,
+    tasks: Vec<(usize, Option<(u64, bool)>)>,
+    plain: Vec<Option<TaskKind>>,
+}
+
 /// Every capture and graph of one device.
 #[derive(Default)]
 pub(crate) struct Captures {
@@ -313,6 +324,45 @@ impl DeviceState {
             self.check_stream(p)?;
         }
         // Every kernel decoded before anything is queued.
+        let (decoded, plan) = self.replay_plan(graph)?;
+        let Plan {
+            streams,
+            start,
+            ends,
+            tasks,
+            plain,
+        } = plan;
+        self.record_now(owner, start, stream)?;
+        for &p in &streams {
+            self.wait_now(GRAPH, p, start)?;
+        }
+        let mut decoded = decoded.into_iter();
+        for ((at, ev), plain) in tasks.into_iter().zip(plain) {
+            let p = streams[at];
+            match (ev, plain) {
+                (Some((event, true)), _) => self.record_now(GRAPH, event, p)?,
+                (Some((event, false)), _) => self.wait_now(GRAPH, p, event)?,
+                (None, Some(task)) => self.enqueue(GRAPH, p, task)?,
+                (None, None) => {
+                    if let Some(task) = decoded.next() {
+                        self.enqueue(GRAPH, p, task)?;
+                    }
+                }
+            }
+        }
+        for (&p, &end) in streams.iter().zip(&ends) {
+            self.record_now(GRAPH, end, p)?;
+            self.wait_now(owner, stream, end)?;
+        }
+        self.stats.graph_launches += 1;
+        Ok(())
+    }
+
+    /// What a replay of `graph` queues: its kernels decoded again (from
+    /// their captured bytes, reading what those name in memory now), and
+    /// the rest of its tasks in order.
+    fn replay_plan(&mut self, graph: u64) -> Result<(Vec<TaskKind>, Plan), DriverErrorKind> {
+        let g = self.captures.graphs.get(&graph).ok_or(bad_graph(graph))?;
         let mut kernels = Vec::new();
         for (_, t) in &g.tasks {
             match t {
@@ -358,30 +408,16 @@ impl DeviceState {
                 _ => None,
             })
             .collect();
-        self.record_now(owner, start, stream)?;
-        for &p in &streams {
-            self.wait_now(GRAPH, p, start)?;
-        }
-        let mut decoded = decoded.into_iter();
-        for ((at, ev), plain) in tasks.into_iter().zip(plain) {
-            let p = streams[at];
-            match (ev, plain) {
-                (Some((event, true)), _) => self.record_now(GRAPH, event, p)?,
-                (Some((event, false)), _) => self.wait_now(GRAPH, p, event)?,
-                (None, Some(task)) => self.enqueue(GRAPH, p, task)?,
-                (None, None) => {
-                    if let Some(task) = decoded.next() {
-                        self.enqueue(GRAPH, p, task)?;
-                    }
-                }
-            }
-        }
-        for (&p, &end) in streams.iter().zip(&ends) {
-            self.record_now(GRAPH, end, p)?;
-            self.wait_now(owner, stream, end)?;
-        }
-        self.stats.graph_launches += 1;
-        Ok(())
+        Ok((
+            decoded,
+            Plan {
+                streams,
+                start,
+                ends,
+                tasks,
+                plain,
+            },
+        ))
     }
 
     /// Destroys `graph`, its private streams and events; refused while a
