@@ -7,6 +7,12 @@ contract_suite!(common::Sim);
 
 pipeline_suite!(common::Sim);
 
+/// The pipeline suite with every pipeline replaying its runs
+/// ([`Pipeline::replay`](runclaim::Pipeline::replay)).
+mod replay {
+    crate::pipeline_suite!(crate::common::SimReplay);
+}
+
 /// The same suites under the reference runtime's a2a3 kernel ABI: the
 /// device speaks it (`A2a3Model`), the host builds its blocks and reads its
 /// epoch-stamped records (`A2a3Abi`).

@@ -20,6 +20,7 @@ use std::time::Duration;
 use crate::contract::error::{Action, Error, ErrorKind, Poison, RunId};
 use crate::contract::outputs::ErasedOutputs;
 use crate::contract::port::Port;
+use crate::contract::replay::{self, Replay};
 use crate::contract::run::RunOf;
 use crate::contract::runner::Runner;
 use crate::contract::slot::{Claim, ErasedToken};
@@ -148,6 +149,8 @@ pub(crate) struct Lane<'r, K: Claim, T> {
     state: LaneState<K, T>,
     out: ErasedOutputs,
     work: Option<Workload<'r>>,
+    /// Whether the lane's runs are replayed, and its slot's capture.
+    replay: Replay,
 }
 
 /// What a lane holds for the instant a transition owns its state: no
@@ -164,6 +167,7 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
             state: LaneState::Idle(Idle::Free(src.claim(slot)?)),
             out: ErasedOutputs::new(slot, capacity),
             work: None,
+            replay: Replay::Off,
         })
     }
 
@@ -176,7 +180,21 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
             ))),
             out: ErasedOutputs::new(slot, capacity),
             work: None,
+            replay: Replay::Off,
         }
+    }
+
+    /// Replays the lane's runs from now on (`true`), or launches them;
+    /// the capture it held, if any, is handed back to be let go of.
+    pub(crate) fn set_replay(&mut self, on: bool) -> Option<u64> {
+        let held = self.replay.capture();
+        self.replay = if on { Replay::Wanted } else { Replay::Off };
+        held
+    }
+
+    /// The lane's capture, if it holds one.
+    pub(crate) fn capture(&self) -> Option<u64> {
+        self.replay.capture()
     }
 
     /// The lane's slot.
@@ -246,7 +264,8 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
         prepare: impl FnOnce(K, &mut W) -> Result<RunOf<Prepared, K>, Error<K>>,
     ) -> Result<RunId, (Error, T, W)> {
         let slot = self.slot();
-        self.transition(|state, _, kept_work| {
+        let mut replay = self.replay;
+        let r = self.transition(|state, _, kept_work| {
             let token = match state {
                 LaneState::Idle(Idle::Free(token)) => token,
                 LaneState::Idle(idle) => match reclaim(idle, src, slot) {
@@ -270,7 +289,7 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
                     return (LaneState::Idle(Idle::Free(token)), Err((e, tag, kept)));
                 }
             };
-            match prepared.launch_with(kept.lent()) {
+            match replay::launch(prepared, kept.lent(), &mut replay, src.port()) {
                 Ok(run) => {
                     let id = run.id();
                     let ticket = Stub {
@@ -300,7 +319,9 @@ impl<'r, K: Claim, T> Lane<'r, K, T> {
                     (LaneState::Idle(idle), Err((e, tag, kept)))
                 }
             }
-        })
+        });
+        self.replay = replay;
+        r
     }
 
     /// Hands the owed run back — its stub (tag, identity) and outcome;

@@ -31,6 +31,7 @@ mod pipeline;
 mod port;
 mod prepare;
 mod publish;
+mod replay;
 mod run;
 mod runner;
 mod shared;

@@ -95,6 +95,10 @@ pub trait Target: Sync {
     fn config(&self) -> DeviceConfig {
         DeviceConfig::default()
     }
+    /// Whether the pipeline suite's pipelines replay their runs.
+    fn replay(&self) -> bool {
+        false
+    }
 }
 
 /// The simulator speaking the reference runtime's a2a3 protocol, and a
@@ -129,6 +133,34 @@ impl Target for SimA2a3 {
 
 /// The simulator, used directly.
 pub struct Sim;
+
+/// The simulator, its pipelines replaying every run they can.
+pub struct SimReplay;
+
+impl Target for SimReplay {
+    type D = SimDriver;
+    fn stepped(&self, cfg: SimConfig) -> SimDriver {
+        Sim.stepped(cfg)
+    }
+    fn real_time(&self, cfg: SimConfig) -> SimDriver {
+        Sim.real_time(cfg)
+    }
+    fn inject(&self, d: &SimDriver, f: Fault) {
+        Sim.inject(d, f);
+    }
+    fn stats(&self, d: &SimDriver) -> SimStats {
+        Sim.stats(d)
+    }
+    fn trace(&self, d: &SimDriver) -> Vec<TraceEvent> {
+        Sim.trace(d)
+    }
+    fn probe(&self, d: &SimDriver) -> Box<dyn Fn() -> SimStats> {
+        Sim.probe(d)
+    }
+    fn replay(&self) -> bool {
+        true
+    }
+}
 
 impl Target for Sim {
     type D = SimDriver;

@@ -321,13 +321,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             .and_then(|()| d.stream_wait_event(aicpu, r.ev_aicore))
             .and_then(|()| d.record_event(r.ev_fence, aicpu));
         let ended = d.capture_end(aicpu);
+        // A task refused inside the capture is the error to report (the
+        // end then refuses an unfinished capture too).
         match (recorded, ended) {
             (Ok(()), Ok(g)) => Ok(g),
             (Err(e), Ok(g)) => {
                 let _ = d.graph_destroy(g);
                 Err(e)
             }
-            (_, Err(e)) => Err(e),
+            (Err(e), Err(_)) | (Ok(()), Err(e)) => Err(e),
         }
     }
 

@@ -36,6 +36,9 @@ pub enum TaskTag {
     Copy,
     /// An asynchronous memset.
     Memset,
+    /// A graph's replay (`Driver::graph_launch`): it starts the graph's
+    /// tasks on the graph's own streams, and ends when they have.
+    Graph,
 }
 
 /// What happened, in a [`TraceEvent`].

@@ -8,17 +8,22 @@
 //! once every stream that joined was joined back (its last task followed by
 //! a record the origin waited for). The graph it ends into owns one private
 //! stream per captured stream, created at the end — so its code is what
-//! code memory held *then*, as a real graph's is — and two kinds of private
-//! events: one its replay starts from, one per private stream it ends with.
-//! A replay queues, on the launch stream, a record of the start; on each
-//! private stream, a wait for it, the stream's captured tasks (kernels
+//! code memory held *then*, as a real graph's is — and a private event per
+//! private stream, which a replay ends with.
+//!
+//! A replay is one task on the launch stream. When the stream reaches it,
+//! it queues the graph's tasks on the private streams — the kernels
 //! decoded again from their captured bytes, so what a block names in
-//! device memory is read at the replay), and a record of its end; then, on
-//! the launch stream, a wait for every end.
+//! device memory is read then — each stream's end record after them, and
+//! it finishes once every end is recorded: what the launch stream holds
+//! after it waits for the whole graph. (A graph launch decodes every
+//! kernel once more at the call, to refuse a graph that cannot run before
+//! anything is queued.)
 
 use std::collections::BTreeMap;
 
-use super::{DeviceState, Stream, TaskKind};
+use super::{DeviceState, StepResult, Stream, Task, TaskKind};
+use crate::driver::sim::faults::RecordFate;
 use crate::driver::sim::memory::Owner;
 use crate::driver::{CaptureRule, DriverErrorKind, HandleKind, StreamId};
 
@@ -76,18 +81,15 @@ struct Graph {
     /// One private stream per captured stream, in the capture's order.
     streams: Vec<u64>,
     tasks: Vec<(usize, Recipe)>,
-    /// The private event the replay starts from (recorded on the launch
-    /// stream), and the one each private stream ends with.
-    start: u64,
+    /// The private event each private stream ends a replay with.
     ends: Vec<u64>,
 }
 
-/// A replay's tasks, apart from its kernels: the private streams, the
-/// start and end events, each task's stream and its event (record: `true`),
-/// and each copy or memset.
+/// A replay's tasks, apart from its kernels: the private streams, their
+/// end events, each task's stream and its event (record: `true`), and
+/// each copy or memset.
 struct Plan {
     streams: Vec<u64>,
-    start: u64,
     ends: Vec<u64>,
     tasks: Vec<(usize, Option<(u64, bool)>)>,
     plain: Vec<Option<TaskKind>>,
@@ -281,7 +283,6 @@ impl DeviceState {
             .iter()
             .map(|_| self.create_stream_of(GRAPH, true))
             .collect();
-        let start = self.create_event_of(GRAPH, true);
         let ends = open
             .streams
             .iter()
@@ -294,7 +295,6 @@ impl DeviceState {
                 owner: open.owner,
                 streams,
                 tasks: open.tasks,
-                start,
                 ends,
             },
         );
@@ -323,25 +323,122 @@ impl DeviceState {
         for &p in &g.streams {
             self.check_stream(p)?;
         }
-        // Every kernel decoded before anything is queued.
+        // Every kernel decodes now (it decodes again when the replay
+        // starts, reading what its block names then).
+        let (_, plan) = self.replay_plan(graph)?;
+        // The graph's records are made now, in order, as a record call's.
+        let mut records = Vec::new();
+        for (_, ev) in &plan.tasks {
+            if let Some((event, true)) = *ev {
+                let fate = self.faults.on_record(crate::driver::abi::duration_to_ticks);
+                if let Some(e) = self.events.get_mut(&event) {
+                    e.recorded += 1;
+                    e.stream = stream;
+                    records.push((event, e.recorded, fate));
+                }
+            }
+        }
+        self.enqueue(
+            owner,
+            stream,
+            TaskKind::Graph {
+                graph,
+                ends: Vec::new(),
+                records,
+            },
+        )?;
+        self.stats.graph_launches += 1;
+        Ok(())
+    }
+
+    /// The graph a stream's head task replays, if it is a replay.
+    pub(super) fn head_graph(&self, stream: u64) -> Option<u64> {
+        match self.streams.get(&stream)?.queue.front()?.kind {
+            TaskKind::Graph { graph, .. } => Some(graph),
+            _ => None,
+        }
+    }
+
+    /// Starts the replay at the head of `stream`: the graph's tasks are
+    /// queued on its streams (its kernels decoded from what their blocks
+    /// name now), and the replay waits for each stream's end. A graph that
+    /// is gone, or a block that no longer decodes, faults the stream.
+    pub(super) fn start_graph(&mut self, stream: u64, graph: u64, now: u64) -> StepResult {
+        let records = match self
+            .streams
+            .get_mut(&stream)
+            .and_then(|s| s.queue.front_mut())
+        {
+            Some(Task {
+                kind: TaskKind::Graph { records, .. },
+                ..
+            }) => std::mem::take(records),
+            _ => Vec::new(),
+        };
+        let ends = self.expand(graph, &records);
+        let Some(head) = self
+            .streams
+            .get_mut(&stream)
+            .and_then(|s| s.queue.front_mut())
+        else {
+            return StepResult::Idle;
+        };
+        head.started = Some(now);
+        let run = head.run;
+        match ends {
+            Ok(e) => {
+                if let TaskKind::Graph { ends, .. } = &mut head.kind {
+                    *ends = e;
+                }
+                self.push_trace(
+                    stream,
+                    run,
+                    super::TraceKind::Started(super::TaskTag::Graph),
+                );
+            }
+            Err(_) => self.fault_stream(stream, crate::driver::FaultKind::AicoreException),
+        }
+        StepResult::Progress
+    }
+
+    /// Queues `graph`'s tasks on its private streams; the end events and
+    /// generations its replay waits for.
+    fn expand(
+        &mut self,
+        graph: u64,
+        records: &[(u64, u64, RecordFate)],
+    ) -> Result<Vec<(u64, u64)>, DriverErrorKind> {
         let (decoded, plan) = self.replay_plan(graph)?;
         let Plan {
             streams,
-            start,
             ends,
             tasks,
             plain,
         } = plan;
-        self.record_now(owner, start, stream)?;
-        for &p in &streams {
-            self.wait_now(GRAPH, p, start)?;
-        }
         let mut decoded = decoded.into_iter();
+        let mut made = records.iter();
+        // The generation of each event recorded so far in this replay.
+        let mut latest = BTreeMap::new();
         for ((at, ev), plain) in tasks.into_iter().zip(plain) {
             let p = streams[at];
             match (ev, plain) {
-                (Some((event, true)), _) => self.record_now(GRAPH, event, p)?,
-                (Some((event, false)), _) => self.wait_now(GRAPH, p, event)?,
+                (Some((_, true)), _) => {
+                    if let Some(&(event, generation, fate)) = made.next() {
+                        latest.insert(event, generation);
+                        let task = TaskKind::Record {
+                            event,
+                            generation,
+                            fate,
+                        };
+                        self.enqueue(GRAPH, p, task)?;
+                    }
+                }
+                (Some((event, false)), _) => match latest.get(&event) {
+                    Some(&generation) => {
+                        self.enqueue(GRAPH, p, TaskKind::Wait { event, generation })?;
+                    }
+                    None => self.wait_now(GRAPH, p, event)?,
+                },
                 (None, Some(task)) => self.enqueue(GRAPH, p, task)?,
                 (None, None) => {
                     if let Some(task) = decoded.next() {
@@ -350,12 +447,12 @@ impl DeviceState {
                 }
             }
         }
+        let mut out = Vec::with_capacity(ends.len());
         for (&p, &end) in streams.iter().zip(&ends) {
             self.record_now(GRAPH, end, p)?;
-            self.wait_now(owner, stream, end)?;
+            out.push((end, self.event(end)?.recorded));
         }
-        self.stats.graph_launches += 1;
-        Ok(())
+        Ok(out)
     }
 
     /// What a replay of `graph` queues: its kernels decoded again (from
@@ -384,7 +481,7 @@ impl DeviceState {
             });
         }
         let g = self.captures.graphs.get(&graph).ok_or(bad_graph(graph))?;
-        let (streams, start, ends) = (g.streams.clone(), g.start, g.ends.clone());
+        let (streams, ends) = (g.streams.clone(), g.ends.clone());
         let tasks: Vec<(usize, Option<(u64, bool)>)> = g
             .tasks
             .iter()
@@ -412,7 +509,6 @@ impl DeviceState {
             decoded,
             Plan {
                 streams,
-                start,
                 ends,
                 tasks,
                 plain,
@@ -433,6 +529,11 @@ impl DeviceState {
             self.streams
                 .get(p)
                 .is_some_and(|s| s.fault.is_none() && !s.queue.is_empty())
+        }) || self.streams.values().any(|s| {
+            s.fault.is_none()
+                && s.queue
+                    .iter()
+                    .any(|t| matches!(t.kind, TaskKind::Graph { graph: g2, .. } if g2 == graph))
         });
         if running {
             return Err(rule(CaptureRule::GraphRunning));
@@ -444,7 +545,7 @@ impl DeviceState {
             self.streams.remove(&p);
             self.push_trace(p, 0, super::TraceKind::StreamDestroyed);
         }
-        for e in g.ends.into_iter().chain([g.start]) {
+        for e in g.ends {
             self.events.remove(&e);
         }
         Ok(())

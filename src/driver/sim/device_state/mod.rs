@@ -55,6 +55,18 @@ pub(crate) enum TaskKind {
         value: u8,
         len: u64,
     },
+    /// A replay of `graph`: once started, its tasks are on the graph's
+    /// streams, and it ends when every one of them recorded its end
+    /// (`ends`: event and generation).
+    Graph {
+        graph: u64,
+        ends: Vec<(u64, u64)>,
+        /// The records of the graph's events, in capture order, each
+        /// given its generation (and fate) when the replay was queued: an
+        /// event a graph records is recorded by the graph launch, as a
+        /// record call's is by its call.
+        records: Vec<(u64, u64, RecordFate)>,
+    },
 }
 
 impl TaskKind {
@@ -66,6 +78,7 @@ impl TaskKind {
             TaskKind::Wait { event, .. } => TaskTag::Wait(EventId::from_raw(*event)),
             TaskKind::Copy { .. } => TaskTag::Copy,
             TaskKind::Memset { .. } => TaskTag::Memset,
+            TaskKind::Graph { .. } => TaskTag::Graph,
         }
     }
 

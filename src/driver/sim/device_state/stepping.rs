@@ -182,6 +182,7 @@ impl DeviceState {
             TaskKind::Aicore(_) => FaultKind::AicoreTimeout,
             TaskKind::Aicpu(_) => FaultKind::AicpuTimeout,
             TaskKind::Wait { .. } => FaultKind::Collateral,
+            // A replay is as long as its tasks, each under its own watchdog.
             _ => return None,
         };
         let at = started.saturating_add(abi::duration_to_ticks(self.cfg.watchdog));
@@ -209,6 +210,9 @@ impl DeviceState {
 
     /// Starts the head task of stream `id` at `now`.
     fn start_head(&mut self, id: u64, now: u64) -> StepResult {
+        if let Some(graph) = self.head_graph(id) {
+            return self.start_graph(id, graph, now);
+        }
         let Some(s) = self.streams.get_mut(&id) else {
             return StepResult::Idle;
         };
@@ -282,20 +286,29 @@ impl DeviceState {
 
     /// Puts the stream into a sticky error state: queued work is dropped and
     /// events recorded behind the fault report it.
-    fn fault_stream(&mut self, id: u64, kind: FaultKind) {
+    pub(super) fn fault_stream(&mut self, id: u64, kind: FaultKind) {
         let Some(s) = self.streams.get_mut(&id) else {
             return;
         };
         s.fault = Some(kind);
         let run = s.queue.front().map_or(0, |t| t.run);
         for t in s.queue.drain(..) {
-            if let TaskKind::Record {
-                event, generation, ..
-            } = t.kind
-                && let Some(e) = self.events.get_mut(&event)
-            {
-                let fg = e.failed.map_or(0, |(g, _)| g);
-                e.failed = Some((fg.max(generation), kind));
+            // A record dropped reports the fault, as does every record of
+            // a replay dropped before it started.
+            let records = match t.kind {
+                TaskKind::Record {
+                    event, generation, ..
+                } => vec![(event, generation)],
+                TaskKind::Graph { records, .. } => {
+                    records.into_iter().map(|(e, g, _)| (e, g)).collect()
+                }
+                _ => continue,
+            };
+            for (event, generation) in records {
+                if let Some(e) = self.events.get_mut(&event) {
+                    let fg = e.failed.map_or(0, |(g, _)| g);
+                    e.failed = Some((fg.max(generation), kind));
+                }
             }
         }
         self.stats.kernel_faults += 1;
@@ -356,5 +369,21 @@ fn act(
             Ok(()) => KernelStep::Finished,
             Err(_) => KernelStep::Fault(FaultKind::AicoreException),
         },
+        TaskKind::Graph { ends, .. } => {
+            for &(event, generation) in ends.iter() {
+                let Some(e) = events.get(&event) else {
+                    continue;
+                };
+                match e.done(generation, now) {
+                    Ok(Some(_)) => {}
+                    Ok(None) if e.completed >= generation => {
+                        return KernelStep::Blocked(Some(e.completed_at));
+                    }
+                    Ok(None) => return KernelStep::Blocked(None),
+                    Err(_) => return KernelStep::Fault(FaultKind::Collateral),
+                }
+            }
+            KernelStep::Finished
+        }
     }
 }
