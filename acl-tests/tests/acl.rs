@@ -679,7 +679,8 @@ fn refused_by_the_fake(r: &Result<Vec<u32>, ContractError>) -> bool {
 
 /// All three fake variants export the whole control API with the same C
 /// signatures — `runclaim_fake_device_model` included, and
-/// `runclaim_fake_set_version` where the optional symbols are — and the
+/// `runclaim_fake_set_version` and the capture symbols where the optional
+/// symbols are — and the
 /// device-model hook takes the built-in protocols' names only (NULL: the
 /// default), refusing any other with 107000.
 #[test]
@@ -711,6 +712,20 @@ fn every_variant_exports_the_control_api_and_the_model_hook_takes_builtin_names(
                 lib != "fake_acl_lite",
                 "{lib}: runclaim_fake_set_version"
             );
+            // The capture symbols are optional ones too.
+            for name in [
+                "aclmdlRICaptureBegin",
+                "aclmdlRICaptureGetInfo",
+                "aclmdlRICaptureEnd",
+                "aclmdlRIExecuteAsync",
+                "aclmdlRIDestroy",
+            ] {
+                assert_eq!(
+                    l.get::<unsafe extern "C" fn()>(name).is_ok(),
+                    lib != "fake_acl_lite",
+                    "{lib}: {name}"
+                );
+            }
             let hook = *l
                 .get::<RawDeviceModel>("runclaim_fake_device_model")
                 .unwrap();

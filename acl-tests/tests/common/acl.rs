@@ -17,8 +17,8 @@ use runclaim::DeviceConfig;
 use runclaim::driver::abi::{A2a3Abi, LaunchArgs};
 use runclaim::driver::acl::{AclConfig, AclDriver};
 use runclaim::driver::{
-    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, EventId, Notice, Registration,
-    StreamId,
+    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverInfo, EventId, GraphId, Notice,
+    Registration, StreamId,
 };
 use runclaim::sim::trace::TraceEvent;
 use runclaim::sim::{A2a3Model, Fault, SimConfig, SimStats};
@@ -347,6 +347,10 @@ impl Driver for FakeAcl {
         code_epoch() -> u64;
         launch_aicore(s: StreamId, c: CodeHandle, b: u32, a: LaunchArgs<'_>) -> Result<(), DriverError>;
         launch_aicpu(s: StreamId, a: LaunchArgs<'_>) -> Result<(), DriverError>;
+        capture_begin(s: StreamId) -> Result<(), DriverError>;
+        capture_end(s: StreamId) -> Result<GraphId, DriverError>;
+        graph_launch(g: GraphId, s: StreamId) -> Result<(), DriverError>;
+        graph_destroy(g: GraphId) -> Result<(), DriverError>;
     }
 
     fn clock(&self) -> Duration {

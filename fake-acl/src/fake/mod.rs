@@ -59,6 +59,13 @@
 //!   makes callbacks behind a fault never run (`callbacks.rs`). Optional
 //!   symbols: absent from the lite variant.
 //!
+//! - **Stream capture.** `aclmdlRICapture{Begin,GetInfo,End}`,
+//!   `aclmdlRIExecuteAsync` and `aclmdlRIDestroy` on the simulator's
+//!   capture, each rule refused with the runtime's code where the runtime
+//!   refuses it, and a stream sync or query of a capturing stream answered
+//!   107027 as the runtime's is (`capture.rs`). Optional symbols: absent
+//!   from the lite variant.
+//!
 //! Nothing here panics on bad input or during thread teardown.
 //!
 //! | file | owns |
@@ -72,6 +79,7 @@
 //! | `code.rs` | `rtRegisterAllKernel` / `rtDevBinaryUnRegister` and each device's registration table |
 //! | `launch.rs` | the two kernel launches with the fake's own launch-struct layouts, the AICPU op-info binary |
 //! | `hooks.rs` | the `runclaim_fake_*` entry points behind the control API, the device model included |
+//! | `capture.rs` | stream capture: begin, status, end into a graph, its replay and destruction, with the runtime's codes for each rule |
 //! | `callbacks.rs` | host callbacks (subscribe, launch, process report) and exception reports, with the runtime's constraints; their control hooks |
 
 #![allow(
@@ -80,6 +88,8 @@
 )]
 
 mod callbacks;
+#[cfg(feature = "optional-symbols")]
+mod capture;
 mod code;
 mod devices;
 mod events;

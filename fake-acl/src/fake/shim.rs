@@ -94,10 +94,24 @@ pub(super) fn enter() -> Result<(i32, Arc<SimDriver>), c_int> {
     Ok((id, Arc::clone(&dev.sim)))
 }
 
+/// How an entry point reports a simulator error: the code table's
+/// [`code_of`], or a call's own reading where the runtime answers that call
+/// otherwise.
+pub(super) type Coder = fn(&DriverErrorKind, Waited) -> c_int;
+
 /// Runs `f` on the calling thread's device, mapping the result to a code
 /// (a timeout as the sync timeout of what the call waited on).
 pub(super) fn call(
     waited: Waited,
+    f: impl FnOnce(i32, &SimDriver) -> Result<(), DriverError>,
+) -> c_int {
+    call_coded(waited, code_of, f)
+}
+
+/// [`call`], its errors reported by `coder`.
+pub(super) fn call_coded(
+    waited: Waited,
+    coder: Coder,
     f: impl FnOnce(i32, &SimDriver) -> Result<(), DriverError>,
 ) -> c_int {
     let (id, sim) = match enter() {
@@ -108,7 +122,7 @@ pub(super) fn call(
         Ok(()) => 0,
         Err(e) => {
             set_message(&e.to_string());
-            code_of(e.kind(), waited)
+            coder(e.kind(), waited)
         }
     }
 }
@@ -119,11 +133,23 @@ pub(super) unsafe fn call_out<T>(
     waited: Waited,
     f: impl FnOnce(i32, &SimDriver) -> Result<T, DriverError>,
 ) -> c_int {
+    // SAFETY: `out` is NULL or writable for one `T`: this function's own
+    // contract (the ACL API's), passed on.
+    unsafe { call_out_coded(out, waited, code_of, f) }
+}
+
+/// [`call_out`], its errors reported by `coder`.
+pub(super) unsafe fn call_out_coded<T>(
+    out: *mut T,
+    waited: Waited,
+    coder: Coder,
+    f: impl FnOnce(i32, &SimDriver) -> Result<T, DriverError>,
+) -> c_int {
     if out.is_null() {
         set_message("NULL out-pointer");
         return PARAM_INVALID;
     }
-    call(waited, |id, sim| {
+    call_coded(waited, coder, |id, sim| {
         let v = f(id, sim)?;
         // SAFETY: `out` is non-NULL (checked above) and, per the ACL API,
         // points at writable storage for one `T`.

@@ -1,15 +1,17 @@
 //! Streams: `aclrtCreateStream`, `aclrtDestroyStream` (waits for queued
 //! work, as the runtime does) and `aclrtDestroyStreamForce`,
 //! `aclrtStreamQuery`, and `aclrtSynchronizeStreamWithTimeout` with the
-//! runtime's reading of a timeout (shared with the event sync).
+//! runtime's reading of a timeout (shared with the event sync). The query
+//! and the sync of a capturing stream answer as the runtime does
+//! ([`stream_code`]).
 
 use std::ffi::{c_int, c_void};
 use std::time::Duration;
 
-use runclaim::driver::acl::codes::Waited;
-use runclaim::driver::{Completion, Driver, DriverErrorKind, Op};
+use runclaim::driver::acl::codes::{AclError, Waited, code_of};
+use runclaim::driver::{CaptureRule, Completion, Driver, DriverErrorKind, Op};
 
-use super::shim::{call, call_out, export, stream_of};
+use super::shim::{call, call_coded, call_out, call_out_coded, export, stream_of};
 use super::{PARAM_INVALID, current, note, set_message};
 
 #[unsafe(no_mangle)]
@@ -39,11 +41,26 @@ pub unsafe extern "C" fn aclrtDestroyStream(stm: *mut c_void) -> c_int {
     })
 }
 
+/// The code of a stream sync or query: the runtime refuses one on a
+/// capturing stream with `ACL_ERROR_RT_STREAM_CAPTURED` — not the
+/// `ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC` the code table reports for
+/// [`CaptureRule::SyncWhileCapturing`] — in `ApiErrorDecorator::StreamSynchronize`
+/// and `ApiErrorDecorator::StreamQuery` (`src/runtime/api/impl/api_error.cc`
+/// of hicann/runtime: `stm->IsCapturing()`, `RT_ERROR_STREAM_CAPTURED`).
+pub(super) fn stream_code(kind: &DriverErrorKind, waited: Waited) -> c_int {
+    match kind {
+        DriverErrorKind::Capture {
+            rule: CaptureRule::SyncWhileCapturing,
+        } => AclError::ACL_ERROR_RT_STREAM_CAPTURED,
+        _ => code_of(kind, waited),
+    }
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamQuery(stm: *mut c_void, status: *mut u32) -> c_int {
     // SAFETY: `status` is the caller's out-pointer. 0 = COMPLETE, 1 = NOT_READY.
     unsafe {
-        call_out(status, Waited::Stream, |id, s| {
+        call_out_coded(status, Waited::Stream, stream_code, |id, s| {
             s.query_stream(stream_of(id, Op::QueryStream, stm)?)
                 .map(|c| u32::from(c == Completion::NotReady))
         })
@@ -81,7 +98,7 @@ pub unsafe extern "C" fn aclrtSynchronizeStreamWithTimeout(
     let Some(t) = timeout_of(timeout) else {
         return refuse_timeout(timeout);
     };
-    call(Waited::Stream, |id, s| {
+    call_coded(Waited::Stream, stream_code, |id, s| {
         s.sync_stream(stream_of(id, Op::SyncStream, stm)?, t)
     })
 }

@@ -25,7 +25,7 @@ use std::mem::discriminant;
 use crate::driver::Resource;
 use std::time::Duration;
 
-use crate::driver::{DriverErrorKind, DriverErrorKind as K, FaultKind as F};
+use crate::driver::{CaptureRule as C, DriverErrorKind, DriverErrorKind as K, FaultKind as F};
 
 /// What a code the runtime's own parameter check returns is read as.
 const RUNTIME_PARAM: K = K::InvalidArgument {
@@ -40,6 +40,11 @@ const TIMEOUT: K = K::Timeout {
 
 /// Out of device memory: the caller that knows the size fills it in.
 const OOM: K = K::OutOfMemory { bytes: 0 };
+
+/// What a code refused by a rule of stream capture is read as.
+const fn capture(rule: C) -> K {
+    K::Capture { rule }
+}
 
 /// One row of the table.
 struct Row {
@@ -66,6 +71,10 @@ enum For {
     /// Errors no row is reported for as [`For::Same`] which this accepts:
     /// the driver's own refusals, which no code reads as exactly.
     Also(fn(&K) -> bool),
+    /// [`For::Same`], and [`For::Also`] for the errors this accepts: a code
+    /// that one call reads as more than the table says (its result
+    /// function knows better), reported for that meaning too.
+    SameAlso(fn(&K) -> bool),
     /// Every error no other row is reported for.
     Rest,
 }
@@ -153,12 +162,45 @@ codes! {
     ACL_ERROR_RT_DEVICE_TASK_ABORT = 107_022 => K::KernelFault(F::Collateral), For::Same;
     /// The stream is being aborted.
     ACL_ERROR_RT_STREAM_ABORT = 107_023 => K::KernelFault(F::Collateral), For::None;
+    /// A capturing stream waited for an event recorded outside its capture
+    /// ("dependency created on uncaptured work in another stream").
+    ACL_ERROR_RT_CAPTURE_DEPENDENCY = 107_024 => capture(C::OutsideDependency), For::Same;
+    /// A stream that joined a capture was not joined back to its origin
+    /// before the end.
+    ACL_ERROR_RT_STREAM_UNJOINED = 107_025 => capture(C::Unjoined), For::Same;
+    /// The stream is capturing: what a capture begun on it again, a graph
+    /// launched or a stream destroyed on it gets. A stream sync or query
+    /// gets it too, which its result function reads as
+    /// [`CaptureRule::SyncWhileCapturing`](crate::driver::CaptureRule::SyncWhileCapturing).
+    ACL_ERROR_RT_STREAM_CAPTURED = 107_027 => capture(C::AlreadyCapturing), For::Same;
+    /// The event's last record is in an open capture: what an event sync,
+    /// query, elapsed time or timestamp on it gets.
+    ACL_ERROR_RT_EVENT_CAPTURED = 107_028 => capture(C::SyncWhileCapturing), For::SameWaiting(Waited::Event);
+    /// The stream is not capturing (a capture ended on it).
+    ACL_ERROR_RT_STREAM_NOT_CAPTURED = 107_029 => capture(C::NotCapturing), For::Same;
+    /// A synchronous call the capture mode forbids while a capture is open
+    /// (a synchronous copy or memset on the capturing thread).
+    ACL_ERROR_RT_CAPTURE_MODE_NOT_SUPPORT = 107_030 => capture(C::SyncWhileCapturing), For::None;
+    /// A capture ended on a stream that joined it, not on its origin.
+    ACL_ERROR_RT_STREAM_CAPTURE_UNMATCHED = 107_036 => capture(C::NotCapturing), For::None;
+    /// The graph is still running: it cannot be destroyed.
+    ACL_ERROR_RT_MODEL_RUNNING = 107_037 => capture(C::GraphRunning), For::Same;
+    /// A capture ended on another thread than the one that began it.
+    ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD = 107_038 => K::Unknown, For::None;
+    /// An asynchronous call the runtime made synchronous (a copy of pageable
+    /// host memory) on a capturing stream.
+    ACL_ERROR_RT_CAPTURE_MODE_BLOCK_ASYNC = 107_041 => capture(C::SyncWhileCapturing), For::SameWaiting(Waited::Stream);
     /// ACL could not allocate memory.
     ACL_ERROR_BAD_ALLOC = 200_000 => OOM, For::None;
     /// The API is not supported.
     ACL_ERROR_API_NOT_SUPPORT = 200_001 => K::Unsupported, For::None;
-    /// The feature (or API) is not supported by this runtime or device.
-    ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207_000 => K::Unsupported, For::Same;
+    /// The feature (or API) is not supported by this runtime or device. From
+    /// `aclmdlRICaptureBegin`: this stream cannot be captured (its result
+    /// function reads it so), which is what the fake reports for it.
+    ACL_ERROR_RT_FEATURE_NOT_SUPPORT = 207_000 => K::Unsupported, For::SameAlso(|k| matches!(
+        k,
+        K::Capture { rule: C::NotCapturable }
+    ));
     /// A device memory allocation failed.
     ACL_ERROR_RT_MEMORY_ALLOCATION = 207_001 => OOM, For::Same;
     /// A runtime resource could not be allocated (none more specific).
@@ -219,6 +261,9 @@ codes! {
     ACL_ERROR_RT_DRV_INTERNAL_ERROR = 507_899 => K::DeviceLost, For::Same;
     /// The connection to the device closed: the device is lost.
     ACL_ERROR_RT_SOCKET_CLOSE = 507_901 => K::DeviceLost, For::None;
+    /// An error inside the capture invalidated it: ending it clears it
+    /// without a graph, as ending a stream that is not capturing gives none.
+    ACL_ERROR_RT_STREAM_CAPTURE_INVALIDATED = 507_903 => capture(C::NotCapturing), For::None;
 }
 
 /// The row of `code`, if the table has one.
@@ -233,6 +278,7 @@ fn same_kind(a: &K, b: &K) -> bool {
     match (a, b) {
         (K::KernelFault(x), K::KernelFault(y)) => x == y,
         (K::NoResource { what: x }, K::NoResource { what: y }) => x == y,
+        (K::Capture { rule: x }, K::Capture { rule: y }) => x == y,
         _ => discriminant(a) == discriminant(b),
     }
 }
@@ -314,11 +360,11 @@ pub enum Waited {
 #[must_use]
 pub fn code_of(kind: &DriverErrorKind, waited: Waited) -> i32 {
     let same = |r: &&Row| match r.reported {
-        For::Same => same_kind(&r.reads, kind),
+        For::Same | For::SameAlso(_) => same_kind(&r.reads, kind),
         For::SameWaiting(w) => w == waited && same_kind(&r.reads, kind),
         For::None | For::Also(_) | For::Rest => false,
     };
-    let also = |r: &&Row| matches!(r.reported, For::Also(accepts) if accepts(kind));
+    let also = |r: &&Row| matches!(r.reported, For::Also(accepts) | For::SameAlso(accepts) if accepts(kind));
     let rest = |r: &&Row| matches!(r.reported, For::Rest);
     TABLE
         .iter()
@@ -355,7 +401,10 @@ mod tests {
             let back = code_of(&r.reads, waited(r));
             assert!(same_kind(&kind_of(back), &r.reads), "{what} → {back}");
             assert_eq!(kind_of(back), r.reads, "{what} → {back}");
-            if matches!(r.reported, For::Same | For::SameWaiting(_)) {
+            if matches!(
+                r.reported,
+                For::Same | For::SameWaiting(_) | For::SameAlso(_)
+            ) {
                 assert_eq!(back, r.code, "{what} is the code of its meaning");
             }
         }
@@ -382,7 +431,7 @@ mod tests {
                 let reporting = TABLE
                     .iter()
                     .filter(|x| match x.reported {
-                        For::Same => same_kind(&x.reads, &r.reads),
+                        For::Same | For::SameAlso(_) => same_kind(&x.reads, &r.reads),
                         For::SameWaiting(v) => v == w && same_kind(&x.reads, &r.reads),
                         _ => false,
                     })
@@ -469,5 +518,47 @@ mod tests {
         assert_eq!(kind_of(123_456), K::Unknown);
         assert_eq!(kind_of(507_000), K::Unknown);
         assert!(kind_of(507_899) == K::DeviceLost && kind_of(507_901) == K::DeviceLost);
+    }
+
+    #[test]
+    fn every_capture_rule_is_reported_as_the_runtimes_code_and_reads_back() {
+        // The code the fake reports for each rule (by what the call waits
+        // on), as the runtime returns it (`rt_error_codes.h`).
+        for (rule, stream, event) in [
+            (C::OutsideDependency, 107_024, 107_024),
+            (C::Unjoined, 107_025, 107_025),
+            (C::AlreadyCapturing, 107_027, 107_027),
+            (C::NotCapturing, 107_029, 107_029),
+            (C::NotCapturable, 207_000, 207_000),
+            (C::SyncWhileCapturing, 107_041, 107_028),
+            (C::GraphRunning, 107_037, 107_037),
+        ] {
+            let k = K::Capture { rule };
+            assert_eq!(code_of(&k, Waited::Stream), stream, "{rule:?}");
+            assert_eq!(code_of(&k, Waited::Event), event, "{rule:?}");
+        }
+        // And what the driver reads each capture code as (207000 is read as
+        // `NotCapturable` by `aclmdlRICaptureBegin`'s result function only,
+        // 107027 as `SyncWhileCapturing` by the stream sync and query).
+        for (code, rule) in [
+            (107_024, C::OutsideDependency),
+            (107_025, C::Unjoined),
+            (107_027, C::AlreadyCapturing),
+            (107_028, C::SyncWhileCapturing),
+            (107_029, C::NotCapturing),
+            (107_030, C::SyncWhileCapturing),
+            (107_036, C::NotCapturing),
+            (107_037, C::GraphRunning),
+            (107_041, C::SyncWhileCapturing),
+            (507_903, C::NotCapturing),
+        ] {
+            assert_eq!(kind_of(code), K::Capture { rule }, "{code}");
+        }
+        assert_eq!(kind_of(207_000), K::Unsupported);
+        assert_eq!(code_of(&K::Unsupported, Waited::Stream), 207_000);
+        assert_eq!(
+            name_of(107_038),
+            Some("ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD")
+        );
     }
 }

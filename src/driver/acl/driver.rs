@@ -14,8 +14,8 @@ use super::notify;
 use super::result::{self, HostCopy};
 use crate::driver::abi::{LaunchArgs, TICKS_PER_SEC};
 use crate::driver::{
-    CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo, EventId,
-    Notice, Op, Registration, StreamId,
+    CaptureRule, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
+    EventId, GraphId, Notice, Op, Registration, StreamId,
 };
 
 impl Driver for AclDriver {
@@ -25,7 +25,7 @@ impl Driver for AclDriver {
             // The runtime does not say: what was measured.
             stream_capacity: crate::driver::STREAM_CAPACITY,
             watchdog: self.watchdog,
-            capabilities: self.caps,
+            capabilities: self.capabilities(),
         }
     }
 
@@ -158,6 +158,17 @@ impl Driver for AclDriver {
                 ));
             }
             Ok(Completion::Complete) => false,
+            // Capturing: the runtime refuses to destroy it
+            // (`ApiErrorDecorator::StreamDestroy`,
+            // `src/runtime/api/impl/api_error.cc`), and it is not faulted.
+            Err(f) if matches!(f.kind(), DriverErrorKind::Capture { .. }) => {
+                t.put_back_stream(s);
+                return Err(f
+                    .with_kind(DriverErrorKind::Capture {
+                        rule: CaptureRule::AlreadyCapturing,
+                    })
+                    .at(op));
+            }
             Err(_) => true,
         };
         // A subscribed stream is unsubscribed before it goes (`notify`).
@@ -441,6 +452,27 @@ impl Driver for AclDriver {
         waker: &Waker,
     ) -> Result<Notice, DriverError> {
         self.notify_event_impl(event, within, waker)
+    }
+
+    /// `aclmdlRICaptureBegin` in thread-local mode, checked `ACTIVE` with
+    /// `aclmdlRICaptureGetInfo` (see the module documentation).
+    fn capture_begin(&self, stream: StreamId) -> Result<(), DriverError> {
+        self.capture_begin_impl(stream)
+    }
+
+    /// `aclmdlRICaptureEnd`; the graph is this driver's until destroyed.
+    fn capture_end(&self, stream: StreamId) -> Result<GraphId, DriverError> {
+        self.capture_end_impl(stream)
+    }
+
+    /// `aclmdlRIExecuteAsync`.
+    fn graph_launch(&self, graph: GraphId, stream: StreamId) -> Result<(), DriverError> {
+        self.graph_launch_impl(graph, stream)
+    }
+
+    /// `aclmdlRIDestroy`.
+    fn graph_destroy(&self, graph: GraphId) -> Result<(), DriverError> {
+        self.graph_destroy_impl(graph)
     }
 }
 

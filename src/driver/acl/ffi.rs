@@ -29,6 +29,9 @@ pub type AclError = c_int;
 pub type AclrtStream = *mut c_void;
 pub type AclrtEvent = *mut c_void;
 pub type AclrtContext = *mut c_void;
+/// `aclmdlRI`: a model runtime instance, here the graph a stream capture
+/// ended into (`typedef void* aclmdlRI`, `acl/acl_rt.h`).
+pub type AclmdlRI = *mut c_void;
 
 // Memcpy kinds (aclrtMemcpyKind).
 pub const ACL_MEMCPY_HOST_TO_DEVICE: u32 = 1;
@@ -55,6 +58,14 @@ pub const RT_SCHEM_MODE_BATCH: u8 = 1;
 /// `aclrtCallbackBlockType`: the callback task does not hold back the tasks
 /// queued after it.
 pub const ACL_CALLBACK_NO_BLOCK: u32 = 0;
+/// `aclmdlRICaptureMode`: the capture's rules apply to the capturing
+/// thread only (`ACL_MODEL_RI_CAPTURE_MODE_GLOBAL` = 0 before it,
+/// `_RELAXED` = 2 after it).
+pub const ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL: u32 = 1;
+// aclmdlRICaptureStatus: NONE = 0, ACTIVE = 1, INVALIDATED = 2.
+pub const ACL_MODEL_RI_CAPTURE_STATUS_NONE: u32 = 0;
+pub const ACL_MODEL_RI_CAPTURE_STATUS_ACTIVE: u32 = 1;
+pub const ACL_MODEL_RI_CAPTURE_STATUS_INVALIDATED: u32 = 2;
 /// `rtLoadBinaryOption`: CPU kernel mode (0 = op-info JSON only).
 pub const RT_LOAD_BINARY_OPT_CPU_KERNEL_MODE: u32 = 3;
 
@@ -389,3 +400,15 @@ pub type FnSetExceptionInfoCallback =
 /// `uint32_t aclrtGetDeviceIdFromExceptionInfo(const aclrtExceptionInfo*)`
 /// (0xFFFFFFFF for NULL).
 pub type FnExceptionInfoField = unsafe extern "C" fn(info: *const c_void) -> u32;
+/// `aclmdlRICaptureBegin(aclrtStream stream, aclmdlRICaptureMode mode)`.
+pub type FnCaptureBegin = unsafe extern "C" fn(stream: AclrtStream, mode: u32) -> AclError;
+/// `aclmdlRICaptureGetInfo(aclrtStream stream, aclmdlRICaptureStatus*
+/// status, aclmdlRI* modelRI)` (either out-pointer may be NULL, not both).
+pub type FnCaptureGetInfo =
+    unsafe extern "C" fn(stream: AclrtStream, status: *mut u32, model: *mut AclmdlRI) -> AclError;
+/// `aclmdlRICaptureEnd(aclrtStream stream, aclmdlRI* modelRI)`.
+pub type FnCaptureEnd = unsafe extern "C" fn(stream: AclrtStream, model: *mut AclmdlRI) -> AclError;
+/// `aclmdlRIExecuteAsync(aclmdlRI modelRI, aclrtStream stream)`.
+pub type FnExecuteAsync = unsafe extern "C" fn(model: AclmdlRI, stream: AclrtStream) -> AclError;
+/// `aclmdlRIDestroy(aclmdlRI modelRI)`.
+pub type FnModelDestroy = unsafe extern "C" fn(model: AclmdlRI) -> AclError;

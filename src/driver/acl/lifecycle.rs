@@ -59,6 +59,27 @@ impl AclDriver {
             Capabilities::FORCE_DESTROY,
             api.destroy_stream_force.is_some(),
         );
+        // Capture needs all five calls, and events a capture accepts: the
+        // runtime refuses an event made by `aclrtCreateEventWithFlag` ("old
+        // mode") in a capture, recorded or waited on (`ApiImpl::EventRecord`
+        // and `ApiImpl::StreamWaitEvent`, `src/runtime/api/impl/api_impl.cc`
+        // of hicann/runtime: `RT_ERROR_FEATURE_NOT_SUPPORT` unless
+        // `IsNewMode()`), and takes an `aclrtCreateEventExWithFlag` one
+        // whose flags hold `ACL_EVENT_SYNC` (`RT_EVENT_DDSYNC_NS`), as this
+        // driver's `ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE` do
+        // (`IsEventWithoutWaitTask()`, `src/runtime/core/inc/event/event.hpp`,
+        // is false for them; `ACL_EVENT_TIME_LINE` is not checked). So
+        // without the new call, no capture; `capabilities()` also drops it
+        // if the call turns out refused.
+        caps.set(
+            Capabilities::CAPTURE,
+            api.capture_begin.is_some()
+                && api.capture_get_info.is_some()
+                && api.capture_end.is_some()
+                && api.execute_async.is_some()
+                && api.model_destroy.is_some()
+                && api.create_event_ex.is_some(),
+        );
         let path = config
             .aicpu_binary
             .to_str()
@@ -138,10 +159,18 @@ impl AclDriver {
         self.device
     }
 
-    /// The optional features the loaded runtime offers.
+    /// The optional features the loaded runtime offers. Stream capture
+    /// ([`Capabilities::CAPTURE`]) needs the five `aclmdlRI*` calls and
+    /// events from `aclrtCreateEventExWithFlag`: it is gone once the driver
+    /// fell back to `aclrtCreateEventWithFlag` (a runtime that exports the
+    /// new call but refuses it).
     #[must_use]
     pub fn capabilities(&self) -> Capabilities {
-        self.caps
+        let mut caps = self.caps;
+        if !self.can_capture() {
+            caps.remove(Capabilities::CAPTURE);
+        }
+        caps
     }
 
     /// The ACL version the runtime reported (`None` without
@@ -176,6 +205,11 @@ impl Drop for AclDriver {
         // nothing here panics (the table lock is poison-tolerant, the
         // thread-local has no destructor).
         let bound = self.bind(Op::Open).is_ok();
+        // Its graphs first, while a replay's callbacks can still be
+        // delivered (unbound, the device's reset releases them).
+        if bound {
+            self.destroy_graphs();
+        }
         // The last driver of the device ends its callback reactor (bounded;
         // see `notify`), before any reset.
         self.shared.notify.driver_closed(bound);

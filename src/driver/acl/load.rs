@@ -20,10 +20,11 @@ use libloading::Library;
 
 use super::ffi::{
     FnAclFinalizeReference, FnAclGetRecentErrMsg, FnAclInit, FnBinaryLoadFromFile, FnBinaryUnload,
-    FnCreateEventWithFlag, FnCreateStream, FnDevBinaryUnRegister, FnEvent, FnEventElapsed,
-    FnEventSyncTimeout, FnEventTimestamp, FnExceptionInfoField, FnFree, FnFuncGetByName,
-    FnGetCurrentContext, FnGetVersion, FnKernelLaunchWithHandleV2, FnLaunchCallback,
-    FnLaunchCpuKernel, FnMalloc, FnMemcpy, FnMemcpyAsync, FnMemset, FnMemsetAsync, FnProcessReport,
+    FnCaptureBegin, FnCaptureEnd, FnCaptureGetInfo, FnCreateEventWithFlag, FnCreateStream,
+    FnDevBinaryUnRegister, FnEvent, FnEventElapsed, FnEventSyncTimeout, FnEventTimestamp,
+    FnExceptionInfoField, FnExecuteAsync, FnFree, FnFuncGetByName, FnGetCurrentContext,
+    FnGetVersion, FnKernelLaunchWithHandleV2, FnLaunchCallback, FnLaunchCpuKernel, FnMalloc,
+    FnMemcpy, FnMemcpyAsync, FnMemset, FnMemsetAsync, FnModelDestroy, FnProcessReport,
     FnQueryEventStatus, FnRecordEvent, FnRegisterAllKernel, FnSetCurrentContext, FnSetDevice,
     FnSetExceptionInfoCallback, FnSetOpTimeout, FnStream, FnStreamQuery, FnStreamSyncTimeout,
     FnStreamWaitEvent, FnSubscribeReport,
@@ -462,6 +463,12 @@ api_table! {
         launch_callback: FnLaunchCallback = AscendCl "aclrtLaunchCallback";
         set_exception_info_callback: FnSetExceptionInfoCallback = AscendCl "aclrtSetExceptionInfoCallback";
         exception_device_id: FnExceptionInfoField = AscendCl "aclrtGetDeviceIdFromExceptionInfo";
+        // Stream capture: all five, or none of it (`Capabilities::CAPTURE`).
+        capture_begin: FnCaptureBegin = AscendCl "aclmdlRICaptureBegin";
+        capture_get_info: FnCaptureGetInfo = AscendCl "aclmdlRICaptureGetInfo";
+        capture_end: FnCaptureEnd = AscendCl "aclmdlRICaptureEnd";
+        execute_async: FnExecuteAsync = AscendCl "aclmdlRIExecuteAsync";
+        model_destroy: FnModelDestroy = AscendCl "aclmdlRIDestroy";
     }
 }
 

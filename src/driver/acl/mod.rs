@@ -50,7 +50,8 @@
 //! `rtRegisterAllKernel`, `rtKernelLaunchWithHandleV2`,
 //! `rtsBinaryLoadFromFile`, `rtsFuncGetByName`, `rtsLaunchCpuKernel`.
 //!
-//! Optional, each with a fallback (the first five are [`Capabilities`]):
+//! Optional, each with a fallback (those with a capability are
+//! [`Capabilities`]):
 //!
 //! | symbol | capability | without it |
 //! |---|---|---|
@@ -66,6 +67,7 @@
 //! | `aclFinalizeReference`, `rtsBinaryUnload` | — | not called at drop |
 //! | `aclrtSubscribeReport`, `aclrtUnSubscribeReport`, `aclrtLaunchCallback`, `aclrtProcessReport` | — | no completion callbacks: `notify_event` wakes on time ([`Notice::Timer`]) |
 //! | `aclrtSetExceptionInfoCallback`, `aclrtGetDeviceIdFromExceptionInfo` | — | a fault wakes the awaiting futures at their deadline (without the accessor: every device's) |
+//! | `aclmdlRICaptureBegin`, `aclmdlRICaptureGetInfo`, `aclmdlRICaptureEnd`, `aclmdlRIExecuteAsync`, `aclmdlRIDestroy` (all five, and `aclrtCreateEventExWithFlag`) | `CAPTURE` | the capture methods are `Unsupported` |
 //!
 //! # Handles
 //!
@@ -100,6 +102,46 @@
 //! whose never-recorded events the runtime reports *not ready* (and a stream
 //! wait on one would queue a device wait nothing satisfies): the driver keeps
 //! a per-event "recorded" flag and answers for such an event itself.
+//!
+//! # Stream capture
+//!
+//! [`Driver::capture_begin`] and the three after it are the runtime's model
+//! runtime instances (`aclmdlRI`, ACL 1.16+; not on every chip): begin is
+//! `aclmdlRICaptureBegin` in thread-local mode
+//! (`ACL_MODEL_RI_CAPTURE_MODE_THREAD_LOCAL`), followed — as `torch_npu`'s
+//! graphs do — by `aclmdlRICaptureGetInfo`, which must report the stream
+//! `ACTIVE` (otherwise the capture is ended again and the begin refused as
+//! [`DriverErrorKind::InvalidResult`]); end is `aclmdlRICaptureEnd`, whose
+//! graph (never NULL: that is an invalid result) joins the handle table; a
+//! launch is one `aclmdlRIExecuteAsync`; a destroy `aclmdlRIDestroy`. Every
+//! graph left is destroyed when the driver drops. A stream or graph handle
+//! is checked against the table before any C call, as every handle is
+//! ([`DriverErrorKind::BadHandle`] with `HandleKind::Graph` for a graph
+//! this driver does not hold).
+//!
+//! The five symbols are optional (`torch_npu`, too, enables graphs only where
+//! they resolve): [`Capabilities::CAPTURE`] is reported only when all five
+//! resolved **and** the driver's events come from
+//! `aclrtCreateEventExWithFlag` — a capture refuses events of
+//! `aclrtCreateEventWithFlag`, so after the fallback above there is no
+//! capture. Without it each capture method refuses with
+//! [`DriverErrorKind::Unsupported`] before any other check, as a driver
+//! without capture does.
+//!
+//! The runtime's refusals are [`DriverErrorKind::Capture`] with their
+//! [`CaptureRule`] (the codes are in [`codes`]): beginning twice
+//! (`107027`), ending a stream that is not capturing (`107029`), not the
+//! capture's origin (`107036`) or whose capture an error invalidated
+//! (`507903`) as `NotCapturing`, a joined stream not joined back at the
+//! end (`107025`), a captured wait on an event recorded outside the
+//! capture (`107024`), a graph destroyed while it runs (`107037`), a
+//! stream the device cannot capture (`207000` from the begin). A
+//! synchronous call on a capturing stream or a captured event — a sync, a
+//! query — is `SyncWhileCapturing` (the runtime answers `107027` for a
+//! stream, `107028` for an event, `107030` / `107041` for synchronous
+//! copies); destroying a capturing stream is `AlreadyCapturing`. In
+//! thread-local mode the capture ends on the thread that began it (another
+//! gets `107038`, `ACL_ERROR_RT_STREAM_CAPTURE_WRONG_THREAD`).
 //!
 //! # Timeouts
 //!
@@ -167,6 +209,12 @@
 //! ```
 //!
 //! [`Driver`]: super::Driver
+//! [`Driver::capture_begin`]: super::Driver::capture_begin
+//! [`Capabilities::CAPTURE`]: super::Capabilities::CAPTURE
+//! [`DriverErrorKind::InvalidResult`]: super::DriverErrorKind::InvalidResult
+//! [`DriverErrorKind::Unsupported`]: super::DriverErrorKind::Unsupported
+//! [`DriverErrorKind::Capture`]: super::DriverErrorKind::Capture
+//! [`CaptureRule`]: super::CaptureRule
 //! [`Driver::create_event`]: super::Driver::create_event
 //! [`Driver::queue_notify`]: super::Driver::queue_notify
 //! [`Driver::notify_event`]: super::Driver::notify_event
@@ -180,6 +228,7 @@
 //! [`WorkArgs::MAX_SIZE`]: super::abi::WorkArgs::MAX_SIZE
 //! [`LaunchArgs::fields`]: super::abi::LaunchArgs::fields
 
+mod capture;
 pub mod codes;
 mod config;
 mod context;
@@ -262,6 +311,8 @@ pub struct AclDriver {
     /// The longest one wait of a reactor this driver starts
     /// ([`AclConfig::reactor_max_wait`]).
     reactor_wait: Duration,
+    /// What the runtime offers as opened (`capabilities()` takes
+    /// `CAPTURE` away once `ex_events` is off).
     caps: Capabilities,
     /// `aclrtCreateEventExWithFlag` is there and accepted.
     ex_events: AtomicBool,
@@ -289,7 +340,7 @@ impl fmt::Debug for AclDriver {
             .field("ascendcl", &self.api.ascendcl_path)
             .field("runtime", &self.api.runtime_path)
             .field("version", &self.version)
-            .field("capabilities", &self.caps)
+            .field("capabilities", &self.capabilities())
             .finish_non_exhaustive()
     }
 }

@@ -1,20 +1,20 @@
 //! What the handle table holds and what its checks prove, between the
 //! table (`table`) and the `result` layer's calls, which take only these:
 //!
-//! - an **entry** ([`Alloc`], [`StreamEntry`], [`EventEntry`]) is a handle
-//!   this driver created and has not destroyed, owned by the table; a free
-//!   or destroy takes it out of the table and hands it to its call *by
-//!   value*, so nothing can use the handle afterwards (on failure the call
-//!   hands it back);
-//! - a **token** ([`Span`], [`Stream`], [`Event`], [`Args`]) is the proof
-//!   that a handle is live, borrowed from its entry — so from the table — or
-//!   from a waiter mark ([`StreamWait`], [`EventWait`]) for as long as it
-//!   lives: the handle it names stays live while the call that takes it
-//!   runs.
+//! - an **entry** ([`Alloc`], [`StreamEntry`], [`EventEntry`],
+//!   [`GraphEntry`]) is a handle this driver created and has not
+//!   destroyed, owned by the table; a free or destroy takes it out of the
+//!   table and hands it to its call *by value*, so nothing can use the
+//!   handle afterwards (on failure the call hands it back);
+//! - a **token** ([`Span`], [`Stream`], [`Event`], [`Graph`], [`Args`]) is
+//!   the proof that a handle is live, borrowed from its entry — so from the
+//!   table — or from a waiter mark ([`StreamWait`], [`EventWait`]) for as
+//!   long as it lives: the handle it names stays live while the call that
+//!   takes it runs.
 //!
 //! Their fields are private to this module: an entry is made from an
 //! [`RtPtr`] (which only the `result` layer makes, from what the runtime
-//! returned), a stream or event token only from its entry, a span only
+//! returned), a stream, event or graph token only from its entry, a span only
 //! from its allocation (bounds checked here), and an argument block's token
 //! only through [`Args::new`], whose contract is the table's range check.
 
@@ -213,6 +213,33 @@ impl EventEntry {
     }
 }
 
+/// A live graph (`aclmdlRI`) a capture of this driver ended into. Owned
+/// (out of the table) only by a destroy in progress.
+#[derive(Debug)]
+pub(super) struct GraphEntry {
+    ptr: RtPtr,
+}
+
+impl GraphEntry {
+    /// The graph the runtime returned at `ptr`.
+    pub(super) fn new(ptr: RtPtr) -> Self {
+        GraphEntry { ptr }
+    }
+
+    /// Its handle, as [`GraphId`](crate::driver::GraphId) carries it.
+    pub(super) fn raw(&self) -> u64 {
+        self.ptr.raw()
+    }
+
+    /// The graph, for as long as this entry is borrowed.
+    pub(super) fn live(&self) -> Graph<'_> {
+        Graph {
+            ptr: self.ptr,
+            _live: PhantomData,
+        }
+    }
+}
+
 // ----- tokens ---------------------------------------------------------------
 
 /// A byte range inside one live allocation of this driver, made by
@@ -267,6 +294,20 @@ pub(super) struct Event<'t> {
 }
 
 impl Event<'_> {
+    /// The runtime's handle.
+    pub(super) fn ptr(self) -> RtPtr {
+        self.ptr
+    }
+}
+
+/// A live graph of this driver, as [`Stream`].
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Graph<'t> {
+    ptr: RtPtr,
+    _live: PhantomData<&'t ()>,
+}
+
+impl Graph<'_> {
     /// The runtime's handle.
     pub(super) fn ptr(self) -> RtPtr {
         self.ptr

@@ -35,10 +35,14 @@ use super::ptr::RtPtr;
 use super::tokens::{Alloc, Span, Stream};
 use crate::driver::{DriverError, DriverErrorKind, Native, Op};
 
+mod capture;
 mod kernel;
 mod notify;
 mod queue;
 
+pub(super) use self::capture::{
+    CaptureStatus, capture_begin, capture_end, capture_get_info, execute_async, model_destroy,
+};
 pub(super) use self::kernel::{
     AicpuKernel, binary_load_from_file, binary_unload, dev_binary_unregister, func_get_by_name,
     kernel_launch_with_handle_v2, launch_cpu_kernel, register_all_kernel,

@@ -14,7 +14,7 @@ use crate::driver::acl::ffi::{
 use crate::driver::acl::load::Api;
 use crate::driver::acl::ptr::RtPtr;
 use crate::driver::acl::tokens::{Event, EventEntry, Stream, StreamEntry};
-use crate::driver::{Completion, DriverErrorKind};
+use crate::driver::{CaptureRule, Completion, DriverErrorKind};
 
 /// A timed wait's failure: its expiry code is a timeout of `timeout`.
 fn timed(api: &Api, name: &'static str, rc: i32, expiry: i32, timeout: Duration) -> Failed {
@@ -23,6 +23,23 @@ fn timed(api: &Api, name: &'static str, rc: i32, expiry: i32, timeout: Duration)
     } else {
         Failed::new(api, name, rc)
     }
+}
+
+/// A stream sync or query's failure: `ACL_ERROR_RT_STREAM_CAPTURED` is a
+/// synchronous call on a capturing stream, which the runtime refuses so
+/// (`ApiErrorDecorator::StreamSynchronize` and `StreamQuery`,
+/// `src/runtime/api/impl/api_error.cc` of hicann/runtime).
+fn captured_stream(api: &Api, name: &'static str, rc: i32) -> Option<Failed> {
+    (rc == AclError::ACL_ERROR_RT_STREAM_CAPTURED).then(|| {
+        Failed::as_kind(
+            api,
+            name,
+            rc,
+            DriverErrorKind::Capture {
+                rule: CaptureRule::SyncWhileCapturing,
+            },
+        )
+    })
 }
 
 /// `aclrtCreateStream`.
@@ -61,7 +78,8 @@ pub(in crate::driver::acl) fn destroy_stream_force(
 }
 
 /// `aclrtStreamQuery`: complete, or not yet
-/// (`ACL_ERROR_RT_STREAM_NOT_COMPLETE` is an answer, not an error).
+/// (`ACL_ERROR_RT_STREAM_NOT_COMPLETE` is an answer, not an error). A
+/// capturing stream is refused (`captured_stream`).
 pub(in crate::driver::acl) fn stream_query(api: &Api, s: Stream<'_>) -> AclResult<Completion> {
     let mut status = ACL_STREAM_STATUS_NOT_READY;
     // SAFETY: `status` is a valid out-pointer; a live stream of this driver
@@ -70,13 +88,14 @@ pub(in crate::driver::acl) fn stream_query(api: &Api, s: Stream<'_>) -> AclResul
     match rc {
         0 if status == ACL_STREAM_STATUS_COMPLETE => Ok(Completion::Complete),
         0 | AclError::ACL_ERROR_RT_STREAM_NOT_COMPLETE => Ok(Completion::NotReady),
-        _ => Err(Failed::new(api, "aclrtStreamQuery", rc)),
+        _ => Err(captured_stream(api, "aclrtStreamQuery", rc)
+            .unwrap_or_else(|| Failed::new(api, "aclrtStreamQuery", rc))),
     }
 }
 
 /// `aclrtSynchronizeStreamWithTimeout`, in whole milliseconds rounded up
 /// and at least 1 (the runtime rejects 0). Expiry is a timeout of
-/// `timeout`.
+/// `timeout`; a capturing stream is refused (`captured_stream`).
 pub(in crate::driver::acl) fn synchronize_stream_with_timeout(
     api: &Api,
     s: Stream<'_>,
@@ -88,13 +107,15 @@ pub(in crate::driver::acl) fn synchronize_stream_with_timeout(
     let name = "aclrtSynchronizeStreamWithTimeout";
     match rc {
         0 => Ok(()),
-        _ => Err(timed(
-            api,
-            name,
-            rc,
-            AclError::ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
-            timeout,
-        )),
+        _ => Err(captured_stream(api, name, rc).unwrap_or_else(|| {
+            timed(
+                api,
+                name,
+                rc,
+                AclError::ACL_ERROR_RT_STREAM_SYNC_TIMEOUT,
+                timeout,
+            )
+        })),
     }
 }
 

@@ -1,5 +1,6 @@
 //! What one `AclDriver` created and has not destroyed: streams, events,
-//! allocations with their byte ranges, and registered code. Every handle a
+//! allocations with their byte ranges, registered code, and the graphs its
+//! stream captures ended into. Every handle a
 //! safe method receives is checked here **before any C call**; a forged,
 //! destroyed or foreign one is refused with an error the driver raises
 //! itself (no [`Native`](crate::driver::Native) detail: the runtime was not
@@ -26,7 +27,9 @@
 //! ([`Table::take_stream`], …) and hands it to the call by value.
 
 use super::ptr::{Program, RtPtr};
-use super::tokens::{Alloc, Args, EventEntry, MAX_HOST_ARGS, Span, StreamEntry, StreamWait};
+use super::tokens::{
+    Alloc, Args, EventEntry, GraphEntry, MAX_HOST_ARGS, Span, StreamEntry, StreamWait,
+};
 use crate::driver::abi::LaunchArgs;
 use crate::driver::{DriverError, DriverErrorKind, HandleKind, Op};
 
@@ -67,6 +70,8 @@ pub(super) struct Table {
     events: Vec<EventEntry>,
     /// Registration order.
     pub code: Vec<Resident>,
+    /// Sorted by `raw`.
+    graphs: Vec<GraphEntry>,
 }
 
 impl Table {
@@ -241,6 +246,40 @@ impl Table {
     pub fn put_back_event(&mut self, e: EventEntry) {
         let i = self.events.partition_point(|x| x.raw() < e.raw());
         self.events.insert(i, e);
+    }
+
+    // ----- graphs -----------------------------------------------------------
+
+    /// The live graph `raw`.
+    pub fn graph(&self, op: Op, raw: u64) -> Result<&GraphEntry, DriverError> {
+        match self.graphs.binary_search_by_key(&raw, GraphEntry::raw) {
+            Ok(i) => Ok(&self.graphs[i]),
+            Err(_) => Err(bad(op, HandleKind::Graph, raw)),
+        }
+    }
+
+    /// Records a new graph.
+    pub fn insert_graph(&mut self, ptr: RtPtr) {
+        self.put_back_graph(GraphEntry::new(ptr));
+    }
+
+    /// Takes graph `raw` out of the table, to destroy it.
+    pub fn take_graph(&mut self, op: Op, raw: u64) -> Result<GraphEntry, DriverError> {
+        match self.graphs.binary_search_by_key(&raw, GraphEntry::raw) {
+            Ok(i) => Ok(self.graphs.remove(i)),
+            Err(_) => Err(bad(op, HandleKind::Graph, raw)),
+        }
+    }
+
+    /// Puts a graph (back) into the table.
+    pub fn put_back_graph(&mut self, g: GraphEntry) {
+        let i = self.graphs.partition_point(|x| x.raw() < g.raw());
+        self.graphs.insert(i, g);
+    }
+
+    /// Takes every graph out of the table (the driver is dropping).
+    pub fn take_graphs(&mut self) -> Vec<GraphEntry> {
+        std::mem::take(&mut self.graphs)
     }
 
     // ----- code -------------------------------------------------------------
@@ -463,6 +502,32 @@ mod tests {
                 raw: 7
             }
         ));
+    }
+
+    #[test]
+    fn graphs_are_found_taken_and_refused_once_gone() {
+        let mut t = Table::default();
+        for raw in [0x30, 0x10, 0x20] {
+            t.insert_graph(RtPtr::from_raw(raw));
+        }
+        assert_eq!(t.graph(Op::GraphLaunch, 0x20).unwrap().raw(), 0x20);
+        let g = t.take_graph(Op::GraphDestroy, 0x20).unwrap();
+        for op in [Op::GraphLaunch, Op::GraphDestroy] {
+            let e = t.graph(op, 0x20).unwrap_err();
+            assert_eq!(
+                e.kind(),
+                &DriverErrorKind::BadHandle {
+                    kind: HandleKind::Graph,
+                    raw: 0x20
+                }
+            );
+            assert!(e.native().is_none());
+        }
+        assert!(t.take_graph(Op::GraphDestroy, 0x20).is_err());
+        t.put_back_graph(g);
+        let all: Vec<_> = t.take_graphs().iter().map(GraphEntry::raw).collect();
+        assert_eq!(all, [0x10, 0x20, 0x30]);
+        assert!(t.graph(Op::GraphLaunch, 0x10).is_err());
     }
 }
 
