@@ -430,18 +430,22 @@ pub enum Resource {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, thiserror::Error)]
 #[non_exhaustive]
 pub enum CaptureRule {
-    /// The stream is capturing already (107027).
+    /// The stream is capturing already, or is destroyed while it captures
+    /// (107027).
     #[error("the stream is capturing already")]
     AlreadyCapturing,
     /// The stream is not capturing (107029), or is not the one its capture
     /// began on (107036).
     #[error("the stream is not the origin of a capture")]
     NotCapturing,
-    /// This stream cannot be captured (207000).
+    /// This stream (or this device) cannot be captured (207000 from a
+    /// begin).
     #[error("this stream cannot be captured")]
     NotCapturable,
-    /// A synchronous call (a wait, a query, a synchronous copy) named a
-    /// capturing stream or an event recorded in a capture (107041).
+    /// A synchronous call (a wait, a query) named a capturing stream
+    /// (107027 from the runtime) or an event recorded in a capture
+    /// (107028); an asynchronous call the runtime would turn synchronous
+    /// (107041).
     #[error("a synchronous call named a capturing stream or a captured event")]
     SyncWhileCapturing,
     /// A stream that joined the capture was not joined back to its origin

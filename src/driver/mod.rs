@@ -441,9 +441,9 @@ pub trait Driver: Send + Sync {
     /// graph. Every stream that joined must have been joined back (its last
     /// task followed by a record that `stream` waited for), else
     /// [`CaptureRule::Unjoined`]; `stream` must be the capture's origin,
-    /// else [`CaptureRule::NotCapturing`]. The capture ends either way:
-    /// after `Err` no stream of it captures. The default refuses
-    /// (`Unsupported`).
+    /// else [`CaptureRule::NotCapturing`] — and the capture stays open,
+    /// to end on its origin. Any other refusal ends it: no stream of it
+    /// captures after. The default refuses (`Unsupported`).
     fn capture_end(&self, stream: StreamId) -> Result<GraphId, DriverError> {
         let _ = stream;
         Err(DriverError::new(
