@@ -8,7 +8,7 @@
 //! A blocking run's count is exact (the same calls every run) and asserted
 //! as a number: 12, 11 without completion callbacks, 12 through a pipeline
 //! and through a shared device's blocking calls (the same thread loop over
-//! the same look). An awaited run's depends on how many looks its future
+//! the same look), 8 replayed from a capture. An awaited run's depends on how many looks its future
 //! took (each poll queries its fence once), so only its floor is exact:
 //! one look that finds the run complete.
 
@@ -85,6 +85,71 @@ fn one(runner: &Runner<'_, AclDriver, 2>, out: &mut Outputs<0>, i: u32, awaited:
     assert_eq!(out.values(), [i.wrapping_add(1)]);
 }
 
+/// The calls of one typed run on slot 0 replayed from its capture (made
+/// by the warm-up run), blocking or awaited.
+fn replayed(awaited: bool) -> Vec<u64> {
+    let d = open(&sim(), true);
+    let id = d.device_id();
+    let mut dev = Device::<AclDriver, 2>::open(d, config(true)).unwrap();
+    let runner = dev.publish(&callables()).unwrap();
+    let code = runner.code("f").unwrap();
+    let mut out = Outputs::<0>::new(1);
+    let spec = RunSpec::new(code, Input::Host(&[7]));
+    let (run, capture) = runner
+        .prepare(runner.take_slot::<0>().unwrap(), spec)
+        .unwrap()
+        .capture()
+        .unwrap();
+    let mut token = Some(run.fence().unwrap().finalize(&mut out).unwrap().token);
+    per_run(id, 0, |i| {
+        let x = [i];
+        let run = runner
+            .prepare(token.take().unwrap(), RunSpec::new(code, Input::Host(&x)))
+            .unwrap()
+            .replay(&capture)
+            .unwrap();
+        let fenced = if awaited {
+            pollster::block_on(run.fence_async()).unwrap()
+        } else {
+            run.fence().unwrap()
+        };
+        token = Some(fenced.finalize(&mut out).unwrap().token);
+        assert_eq!(out.values(), [i.wrapping_add(1)]);
+    })
+}
+
+/// The runtime entry points one replayed blocking run calls, in order.
+#[test]
+fn a_replayed_run_calls_the_runtime_eight_times() {
+    let d = open(&sim(), true);
+    let id = d.device_id();
+    let mut dev = Device::<AclDriver, 2>::open(d, config(true)).unwrap();
+    let runner = dev.publish(&callables()).unwrap();
+    let code = runner.code("f").unwrap();
+    let mut out = Outputs::<0>::new(1);
+    let spec = RunSpec::new(code, Input::Host(&[7]));
+    let (run, capture) = runner
+        .prepare(runner.take_slot::<0>().unwrap(), spec)
+        .unwrap()
+        .capture()
+        .unwrap();
+    let token = run.fence().unwrap().finalize(&mut out).unwrap().token;
+    let before = control().runtime(id).calls;
+    let run = runner
+        .prepare(token, RunSpec::new(code, Input::Host(&[1])))
+        .unwrap()
+        .replay(&capture)
+        .unwrap();
+    drop(run.fence().unwrap().finalize(&mut out).unwrap());
+    assert_eq!(out.values(), [2]);
+    // Prepare: the records armed (the zeroed regions, one memset; the
+    // status, one copy) and the input staged (one copy). Replay: the run's
+    // block into the capture region (one copy), the graph (one call).
+    // Fence: one sleep on the event. Finalize: the records, then the
+    // output (one copy each).
+    assert_eq!(control().runtime(id).calls - before, 8);
+}
+
 /// The calls per run of a depth-2 pipeline kept full (one complete, one
 /// submit per run), blocking.
 fn pipelined() -> Vec<u64> {
@@ -152,6 +217,8 @@ fn runtime_calls_per_run() {
         &shared(false),
     );
     let shared_awaited = summary("shared device, awaited (submit + ticket)", &shared(true));
+    let replay_blocking = summary("typed, replayed from its capture, blocking", &replayed(false));
+    let replay_awaited = summary("typed, replayed from its capture, awaited", &replayed(true));
     // Exact, and these numbers: every blocking run makes the same calls
     // (copies, the two launches, the records, the cross-stream wait, the
     // completion callback, one sleep on the fence, the read-back); the
@@ -165,6 +232,10 @@ fn runtime_calls_per_run() {
         (12, 12),
         "a shared device's submit_blocking + wait is the typed wait"
     );
+    // A replay: the five launch calls replaced by one graph launch and
+    // the write of the run's block (no completion callback is captured).
+    assert_eq!(replay_blocking, (8, 8), "a replayed blocking run's calls");
+    assert!(replay_awaited.0 >= replay_blocking.0, "{replay_awaited:?}");
     // Awaited: a fence's sleep replaced by its queries (at least one).
     assert!(awaited.0 >= blocking.0, "{awaited:?} vs {blocking:?}");
     assert!(timer.0 >= plain.0, "{timer:?} vs {plain:?}");

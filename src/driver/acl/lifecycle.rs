@@ -47,39 +47,7 @@ impl AclDriver {
             (Err(e), Ok(_)) | (Ok(_), Err(e)) => return Err(e.into()),
         };
         let version = Self::check_version(&api)?;
-        let mut caps = Capabilities::empty();
-        caps.set(
-            Capabilities::EVENT_SYNC_TIMEOUT,
-            api.event_sync_timeout.is_some(),
-        );
-        caps.set(Capabilities::EVENT_TIMESTAMP, api.event_timestamp.is_some());
-        caps.set(Capabilities::ERROR_MESSAGE, api.recent_err_msg.is_some());
-        caps.set(Capabilities::WATCHDOG_CONTROL, api.set_op_timeout.is_some());
-        caps.set(
-            Capabilities::FORCE_DESTROY,
-            api.destroy_stream_force.is_some(),
-        );
-        // Capture needs all five calls, and events a capture accepts: the
-        // runtime refuses an event made by `aclrtCreateEventWithFlag` ("old
-        // mode") in a capture, recorded or waited on (`ApiImpl::EventRecord`
-        // and `ApiImpl::StreamWaitEvent`, `src/runtime/api/impl/api_impl.cc`
-        // of hicann/runtime: `RT_ERROR_FEATURE_NOT_SUPPORT` unless
-        // `IsNewMode()`), and takes an `aclrtCreateEventExWithFlag` one
-        // whose flags hold `ACL_EVENT_SYNC` (`RT_EVENT_DDSYNC_NS`), as this
-        // driver's `ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE` do
-        // (`IsEventWithoutWaitTask()`, `src/runtime/core/inc/event/event.hpp`,
-        // is false for them; `ACL_EVENT_TIME_LINE` is not checked). So
-        // without the new call, no capture; `capabilities()` also drops it
-        // if the call turns out refused.
-        caps.set(
-            Capabilities::CAPTURE,
-            api.capture_begin.is_some()
-                && api.capture_get_info.is_some()
-                && api.capture_end.is_some()
-                && api.execute_async.is_some()
-                && api.model_destroy.is_some()
-                && api.create_event_ex.is_some(),
-        );
+        let caps = Self::capabilities_of(&api);
         let path = config
             .aicpu_binary
             .to_str()
@@ -132,6 +100,44 @@ impl AclDriver {
             }
         }
         Ok(d)
+    }
+
+    /// What the resolved symbols offer (the optional calls found).
+    fn capabilities_of(api: &Api) -> Capabilities {
+        let mut caps = Capabilities::empty();
+        caps.set(
+            Capabilities::EVENT_SYNC_TIMEOUT,
+            api.event_sync_timeout.is_some(),
+        );
+        caps.set(Capabilities::EVENT_TIMESTAMP, api.event_timestamp.is_some());
+        caps.set(Capabilities::ERROR_MESSAGE, api.recent_err_msg.is_some());
+        caps.set(Capabilities::WATCHDOG_CONTROL, api.set_op_timeout.is_some());
+        caps.set(
+            Capabilities::FORCE_DESTROY,
+            api.destroy_stream_force.is_some(),
+        );
+        // Capture needs all five calls, and events a capture accepts: the
+        // runtime refuses an event made by `aclrtCreateEventWithFlag` ("old
+        // mode") in a capture, recorded or waited on (`ApiImpl::EventRecord`
+        // and `ApiImpl::StreamWaitEvent`, `src/runtime/api/impl/api_impl.cc`
+        // of hicann/runtime: `RT_ERROR_FEATURE_NOT_SUPPORT` unless
+        // `IsNewMode()`), and takes an `aclrtCreateEventExWithFlag` one
+        // whose flags hold `ACL_EVENT_SYNC` (`RT_EVENT_DDSYNC_NS`), as this
+        // driver's `ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE` do
+        // (`IsEventWithoutWaitTask()`, `src/runtime/core/inc/event/event.hpp`,
+        // is false for them; `ACL_EVENT_TIME_LINE` is not checked). So
+        // without the new call, no capture; `capabilities()` also drops it
+        // if the call turns out refused.
+        caps.set(
+            Capabilities::CAPTURE,
+            api.capture_begin.is_some()
+                && api.capture_get_info.is_some()
+                && api.capture_end.is_some()
+                && api.execute_async.is_some()
+                && api.model_destroy.is_some()
+                && api.create_event_ex.is_some(),
+        );
+        caps
     }
 
     /// Reads the ACL version where `aclrtGetVersion` exists and refuses one
