@@ -217,7 +217,10 @@ fn runtime_calls_per_run() {
         &shared(false),
     );
     let shared_awaited = summary("shared device, awaited (submit + ticket)", &shared(true));
-    let replay_blocking = summary("typed, replayed from its capture, blocking", &replayed(false));
+    let replay_blocking = summary(
+        "typed, replayed from its capture, blocking",
+        &replayed(false),
+    );
     let replay_awaited = summary("typed, replayed from its capture, awaited", &replayed(true));
     // Exact, and these numbers: every blocking run makes the same calls
     // (copies, the two launches, the records, the cross-stream wait, the

@@ -29,8 +29,13 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             .map_err(|k| Error::plain(Action::Publish, k))?;
         let mut st = self.lock();
         // From here on no code reference of the last publication is valid,
-        // whether or not this one succeeds.
+        // whether or not this one succeeds; nor is a graph captured with
+        // its code (a shared device's lanes', the only ones a publication
+        // can find: a typed capture borrows its runner). The queue is
+        // quiet: each is destroyed now.
         st.publications += 1;
+        st.graphs.doom_all();
+        self.destroy_doomed(&mut st);
         // The last publication's runner is gone (the caller's borrow is
         // exclusive, or it proved no token or run alive) and nothing is in
         // flight: its code may go.

@@ -184,6 +184,46 @@ where
         Device::open(driver, config).map(Self::new)
     }
 
+    /// Replays the device's runs (`true`) or launches them (`false`, the
+    /// default), as [`Pipeline::replay`](crate::Pipeline::replay) does for
+    /// a pipeline: each slot's run captured at the slot's first
+    /// submission, replayed after with one runtime call, captured again
+    /// when a submission's shape differs from its slot's capture. A
+    /// publication ([`publish`](Self::publish)) destroys every slot's
+    /// graph under its barrier (nothing in flight), and each slot's next
+    /// run captures again with the new code.
+    ///
+    /// ```
+    /// use runclaim::{Callable, DeviceConfig, Input, RunSpec, SharedDevice};
+    /// use runclaim::driver::abi::Program;
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    ///
+    /// let shared = SharedDevice::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// shared.publish(&[Callable::program("f", &Program::new().add(1))])?;
+    /// shared.replay(true);
+    /// let f = shared.code("f")?;
+    /// for i in 0..4 {
+    ///     let done = shared.submit_blocking(RunSpec::new(f, Input::Host(&[i])))?.wait()?;
+    ///     assert_eq!(done.values, [i + 1]);
+    /// }
+    /// // One after the other, every run took slot 0: captured once.
+    /// assert_eq!((shared.stats().captures, shared.stats().replays), (1, 4));
+    /// shared.publish(&[Callable::program("f", &Program::new().add(2))])?;
+    /// let f = shared.code("f")?;
+    /// assert_eq!(shared.submit_blocking(RunSpec::new(f, Input::Host(&[1])))?.wait()?.values, [3]);
+    /// assert_eq!(shared.stats().captures, 2); // the new code, captured again
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    pub fn replay(&self, on: bool) {
+        let mut hub = self.inner.hub();
+        let port = self.inner.cell.device.port();
+        for lane in &mut hub.lanes {
+            if let Some(id) = lane.set_replay(on) {
+                port.drop_capture(id);
+            }
+        }
+    }
+
     /// Shares an open device (which the handle then owns: its slots must
     /// be free — no runner of it is alive, since the device is moved).
     #[must_use]
