@@ -34,7 +34,7 @@ fn threads_replaying_on_a_shared_device_get_their_own_results() {
             std::thread::spawn(move || {
                 let code = shared.code("f").unwrap();
                 for k in 0..16u32 {
-                    let x: Vec<u32> = (0..1 + (k % 2)).map(|j| t * 1000 + k * 10 + j).collect();
+                    let x: Vec<u32> = (0..=(k % 2)).map(|j| t * 1000 + k * 10 + j).collect();
                     let done = shared
                         .submit_blocking(RunSpec::new(code, Input::Host(&x)))
                         .unwrap()
@@ -96,7 +96,7 @@ fn a_publication_racing_replays_destroys_their_graphs_and_none_runs_stale_code()
                             done_runs += 1;
                         }
                         Err(e) => {
-                            assert!(matches!(e, ErrorKind::CodeRepublished), "worker {t}: {e}")
+                            assert!(matches!(e, ErrorKind::CodeRepublished), "worker {t}: {e}");
                         }
                     }
                 }
