@@ -35,6 +35,7 @@ struct Opts {
     latency: LatencyModel,
     svg: PathBuf,
     window: usize,
+    replay: bool,
 }
 
 const USAGE: &str = "\
@@ -50,6 +51,8 @@ usage: cargo run --release --example pipeline -- [FLAGS]
   --submit-us T     host cost of a kernel launch, µs, 0 to 1e6 [10]
   --dispatch-us T   device dispatch gap, µs, 0 to 1e6          [2]
   --wake-us T       host wake-up after a wait, µs, 0 to 1e6    [20]
+  --per-call-us T   host cost of every runtime call, µs, 0 to 1e6 [0]
+  --replay 0|1      queued runs replayed from captures (Pipeline::replay) [0]
   --svg PATH        where the timeline goes     [$CARGO_TARGET_DIR or ./target]/runclaim-timeline.svg
   --window N        runs drawn per mode, at least 1            [12]
   -h, --help        this text
@@ -86,6 +89,7 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Opts>, String>
         latency: LatencyModel::default(),
         svg: default_svg(),
         window: 12,
+        replay: false,
     };
     let max_us = u64::try_from(LatencyModel::MAX.as_micros()).unwrap_or(u64::MAX);
     let max_elements = DeviceConfig::MAX_ELEMENTS as u64;
@@ -108,6 +112,8 @@ fn parse(args: impl IntoIterator<Item = String>) -> Result<Option<Opts>, String>
             "--submit-us" => o.latency.submit = us(0)?,
             "--dispatch-us" => o.latency.dispatch_gap = us(0)?,
             "--wake-us" => o.latency.host_wake = us(0)?,
+            "--per-call-us" => o.latency.per_call = us(0)?,
+            "--replay" => o.replay = number(&flag, &value, 0..=1)? == 1,
             "--svg" => o.svg = PathBuf::from(value),
             "--window" => o.window = count(1..=u64::from(u32::MAX))?,
             other => return Err(format!("unknown flag {other:?} (see --help)")),
@@ -219,6 +225,7 @@ where
     let runner = dev.publish(&[callable])?;
     let code = runner.code("f")?;
     let mut pipe = Pipeline::<_, DEPTH, usize>::new(&runner)?;
+    pipe.replay(opts.replay);
     let t0 = Instant::now();
     for i in 0..opts.runs {
         if pipe.is_full()
@@ -297,8 +304,13 @@ fn run(opts: &Opts) -> Result<(), Box<dyn Error>> {
         opts.runs, opts.elements, opts.depth
     );
     println!(
-        "latency model: kernel {:?}, host submit {:?}/kernel, device dispatch gap {:?}, host wake-up {:?}",
-        l.kernel, l.submit, l.dispatch_gap, l.host_wake
+        "latency model: kernel {:?}, host submit {:?}/kernel, {:?}/runtime call, device dispatch gap {:?}, host wake-up {:?}; queued runs {}",
+        l.kernel,
+        l.submit,
+        l.per_call,
+        l.dispatch_gap,
+        l.host_wake,
+        if opts.replay { "replayed" } else { "launched" }
     );
     let (serial_work, serial_wall) = serial(opts)?;
     eprintln!();

@@ -10,7 +10,12 @@ pipeline_suite!(common::Sim);
 /// The pipeline suite with every pipeline replaying its runs
 /// ([`Pipeline::replay`](runclaim::Pipeline::replay)).
 mod replay {
-    crate::pipeline_suite!(crate::common::SimReplay);
+    crate::pipeline_suite!(crate::common::Replaying(crate::common::Sim));
+
+    /// And under the a2a3 kernel ABI.
+    mod a2a3 {
+        crate::pipeline_suite!(crate::common::Replaying(crate::common::SimA2a3));
+    }
 }
 
 /// The same suites under the reference runtime's a2a3 kernel ABI: the

@@ -8,7 +8,10 @@ use std::collections::BTreeMap;
 
 use runclaim::contract::{ErrorKind, ReplayRefusal, TensorDiff};
 use runclaim::driver::Op;
-use runclaim::driver::abi::{Dir, Program};
+use runclaim::driver::abi::{
+    AbiError, AicpuBlock, BlockWriter, Dir, KernelAbi, Program, RecordAt, RecordError, RegionSpec,
+    RunIdentity, RunView, RunclaimAbi, Shape, Verdict, WallRecord,
+};
 use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
 use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec, Workload};
 
@@ -381,8 +384,9 @@ fn a_driver_or_adapter_that_cannot_replay_refuses_the_capture() {
     // The run came back, and launches.
     drop(e.into_value().unwrap().launch().unwrap().fence().unwrap());
 
-    let sim = SimDriver::stepped(SimConfig::default().device_model(runclaim::sim::A2a3Model));
-    let config = DeviceConfig::default().kernel_abi(runclaim::driver::abi::A2a3Abi);
+    // A user adapter of runclaim's layout with no replayable form.
+    let config = DeviceConfig::default().kernel_abi(NoReplay);
+    let sim = SimDriver::stepped(SimConfig::default());
     let mut dev = Device::<_, 2>::open(sim.clone(), config).unwrap();
     let runner = dev.publish(&callables()).unwrap();
     let spec = RunSpec::new(runner.code("inc").unwrap(), Input::Host(&[1]));
@@ -393,6 +397,79 @@ fn a_driver_or_adapter_that_cannot_replay_refuses_the_capture() {
         .unwrap_err();
     assert_eq!(refusal(&e), ReplayRefusal::AdapterCannotReplay);
     assert_eq!(sim.stats().captures, 0, "refused before the capture began");
+    drop(e.into_value().unwrap().launch().unwrap().fence().unwrap());
+}
+
+/// runclaim's own layout, without [`KernelAbi::replay_block`].
+struct NoReplay;
+
+impl KernelAbi for NoReplay {
+    fn name(&self) -> &'static str {
+        "no replay"
+    }
+    fn regions(&self, shape: &Shape, out: &mut Vec<RegionSpec>) -> Result<(), AbiError> {
+        RunclaimAbi.regions(shape, out)
+    }
+    fn max_block_bytes(&self) -> usize {
+        RunclaimAbi.max_block_bytes()
+    }
+    fn aicore_block(&self, run: &RunView<'_>, w: &mut BlockWriter<'_>) -> Result<(), AbiError> {
+        RunclaimAbi.aicore_block(run, w)
+    }
+    fn aicpu_block(
+        &self,
+        _: &RunView<'_>,
+        _: &mut BlockWriter<'_>,
+    ) -> Result<AicpuBlock, AbiError> {
+        Ok(AicpuBlock::Same)
+    }
+    fn arm(&self, region: usize, id: &RunIdentity, bytes: &mut [u8]) -> Result<(), AbiError> {
+        RunclaimAbi.arm(region, id, bytes)
+    }
+    fn status_record(&self) -> RecordAt {
+        RunclaimAbi.status_record()
+    }
+    fn timing_record(&self) -> RecordAt {
+        RunclaimAbi.timing_record()
+    }
+    fn decode_status(&self, id: &RunIdentity, bytes: &[u8]) -> Result<Verdict, RecordError> {
+        RunclaimAbi.decode_status(id, bytes)
+    }
+    fn decode_timing(&self, id: &RunIdentity, bytes: &[u8]) -> Result<WallRecord, RecordError> {
+        RunclaimAbi.decode_timing(id, bytes)
+    }
+}
+
+/// The a2a3 layout replays too (its AICore and AICPU blocks apart, both in
+/// the capture region), each replay's epoch its own.
+#[test]
+fn a2a3_runs_replay_with_their_own_epochs() {
+    let sim = SimDriver::stepped(SimConfig::default().device_model(runclaim::sim::A2a3Model));
+    let config = DeviceConfig::default().kernel_abi(runclaim::driver::abi::A2a3Abi);
+    let mut dev = Device::<_, 2>::open(sim.clone(), config).unwrap();
+    let runner = dev.publish(&callables()).unwrap();
+    let inc = runner.code("inc").unwrap();
+    let mut out = Outputs::<0>::new(8);
+    let (run, c) = runner
+        .prepare(
+            runner.take_slot::<0>().unwrap(),
+            RunSpec::new(inc, Input::Host(&[1, 2])),
+        )
+        .unwrap()
+        .capture()
+        .unwrap();
+    let mut token = run.fence().unwrap().finalize(&mut out).unwrap().token;
+    assert_eq!(out.values(), [2, 3]);
+    for i in 0..10u32 {
+        let run = runner
+            .prepare(token, RunSpec::new(inc, Input::Host(&[i, i * 2])))
+            .unwrap()
+            .replay(&c)
+            .unwrap();
+        token = run.fence().unwrap().finalize(&mut out).unwrap().token;
+        assert_eq!(out.values(), [i + 1, i * 2 + 1]);
+    }
+    assert_eq!(sim.stats().graph_launches, 11);
 }
 
 /// Another device's capture (same slot index, lifetimes that unify) is

@@ -38,6 +38,8 @@ pub struct FakeConfig {
     pub dispatch_us: u64,
     /// Host wake-up after a blocking wait.
     pub wake_us: u64,
+    /// Host cost of every runtime call.
+    pub per_call_us: u64,
 }
 
 fn us(d: Duration) -> u64 {
@@ -59,6 +61,7 @@ impl FakeConfig {
             submit_us: us(c.latency.submit),
             dispatch_us: us(c.latency.dispatch_gap),
             wake_us: us(c.latency.host_wake),
+            per_call_us: us(c.latency.per_call),
         }
     }
 
@@ -75,7 +78,8 @@ impl FakeConfig {
             .kernel(Duration::from_micros(self.kernel_us))
             .submit(Duration::from_micros(self.submit_us))
             .dispatch_gap(Duration::from_micros(self.dispatch_us))
-            .host_wake(Duration::from_micros(self.wake_us));
+            .host_wake(Duration::from_micros(self.wake_us))
+            .per_call(Duration::from_micros(self.per_call_us));
         c
     }
 }

@@ -134,28 +134,31 @@ impl Target for SimA2a3 {
 /// The simulator, used directly.
 pub struct Sim;
 
-/// The simulator, its pipelines replaying every run they can.
-pub struct SimReplay;
+/// A target whose pipelines replay every run they can.
+pub struct Replaying<T>(pub T);
 
-impl Target for SimReplay {
-    type D = SimDriver;
-    fn stepped(&self, cfg: SimConfig) -> SimDriver {
-        Sim.stepped(cfg)
+impl<T: Target> Target for Replaying<T> {
+    type D = T::D;
+    fn stepped(&self, cfg: SimConfig) -> T::D {
+        self.0.stepped(cfg)
     }
-    fn real_time(&self, cfg: SimConfig) -> SimDriver {
-        Sim.real_time(cfg)
+    fn real_time(&self, cfg: SimConfig) -> T::D {
+        self.0.real_time(cfg)
     }
-    fn inject(&self, d: &SimDriver, f: Fault) {
-        Sim.inject(d, f);
+    fn inject(&self, d: &T::D, f: Fault) {
+        self.0.inject(d, f);
     }
-    fn stats(&self, d: &SimDriver) -> SimStats {
-        Sim.stats(d)
+    fn stats(&self, d: &T::D) -> SimStats {
+        self.0.stats(d)
     }
-    fn trace(&self, d: &SimDriver) -> Vec<TraceEvent> {
-        Sim.trace(d)
+    fn trace(&self, d: &T::D) -> Vec<TraceEvent> {
+        self.0.trace(d)
     }
-    fn probe(&self, d: &SimDriver) -> Box<dyn Fn() -> SimStats> {
-        Sim.probe(d)
+    fn probe(&self, d: &T::D) -> Box<dyn Fn() -> SimStats> {
+        self.0.probe(d)
+    }
+    fn config(&self) -> DeviceConfig {
+        self.0.config()
     }
     fn replay(&self) -> bool {
         true

@@ -111,6 +111,15 @@ where
         );
     }
     assert_eq!(pipe.len(), D, "DEPTH runs launched at once");
+    // Replaying, every run went through a graph (a chained one's shape
+    // is its own: its input is another slot's output).
+    let stats = runner.device().stats();
+    if t.replay() {
+        assert_eq!(stats.replays, 40, "{stats:?}");
+        assert!(stats.captures >= D as u64, "{stats:?}");
+    } else {
+        assert_eq!(stats.replays, 0);
+    }
     while let Some(done) = pipe.complete().unwrap() {
         got.push((done.tag, done.values.to_vec()));
     }

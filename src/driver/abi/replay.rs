@@ -1,12 +1,13 @@
-//! The replayable form of runclaim's own block ([`ReplayArgs`], version 3):
+//! The replayable form of a built-in adapter's block ([`ReplayArgs`],
+//! runclaim's version 3; [`A2a3Abi`](super::A2a3Abi) uses it too):
 //! a captured kernel's block is frozen at capture, so a block that is to be
 //! replayed carries no per-run value at all — it names the device span
 //! where the host writes the run's ordinary block (version 1 or 2) before
 //! each replay, and the device reads that block from there.
 
+use super::RunArgs;
 use super::decode::DecodeError;
 use super::records::{get_u32, get_u64, put_u32, put_u64};
-use super::{RunArgs, WorkArgs};
 
 /// A version-3 block: where the run's ordinary block lies in device memory.
 ///
@@ -15,7 +16,7 @@ use super::{RunArgs, WorkArgs};
 /// | 0 | magic `"RCA1"` ([`RunArgs::MAGIC`]) |
 /// | 4 | version, 3 |
 /// | 8 | `block`: device address of the run's version-1 or -2 block |
-/// | 16 | `len`: its length in bytes (at most [`WorkArgs::MAX_SIZE`]) |
+/// | 16 | `len`: its length in bytes (8 to [`ReplayArgs::MAX_LEN`]) |
 ///
 /// ```
 /// use runclaim::driver::abi::ReplayArgs;
@@ -37,6 +38,9 @@ impl ReplayArgs {
     pub const VERSION: u32 = 3;
     /// Encoded size in bytes.
     pub const SIZE: usize = 24;
+    /// The longest block one names (1 MiB, the largest block a device
+    /// accepts from an adapter).
+    pub const MAX_LEN: u64 = 1 << 20;
 
     /// Encodes the block.
     #[must_use]
@@ -74,7 +78,7 @@ impl ReplayArgs {
             block: get_u64(b, 8),
             len: get_u64(b, 16),
         };
-        if r.len < RunArgs::SIZE as u64 || r.len > WorkArgs::MAX_SIZE as u64 {
+        if r.len < 8 || r.len > Self::MAX_LEN {
             return Err(DecodeError::new("ReplayArgs.len", 16));
         }
         Ok(r)

@@ -20,8 +20,19 @@ use super::protocol::ModelHandle;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 #[non_exhaustive]
 pub struct LatencyModel {
-    /// Host cost of one kernel-launch call (spent by the calling thread).
+    /// Host cost of one kernel-launch call (spent by the calling thread),
+    /// on top of [`per_call`](Self::per_call). A graph launch pays it
+    /// once.
     pub submit: Duration,
+    /// Host cost of **every** runtime call — copies, memsets, launches,
+    /// records, waits, queries, notifications, graph launches and the
+    /// rest — spent by the calling thread outside the simulator's lock
+    /// (a launch pays it and [`submit`](Self::submit)). Zero by default:
+    /// no public figure gives it for an Ascend runtime, and the reference
+    /// runtime's notes only bound a small run's host side at hundreds of
+    /// µs over a dozen calls. Set it to model a runtime whose calls, not
+    /// the kernels, bound small runs (`docs/performance.md`).
+    pub per_call: Duration,
     /// Device gap before a queued kernel starts after its predecessor on the
     /// same stream finished (or after it was queued, if later).
     pub dispatch_gap: Duration,
@@ -32,10 +43,12 @@ pub struct LatencyModel {
 }
 
 impl Default for LatencyModel {
-    /// 10 µs submit, 2 µs dispatch gap, 20 µs host wake-up, 250 µs kernel.
+    /// 10 µs submit, no per-call cost, 2 µs dispatch gap, 20 µs host
+    /// wake-up, 250 µs kernel.
     fn default() -> Self {
         LatencyModel {
             submit: Duration::from_micros(10),
+            per_call: Duration::ZERO,
             dispatch_gap: Duration::from_micros(2),
             host_wake: Duration::from_micros(20),
             kernel: Duration::from_micros(250),
@@ -48,6 +61,13 @@ impl LatencyModel {
     #[must_use]
     pub const fn submit(mut self, d: Duration) -> Self {
         self.submit = d;
+        self
+    }
+
+    /// Sets [`LatencyModel::per_call`].
+    #[must_use]
+    pub const fn per_call(mut self, d: Duration) -> Self {
+        self.per_call = d;
         self
     }
 
@@ -81,6 +101,7 @@ impl LatencyModel {
     pub fn clamped(self) -> Self {
         LatencyModel {
             submit: self.submit.min(Self::MAX),
+            per_call: self.per_call.min(Self::MAX),
             dispatch_gap: self.dispatch_gap.min(Self::MAX),
             host_wake: self.host_wake.min(Self::MAX),
             kernel: self.kernel.min(Self::MAX),
@@ -92,6 +113,7 @@ impl LatencyModel {
     pub const fn zero() -> Self {
         LatencyModel {
             submit: Duration::ZERO,
+            per_call: Duration::ZERO,
             dispatch_gap: Duration::ZERO,
             host_wake: Duration::ZERO,
             kernel: Duration::ZERO,

@@ -282,6 +282,7 @@ impl Driver for SimDriver {
         let op = Op::NotifyEvent;
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
+        core = self.pay_call(core);
         self.advance(&mut core);
         let r = core
             .own_event(self.owner, event.raw())
@@ -324,11 +325,29 @@ impl SimDriver {
     ) -> Result<T, DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
+        core = self.pay_call(core);
         self.advance(&mut core);
         let r = f(&mut core).map_err(|k| DriverError::new(op, k));
         self.release(core);
         self.notify_progress();
         r
+    }
+
+    /// Real time: the model's host cost of one runtime call
+    /// ([`LatencyModel::per_call`](super::LatencyModel::per_call)), spent
+    /// outside the lock.
+    #[inline]
+    fn pay_call<'a>(
+        &'a self,
+        core: std::sync::MutexGuard<'a, DeviceState>,
+    ) -> std::sync::MutexGuard<'a, DeviceState> {
+        let cost = core.cfg.latency.per_call;
+        if cost.is_zero() || !core.is_real_time() {
+            return core;
+        }
+        drop(core);
+        spin_for(cost);
+        self.lock()
     }
 
     /// A submission: a kernel launch pays the model's host submit cost
@@ -343,6 +362,7 @@ impl SimDriver {
     ) -> Result<(), DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
+        core = self.pay_call(core);
         if what == Submission::Kernel && core.is_real_time() {
             let cost = core.cfg.latency.submit;
             drop(core);
@@ -401,6 +421,7 @@ impl SimDriver {
     ) -> Result<(), DriverError> {
         let mut core = self.lock();
         core.begin_call(op).map_err(|k| DriverError::new(op, k))?;
+        core = self.pay_call(core);
         mine(&core).map_err(|k| DriverError::new(op, k))?;
         let cond = |c: &DeviceState| !matches!(done(c), Ok(None));
         core = match self.wait(core, timeout, cond) {

@@ -20,8 +20,8 @@ pub use self::record::{A2a3Result, A2a3Timing, A2a3Verdict};
 
 use self::layout::{aicore_args, envelope, image, kernel_args, result, tensor, timing};
 use super::adapter::{
-    AbiError, AicpuBlock, BlockWriter, DevSpan, KernelAbi, Prep, RecordAt, RecordError, RegionSpec,
-    RunIdentity, RunView, Shape, TensorView, Verdict,
+    AbiError, AicpuBlock, BlockKind, BlockWriter, DevSpan, KernelAbi, Prep, RecordAt, RecordError,
+    RegionSpec, RunIdentity, RunView, Shape, TensorView, Verdict,
 };
 use super::{TICKS_PER_SEC, WallRecord};
 
@@ -196,6 +196,27 @@ impl KernelAbi for A2a3Abi {
             },
         ]);
         Ok(())
+    }
+
+    /// A [`ReplayArgs`](super::ReplayArgs) naming `args`, for either
+    /// kernel (each reads its own block there). The form is runclaim's
+    /// envelope: the simulator's [`A2a3Model`](crate::sim::A2a3Model)
+    /// reads it; the reference runtime's kernels would have to be built
+    /// to.
+    fn replay_block(
+        &self,
+        kernel: BlockKind,
+        args: DevSpan,
+        w: &mut BlockWriter<'_>,
+    ) -> Result<(), AbiError> {
+        let _ = kernel;
+        let at = w.grow(super::ReplayArgs::SIZE)?;
+        let r = super::ReplayArgs {
+            block: 0,
+            len: args.len(),
+        };
+        w.put_bytes(at, &r.to_bytes())?;
+        w.put_addr(at + 8, args)
     }
 
     fn max_block_bytes(&self) -> usize {

@@ -7,6 +7,7 @@
 //! [`A2a3Timing`]). What is this file's: the protocol's steps and what the
 //! device refuses.
 
+use super::replay::replayed;
 use super::{AicoreLaunch, AicpuLaunch, DeviceMemory, DeviceModel, ModelError, RunEnd, Task};
 use crate::driver::abi::a2a3_layout::{
     aicore_args, envelope, handshake, image, kernel_args, payload, result, tensor, timing,
@@ -279,6 +280,8 @@ impl DeviceModel for A2a3Model {
         _max_block_dim: u32,
         mem: &DeviceMemory<'_>,
     ) -> Result<AicoreLaunch, ModelError> {
+        let mut buf = Vec::new();
+        let block = replayed(block, mem, &mut buf)?;
         if block.len() != aicore_args::SIZE {
             return Err(refused(
                 "an a2a3 AICore block is AicoreLaunchArgs, 40 bytes",
@@ -308,6 +311,8 @@ impl DeviceModel for A2a3Model {
         max_block_dim: u32,
         mem: &DeviceMemory<'_>,
     ) -> Result<AicpuLaunch, ModelError> {
+        let mut buf = Vec::new();
+        let block = replayed(block, mem, &mut buf)?;
         let (t, _) = envelope_counts(block)?;
         let epoch = u64_at(block, kernel_args::RUN_RESULT_EPOCH);
         if epoch == 0 {

@@ -67,6 +67,7 @@ mod a2a3;
 mod device_memory;
 mod handle;
 mod launch;
+mod replay;
 mod runclaim;
 
 #[cfg(test)]

@@ -1,6 +1,7 @@
 //! runclaim's own device protocol ([`RunclaimModel`]): the handshake and
 //! records of [`abi`], one block of either version for both kernels.
 
+use super::replay::replayed;
 use super::{AicoreLaunch, AicpuLaunch, DeviceMemory, DeviceModel, ModelError, RunEnd, Task};
 use crate::driver::abi::worker_word as ww;
 use crate::driver::abi::{self, ArgBlock, ReplayArgs, RunArgs, StatusRecord, WallRecord, WorkArgs};
@@ -99,25 +100,6 @@ fn decode<'b>(
     Ok(block)
 }
 
-/// The block a launch's bytes give: the bytes themselves, or — for a
-/// replayable (version-3) block — the run's block read from the device
-/// span it names, into `buf`.
-fn resolve<'b>(
-    block: &'b [u8],
-    m: &DeviceMemory<'_>,
-    buf: &'b mut Vec<u8>,
-) -> Result<&'b [u8], ModelError> {
-    if !ReplayArgs::is_replay(block) {
-        return Ok(block);
-    }
-    let r = ReplayArgs::from_bytes(block).map_err(|e| refused(e.field))?;
-    m.check(r.block, r.len)?;
-    // `len` is at most `WorkArgs::MAX_SIZE` (checked by the decode).
-    buf.resize(usize::try_from(r.len).unwrap_or(0), 0);
-    m.read(r.block, buf)?;
-    Ok(buf)
-}
-
 impl DeviceModel for RunclaimModel {
     fn name(&self) -> &'static str {
         "runclaim"
@@ -131,7 +113,7 @@ impl DeviceModel for RunclaimModel {
         mem: &DeviceMemory<'_>,
     ) -> Result<AicoreLaunch, ModelError> {
         let mut buf = Vec::new();
-        let block = resolve(block, mem, &mut buf)?;
+        let block = replayed(block, mem, &mut buf)?;
         let run = KernelRun::from_block(&decode(Some(block_dim), max_block_dim, block, mem)?);
         let h = *run.header();
         Ok(AicoreLaunch {
@@ -147,7 +129,7 @@ impl DeviceModel for RunclaimModel {
         mem: &DeviceMemory<'_>,
     ) -> Result<AicpuLaunch, ModelError> {
         let mut buf = Vec::new();
-        let block = resolve(block, mem, &mut buf)?;
+        let block = replayed(block, mem, &mut buf)?;
         let a = *decode(None, max_block_dim, block, mem)?.header();
         Ok(AicpuLaunch::new(
             a.run_id,
