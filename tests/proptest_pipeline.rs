@@ -106,6 +106,10 @@ enum POp {
     /// Drop the pipeline and the runner, publish set `.0`, go on.
     Publish(usize),
     Inject(FaultOp),
+    /// `Pipeline::replay(.0)`: the runs submitted from now on replayed
+    /// from their slots' captures (captured again when their shape
+    /// differs), or launched.
+    Replay(bool),
 }
 
 /// A deliberate breakage between the pipeline and the harness, for the
@@ -364,6 +368,10 @@ struct Report {
     settled_early: usize,
     /// Of those, runs whose values were checked at their `complete`.
     early_checked: usize,
+    /// `Pipeline::replay` switched.
+    replay_toggles: usize,
+    /// Graph replays the device queued (captures' first replays included).
+    replayed: usize,
 }
 
 struct Model {
@@ -666,6 +674,7 @@ where
     checks::no_leaks(&stats)?;
     checks::no_busy_destroy(&stats)?;
     checks::no_stale_code(&stats)?;
+    m.report.replayed = usize::try_from(sim.stats().graph_launches).unwrap_or(usize::MAX);
     Ok(m.report)
 }
 
@@ -894,6 +903,10 @@ fn step<const D: usize>(
             }
             sim.inject(f.fault());
         }
+        POp::Replay(on) => {
+            pipe.inner.replay(*on);
+            m.report.replay_toggles += 1;
+        }
         POp::Drop | POp::Publish(_) => return Err("handled by the session loop".into()),
     }
     Ok(())
@@ -921,6 +934,7 @@ fn op() -> impl Strategy<Value = POp> {
         1 => Just(POp::Drop),
         1 => Just(POp::Drain),
         1 => (0..SETS.len()).prop_map(POp::Publish),
+        1 => any::<bool>().prop_map(POp::Replay),
     ]
 }
 
@@ -1038,6 +1052,8 @@ fn cases_do_real_work(abi: Abi) {
             total.drains_awaited += r.drains_awaited;
             total.settled_early += r.settled_early;
             total.early_checked += r.early_checked;
+            total.replay_toggles += r.replay_toggles;
+            total.replayed += r.replayed;
         }
         println!(
             "{}, faults {faults}, 200 cases at depth 2: {total:?}",
@@ -1056,6 +1072,7 @@ fn cases_do_real_work(abi: Abi) {
         assert!(t.drains_cancelled >= 50 && t.drains_awaited >= 300, "{t:?}");
         assert!(t.settled_early >= 15 && t.early_checked >= 10, "{t:?}");
         assert_eq!(t.fault_outcomes > 200, faults, "{t:?}");
+        assert!(t.replay_toggles >= 100 && t.replayed >= 150, "{t:?}");
     }
 }
 

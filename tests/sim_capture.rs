@@ -153,13 +153,37 @@ fn a_captured_stream_waits_only_for_what_the_capture_recorded() {
     sim.capture_end(a).unwrap();
 }
 
+/// A destroy waits for a replay of the graph to finish, as
+/// `aclmdlRIDestroy` does; one that cannot finish (its record never
+/// completes, the watchdog far off) is refused, and the graph stays.
 #[test]
-fn a_running_graph_is_not_destroyed_and_a_destroyed_or_foreign_one_is_refused() {
+fn a_destroy_waits_for_its_replay_and_refuses_one_that_does_not_finish() {
     let sim = SimDriver::stepped(SimConfig::default());
+    let (g, p, [a, _]) = fork_join(&sim);
+    sim.graph_launch(g, a).unwrap();
+    sim.graph_destroy(g).unwrap();
+    assert_eq!(
+        read(&sim, p, 8),
+        [1, 1, 1, 1, 2, 2, 2, 2],
+        "it ran to its end"
+    );
+
+    let mut cfg = SimConfig::default().watchdog(Duration::from_secs(60));
+    cfg.max_wait_steps = 1000;
+    let sim = SimDriver::stepped(cfg);
     let (g, _, [a, _]) = fork_join(&sim);
+    // The replay's second record (`e2`, which the origin waits for).
+    sim.inject(Fault::EventNeverCompletes { nth: 2 });
     sim.graph_launch(g, a).unwrap();
     assert_eq!(refused(sim.graph_destroy(g)), CaptureRule::GraphRunning);
-    sim.run_until_idle(10_000).unwrap();
+    assert_eq!(sim.stats().live_graphs, 1);
+}
+
+/// A destroyed graph, or another clone's, is refused as a bad handle.
+#[test]
+fn a_destroyed_or_foreign_graph_is_refused() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let (g, _, [a, _]) = fork_join(&sim);
     let other = sim.clone();
     let s = other.create_stream().unwrap();
     assert!(matches!(

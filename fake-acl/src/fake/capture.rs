@@ -37,8 +37,9 @@
 //!   simulator never invalidates a capture. Its model out-pointer gets
 //!   NULL (the graph has no handle before the end).
 //! - **Destroy.** The runtime waits up to 10 s for a running replay before
-//!   it refuses; the fake refuses at once (a stepped device would not move
-//!   while it waited).
+//!   it refuses; the fake waits as the simulator's `graph_destroy` does
+//!   (bounded by the device watchdog, driving a stepped device while it
+//!   waits), then refuses.
 
 use std::ffi::{c_int, c_void};
 

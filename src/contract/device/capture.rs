@@ -22,13 +22,13 @@
 use super::Device;
 use super::SlotHost;
 use super::abi::adapter_call;
-use super::state::{Captured, Doomed, Shape, State};
+use super::state::{Captured, Doomed, Shape, SlotCapture, State};
 use crate::contract::error::{ErrorKind, ReplayRefusal, TensorDiff};
 use crate::contract::port::{How, LaunchFail, RunInfo};
 use crate::driver::abi::{
     BlockBuf, BlockKind, Builtin, DevSpan, Home, KernelAbi, LaunchArgs, RunclaimAbi, TensorView,
 };
-use crate::driver::{Capabilities, DevPtr, Driver, DriverError, EventId, GraphId};
+use crate::driver::{Capabilities, DevPtr, Driver, DriverError, DriverErrorKind, EventId, GraphId};
 
 use LaunchFail::NotSubmitted;
 
@@ -110,12 +110,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             _ => (0, None),
         };
         self.check_aicpu_block_of(st, slot, info, cpu)?;
-        let region = self.capture_region(st, slot).map_err(NotSubmitted)?;
-        self.write_block(st, region, core, cpu, host.shared)
+        let at = self.capture_region(st, slot).map_err(NotSubmitted)?;
+        self.write_block(st, at.region, core, cpu, host.shared)
             .map_err(NotSubmitted)?;
         let (id, graph) = match graph {
             Some(g) => (id, g),
-            None => self.capture(st, slot, info, host, region)?,
+            None => self.capture(st, slot, info, host, at)?,
         };
         let aicpu = st.streams.aicpu();
         if let Err(e) = self.driver.graph_launch(graph, aicpu) {
@@ -167,18 +167,27 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         Ok(Some(c.graph))
     }
 
-    /// The slot's capture region, allocated at its first capture: room for
-    /// the AICore block and, apart, the AICPU block.
-    fn capture_region(&self, st: &mut State<DEPTH>, slot: usize) -> Result<DevPtr, ErrorKind> {
+    /// The slot's capture region and fork event, made at its first
+    /// capture: room for the AICore block and, apart, the AICPU block.
+    fn capture_region(&self, st: &mut State<DEPTH>, slot: usize) -> Result<SlotCapture, ErrorKind> {
         if let Some(r) = st.graphs.region(slot) {
             return Ok(r);
         }
-        let r = self
+        let region = self
             .driver
             .alloc(2 * self.abi.max_block)
             .map_err(|e| self.unlaunched_error(st, e))?;
-        st.graphs.set_region(slot, r);
-        Ok(r)
+        let fork = match self.driver.create_event() {
+            Ok(e) => e,
+            Err(e) => {
+                // Freed at once: nothing uses it yet.
+                let _ = self.driver.free(region);
+                return Err(self.unlaunched_error(st, e));
+            }
+        };
+        let at = SlotCapture { region, fork };
+        st.graphs.set_region(slot, at);
+        Ok(at)
     }
 
     /// The run's ordinary blocks, into the slot's capture region (the
@@ -213,7 +222,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         slot: usize,
         info: &RunInfo,
         host: &SlotHost,
-        region: DevPtr,
+        at: SlotCapture,
     ) -> Result<(u64, GraphId), LaunchFail> {
         if !self
             .driver
@@ -223,18 +232,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         {
             return Err(NotSubmitted(refused(ReplayRefusal::DriverCannotCapture)));
         }
-        let (core, cpu) = self.replay_blocks(host, region).map_err(NotSubmitted)?;
-        let fork = self
-            .driver
-            .create_event()
+        let (core, cpu) = self.replay_blocks(host, at.region).map_err(NotSubmitted)?;
+        let graph = self
+            .record_capture(st, slot, info, at.fork, &core, &cpu)
             .map_err(|e| NotSubmitted(self.unlaunched_error(st, e)))?;
-        let graph = match self.record_capture(st, slot, info, fork, &core, &cpu) {
-            Ok(g) => g,
-            Err(e) => {
-                let _ = self.driver.destroy_event(fork);
-                return Err(NotSubmitted(self.unlaunched_error(st, e)));
-            }
-        };
         let shape = Shape {
             code: info.code,
             tensors: host.tensors.clone(),
@@ -244,7 +245,6 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         let id = st.graphs.insert(Captured {
             slot,
             graph,
-            fork,
             shape,
             epoch: self.driver.code_epoch(),
             streams: st.graphs.streams,
@@ -320,7 +320,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             .and_then(|()| d.record_event(r.ev_aicore, aicore))
             .and_then(|()| d.stream_wait_event(aicpu, r.ev_aicore))
             .and_then(|()| d.record_event(r.ev_fence, aicpu));
-        let ended = d.capture_end(aicpu);
+        // A capture must end, or the streams stay capturing: a refused
+        // end is asked once more (an end that did not reach the runtime).
+        let ended = d.capture_end(aicpu).or_else(|e| match e.kind() {
+            DriverErrorKind::Capture { .. } => Err(e),
+            _ => d.capture_end(aicpu).map_err(|_| e),
+        });
         // A task refused inside the capture is the error to report (the
         // end then refuses an unfinished capture too).
         match (recorded, ended) {
@@ -379,26 +384,32 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     }
 
     fn destroy_graph(&self, d: Doomed) -> Result<(), DriverError> {
-        self.driver.graph_destroy(d.graph)?;
-        self.driver.destroy_event(d.fork)
+        self.driver.graph_destroy(d.graph)
     }
 
     /// The teardown's part: every graph destroyed, every capture region
     /// freed (the queue is quiet).
     pub(super) fn release_graphs(&self, st: &mut State<DEPTH>) -> Vec<Result<(), DriverError>> {
         st.graphs.doom_all();
+        if st.graphs.has_doomed() {
+            // Every run is proven complete, but a replay's tail (its
+            // graph's end, after the fence) may still be on the AICPU
+            // stream: a bounded wait for it, so that no graph is destroyed
+            // running and no stream destroyed busy.
+            let _ = self
+                .driver
+                .sync_stream(st.streams.aicpu(), self.config.fence_timeout);
+        }
         let mut out: Vec<_> = st
             .graphs
             .take_doomed()
             .into_iter()
             .map(|d| self.destroy_graph(d))
             .collect();
-        out.extend(
-            st.graphs
-                .take_regions()
-                .into_iter()
-                .map(|p| self.driver.free(p)),
-        );
+        for at in st.graphs.take_regions() {
+            out.push(self.driver.destroy_event(at.fork));
+            out.push(self.driver.free(at.region));
+        }
         out
     }
 }

@@ -61,6 +61,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             st.stats.drains += 1;
         }
         self.retire_parked(&mut st);
+        // The queue is quiet: a launch has no replay to order behind (and
+        // must not wait for a fence that never completed).
+        st.graphs.queued(None);
         self.destroy_doomed(&mut st);
         (report.retired, report.cleared) = st.queue.quiet();
         report.released = st.slots.reset_all();

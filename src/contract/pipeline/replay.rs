@@ -2,13 +2,9 @@
 //! their slots' runs and replay them (`contract/replay.rs`).
 
 use super::Pipeline;
-use crate::contract::slot::{Depth, SupportedDepth};
 use crate::driver::Driver;
 
-impl<D: Driver, const DEPTH: usize, T> Pipeline<'_, D, DEPTH, T>
-where
-    Depth<DEPTH>: SupportedDepth,
-{
+impl<D: Driver, const DEPTH: usize, T> Pipeline<'_, D, DEPTH, T> {
     /// Replays the pipeline's runs (`true`) or launches them (`false`, the
     /// default), with no other change to the loop: each slot's run is
     /// captured at the slot's first submission ([`Run::capture`](crate::Run::capture))

@@ -247,10 +247,25 @@ impl Driver for SimDriver {
         })
     }
 
+    /// As `aclmdlRIDestroy`: waits (bounded by the device watchdog) for a
+    /// replay of the graph to finish, then destroys it; still running
+    /// after the bound, it is refused ([`CaptureRule::GraphRunning`](crate::driver::CaptureRule::GraphRunning)).
     fn graph_destroy(&self, graph: GraphId) -> Result<(), DriverError> {
-        self.call(Op::GraphDestroy, |c| {
-            c.graph_destroy(self.owner, graph.raw())
-        })
+        let op = Op::GraphDestroy;
+        let bound = self.lock().cfg.watchdog;
+        let mine = |c: &DeviceState| c.own_graph(self.owner, graph.raw());
+        let idle = |c: &DeviceState| Ok(c.graph_idle(graph.raw()).then(|| c.now()));
+        match self.blocking(op, bound, mine, idle) {
+            Ok(()) => {}
+            Err(e) if matches!(e.kind(), DriverErrorKind::Timeout { .. }) => {}
+            Err(e) => return Err(e),
+        }
+        let mut core = self.lock();
+        let r = core
+            .graph_destroy(self.owner, graph.raw())
+            .map_err(|k| DriverError::new(op, k));
+        self.release(core);
+        r
     }
 
     /// A driver call like [`query_event`](Driver::query_event) — counted,

@@ -1,9 +1,10 @@
 //! The device's captured runs (`Graphs`): each slot's capture region (where
-//! the host writes a replayed run's block before each replay), the live
-//! captures by id — each with the graph it ended into, its fork event and
-//! the shape it was captured with — the graphs whose destruction waits for
-//! their replay to finish, and whether the last run queued was a replay
-//! (a launch after one orders its AICore stream behind it).
+//! the host writes a replayed run's block before each replay) and fork
+//! event (what the AICore stream joins a capture by), the live captures by
+//! id — each with the graph it ended into and the shape it was captured
+//! with — the graphs whose destruction waits for their replay to finish,
+//! and whether the last run queued was a replay (a launch after one orders
+//! its AICore stream behind it).
 
 use std::collections::BTreeMap;
 
@@ -25,9 +26,6 @@ pub(in crate::contract::device) struct Shape {
 pub(in crate::contract::device) struct Captured {
     pub slot: usize,
     pub graph: GraphId,
-    /// Recorded on the AICPU stream at the capture's start: the AICore
-    /// stream joins the capture by waiting for it.
-    pub fork: EventId,
     pub shape: Shape,
     /// The code epoch at capture: an upload on the NPU since makes it stale.
     pub epoch: u64,
@@ -35,17 +33,26 @@ pub(in crate::contract::device) struct Captured {
     pub streams: u64,
 }
 
-/// A graph and fork event to destroy once no replay of it runs.
+/// A graph to destroy once no replay of it runs.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::contract::device) struct Doomed {
     pub graph: GraphId,
+}
+
+/// A slot's capture region and fork event (recorded on the AICPU stream at
+/// a capture's start; the AICore stream joins the capture by waiting for
+/// it), made at the slot's first capture.
+#[derive(Debug, Clone, Copy)]
+pub(in crate::contract::device) struct SlotCapture {
+    pub region: DevPtr,
     pub fork: EventId,
 }
 
 #[derive(Debug, Default)]
 pub(in crate::contract::device) struct Graphs {
-    /// Each slot's capture region (allocated at its first capture).
-    regions: Vec<Option<DevPtr>>,
+    /// Each slot's capture region and fork event (made at its first
+    /// capture).
+    regions: Vec<Option<SlotCapture>>,
     live: BTreeMap<u64, Captured>,
     doomed: Vec<Doomed>,
     next_id: u64,
@@ -64,11 +71,11 @@ impl Graphs {
         }
     }
 
-    pub fn region(&self, slot: usize) -> Option<DevPtr> {
+    pub fn region(&self, slot: usize) -> Option<SlotCapture> {
         self.regions.get(slot).copied().flatten()
     }
 
-    pub fn set_region(&mut self, slot: usize, at: DevPtr) {
+    pub fn set_region(&mut self, slot: usize, at: SlotCapture) {
         if let Some(r) = self.regions.get_mut(slot) {
             *r = Some(at);
         }
@@ -88,10 +95,7 @@ impl Graphs {
 
     /// The capture `id` is let go of: its graph is doomed.
     pub fn remove(&mut self, id: u64) -> Option<Doomed> {
-        self.live.remove(&id).map(|c| Doomed {
-            graph: c.graph,
-            fork: c.fork,
-        })
+        self.live.remove(&id).map(|c| Doomed { graph: c.graph })
     }
 
     /// Every live capture is let go of (a recovery, a publication of a
@@ -99,10 +103,8 @@ impl Graphs {
     /// answer "stale" from now on.
     pub fn doom_all(&mut self) {
         let live = std::mem::take(&mut self.live);
-        self.doomed.extend(live.into_values().map(|c| Doomed {
-            graph: c.graph,
-            fork: c.fork,
-        }));
+        self.doomed
+            .extend(live.into_values().map(|c| Doomed { graph: c.graph }));
         self.after_replay = None;
     }
 
@@ -120,8 +122,8 @@ impl Graphs {
         !self.doomed.is_empty()
     }
 
-    /// Every region, taken (the teardown frees them).
-    pub fn take_regions(&mut self) -> Vec<DevPtr> {
+    /// Every region and fork event, taken (the teardown releases them).
+    pub fn take_regions(&mut self) -> Vec<SlotCapture> {
         self.regions.iter_mut().filter_map(Option::take).collect()
     }
 

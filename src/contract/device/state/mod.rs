@@ -18,7 +18,7 @@ mod queue;
 mod slots;
 mod stream_pair;
 
-pub(super) use self::graphs::{Captured, Doomed, Graphs, Shape};
+pub(super) use self::graphs::{Captured, Doomed, Graphs, Shape, SlotCapture};
 pub(super) use self::pins::Pins;
 pub(super) use self::queue::Queue;
 pub(super) use self::slots::{Release, SlotState, Slots};

@@ -449,8 +449,29 @@ impl DeviceState {
         }
         let mut out = Vec::with_capacity(ends.len());
         for (&p, &end) in streams.iter().zip(&ends) {
-            self.record_now(GRAPH, end, p)?;
-            out.push((end, self.event(end)?.recorded));
+            // The graph's own records: no injected fate (the fault plan
+            // counts the records a caller asked for, the graph's included).
+            let e = self
+                .events
+                .get_mut(&end)
+                .ok_or(DriverErrorKind::BadHandle {
+                    kind: HandleKind::Event,
+                    raw: end,
+                })?;
+            e.recorded += 1;
+            e.stream = p;
+            let generation = e.recorded;
+            let fate = RecordFate::default();
+            self.enqueue(
+                GRAPH,
+                p,
+                TaskKind::Record {
+                    event: end,
+                    generation,
+                    fate,
+                },
+            )?;
+            out.push((end, generation));
         }
         Ok(out)
     }
@@ -516,26 +537,37 @@ impl DeviceState {
         ))
     }
 
+    /// `Ok` when `graph` is `owner`'s.
+    pub fn own_graph(&self, owner: Owner, graph: u64) -> Result<(), DriverErrorKind> {
+        match self.captures.graphs.get(&graph) {
+            Some(g) if g.owner == owner => Ok(()),
+            _ => Err(bad_graph(graph)),
+        }
+    }
+
+    /// Whether no replay of `graph` is queued or running (a faulted
+    /// stream runs nothing).
+    pub fn graph_idle(&self, graph: u64) -> bool {
+        let Some(g) = self.captures.graphs.get(&graph) else {
+            return true;
+        };
+        let busy = |s: &Stream| s.fault.is_none() && !s.queue.is_empty();
+        !g.streams
+            .iter()
+            .any(|p| self.streams.get(p).is_some_and(busy))
+            && !self.streams.values().any(|s| {
+                s.fault.is_none()
+                    && s.queue
+                        .iter()
+                        .any(|t| matches!(t.kind, TaskKind::Graph { graph: g2, .. } if g2 == graph))
+            })
+    }
+
     /// Destroys `graph`, its private streams and events; refused while a
     /// replay of it is on a private stream (unless that stream faulted).
     pub fn graph_destroy(&mut self, owner: Owner, graph: u64) -> Result<(), DriverErrorKind> {
-        let g = self
-            .captures
-            .graphs
-            .get(&graph)
-            .filter(|g| g.owner == owner)
-            .ok_or(bad_graph(graph))?;
-        let running = g.streams.iter().any(|p| {
-            self.streams
-                .get(p)
-                .is_some_and(|s| s.fault.is_none() && !s.queue.is_empty())
-        }) || self.streams.values().any(|s| {
-            s.fault.is_none()
-                && s.queue
-                    .iter()
-                    .any(|t| matches!(t.kind, TaskKind::Graph { graph: g2, .. } if g2 == graph))
-        });
-        if running {
+        self.own_graph(owner, graph)?;
+        if !self.graph_idle(graph) {
             return Err(rule(CaptureRule::GraphRunning));
         }
         let Some(g) = self.captures.graphs.remove(&graph) else {
