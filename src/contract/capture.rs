@@ -121,7 +121,8 @@ use super::port::Port;
 /// capture, or a kernel ABI adapter with no replayable form. Host inputs
 /// and scalars may change with every replay.
 ///
-/// Dropping a capture destroys its graph once no replay of it runs.
+/// Dropping a capture destroys its graph once its slot has no run in
+/// flight (so no replay of it runs), at the latest at the next drain.
 pub struct Capture<'r, const I: usize> {
     port: &'r dyn Port,
     id: u64,

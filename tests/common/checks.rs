@@ -16,14 +16,11 @@ pub fn outputs(run: u64, expected: &[u32], got: &[u32]) -> Result<(), String> {
 }
 
 /// Device order equals launch order, on both streams, as two facts of the
-/// trace: (1) kernels of each kind *started* in launch order, across every
-/// stream (and none that was not launched) — a replayed run's kernels run
-/// on its graph's own streams, queued when the replay starts, so the order
-/// that proves stream order is the order of starts; (2) on every stream,
-/// the kernels that started are a prefix of those enqueued there (FIFO:
-/// none overtook another, none started while one before it never did).
-/// `launched` is every run whose kernel of that kind was submitted, in
-/// launch order.
+/// trace: (1) kernels of each kind were enqueued in launch order (and none
+/// that was not launched); (2) on every stream, the kernels that started are
+/// a prefix of those enqueued there (FIFO: none overtook another, none
+/// started while one before it never did). `launched` is every run whose
+/// kernel of that kind was submitted, in launch order.
 pub fn device_order(
     trace: &[TraceEvent],
     launched_aicore: &[u64],
@@ -38,11 +35,7 @@ pub fn device_order(
             .filter(|t| t.what == TraceKind::Enqueued(tag))
             .map(|t| (t.stream.raw(), t.run))
             .collect();
-        let order: Vec<u64> = trace
-            .iter()
-            .filter(|t| t.what == TraceKind::Started(tag))
-            .map(|t| t.run)
-            .collect();
+        let order: Vec<u64> = enqueued.iter().map(|&(_, r)| r).collect();
         let expect: Vec<u64> = launched
             .iter()
             .copied()
@@ -50,7 +43,7 @@ pub fn device_order(
             .collect();
         if order != expect {
             return Err(format!(
-                "{tag:?} kernels started in order {order:?}, launched in order {launched:?}"
+                "{tag:?} kernels enqueued in order {order:?}, launched in order {launched:?}"
             ));
         }
         let mut streams: Vec<u64> = enqueued.iter().map(|&(s, _)| s).collect();

@@ -370,14 +370,17 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         self.destroy_doomed(&mut st);
     }
 
-    /// Destroys every doomed graph no replay runs any more; the rest stay
-    /// doomed.
+    /// Destroys every doomed graph whose slot has no run in flight (so no
+    /// replay of it runs: the destroy, which waits for one, does not wait
+    /// under the lock); the rest stay doomed, as do those the driver
+    /// refused.
     pub(super) fn destroy_doomed(&self, st: &mut State<DEPTH>) {
         if !st.graphs.has_doomed() {
             return;
         }
         for d in st.graphs.take_doomed() {
-            if self.destroy_graph(d).is_err() {
+            let busy = st.queue.runs().iter().any(|e| e.slot == d.slot);
+            if busy || self.destroy_graph(d).is_err() {
                 st.graphs.doom(d);
             }
         }

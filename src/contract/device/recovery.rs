@@ -64,8 +64,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         // The queue is quiet: a launch has no replay to order behind (and
         // must not wait for a fence that never completed).
         st.graphs.queued(None);
-        self.destroy_doomed(&mut st);
         (report.retired, report.cleared) = st.queue.quiet();
+        self.destroy_doomed(&mut st);
         report.released = st.slots.reset_all();
         drop(st);
         self.reclaim_buffers();

@@ -37,7 +37,9 @@ pub enum TaskTag {
     /// An asynchronous memset.
     Memset,
     /// A graph's replay (`Driver::graph_launch`): it starts the graph's
-    /// tasks on the graph's own streams, and ends when they have.
+    /// tasks on the graph's own streams, and ends when they have. The
+    /// graph's kernels are traced as enqueued when the graph is launched,
+    /// each on the graph's stream it starts on.
     Graph,
 }
 

@@ -33,10 +33,12 @@ pub(in crate::contract::device) struct Captured {
     pub streams: u64,
 }
 
-/// A graph to destroy once no replay of it runs.
+/// A graph to destroy once no replay of it runs: none can while its slot
+/// has no run in flight.
 #[derive(Debug, Clone, Copy)]
 pub(in crate::contract::device) struct Doomed {
     pub graph: GraphId,
+    pub slot: usize,
 }
 
 /// A slot's capture region and fork event (recorded on the AICPU stream at
@@ -95,7 +97,10 @@ impl Graphs {
 
     /// The capture `id` is let go of: its graph is doomed.
     pub fn remove(&mut self, id: u64) -> Option<Doomed> {
-        self.live.remove(&id).map(|c| Doomed { graph: c.graph })
+        self.live.remove(&id).map(|c| Doomed {
+            graph: c.graph,
+            slot: c.slot,
+        })
     }
 
     /// Every live capture is let go of (a recovery, a publication of a
@@ -103,8 +108,10 @@ impl Graphs {
     /// answer "stale" from now on.
     pub fn doom_all(&mut self) {
         let live = std::mem::take(&mut self.live);
-        self.doomed
-            .extend(live.into_values().map(|c| Doomed { graph: c.graph }));
+        self.doomed.extend(live.into_values().map(|c| Doomed {
+            graph: c.graph,
+            slot: c.slot,
+        }));
         self.after_replay = None;
     }
 

@@ -22,14 +22,14 @@
 
 use std::collections::BTreeMap;
 
-use super::{DeviceState, StepResult, Stream, Task, TaskKind};
+use super::{DeviceState, StepResult, Stream, Task, TaskKind, TaskTag, TraceKind};
 use crate::driver::sim::faults::RecordFate;
 use crate::driver::sim::memory::Owner;
 use crate::driver::{CaptureRule, DriverErrorKind, HandleKind, StreamId};
 
 /// The owner of a graph's private streams and events: no `SimDriver` value
 /// (their owners are never 0), so no driver call can name them.
-const GRAPH: Owner = Owner(0);
+pub(super) const GRAPH: Owner = Owner(0);
 
 /// A task a capturing stream recorded.
 pub(crate) enum Recipe {
@@ -325,7 +325,7 @@ impl DeviceState {
         }
         // Every kernel decodes now (it decodes again when the replay
         // starts, reading what its block names then).
-        let (_, plan) = self.replay_plan(graph)?;
+        let (kernels, plan) = self.replay_plan(graph)?;
         // The graph's records are made now, in order, as a record call's.
         let mut records = Vec::new();
         for (_, ev) in &plan.tasks {
@@ -347,6 +347,22 @@ impl DeviceState {
                 records,
             },
         )?;
+        // The trace has the host's view: the graph's kernels are enqueued
+        // now, each on the graph's stream it will start on.
+        let now = self.now();
+        let on = plan
+            .tasks
+            .iter()
+            .zip(&plan.plain)
+            .filter(|((_, ev), plain)| ev.is_none() && plain.is_none())
+            .map(|((at, _), _)| plan.streams[*at]);
+        let traced: Vec<(u64, u64, TaskTag)> = on
+            .zip(&kernels)
+            .map(|(p, k)| (p, k.run(), k.tag()))
+            .collect();
+        for (p, run, tag) in traced {
+            self.push_trace_at(now, p, run, TraceKind::Enqueued(tag));
+        }
         self.stats.graph_launches += 1;
         Ok(())
     }

@@ -46,7 +46,11 @@ impl DeviceState {
         });
         let depth = s.queue.len();
         self.stats.max_queue_depth = self.stats.max_queue_depth.max(depth);
-        self.push_trace_at(now, stream, run, TraceKind::Enqueued(tag));
+        // A graph's tasks were traced as enqueued by its launch (on the
+        // launch stream, where the host queued them).
+        if owner != super::capture::GRAPH {
+            self.push_trace_at(now, stream, run, TraceKind::Enqueued(tag));
+        }
         Ok(())
     }
 

@@ -70,7 +70,7 @@ pub(crate) enum TaskKind {
 }
 
 impl TaskKind {
-    fn tag(&self) -> TaskTag {
+    pub(super) fn tag(&self) -> TaskTag {
         match self {
             TaskKind::Aicore(_) => TaskTag::Aicore,
             TaskKind::Aicpu(_) => TaskTag::Aicpu,
@@ -82,7 +82,7 @@ impl TaskKind {
         }
     }
 
-    fn run(&self) -> u64 {
+    pub(super) fn run(&self) -> u64 {
         match self {
             TaskKind::Aicore(k) => k.launch.identity,
             TaskKind::Aicpu(k) => k.launch.identity,
