@@ -67,6 +67,7 @@ fn program() -> Program {
 
 /// What one mode measured.
 struct Measured {
+    gap_us: f64,
     calls_per_run: f64,
     host_us_per_run: f64,
     busy: f64,
@@ -153,7 +154,9 @@ fn run(o: &Opts, replay: bool) -> Result<Measured, Box<dyn Error>> {
         .sum();
     let ticks = |d: Duration| runclaim::driver::abi::duration_to_ticks(d) as f64;
     let limit = ticks(latency.kernel + latency.dispatch_gap) * walls.len() as f64;
+    let report = runclaim::measure::Report::from_walls(&walls)?;
     Ok(Measured {
+        gap_us: report.gap.mean_ns as f64 / 1000.0,
         calls_per_run: calls as f64 / o.runs as f64,
         host_us_per_run: host.as_secs_f64() * 1e6 / o.runs as f64,
         busy: computing as f64 / span.max(1) as f64,
@@ -168,17 +171,18 @@ fn main() -> Result<(), Box<dyn Error>> {
         o.runs, o.kernel, o.per_call
     );
     println!(
-        "{:<9} {:>11} {:>13} {:>12} {:>17}",
-        "mode", "calls/run", "host µs/run", "device busy", "of device-bound"
+        "{:<9} {:>11} {:>13} {:>12} {:>17} {:>12}",
+        "mode", "calls/run", "host µs/run", "device busy", "of device-bound", "gap µs mean"
     );
     for (name, replay) in [("launched", false), ("replayed", true)] {
         let m = run(&o, replay)?;
         println!(
-            "{name:<9} {:>11.2} {:>13.1} {:>11.1}% {:>16.1}%",
+            "{name:<9} {:>11.2} {:>13.1} {:>11.1}% {:>16.1}% {:>12.1}",
             m.calls_per_run,
             m.host_us_per_run,
             m.busy * 100.0,
-            m.of_limit * 100.0
+            m.of_limit * 100.0,
+            m.gap_us
         );
     }
     println!("every output checked against the host model");

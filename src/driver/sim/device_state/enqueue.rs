@@ -22,8 +22,14 @@ impl DeviceState {
         stream: u64,
         kind: TaskKind,
     ) -> Result<(), DriverErrorKind> {
+        // The host's queuing is stamped in host time; a graph's tasks are
+        // queued by the device, as its replay starts: in device time.
+        let now = if owner == super::capture::GRAPH {
+            self.dev()
+        } else {
+            self.now()
+        };
         self.check_own_stream(owner, stream)?;
-        let now = self.now();
         let tag = kind.tag();
         let s = self
             .streams
