@@ -8,6 +8,7 @@
 //! | [`kernels`] | your own kernels and their ABI: the adapter, the two that ship, the simulator's device models, running on an NPU |
 //! | [`async_and_sharing`] | awaiting runs; one device many tasks share (`SharedDevice`); closing without blocking an executor; runtime calls per run |
 //! | [`acl`] | the `acl` driver: search order, symbols, codes, threads and contexts, handles, tests without an NPU |
+//! | [`replay`] | captured runs: a slot's run captured once, later runs replayed with one runtime call; what is enforced, what is checked |
 //! | [`performance`] | how to measure what queuing buys, and what was measured |
 //! | [`testing`] | what the test suite proves, where, and how to soak it |
 
@@ -22,6 +23,9 @@ pub mod async_and_sharing {}
 
 #[doc = include_str!("../docs/acl.md")]
 pub mod acl {}
+
+#[doc = include_str!("../docs/replay.md")]
+pub mod replay {}
 
 #[doc = include_str!("../docs/performance.md")]
 pub mod performance {}
