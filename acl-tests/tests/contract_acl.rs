@@ -16,3 +16,13 @@ mod a2a3 {
 
     crate::pipeline_suite!(crate::common::acl::AclA2a3);
 }
+
+/// The pipeline suite replaying every run through the acl driver's
+/// `aclmdlRI*` calls on the fake runtime, under both kernel ABIs.
+mod replay {
+    crate::pipeline_suite!(crate::common::Replaying(crate::common::acl::Acl));
+
+    mod a2a3 {
+        crate::pipeline_suite!(crate::common::Replaying(crate::common::acl::AclA2a3));
+    }
+}
