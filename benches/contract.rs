@@ -19,8 +19,10 @@
 //! For an instruction count, the bench binary runs one workload case alone
 //! a fixed number of times, printing nothing, when `RUNCLAIM_BENCH_WORKLOAD`
 //! names it (`spec`, `0`, `4` or `16`; `RUNCLAIM_BENCH_ITERS` runs, default
-//! 10,000) — run it under callgrind twice with different counts and divide
-//! the difference:
+//! 10,000; `replayspec` or `replay4`: the same `RunSpec` or 4-argument run
+//! replayed from its slot's capture on `InstantDriver::with_capture`) — run
+//! it under callgrind twice with different counts and divide the
+//! difference:
 //!
 //! ```sh
 //! cargo bench --bench contract --no-run   # prints the binary's path
@@ -663,9 +665,84 @@ impl ByHand {
     }
 }
 
+/// `RUNCLAIM_BENCH_WORKLOAD=replayspec` or `replay4`: the `RunSpec` or the
+/// 4-argument cycle, every run replayed from slot 0's capture (made once,
+/// before the count), on an instant device that captures.
+fn replay_only(case: Case, iters: u64) {
+    let dev = Device::<_, 2>::open(
+        InstantDriver::with_capture(),
+        DeviceConfig::default().max_elements(ELEMS),
+    )
+    .unwrap();
+    let bufs: Vec<DeviceBuffer<u32>> = (0..2)
+        .map(|_| dev.alloc_buffer::<u32>(ELEMS).unwrap())
+        .collect();
+    let mut dev = dev;
+    let runner = dev
+        .publish(&[Callable::program("f", &Program::new().add(1))])
+        .unwrap();
+    let code = runner.code("f").unwrap();
+    let input = [7u32; ELEMS];
+    let mut output = [0u32; ELEMS];
+    let mut out = Outputs::<0>::new(ELEMS);
+    let mut token = Some(runner.take_slot::<0>().unwrap());
+    let mut capture = None;
+    for k in 0..101 + iters {
+        let held = token.take().unwrap();
+        let done = if case == Case::Spec {
+            let prepared = runner
+                .prepare(held, RunSpec::new(code, Input::Host(&input)))
+                .unwrap();
+            let run = if let Some(c) = &capture {
+                prepared.replay(c).unwrap()
+            } else {
+                let (run, c) = prepared.capture().unwrap();
+                capture = Some(c);
+                run
+            };
+            run.fence().unwrap().finalize(&mut out).unwrap().token
+        } else {
+            let mut work = Workload::new(code);
+            work.input(&input)
+                .output(&mut output)
+                .buffer(&bufs[0], Dir::In)
+                .buffer(&bufs[1], Dir::InOut);
+            let prepared = runner.prepare(held, &mut work).unwrap();
+            let run = if let Some(c) = &capture {
+                prepared.replay(c).unwrap()
+            } else {
+                let (run, c) = prepared.capture().unwrap();
+                capture = Some(c);
+                run
+            };
+            run.fence().unwrap().finalize().unwrap().token
+        };
+        token = Some(black_box(done));
+        black_box(k);
+    }
+    if case == Case::Spec {
+        assert_eq!(out.values(), &[8; ELEMS][..]);
+    } else {
+        assert_eq!(output, [8; ELEMS]);
+    }
+    drop((token, capture));
+}
+
 /// `RUNCLAIM_BENCH_WORKLOAD=<case>`: that case alone, `RUNCLAIM_BENCH_ITERS`
 /// times after 100 warm-up runs, for an instruction counter.
 fn workload_only(case: &str) {
+    if let Some(replayed) = case.strip_prefix("replay") {
+        let case = Case::parse(replayed)
+            .filter(|c| matches!(c, Case::Spec | Case::Args4))
+            .unwrap_or_else(|| {
+                panic!("RUNCLAIM_BENCH_WORKLOAD: replayspec or replay4, not {case:?}")
+            });
+        let iters: u64 = std::env::var("RUNCLAIM_BENCH_ITERS")
+            .map_or(Ok(10_000), |s| s.parse())
+            .expect("RUNCLAIM_BENCH_ITERS: a whole number");
+        replay_only(case, iters);
+        return;
+    }
     if let Some(hand) = case.strip_prefix("hand") {
         let case = Case::parse(hand).unwrap_or_else(|| {
             panic!("RUNCLAIM_BENCH_WORKLOAD: handspec, hand0, hand4 or hand16, not {case:?}")

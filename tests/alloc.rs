@@ -703,3 +703,43 @@ fn no_allocation_per_real_time_simulator_call_in_steady_state() {
     assert_eq!(allocations_in(|| calls(1_000, &mut output)), 0);
     assert_eq!(output, input, "the calls did real work");
 }
+
+/// Replayed runs allocate nothing per run either: 1,000 `RunSpec` runs
+/// replayed from slot 0's capture (made before the count) on an instant
+/// device that captures, the replay's shape check and block write included.
+#[test]
+fn no_allocation_per_replayed_run_in_steady_state() {
+    let mut dev = Device::<_, 2>::open(
+        InstantDriver::with_capture(),
+        DeviceConfig::default().max_elements(4),
+    )
+    .unwrap();
+    let runner = dev
+        .publish(&[Callable::program("f", &Program::new().add(1))])
+        .unwrap();
+    let code = runner.code("f").unwrap();
+    let x = [1u32, 2, 3, 4];
+    let mut out = Outputs::<0>::new(4);
+    let spec = RunSpec::new(code, Input::Host(&x));
+    let (run, capture) = runner
+        .prepare(runner.take_slot::<0>().unwrap(), spec)
+        .unwrap()
+        .capture()
+        .unwrap();
+    let mut token = Some(run.fence().unwrap().finalize(&mut out).unwrap().token);
+    let mut replay = || {
+        let run = runner.prepare(token.take().unwrap(), spec).unwrap();
+        let run = run.replay(&capture).unwrap();
+        token = Some(run.fence().unwrap().finalize(&mut out).unwrap().token);
+    };
+    for _ in 0..10 {
+        replay();
+    }
+    let n = allocations_in(|| {
+        for _ in 0..1000 {
+            replay();
+        }
+    });
+    assert_eq!(n, 0, "{n} allocations in 1,000 replayed runs");
+    assert_eq!(out.values(), [2, 3, 4, 5]);
+}

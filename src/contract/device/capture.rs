@@ -154,7 +154,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         if device != self.id {
             return Err(refused(ReplayRefusal::Foreign));
         }
-        let c = st.graphs.get(id).ok_or(refused(ReplayRefusal::Stale))?;
+        let c = st
+            .graphs
+            .get(id)
+            .ok_or_else(|| refused(ReplayRefusal::Stale))?;
         if c.slot != slot {
             return Err(refused(ReplayRefusal::Foreign));
         }

@@ -52,189 +52,25 @@
 //! # Ok::<(), runclaim::Error>(())
 //! ```
 
+mod capture;
+mod device;
+
+use self::device::{Block, Captured, Inner};
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Mutex, MutexGuard};
 use std::time::Duration;
 
-use super::abi::{self, ArgBlock, LaunchArgs, Program, StatusRecord, WallRecord};
+use super::abi::{ArgBlock, LaunchArgs, Program};
 use super::{
     Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
-    EventId, HandleKind, Notice, Op, Registration, StreamId,
+    EventId, GraphId, HandleKind, Notice, Op, Registration, StreamId,
 };
 
 const BASE: u64 = 0x1_0000_0000;
 const GUARD: usize = 4096;
 /// Pending AICore launches one stream can hold before its AICPU partner.
 const PENDING: usize = 64;
-
-#[derive(Debug, Clone, Copy)]
-struct Block {
-    addr: u64,
-    len: u64,
-    live: bool,
-}
-
-#[derive(Debug, Default)]
-struct Inner {
-    /// Backing store; `Block::addr - BASE` indexes it.
-    memory: Vec<u8>,
-    blocks: Vec<Block>,
-    streams: Vec<(u64, bool)>,
-    events: Vec<(u64, bool)>,
-    code: Vec<(Vec<u8>, Program)>,
-    /// AICore launches waiting for their AICPU kernel: (run id, code index).
-    pending: Vec<(u64, usize)>,
-    next_handle: u64,
-    clock: u64,
-}
-
-impl Inner {
-    fn range(&self, op: Op, addr: u64, len: usize) -> Result<std::ops::Range<usize>, DriverError> {
-        let bad = || {
-            DriverError::new(
-                op,
-                DriverErrorKind::BadAddress {
-                    addr,
-                    len: len as u64,
-                },
-            )
-        };
-        let b = self
-            .blocks
-            .iter()
-            .find(|b| {
-                let end = b.addr + b.len.max(1);
-                b.live && addr >= b.addr && (addr < end || (len == 0 && addr == b.addr + b.len))
-            })
-            .ok_or_else(bad)?;
-        let end = addr.checked_add(len as u64).ok_or_else(bad)?;
-        if end > b.addr + b.len {
-            return Err(bad());
-        }
-        let start = usize::try_from(addr - BASE).map_err(|_| bad())?;
-        Ok(start..start + len)
-    }
-
-    fn handle(&mut self) -> u64 {
-        self.next_handle += 1;
-        self.next_handle
-    }
-
-    fn check(
-        list: &[(u64, bool)],
-        op: Op,
-        kind: HandleKind,
-        id: u64,
-    ) -> Result<usize, DriverError> {
-        list.iter()
-            .position(|&(h, live)| live && h == id)
-            .ok_or(DriverError::new(
-                op,
-                DriverErrorKind::BadHandle { kind, raw: id },
-            ))
-    }
-
-    /// Checks every device range `args` names (as its writer recorded
-    /// them) and that the block still holds each. Allocation-free.
-    fn check_fields(&self, op: Op, args: LaunchArgs<'_>) -> Result<(), DriverError> {
-        if args.consistent().is_err() {
-            return Err(DriverError::new(
-                op,
-                DriverErrorKind::InvalidArgument {
-                    what: "an address the block's writer recorded is no longer in the block",
-                },
-            ));
-        }
-        for f in args.fields() {
-            let bytes = usize::try_from(f.len).map_err(|_| {
-                DriverError::new(
-                    op,
-                    DriverErrorKind::BadAddress {
-                        addr: f.addr.raw(),
-                        len: f.len,
-                    },
-                )
-            })?;
-            self.range(op, f.addr.raw(), bytes)?;
-        }
-        Ok(())
-    }
-
-    /// Executes a whole run: outputs, handshake words, device wall, status.
-    /// The program computes what [`Program`] documents for either block
-    /// version; the status carries its fail code even when it computed
-    /// nothing.
-    #[allow(
-        clippy::many_single_char_names,
-        reason = "x → y per element, over short-lived ranges"
-    )]
-    fn execute(&mut self, block: &ArgBlock<'_>, code: usize) -> Result<(), DriverError> {
-        let op = Op::LaunchAicpu;
-        let operands = match block {
-            ArgBlock::Run(a) => Some((a.input, a.output, a.len)),
-            ArgBlock::Work(w) => abi::work_operands(w.tensors()),
-        };
-        let a = *block.header();
-        // No readable or no writable tensor: nothing to compute.
-        let (input, output, len) = operands.unwrap_or((a.handshake, a.handshake, 0));
-        let len = usize::try_from(len).unwrap_or(usize::MAX);
-        let input = self.range(op, input, len.saturating_mul(4))?;
-        let output = self.range(op, output, len.saturating_mul(4))?;
-        let program = &self.code[code].1;
-        let status = program.fail_code();
-        for i in 0..len {
-            let at = input.start + 4 * i;
-            let m = &self.memory;
-            let x = u32::from_le_bytes([m[at], m[at + 1], m[at + 2], m[at + 3]]);
-            let y = program.apply_lossy(x);
-            let o = output.start + 4 * i;
-            self.memory[o..o + 4].copy_from_slice(&y.to_le_bytes());
-        }
-        let start = self.clock;
-        self.clock += 1;
-        // The whole handshake region is checked once; each word then lands
-        // inside it (`handshake_bytes` is past every worker's last word).
-        let hs_len = abi::handshake_bytes_checked(a.block_dim).unwrap_or(usize::MAX);
-        let hs = self.range(op, a.handshake, hs_len)?;
-        let handshake = &mut self.memory[hs];
-        let mut put = |at: usize, v: u64| {
-            if let Some(word) = handshake.get_mut(at..at + 8) {
-                word.copy_from_slice(&v.to_le_bytes());
-            }
-        };
-        put(0, start);
-        for w in 0..a.block_dim {
-            let base = abi::worker_offset(w);
-            for off in [
-                abi::worker_word::AICORE_DONE,
-                abi::worker_word::TASK,
-                abi::worker_word::TASK_DONE,
-                abi::worker_word::RELEASE,
-            ] {
-                put(base + off, a.run_id);
-            }
-        }
-        let wall = WallRecord {
-            run_id: a.run_id,
-            slot: a.slot,
-            block_dim: a.block_dim,
-            aicore_start: start,
-            aicpu_start: start,
-            dispatched: start,
-            end: self.clock,
-        };
-        let r = self.range(op, a.wall, WallRecord::SIZE)?;
-        self.memory[r].copy_from_slice(&wall.to_bytes());
-        let st = StatusRecord {
-            run_id: a.run_id,
-            state: StatusRecord::DONE,
-            code: status,
-        };
-        let r = self.range(op, a.status, StatusRecord::SIZE)?;
-        self.memory[r].copy_from_slice(&st.to_bytes());
-        Ok(())
-    }
-}
 
 /// See the [module documentation](self).
 ///
@@ -253,6 +89,8 @@ pub struct InstantDriver {
     inner: Mutex<Inner>,
     /// Uploads so far (the code epoch), readable without the lock.
     uploads: AtomicU64,
+    /// Whether it captures ([`with_capture`](InstantDriver::with_capture)).
+    capture: bool,
 }
 
 impl InstantDriver {
@@ -261,10 +99,43 @@ impl InstantDriver {
     pub fn new() -> Self {
         InstantDriver {
             uploads: AtomicU64::new(0),
+            capture: false,
             inner: Mutex::new(Inner {
                 pending: Vec::with_capacity(PENDING),
                 ..Inner::default()
             }),
+        }
+    }
+
+    /// A fresh device that captures (`Capabilities::CAPTURE`): a capture
+    /// records the AICore kernel's code and the AICPU kernel's replayable
+    /// block, launched on any stream while it is open, and a replay runs
+    /// the run its block names at once. None of the runtime's capture rules
+    /// is checked (test those on the simulator): it exists to time the
+    /// contract's cost per replayed run.
+    ///
+    /// ```
+    /// use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+    /// use runclaim::driver::abi::Program;
+    /// use runclaim::driver::instant::InstantDriver;
+    ///
+    /// let mut device = Device::<_, 2>::open(InstantDriver::with_capture(), DeviceConfig::default())?;
+    /// let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// let code = runner.code("inc")?;
+    /// let mut out = Outputs::<0>::new(4);
+    /// let spec = RunSpec::new(code, Input::Host(&[1]));
+    /// let (run, capture) = runner.prepare(runner.take_slot::<0>()?, spec)?.capture()?;
+    /// let token = run.fence()?.finalize(&mut out)?.token;
+    /// let run = runner.prepare(token, RunSpec::new(code, Input::Host(&[41])))?.replay(&capture)?;
+    /// drop(run.fence()?.finalize(&mut out)?);
+    /// assert_eq!(out.values(), [42]);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    #[must_use]
+    pub fn with_capture() -> Self {
+        InstantDriver {
+            capture: true,
+            ..Self::new()
         }
     }
 
@@ -299,7 +170,11 @@ impl Driver for InstantDriver {
             stream_capacity: super::STREAM_CAPACITY,
             // Nothing ever runs long; any positive fence timeout is above it.
             watchdog: Some(Duration::from_millis(1)),
-            capabilities: Capabilities::EVENT_SYNC_TIMEOUT,
+            capabilities: if self.capture {
+                Capabilities::EVENT_SYNC_TIMEOUT | Capabilities::CAPTURE
+            } else {
+                Capabilities::EVENT_SYNC_TIMEOUT
+            },
         }
     }
 
@@ -593,19 +468,17 @@ impl Driver for InstantDriver {
     ) -> Result<(), DriverError> {
         let mut g = self.lock();
         Inner::check(&g.streams, Op::LaunchAicore, HandleKind::Stream, s.raw())?;
+        if g.capturing.is_some() {
+            // A replayable block, read at the replay.
+            g.check_fields(Op::LaunchAicore, args)?;
+            let index = g.code_index(code)?;
+            if let Some((_, c)) = &mut g.capturing {
+                c.code = Some(index);
+            }
+            return Ok(());
+        }
         let a = *Self::args(&g, Op::LaunchAicore, args)?.header();
-        let index = usize::try_from(code.raw())
-            .ok()
-            .filter(|_| code.raw() == code.upload())
-            .and_then(|c| c.checked_sub(1))
-            .filter(|&c| c < g.code.len())
-            .ok_or(DriverError::new(
-                Op::LaunchAicore,
-                DriverErrorKind::BadHandle {
-                    kind: HandleKind::Code,
-                    raw: code.raw(),
-                },
-            ))?;
+        let index = g.code_index(code)?;
         if block_dim == 0 || block_dim > 24 || block_dim != a.block_dim {
             return Err(DriverError::new(
                 Op::LaunchAicore,
@@ -631,6 +504,10 @@ impl Driver for InstantDriver {
     fn launch_aicpu(&self, s: StreamId, args: LaunchArgs<'_>) -> Result<(), DriverError> {
         let mut g = self.lock();
         Inner::check(&g.streams, Op::LaunchAicpu, HandleKind::Stream, s.raw())?;
+        if let Some((_, c)) = &mut g.capturing {
+            c.aicpu = Some(args.bytes().to_vec());
+            return Ok(());
+        }
         let block = Self::args(&g, Op::LaunchAicpu, args)?;
         let a = *block.header();
         // Without its AICore kernel the run cannot complete; nothing happens
@@ -640,5 +517,23 @@ impl Driver for InstantDriver {
         };
         let (_, code) = g.pending.swap_remove(at);
         g.execute(&block, code)
+    }
+
+    /// Captures where the driver was made [`with_capture`](InstantDriver::with_capture);
+    /// refused (`Unsupported`) otherwise.
+    fn capture_begin(&self, s: StreamId) -> Result<(), DriverError> {
+        self.begin_capture(s)
+    }
+
+    fn capture_end(&self, s: StreamId) -> Result<GraphId, DriverError> {
+        self.end_capture(s)
+    }
+
+    fn graph_launch(&self, graph: GraphId, s: StreamId) -> Result<(), DriverError> {
+        self.launch_graph(graph, s)
+    }
+
+    fn graph_destroy(&self, graph: GraphId) -> Result<(), DriverError> {
+        self.destroy_graph(graph)
     }
 }
