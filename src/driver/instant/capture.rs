@@ -35,6 +35,9 @@ impl InstantDriver {
     }
 
     pub(super) fn end_capture(&self, s: StreamId) -> Result<GraphId, DriverError> {
+        if !self.capture {
+            return Err(DriverError::new(Op::CaptureEnd, DriverErrorKind::Unsupported));
+        }
         let mut g = self.lock();
         let not = DriverError::new(
             Op::CaptureEnd,
@@ -58,6 +61,9 @@ impl InstantDriver {
     /// the device span its replayable block names, then executed as a
     /// launch would be.
     pub(super) fn launch_graph(&self, graph: GraphId, s: StreamId) -> Result<(), DriverError> {
+        if !self.capture {
+            return Err(DriverError::new(Op::GraphLaunch, DriverErrorKind::Unsupported));
+        }
         let op = Op::GraphLaunch;
         let mut g = self.lock();
         Inner::check(&g.streams, op, HandleKind::Stream, s.raw())?;
@@ -107,6 +113,9 @@ impl InstantDriver {
     }
 
     pub(super) fn destroy_graph(&self, graph: GraphId) -> Result<(), DriverError> {
+        if !self.capture {
+            return Err(DriverError::new(Op::GraphDestroy, DriverErrorKind::Unsupported));
+        }
         let mut g = self.lock();
         match g.graphs.iter_mut().find(|(h, _)| *h == graph.raw()) {
             Some((_, c @ Some(_))) => {
