@@ -236,9 +236,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             return Err(NotSubmitted(refused(ReplayRefusal::DriverCannotCapture)));
         }
         let (core, cpu) = self.replay_blocks(host, at.region).map_err(NotSubmitted)?;
-        let graph = self
-            .record_capture(st, slot, info, at.fork, &core, &cpu)
-            .map_err(|e| NotSubmitted(self.unlaunched_error(st, e)))?;
+        let graph = match self.record_capture(st, slot, info, at.fork, &core, &cpu) {
+            Ok(g) => g,
+            Err((e, open)) => {
+                if open {
+                    st.graphs.open = Some(st.streams.aicpu());
+                }
+                return Err(NotSubmitted(self.unlaunched_error(st, e)));
+            }
+        };
         let shape = Shape {
             code: info.code,
             tensors: host.tensors.clone(),
@@ -311,10 +317,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         fork: EventId,
         core: &BlockBuf,
         cpu: &BlockBuf,
-    ) -> Result<GraphId, DriverError> {
+    ) -> Result<GraphId, (DriverError, bool)> {
         let (aicore, aicpu) = (st.streams.aicore(), st.streams.aicpu());
         let (d, r) = (&self.driver, &self.regions[slot]);
-        d.capture_begin(aicpu)?;
+        d.capture_begin(aicpu).map_err(|e| (e, false))?;
         let recorded = d
             .record_event(fork, aicpu)
             .and_then(|()| d.stream_wait_event(aicore, fork))
@@ -324,10 +330,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             .and_then(|()| d.stream_wait_event(aicpu, r.ev_aicore))
             .and_then(|()| d.record_event(r.ev_fence, aicpu));
         // A capture must end, or the streams stay capturing: a refused
-        // end is asked once more (an end that did not reach the runtime).
+        // end is asked once more (an end that did not reach the runtime);
+        // refused again, the capture is left open, to be ended before the
+        // next launch or drain (`end_open_capture`).
         let ended = d.capture_end(aicpu).or_else(|e| match e.kind() {
-            DriverErrorKind::Capture { .. } => Err(e),
-            _ => d.capture_end(aicpu).map_err(|_| e),
+            DriverErrorKind::Capture { .. } => Err((e, false)),
+            _ => d.capture_end(aicpu).map_err(|_| (e, true)),
         });
         // A task refused inside the capture is the error to report (the
         // end then refuses an unfinished capture too).
@@ -335,10 +343,33 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             (Ok(()), Ok(g)) => Ok(g),
             (Err(e), Ok(g)) => {
                 let _ = d.graph_destroy(g);
-                Err(e)
+                Err((e, false))
             }
-            (Err(e), Err(_)) | (Ok(()), Err(e)) => Err(e),
+            (Err(e), Err((_, open))) => Err((e, open)),
+            (Ok(()), Err(failed)) => Err(failed),
         }
+    }
+
+    /// Ends a capture a refused end left open (its graph, if one comes,
+    /// destroyed): `Err` while the driver still refuses, naming why.
+    pub(super) fn end_open_capture(&self, st: &mut State<DEPTH>) -> Result<(), ErrorKind> {
+        let Some(origin) = st.graphs.open else {
+            return Ok(());
+        };
+        match self.driver.capture_end(origin) {
+            Ok(g) => {
+                let _ = self.driver.graph_destroy(g);
+            }
+            // Ended meanwhile (or the stream is gone): nothing is open.
+            Err(e)
+                if matches!(
+                    e.kind(),
+                    DriverErrorKind::Capture { .. } | DriverErrorKind::BadHandle { .. }
+                ) => {}
+            Err(e) => return Err(self.unlaunched_error(st, e)),
+        }
+        st.graphs.open = None;
+        Ok(())
     }
 
     /// A graph launch the driver refused: nothing was queued (a fault an

@@ -29,7 +29,7 @@ use crate::contract::error::{ErrorKind, RunId};
 use crate::contract::inflight::Proof;
 use crate::contract::sleep::{self, Sleeps, block_on};
 use crate::contract::wait::{Backoff, DrainWait, FenceWait, On, Said, Sleep, Wait, Waits, Woke};
-use crate::driver::{Completion, Driver, EventId, Notice, wake_after};
+use crate::driver::{Completion, Driver, EventId, Notice, StreamId, wake_after};
 
 /// What the device learned of its driver's notifications (the first
 /// answer decides; a device asks one driver).
@@ -360,6 +360,28 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
     }
 
+    /// What a drain's look needs of the state, under one lock: whether it
+    /// must sync at all, the runs in flight, the streams (AICPU first) and
+    /// the newest fence not yet seen complete. A capture left open keeps
+    /// its streams from answering: it is ended first, or the drain reports
+    /// why it cannot be.
+    fn drain_view(&self) -> Result<(bool, usize, [StreamId; 2], Option<EventId>), ErrorKind> {
+        let mut st = self.lock();
+        self.end_open_capture(&mut st)?;
+        let runs = st.queue.runs();
+        let fence: Option<EventId> = runs
+            .iter()
+            .filter(|e| e.proof == Proof::Pending && !e.observed)
+            .last()
+            .map(|e| self.regions[e.slot].ev_fence);
+        Ok((
+            !runs.is_empty() || st.queue.poison().is_some(),
+            runs.len(),
+            [st.streams.aicpu(), st.streams.aicore()],
+            fence,
+        ))
+    }
+
     /// One look at the queue for a drain: both streams quiet (or stopped
     /// on a fault) — then the drain's work is done ([`Device::drained`]) —
     /// or [`ErrorKind::Undrained`] once the limit is spent; otherwise a
@@ -368,20 +390,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// on time where no fence covers the work: a partial launch).
     pub(super) fn look_drain(&self, w: &mut DrainWait, woke: &Woke) -> Look<DrainReport> {
         let d = &self.driver;
-        let (needs_sync, in_flight, streams, fence) = {
-            let st = self.lock();
-            let runs = st.queue.runs();
-            let fence: Option<EventId> = runs
-                .iter()
-                .filter(|e| e.proof == Proof::Pending && !e.observed)
-                .last()
-                .map(|e| self.regions[e.slot].ev_fence);
-            (
-                !runs.is_empty() || st.queue.poison().is_some(),
-                runs.len(),
-                [st.streams.aicpu(), st.streams.aicore()],
-                fence,
-            )
+        let (needs_sync, in_flight, streams, fence) = match self.drain_view() {
+            Ok(view) => view,
+            Err(k) => return Look::Done(Err(k)),
         };
         if !needs_sync {
             return Look::Done(self.drained(false, [false; 2]));

@@ -352,6 +352,9 @@ impl<D: Driver, const DEPTH: usize> Port for Device<D, DEPTH> {
         if st.graphs.has_doomed() {
             self.destroy_doomed(&mut st);
         }
+        if let Err(k) = self.end_open_capture(&mut st) {
+            return Err(LaunchFail::NotSubmitted(k));
+        }
         st.launching(Some((info.run, slot)));
         let r = self.launch_locked(&mut st, slot, lease, info, &args, how);
         st.launching(None);

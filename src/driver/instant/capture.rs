@@ -36,7 +36,10 @@ impl InstantDriver {
 
     pub(super) fn end_capture(&self, s: StreamId) -> Result<GraphId, DriverError> {
         if !self.capture {
-            return Err(DriverError::new(Op::CaptureEnd, DriverErrorKind::Unsupported));
+            return Err(DriverError::new(
+                Op::CaptureEnd,
+                DriverErrorKind::Unsupported,
+            ));
         }
         let mut g = self.lock();
         let not = DriverError::new(
@@ -62,7 +65,10 @@ impl InstantDriver {
     /// launch would be.
     pub(super) fn launch_graph(&self, graph: GraphId, s: StreamId) -> Result<(), DriverError> {
         if !self.capture {
-            return Err(DriverError::new(Op::GraphLaunch, DriverErrorKind::Unsupported));
+            return Err(DriverError::new(
+                Op::GraphLaunch,
+                DriverErrorKind::Unsupported,
+            ));
         }
         let op = Op::GraphLaunch;
         let mut g = self.lock();
@@ -114,7 +120,10 @@ impl InstantDriver {
 
     pub(super) fn destroy_graph(&self, graph: GraphId) -> Result<(), DriverError> {
         if !self.capture {
-            return Err(DriverError::new(Op::GraphDestroy, DriverErrorKind::Unsupported));
+            return Err(DriverError::new(
+                Op::GraphDestroy,
+                DriverErrorKind::Unsupported,
+            ));
         }
         let mut g = self.lock();
         match g.graphs.iter_mut().find(|(h, _)| *h == graph.raw()) {

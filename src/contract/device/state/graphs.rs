@@ -62,6 +62,9 @@ pub(in crate::contract::device) struct Graphs {
     after_replay: Option<EventId>,
     /// Bumped whenever the stream pair is replaced by a recovery.
     pub streams: u64,
+    /// A capture whose end the driver refused: its origin stream (and the
+    /// AICore stream, joined) still capture until an end succeeds.
+    pub open: Option<crate::driver::StreamId>,
 }
 
 impl Graphs {
