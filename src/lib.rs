@@ -70,7 +70,7 @@
 //! | slot index below `DEPTH` | E0277 | [`Runner::take_slot`] |
 //! | a run reaches only its own slot's buffers and token | E0308 | [`Run`] |
 //! | a token that moved into a run is gone | E0382 | [`Run`] |
-//! | no publication while a capture exists | E0502 | [`Capture`] |
+//! | no publication while a capture exists | E0499 | [`Capture`] |
 //! | a slot's capture replays only that slot's runs | E0308 | [`Capture`] |
 //! | a replay launches once | E0382 | [`Capture`] |
 //!

@@ -21,7 +21,7 @@ use super::port::Port;
 /// - **A capture borrows the runner**, so the code it captured stays the
 ///   code it runs: publishing while one exists does not compile.
 ///
-/// ```compile_fail,E0502
+/// ```compile_fail,E0499
 /// # use runclaim::{Callable, Device, DeviceConfig, Input, RunSpec};
 /// # use runclaim::driver::abi::Program;
 /// # use runclaim::sim::{SimConfig, SimDriver};
