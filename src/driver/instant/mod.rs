@@ -11,9 +11,9 @@
 //! After set-up (allocations, code registration) no driver call allocates.
 //!
 //! It follows **runclaim's layout only** (the blocks of
-//! [`RunclaimAbi`](abi::RunclaimAbi), the device side of
+//! [`RunclaimAbi`](crate::driver::abi::RunclaimAbi), the device side of
 //! [`RunclaimModel`](super::sim::RunclaimModel)): argument blocks of both
-//! versions ([`abi::ArgBlock`]), parsed in place. A block of any other
+//! versions ([`ArgBlock`]), parsed in place. A block of any other
 //! adapter (the a2a3 layout's included) does not parse and is refused with
 //! [`DriverErrorKind::InvalidArgument`]; run other adapters on the
 //! simulator, with [`SimConfig::device_model`](super::sim::SimConfig::device_model).
