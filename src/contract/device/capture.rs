@@ -110,12 +110,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             _ => (0, None),
         };
         self.check_aicpu_block_of(st, slot, info, cpu)?;
-        let at = self.capture_region(st, slot).map_err(NotSubmitted)?;
-        self.write_block(st, at.region, core, cpu, host.shared)
+        let (region, fork) = self.capture_region(st, slot).map_err(NotSubmitted)?;
+        self.write_block(st, region, core, cpu, host.shared)
             .map_err(NotSubmitted)?;
         let (id, graph) = match graph {
             Some(g) => (id, g),
-            None => self.capture(st, slot, info, host, at)?,
+            None => self.capture(st, slot, info, host, (region, fork))?,
         };
         let aicpu = st.streams.aicpu();
         if let Err(e) = self.driver.graph_launch(graph, aicpu) {
@@ -172,25 +172,38 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
 
     /// The slot's capture region and fork event, made at its first
     /// capture: room for the AICore block and, apart, the AICPU block.
-    fn capture_region(&self, st: &mut State<DEPTH>, slot: usize) -> Result<SlotCapture, ErrorKind> {
-        if let Some(r) = st.graphs.region(slot) {
-            return Ok(r);
-        }
-        let region = self
-            .driver
-            .alloc(2 * self.abi.max_block)
-            .map_err(|e| self.unlaunched_error(st, e))?;
-        let fork = match self.driver.create_event() {
-            Ok(e) => e,
-            Err(e) => {
-                // Freed at once: nothing uses it yet.
-                let _ = self.driver.free(region);
-                return Err(self.unlaunched_error(st, e));
+    /// What is made is kept at once (released at teardown), so a failure
+    /// part-way leaves nothing unreleased.
+    fn capture_region(
+        &self,
+        st: &mut State<DEPTH>,
+        slot: usize,
+    ) -> Result<(DevPtr, EventId), ErrorKind> {
+        let mut at = match st.graphs.region(slot) {
+            Some(at) => at,
+            None => {
+                let region = self
+                    .driver
+                    .alloc(2 * self.abi.max_block)
+                    .map_err(|e| self.unlaunched_error(st, e))?;
+                let at = SlotCapture { region, fork: None };
+                st.graphs.set_region(slot, at);
+                at
             }
         };
-        let at = SlotCapture { region, fork };
-        st.graphs.set_region(slot, at);
-        Ok(at)
+        let fork = match at.fork {
+            Some(fork) => fork,
+            None => {
+                let fork = self
+                    .driver
+                    .create_event()
+                    .map_err(|e| self.unlaunched_error(st, e))?;
+                at.fork = Some(fork);
+                st.graphs.set_region(slot, at);
+                fork
+            }
+        };
+        Ok((at.region, fork))
     }
 
     /// The run's ordinary blocks, into the slot's capture region (the
@@ -225,7 +238,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         slot: usize,
         info: &RunInfo,
         host: &SlotHost,
-        at: SlotCapture,
+        (region, fork): (DevPtr, EventId),
     ) -> Result<(u64, GraphId), LaunchFail> {
         if !self
             .driver
@@ -235,8 +248,8 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         {
             return Err(NotSubmitted(refused(ReplayRefusal::DriverCannotCapture)));
         }
-        let (core, cpu) = self.replay_blocks(host, at.region).map_err(NotSubmitted)?;
-        let graph = match self.record_capture(st, slot, info, at.fork, &core, &cpu) {
+        let (core, cpu) = self.replay_blocks(host, region).map_err(NotSubmitted)?;
+        let graph = match self.record_capture(st, slot, info, fork, &core, &cpu) {
             Ok(g) => g,
             Err((e, open)) => {
                 if open {
@@ -444,7 +457,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             .map(|d| self.destroy_graph(d))
             .collect();
         for at in st.graphs.take_regions() {
-            out.push(self.driver.destroy_event(at.fork));
+            if let Some(fork) = at.fork {
+                out.push(self.driver.destroy_event(fork));
+            }
             out.push(self.driver.free(at.region));
         }
         out

@@ -375,7 +375,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             .last()
             .map(|e| self.regions[e.slot].ev_fence);
         Ok((
-            !runs.is_empty() || st.queue.poison().is_some(),
+            !runs.is_empty() || st.queue.poison().is_some() || st.graphs.unsynced,
             runs.len(),
             [st.streams.aicpu(), st.streams.aicore()],
             fence,

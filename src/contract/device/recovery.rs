@@ -64,6 +64,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         // The queue is quiet: a launch has no replay to order behind (and
         // must not wait for a fence that never completed).
         st.graphs.queued(None);
+        if synced {
+            st.graphs.unsynced = false;
+        }
         (report.retired, report.cleared) = st.queue.quiet();
         self.destroy_doomed(&mut st);
         report.released = st.slots.reset_all();

@@ -69,7 +69,18 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         let old = st.streams.replace_aicore(fresh, epoch);
         st.stats.aicore_recreations += 1;
-        if last.is_some() {
+        if last.is_none() && st.graphs.unsynced {
+            // A wait no run tracks is on it: given its time (bounded) before
+            // the stream is retired, never destroyed busy.
+            if self
+                .driver
+                .sync_stream(old, self.config.fence_timeout)
+                .is_ok()
+            {
+                st.graphs.unsynced = false;
+            }
+        }
+        if last.is_some() || st.graphs.unsynced {
             // Its queued kernels still run: never destroyed busy.
             st.streams.park(old);
         } else {

@@ -59,6 +59,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         self.after_replay(st, slot, info)?;
         self.submit_aicore(st, slot, info, core)?;
+        if st.graphs.unsynced {
+            st.graphs.queued(None);
+            st.graphs.unsynced = false;
+        }
         // The AICore kernel is on the stream: from here on the run is on
         // the device whatever happens, and the buffers it binds are marked
         // with the sequence number it joins the queue with (lost or not).
@@ -85,7 +89,9 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         if let Err(e) = self.driver.stream_wait_event(aicore, fence) {
             return Err(NotSubmitted(self.driver_error(st, e, info.run, slot, None)));
         }
-        st.graphs.queued(None);
+        // Queued, and tracked by no run until the AICore kernel behind it
+        // is (`submit_aicore`'s success clears it).
+        st.graphs.unsynced = true;
         Ok(())
     }
 

@@ -47,7 +47,9 @@ pub(in crate::contract::device) struct Doomed {
 #[derive(Debug, Clone, Copy)]
 pub(in crate::contract::device) struct SlotCapture {
     pub region: DevPtr,
-    pub fork: EventId,
+    /// `None` until made (a failed creation keeps the region: nothing of
+    /// what was made is dropped unreleased).
+    pub fork: Option<EventId>,
 }
 
 #[derive(Debug, Default)]
@@ -65,6 +67,10 @@ pub(in crate::contract::device) struct Graphs {
     /// A capture whose end the driver refused: its origin stream (and the
     /// AICore stream, joined) still capture until an end succeeds.
     pub open: Option<crate::driver::StreamId>,
+    /// A wait behind a replay is on the AICore stream with no run behind
+    /// it (its launch then failed): work no run tracks, which a drain must
+    /// sync and a stream's retirement wait for.
+    pub unsynced: bool,
 }
 
 impl Graphs {
