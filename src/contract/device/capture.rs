@@ -179,29 +179,27 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         st: &mut State<DEPTH>,
         slot: usize,
     ) -> Result<(DevPtr, EventId), ErrorKind> {
-        let mut at = match st.graphs.region(slot) {
-            Some(at) => at,
-            None => {
-                let region = self
-                    .driver
-                    .alloc(2 * self.abi.max_block)
-                    .map_err(|e| self.unlaunched_error(st, e))?;
-                let at = SlotCapture { region, fork: None };
-                st.graphs.set_region(slot, at);
-                at
-            }
+        let mut at = if let Some(at) = st.graphs.region(slot) {
+            at
+        } else {
+            let region = self
+                .driver
+                .alloc(2 * self.abi.max_block)
+                .map_err(|e| self.unlaunched_error(st, e))?;
+            let at = SlotCapture { region, fork: None };
+            st.graphs.set_region(slot, at);
+            at
         };
-        let fork = match at.fork {
-            Some(fork) => fork,
-            None => {
-                let fork = self
-                    .driver
-                    .create_event()
-                    .map_err(|e| self.unlaunched_error(st, e))?;
-                at.fork = Some(fork);
-                st.graphs.set_region(slot, at);
-                fork
-            }
+        let fork = if let Some(fork) = at.fork {
+            fork
+        } else {
+            let fork = self
+                .driver
+                .create_event()
+                .map_err(|e| self.unlaunched_error(st, e))?;
+            at.fork = Some(fork);
+            st.graphs.set_region(slot, at);
+            fork
         };
         Ok((at.region, fork))
     }
