@@ -13,7 +13,9 @@ use runclaim::driver::abi::{
     RunIdentity, RunView, RunclaimAbi, Shape, Verdict, WallRecord,
 };
 use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
-use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec, Workload};
+use runclaim::{
+    Callable, Capture, Device, DeviceConfig, Input, Outputs, RunSpec, Runner, SlotToken, Workload,
+};
 
 fn callables() -> [Callable; 2] {
     [
@@ -24,6 +26,21 @@ fn callables() -> [Callable; 2] {
 
 fn open(sim: &SimDriver) -> Device<SimDriver, 2> {
     Device::open(sim.clone(), DeviceConfig::default().max_elements(64)).unwrap()
+}
+
+/// Slot 0's first run of `spec`, captured, fenced and finalized into
+/// `out`: the slot's token back, and its capture.
+fn captured<'r>(
+    runner: &'r Runner<'_, SimDriver, 2>,
+    spec: RunSpec<'_>,
+    out: &mut Outputs<0>,
+) -> (SlotToken<'r, 0>, Capture<'r, 0>) {
+    let (run, capture) = runner
+        .prepare(runner.take_slot::<0>().unwrap(), spec)
+        .unwrap()
+        .capture()
+        .unwrap();
+    (run.fence().unwrap().finalize(out).unwrap().token, capture)
 }
 
 fn refusal<T>(e: &runclaim::Error<T>) -> ReplayRefusal {
@@ -127,12 +144,8 @@ fn a_replay_is_one_runtime_call_where_a_launch_is_five() {
     let inc = runner.code("inc").unwrap();
     let mut out = Outputs::<0>::new(64);
     let spec = RunSpec::new(inc, Input::Host(&[1]));
-    let (run, c) = runner
-        .prepare(runner.take_slot::<0>().unwrap(), spec)
-        .unwrap()
-        .capture()
-        .unwrap();
-    let mut token = Some(run.fence().unwrap().finalize(&mut out).unwrap().token);
+    let (token, c) = captured(&runner, spec, &mut out);
+    let mut token = Some(token);
     let mut one = |replay: bool| {
         calls_of(&sim, || {
             let p = runner.prepare(token.take().unwrap(), spec).unwrap();
@@ -296,12 +309,7 @@ fn an_upload_on_the_npu_makes_a_capture_stale() {
     let inc = runner.code("inc").unwrap();
     let mut out = Outputs::<0>::new(64);
     let spec = RunSpec::new(inc, Input::Host(&[1]));
-    let (run, c) = runner
-        .prepare(runner.take_slot::<0>().unwrap(), spec)
-        .unwrap()
-        .capture()
-        .unwrap();
-    let token = run.fence().unwrap().finalize(&mut out).unwrap().token;
+    let (token, c) = captured(&runner, spec, &mut out);
     drop(
         other
             .publish(&[Callable::program("x", &Program::new().xor(3))])
