@@ -18,6 +18,7 @@ use crate::driver::{
     Capabilities, CodeHandle, Completion, DevPtr, Driver, DriverError, DriverErrorKind, DriverInfo,
     EventId, GraphId, Notice, Op, Registration, StreamId, abi, host_clock,
 };
+use crate::sync::MutexGuard;
 
 impl Driver for SimDriver {
     fn info(&self) -> DriverInfo {
@@ -352,10 +353,7 @@ impl SimDriver {
     /// ([`LatencyModel::per_call`](super::LatencyModel::per_call)), spent
     /// outside the lock.
     #[inline]
-    fn pay_call<'a>(
-        &'a self,
-        core: std::sync::MutexGuard<'a, DeviceState>,
-    ) -> std::sync::MutexGuard<'a, DeviceState> {
+    fn pay_call<'a>(&'a self, core: MutexGuard<'a, DeviceState>) -> MutexGuard<'a, DeviceState> {
         let cost = core.cfg.latency.per_call;
         if cost.is_zero() || !core.is_real_time() {
             return core;
