@@ -398,13 +398,17 @@ fn a_driver_or_adapter_that_cannot_replay_refuses_the_capture() {
     let mut dev = Device::<_, 2>::open(sim.clone(), config).unwrap();
     let runner = dev.publish(&callables()).unwrap();
     let spec = RunSpec::new(runner.code("inc").unwrap(), Input::Host(&[1]));
-    let e = runner
+    let prepared = runner
         .prepare(runner.take_slot::<0>().unwrap(), spec)
-        .unwrap()
-        .capture()
-        .unwrap_err();
+        .unwrap();
+    let before = sim.stats().total_calls();
+    let e = prepared.capture().unwrap_err();
     assert_eq!(refusal(&e), ReplayRefusal::AdapterCannotReplay);
-    assert_eq!(sim.stats().captures, 0, "refused before the capture began");
+    assert_eq!(
+        sim.stats().total_calls(),
+        before,
+        "refused before any runtime call"
+    );
     drop(e.into_value().unwrap().launch().unwrap().fence().unwrap());
 }
 

@@ -246,3 +246,35 @@ fn a_driver_without_capture_refuses_every_capture_call_and_a_box_forwards_them()
     sim.sync_stream(s, T).unwrap();
     sim.graph_destroy(g).unwrap();
 }
+
+/// A device that cannot capture (an Atlas training card): no
+/// `Capabilities::CAPTURE`, every begin refused as `NotCapturable`, and
+/// the contract's capture refused before any runtime call.
+#[test]
+fn a_device_that_cannot_capture_refuses_and_the_contract_asks_nothing() {
+    let sim = SimDriver::stepped(SimConfig::default().capture(false));
+    assert!(!sim.info().capabilities.contains(Capabilities::CAPTURE));
+    let s = sim.create_stream().unwrap();
+    assert_eq!(refused(sim.capture_begin(s)), CaptureRule::NotCapturable);
+    let mut dev =
+        runclaim::Device::<_, 2>::open(sim.clone(), runclaim::DeviceConfig::default()).unwrap();
+    let runner = dev
+        .publish(&[runclaim::Callable::program(
+            "f",
+            &runclaim::driver::abi::Program::new().add(1),
+        )])
+        .unwrap();
+    let spec = runclaim::RunSpec::new(runner.code("f").unwrap(), runclaim::Input::Host(&[1]));
+    let prepared = runner
+        .prepare(runner.take_slot::<0>().unwrap(), spec)
+        .unwrap();
+    let before = sim.stats().total_calls();
+    let e = prepared.capture().unwrap_err();
+    assert!(
+        matches!(e.kind(), runclaim::contract::ErrorKind::Replay(r)
+            if **r == runclaim::contract::ReplayRefusal::DriverCannotCapture),
+        "{:?}",
+        e.kind()
+    );
+    assert_eq!(sim.stats().total_calls(), before, "no runtime call");
+}

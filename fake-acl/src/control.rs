@@ -40,6 +40,8 @@ pub struct FakeConfig {
     pub wake_us: u64,
     /// Host cost of every runtime call.
     pub per_call_us: u64,
+    /// Whether the device captures streams (1) or refuses (0).
+    pub capture: u32,
 }
 
 fn us(d: Duration) -> u64 {
@@ -62,6 +64,7 @@ impl FakeConfig {
             dispatch_us: us(c.latency.dispatch_gap),
             wake_us: us(c.latency.host_wake),
             per_call_us: us(c.latency.per_call),
+            capture: u32::from(c.capture),
         }
     }
 
@@ -80,6 +83,7 @@ impl FakeConfig {
             .dispatch_gap(Duration::from_micros(self.dispatch_us))
             .host_wake(Duration::from_micros(self.wake_us))
             .per_call(Duration::from_micros(self.per_call_us));
+        c.capture = self.capture != 0;
         c
     }
 }

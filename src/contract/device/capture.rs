@@ -238,14 +238,6 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         host: &SlotHost,
         (region, fork): (DevPtr, EventId),
     ) -> Result<(u64, GraphId), LaunchFail> {
-        if !self
-            .driver
-            .info()
-            .capabilities
-            .contains(Capabilities::CAPTURE)
-        {
-            return Err(NotSubmitted(refused(ReplayRefusal::DriverCannotCapture)));
-        }
         let (core, cpu) = self.replay_blocks(host, region).map_err(NotSubmitted)?;
         let graph = match self.record_capture(st, slot, info, fork, &core, &cpu) {
             Ok(g) => g,
@@ -271,6 +263,40 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         });
         st.stats.captures += 1;
         Ok((id, graph))
+    }
+
+    /// Whether a run can be captured at all, asked before any runtime
+    /// call: the driver captures, and the adapter has a replayable form
+    /// (a block built once against no region, on the host alone).
+    pub(super) fn capturable(&self) -> Result<(), ErrorKind> {
+        if !self
+            .driver
+            .info()
+            .capabilities
+            .contains(Capabilities::CAPTURE)
+        {
+            return Err(refused(ReplayRefusal::DriverCannotCapture));
+        }
+        let mut probe = BlockBuf::with_capacity(self.abi.max_block, 4);
+        let span = DevSpan::new(DevPtr::from_raw(0), 8);
+        let written = match self.abi.get.builtin() {
+            Builtin::Runclaim => {
+                RunclaimAbi.replay_block(BlockKind::Aicore, span, &mut probe.writer())
+            }
+            Builtin::User => {
+                let abi = self.abi.get.get();
+                adapter_call(self.id, || {
+                    abi.replay_block(BlockKind::Aicore, span, &mut probe.writer())
+                })
+                .and_then(|r| r)
+            }
+        };
+        match written {
+            Err(crate::driver::abi::AbiError::Unsupported { .. }) => {
+                Err(refused(ReplayRefusal::AdapterCannotReplay))
+            }
+            _ => Ok(()),
+        }
     }
 
     /// The adapter's replayable blocks, naming `region`: the AICore

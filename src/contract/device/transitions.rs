@@ -35,6 +35,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         how: How,
     ) -> Result<Submitted, LaunchFail> {
         Self::admit(st, slot, lease)?;
+        if how == How::Capture {
+            // Refused before any runtime call where it cannot be.
+            self.capturable().map_err(NotSubmitted)?;
+        }
         self.ready_streams(st).map_err(NotSubmitted)?;
         // The slot is held: its host buffers are this run's.
         let mut host = self.block(slot);

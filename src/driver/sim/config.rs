@@ -165,6 +165,13 @@ pub struct SimConfig {
     /// [`RunclaimModel`](super::RunclaimModel)): see
     /// [`device_model`](Self::device_model).
     pub device_model: ModelHandle,
+    /// Whether the device can capture streams into graphs (default
+    /// `true`, as an Atlas A2/A3 can). `false` models one that cannot (an
+    /// Atlas training card): `Capabilities::CAPTURE` is not reported and
+    /// every `capture_begin` is refused with
+    /// [`CaptureRule::NotCapturable`](crate::driver::CaptureRule::NotCapturable)
+    /// (the runtime's 207000).
+    pub capture: bool,
 }
 
 impl Default for SimConfig {
@@ -181,6 +188,7 @@ impl Default for SimConfig {
             seed: 0x5eed,
             latency: LatencyModel::default(),
             device_model: ModelHandle::default(),
+            capture: true,
         }
     }
 }
@@ -204,6 +212,25 @@ impl SimConfig {
     #[must_use]
     pub fn stream_capacity(mut self, capacity: usize) -> Self {
         self.stream_capacity = capacity;
+        self
+    }
+
+    /// Sets [`SimConfig::capture`].
+    ///
+    /// ```
+    /// use runclaim::driver::{Capabilities, CaptureRule, Driver, DriverErrorKind};
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    ///
+    /// let sim = SimDriver::stepped(SimConfig::default().capture(false));
+    /// assert!(!sim.info().capabilities.contains(Capabilities::CAPTURE));
+    /// let s = sim.create_stream()?;
+    /// let e = sim.capture_begin(s).unwrap_err();
+    /// assert_eq!(*e.kind(), DriverErrorKind::Capture { rule: CaptureRule::NotCapturable });
+    /// # Ok::<(), runclaim::driver::DriverError>(())
+    /// ```
+    #[must_use]
+    pub fn capture(mut self, on: bool) -> Self {
+        self.capture = on;
         self
     }
 

@@ -27,10 +27,16 @@ impl Driver for SimDriver {
             max_block_dim: core.cfg.max_block_dim,
             stream_capacity: core.cfg.stream_capacity,
             watchdog: Some(core.cfg.watchdog),
-            capabilities: Capabilities::EVENT_SYNC_TIMEOUT
-                | Capabilities::EVENT_TIMESTAMP
-                | Capabilities::WATCHDOG_CONTROL
-                | Capabilities::CAPTURE,
+            capabilities: {
+                let caps = Capabilities::EVENT_SYNC_TIMEOUT
+                    | Capabilities::EVENT_TIMESTAMP
+                    | Capabilities::WATCHDOG_CONTROL;
+                if core.cfg.capture {
+                    caps | Capabilities::CAPTURE
+                } else {
+                    caps
+                }
+            },
         }
     }
 

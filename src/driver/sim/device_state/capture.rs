@@ -150,6 +150,9 @@ impl DeviceState {
 
     pub fn capture_begin(&mut self, owner: Owner, stream: u64) -> Result<(), DriverErrorKind> {
         self.check_own_stream(owner, stream)?;
+        if !self.cfg.capture {
+            return Err(rule(CaptureRule::NotCapturable));
+        }
         if self.capturing(stream).is_some() {
             return Err(rule(CaptureRule::AlreadyCapturing));
         }
