@@ -43,6 +43,29 @@ fn captured<'r>(
     (run.fence().unwrap().finalize(out).unwrap().token, capture)
 }
 
+/// The AICore kernels, launched or replayed (on the graph's own stream),
+/// ran one at a time in run order: a launch behind a replay waited for it.
+fn aicore_kernels_one_at_a_time_in_run_order(trace: &[runclaim::sim::trace::TraceEvent]) {
+    use runclaim::sim::trace::{TaskTag, TraceKind};
+    let (mut running, mut last) = (None::<u64>, 0);
+    for t in trace {
+        match t.what {
+            TraceKind::Started(TaskTag::Aicore) => {
+                assert_eq!(
+                    running, None,
+                    "run {} began while run {running:?} ran",
+                    t.run
+                );
+                assert!(t.run > last, "run {} began after run {last}", t.run);
+                (running, last) = (Some(t.run), t.run);
+            }
+            TraceKind::Finished(TaskTag::Aicore) => running = None,
+            _ => {}
+        }
+    }
+    assert!(last > 0, "no AICore kernel traced");
+}
+
 fn refusal<T>(e: &runclaim::Error<T>) -> ReplayRefusal {
     match e.kind() {
         ErrorKind::Replay(r) => **r,
@@ -109,6 +132,7 @@ fn replays_and_launches_interleave_in_stream_order() {
     }
     drop((c0, c1, t0, t1));
     drop(runner);
+    aicore_kernels_one_at_a_time_in_run_order(&sim.trace());
     let s = dev.stats();
     assert_eq!((s.captures, s.replays), (2, 2 + 20 + 10));
     assert_eq!(

@@ -279,22 +279,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         let mut probe = BlockBuf::with_capacity(self.abi.max_block, 4);
         let span = DevSpan::new(DevPtr::from_raw(0), 8);
-        let written = match self.abi.get.builtin() {
-            Builtin::Runclaim => {
-                RunclaimAbi.replay_block(BlockKind::Aicore, span, &mut probe.writer())
-            }
-            Builtin::User => {
-                let abi = self.abi.get.get();
-                adapter_call(self.id, || {
-                    abi.replay_block(BlockKind::Aicore, span, &mut probe.writer())
-                })
-                .and_then(|r| r)
-            }
-        };
-        match written {
-            Err(crate::driver::abi::AbiError::Unsupported { .. }) => {
-                Err(refused(ReplayRefusal::AdapterCannotReplay))
-            }
+        // Only the absence of the form refuses here: anything else the
+        // probe meets is the real capture's to report.
+        match self.replay_block(BlockKind::Aicore, span, &mut probe) {
+            Err(k @ ErrorKind::Replay(_)) => Err(k),
             _ => Ok(()),
         }
     }
@@ -319,25 +307,30 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             BlockBuf::with_capacity(max, 4),
             BlockBuf::with_capacity(max, 4),
         );
+        self.replay_block(BlockKind::Aicore, core_span, &mut bufs.0)?;
+        self.replay_block(BlockKind::Aicpu, cpu_span, &mut bufs.1)?;
+        Ok(bufs)
+    }
+
+    /// One kernel's replayable block into `buf`, through the adapter —
+    /// runclaim's own directly, a user's through the unwind guard — an
+    /// adapter without the form refused as such.
+    fn replay_block(
+        &self,
+        kind: BlockKind,
+        span: DevSpan,
+        buf: &mut BlockBuf,
+    ) -> Result<(), ErrorKind> {
         let written = match self.abi.get.builtin() {
-            Builtin::Runclaim => RunclaimAbi
-                .replay_block(BlockKind::Aicore, core_span, &mut bufs.0.writer())
-                .and_then(|()| {
-                    RunclaimAbi.replay_block(BlockKind::Aicpu, cpu_span, &mut bufs.1.writer())
-                }),
+            Builtin::Runclaim => RunclaimAbi.replay_block(kind, span, &mut buf.writer()),
             Builtin::User => {
                 let abi = self.abi.get.get();
-                adapter_call(self.id, || {
-                    abi.replay_block(BlockKind::Aicore, core_span, &mut bufs.0.writer())
-                        .and_then(|()| {
-                            abi.replay_block(BlockKind::Aicpu, cpu_span, &mut bufs.1.writer())
-                        })
-                })
-                .and_then(|r| r)
+                adapter_call(self.id, || abi.replay_block(kind, span, &mut buf.writer()))
+                    .and_then(|r| r)
             }
         };
         match written {
-            Ok(()) => Ok(bufs),
+            Ok(()) => Ok(()),
             Err(crate::driver::abi::AbiError::Unsupported { .. }) => {
                 Err(refused(ReplayRefusal::AdapterCannotReplay))
             }

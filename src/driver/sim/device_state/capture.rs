@@ -317,12 +317,8 @@ impl DeviceState {
         if self.capturing(stream).is_some() {
             return Err(rule(CaptureRule::AlreadyCapturing));
         }
-        let g = self
-            .captures
-            .graphs
-            .get(&graph)
-            .filter(|g| g.owner == owner)
-            .ok_or(bad_graph(graph))?;
+        self.own_graph(owner, graph)?;
+        let g = self.captures.graphs.get(&graph).ok_or(bad_graph(graph))?;
         for &p in &g.streams {
             self.check_stream(p)?;
         }
