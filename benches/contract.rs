@@ -441,18 +441,20 @@ fn workloads() -> Vec<(Case, f64, f64, f64)> {
 /// The driver calls one workload run of `case` makes through the contract,
 /// made by hand (no contract): the host outputs' staging cleared (one
 /// memset, as the contract clears the span its pure outputs lie in), the
-/// host inputs copied in, the records armed, the block encoded, both
+/// host inputs copied in, the records prepared (one copy of their image,
+/// a `RunSpec` run's input after it), the block encoded, both
 /// kernels and the fence queued and waited for, the records and the host
 /// outputs read back. What the contract adds is the difference.
 struct ByHand {
     d: InstantDriver,
     staging: DevPtr,
-    /// A `RunSpec` run's input and output.
+    /// A `RunSpec` run's input and output, right after the regions.
     arena: DevPtr,
     /// The handshake, wall and status regions in one allocation, laid out
-    /// as the device lays them out (each at a multiple of 64 bytes): one
-    /// memset zeroes the handshake and the wall, one copy reads the wall
-    /// and the status back.
+    /// as the device lays them out (each at a multiple of 64 bytes), the
+    /// arena after them: one copy of `image` prepares them (zeroed, the
+    /// status armed) and carries a `RunSpec` run's input; one copy reads
+    /// the wall and the status back.
     hs: DevPtr,
     wall: DevPtr,
     status: DevPtr,
@@ -465,6 +467,9 @@ struct ByHand {
     run_id: u64,
     bytes: Vec<u8>,
     block: BlockBuf,
+    /// The regions' image (`regions` bytes), then room for an input.
+    image: Vec<u8>,
+    regions: usize,
 }
 
 const BLOCK_DIM: u32 = 4;
@@ -474,10 +479,11 @@ impl ByHand {
         let d = InstantDriver::new();
         let wall_at = abi::handshake_bytes(BLOCK_DIM).next_multiple_of(64);
         let status_at = (wall_at + WallRecord::SIZE).next_multiple_of(64);
-        let regions = d.alloc(status_at + StatusRecord::SIZE).unwrap();
+        let bytes = (status_at + StatusRecord::SIZE).next_multiple_of(64);
+        let regions = d.alloc(bytes + ELEMS * 8).unwrap();
         ByHand {
             staging: d.alloc(64 << 10).unwrap(),
-            arena: d.alloc(ELEMS * 8).unwrap(),
+            arena: regions.offset(bytes),
             hs: regions,
             wall: regions.offset(wall_at),
             status: regions.offset(status_at),
@@ -493,6 +499,8 @@ impl ByHand {
             run_id: 0,
             bytes: vec![0; WorkArgs::MAX_SIZE],
             block: BlockBuf::with_capacity(WorkArgs::MAX_SIZE, 32),
+            image: vec![0; bytes + ELEMS * 4],
+            regions: bytes,
             d,
         }
     }
@@ -602,18 +610,23 @@ impl ByHand {
         for k in 0..host_in {
             d.copy_to_device(at(k), &self.ins[k]).unwrap();
         }
-        if case == Case::Spec {
-            d.copy_to_device(self.arena, &self.ins[0]).unwrap();
-        }
-        let zeroed = self.wall.raw() - self.hs.raw() + WallRecord::SIZE as u64;
-        d.memset(self.hs, 0, usize::try_from(zeroed).unwrap())
-            .unwrap();
         let armed = StatusRecord {
             run_id: self.run_id,
             state: StatusRecord::ARMED,
             code: 0,
         };
-        d.copy_to_device(self.status, &armed.to_bytes()).unwrap();
+        let n = self.regions;
+        let status_at = usize::try_from(self.status.raw() - self.hs.raw()).unwrap();
+        self.image[..n].fill(0);
+        self.image[status_at..status_at + StatusRecord::SIZE].copy_from_slice(&armed.to_bytes());
+        let with_input = if case == Case::Spec {
+            self.image[n..].copy_from_slice(&self.ins[0]);
+            self.image.len()
+        } else {
+            n
+        };
+        d.copy_to_device(self.hs, &self.image[..with_input])
+            .unwrap();
         let header = RunArgs {
             run_id: self.run_id,
             slot: 0,

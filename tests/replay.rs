@@ -154,13 +154,55 @@ fn calls_of(sim: &SimDriver, run: impl FnOnce()) -> BTreeMap<Op, u64> {
     d
 }
 
-/// A replayed run makes one graph launch and the write of its block where
-/// a launch makes its five calls (two kernels, two records, the cross-stream
-/// wait); a launch right behind a replay waits for its fence first (one
-/// more). Everything else — arming, staging, the fence, the read-back — is
-/// the same.
+/// Where the copies cannot join, a replay makes them apart and computes
+/// the same: an arena too small for the records' copy before its output
+/// (4 elements: 16 bytes, the records span 80) reads the records and the
+/// output apart; an input above the joined copies' 16 KiB is copied and
+/// read apart too.
 #[test]
-fn a_replay_is_one_runtime_call_where_a_launch_is_five() {
+fn a_replay_whose_copies_cannot_join_makes_them_apart() {
+    use Op::*;
+    for (max_elements, len, h2d, d2h) in [(4, 3, 2, 2), (8192, 5000, 3, 2), (8192, 4096, 2, 1)] {
+        let sim = SimDriver::stepped(SimConfig::default());
+        let config = DeviceConfig::default().max_elements(max_elements);
+        let mut dev = Device::<_, 2>::open(sim.clone(), config).unwrap();
+        let runner = dev.publish(&callables()).unwrap();
+        let inc = runner.code("inc").unwrap();
+        let mut out = Outputs::<0>::new(max_elements);
+        let x: Vec<u32> = (0..len).collect();
+        let (token, c) = captured(&runner, RunSpec::new(inc, Input::Host(&x)), &mut out);
+        let y: Vec<u32> = x.iter().map(|v| v * 3).collect();
+        let calls = calls_of(&sim, || {
+            let run = runner
+                .prepare(token, RunSpec::new(inc, Input::Host(&y)))
+                .unwrap()
+                .replay(&c)
+                .unwrap();
+            drop(run.fence().unwrap().finalize(&mut out).unwrap());
+        });
+        let want: Vec<u32> = y.iter().map(|v| v + 1).collect();
+        assert_eq!(out.values(), want, "{max_elements} elements, {len} in");
+        let want: BTreeMap<Op, u64> = [
+            (CopyToDevice, h2d),
+            (GraphLaunch, 1),
+            (SyncEvent, 1),
+            (CopyFromDevice, d2h),
+        ]
+        .into_iter()
+        .collect();
+        assert_eq!(calls, want, "{max_elements} elements, {len} in");
+    }
+}
+
+/// A replayed run makes five runtime calls: the one copy that prepares its
+/// regions and carries its input, the write of its block, one graph
+/// launch, the fence, and one read of its records with its output (its
+/// graph copied the records next to the output). A launch makes its five
+/// launch calls (two kernels, two records, the cross-stream wait) and
+/// reads records and output apart; a launch right behind a replay waits
+/// for the replay's fence first (one more).
+#[test]
+fn a_replay_is_five_runtime_calls_where_a_launch_is_nine() {
     use Op::*;
     let sim = SimDriver::stepped(SimConfig::default());
     let mut dev = open(&sim);
@@ -185,12 +227,7 @@ fn a_replay_is_one_runtime_call_where_a_launch_is_five() {
             assert_eq!(out.values(), [2]);
         })
     };
-    let common = [
-        (Memset, 1),
-        (CopyToDevice, 2),
-        (SyncEvent, 1),
-        (CopyFromDevice, 2),
-    ];
+    let common = [(CopyToDevice, 1), (SyncEvent, 1)];
     let with = |extra: &[(Op, u64)]| -> BTreeMap<Op, u64> {
         let mut m: BTreeMap<Op, u64> = common.into_iter().collect();
         for &(op, n) in extra {
@@ -199,18 +236,22 @@ fn a_replay_is_one_runtime_call_where_a_launch_is_five() {
         m
     };
     let replayed = one(true);
-    assert_eq!(replayed, with(&[(CopyToDevice, 1), (GraphLaunch, 1)]));
+    let replay = [(CopyToDevice, 1), (GraphLaunch, 1), (CopyFromDevice, 1)];
+    assert_eq!(replayed, with(&replay));
+    assert_eq!(replayed.values().sum::<u64>(), 5);
     let behind_a_replay = one(false);
     let launch = [
         (LaunchAicore, 1),
         (LaunchAicpu, 1),
         (RecordEvent, 2),
         (StreamWaitEvent, 1),
+        (CopyFromDevice, 2),
     ];
     let mut extra = launch.to_vec();
     extra.push((StreamWaitEvent, 1));
     assert_eq!(behind_a_replay, with(&extra));
     assert_eq!(one(false), with(&launch));
+    assert_eq!(with(&launch).values().sum::<u64>(), 9);
     assert_eq!(one(true), replayed);
 }
 

@@ -26,6 +26,9 @@ pub(crate) struct RunInfo {
     /// The run writes an arena output a successor may chain on (a
     /// `RunSpec` run's): the chain moves to it at launch.
     pub chainable: bool,
+    /// The run was launched as a graph's replay (its capture's first
+    /// included): its records were also copied next to its arena output.
+    pub replayed: bool,
 }
 
 /// Why a launch failed, graded by what reached the streams.

@@ -129,7 +129,8 @@ pub trait Driver: Send + Sync {
     /// Queues a device-to-device copy on `stream`.
     ///
     /// *After*: the copy happens in stream order; both ranges must stay live
-    /// until it has run. The contract does not use it; the default is
+    /// until it has run. The contract queues it only inside a capture
+    /// (a captured run's records' copy); the default is
     /// [`DriverErrorKind::Unsupported`].
     fn copy_async(
         &self,
@@ -428,7 +429,9 @@ pub trait Driver: Send + Sync {
     ///
     /// The default refuses with [`DriverErrorKind::Unsupported`]: a driver
     /// without capture needs nothing more, and runclaim's replay refuses
-    /// before any runtime call ([`Capabilities::CAPTURE`] unset).
+    /// before any runtime call ([`Capabilities::CAPTURE`] unset). A driver
+    /// that captures also captures [`copy_async`](Driver::copy_async): a
+    /// captured run's graph copies its records with it.
     fn capture_begin(&self, stream: StreamId) -> Result<(), DriverError> {
         let _ = stream;
         Err(DriverError::new(

@@ -90,15 +90,23 @@ impl Abi {
         })
     }
 
-    /// Bytes of the host buffer records are armed and read through.
+    /// Bytes of the host buffer records are armed and read through: the
+    /// largest armed region or record, or an image of the prepared span
+    /// (or the records) with up to [`RegionLayout::JOINT_DATA`] bytes of
+    /// arena data after it.
     fn scratch_bytes(&self) -> usize {
         let armed = self
             .regions
             .iter()
             .filter(|r| r.prep == Prep::Armed)
             .map(|r| r.bytes);
+        let joint = [self.layout.arm, self.layout.joint]
+            .into_iter()
+            .flatten()
+            .map(|(_, bytes)| bytes + RegionLayout::JOINT_DATA);
         armed
             .chain([self.status.bytes, self.timing.bytes])
+            .chain(joint)
             .max()
             .unwrap_or(0)
     }
@@ -172,6 +180,12 @@ pub(super) struct RegionLayout {
     zero_runs: usize,
     /// `(offset, bytes)` of one read covering both records.
     pub(super) joint: Option<(usize, usize)>,
+    /// `(offset, bytes)` from the first region the host prepares (zeroed
+    /// or armed) to the end of the allocation, when no stamped region lies
+    /// in it and it is at most [`RegionLayout::ARM_IMAGE`] bytes: the host
+    /// prepares all of them with one copy of an image of that span, which
+    /// the slot's arena input (right after it) may extend.
+    pub(super) arm: Option<(usize, usize)>,
 }
 
 impl RegionLayout {
@@ -179,6 +193,15 @@ impl RegionLayout {
     pub(super) const ALIGN: usize = 64;
     /// The records are read with one copy when both lie in this many bytes.
     pub(super) const JOINT_READ: usize = 128;
+    /// The regions are prepared from one host image when their span is at
+    /// most this many bytes (else with a memset per zeroed run and a copy
+    /// per armed region).
+    pub(super) const ARM_IMAGE: usize = 4 << 10;
+    /// A run's arena input (output) of at most this many bytes travels in
+    /// the one copy that prepares the regions (that reads the records
+    /// back, for a replay): a runtime call saved is worth a host copy of
+    /// this size, not of more.
+    pub(super) const JOINT_DATA: usize = 16 << 10;
 
     /// The layout of `regions` (checked sizes: `None` on overflow).
     fn of(regions: &[RegionSpec], status: RecordAt, timing: RecordAt) -> Option<Self> {
@@ -188,8 +211,12 @@ impl RegionLayout {
             zeroes: [(0, 0); MAX_REGIONS],
             zero_runs: 0,
             joint: None,
+            arm: None,
         };
         let mut at = 0usize;
+        // Where the prepared span begins: the first zeroed or armed region
+        // after the last stamped one (none: every region is stamped).
+        let mut arm_from = None;
         // A run of zeroed regions being extended: (start, end).
         let mut run: Option<(usize, usize)> = None;
         for (i, r) in regions.iter().enumerate().take(MAX_REGIONS) {
@@ -200,12 +227,27 @@ impl RegionLayout {
             } else if let Some((s, e)) = run.take() {
                 layout.push_zero(s, e);
             }
+            if r.prep == Prep::Stamped {
+                arm_from = None;
+            } else {
+                arm_from = arm_from.or(Some(at));
+            }
             at = end.checked_next_multiple_of(Self::ALIGN)?;
         }
         if let Some((s, e)) = run {
             layout.push_zero(s, e);
         }
         layout.bytes = at.max(Self::ALIGN);
+        // One image only when every prepared region is in the span.
+        let prepared = regions.iter().take(MAX_REGIONS).enumerate();
+        let all_in = |from: usize| {
+            prepared
+                .clone()
+                .all(|(i, r)| r.prep == Prep::Stamped || layout.offsets[i] >= from)
+        };
+        layout.arm = arm_from
+            .filter(|&from| all_in(from) && layout.bytes - from <= Self::ARM_IMAGE)
+            .map(|from| (from, layout.bytes - from));
         let range = |r: RecordAt| {
             let start = layout.offsets.get(r.region)?.checked_add(r.offset)?;
             Some((start, start.checked_add(r.bytes)?))
@@ -306,6 +348,7 @@ mod tests {
         );
         assert_eq!(l.joint, Some((128, 80)));
         assert_eq!(l.bytes, 256);
+        assert_eq!(l.arm, Some((0, 256)), "one image prepares all three");
         // A stamped region between two zeroed ones splits the run; records
         // far apart are read apart.
         let regions = [
@@ -326,6 +369,15 @@ mod tests {
         let l = RegionLayout::of(&regions, a, b).unwrap();
         assert_eq!(l.zeroes(), &[(0, 8), (1088, 8)]);
         assert_eq!(l.joint, None);
+        assert_eq!(l.arm, None, "a stamped region inside the span");
+        // Stamped first, then prepared: the image starts after it; all
+        // stamped (a2a3's): no image; a span too large for one: none.
+        let tail = [region(8, Prep::Stamped), region(8, Prep::Armed)];
+        assert_eq!(RegionLayout::of(&tail, a, a).unwrap().arm, Some((64, 64)));
+        let stamped = [region(8, Prep::Stamped)];
+        assert_eq!(RegionLayout::of(&stamped, a, a).unwrap().arm, None);
+        let big = [region(RegionLayout::ARM_IMAGE + 1, Prep::Zeroed)];
+        assert_eq!(RegionLayout::of(&big, a, a).unwrap().arm, None);
         // Sizes that overflow are refused.
         let huge = [region(usize::MAX, Prep::Stamped), region(8, Prep::Zeroed)];
         assert!(RegionLayout::of(&huge, a, a).is_none());

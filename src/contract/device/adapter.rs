@@ -66,8 +66,52 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
 
     /// Prepares the slot's adapter regions for `run` (the slot is held:
     /// nothing in flight on it): zeroes what the adapter says is zeroed,
-    /// writes what it arms, leaves what the device stamps.
-    pub(super) fn arm_records(&self, slot: usize, run: RunId) -> Result<(), ErrorKind> {
+    /// writes what it arms, leaves what the device stamps. Where the
+    /// layout allows, one copy of an image of the prepared span does it
+    /// all, and carries `input` (the run's arena input, which lies right
+    /// after the span) when it is small: `Ok(true)` when it did.
+    pub(super) fn arm_records(
+        &self,
+        slot: usize,
+        run: RunId,
+        input: &[u8],
+    ) -> Result<bool, ErrorKind> {
+        let Some((from, bytes)) = self.abi.layout.arm else {
+            self.arm_each(slot, run)?;
+            return Ok(false);
+        };
+        let r = &self.regions[slot];
+        let id = self.identity(slot, run);
+        let after = r.region_base.offset(self.abi.layout.bytes);
+        let joined = !input.is_empty()
+            && input.len() <= RegionLayout::JOINT_DATA
+            && after.raw() == r.input.raw();
+        let n = bytes + if joined { input.len() } else { 0 };
+        let mut host = self.block(slot);
+        let Some(image) = host.scratch.get_mut(..n) else {
+            return Err(ErrorKind::broken("a slot's scratch smaller than its image"));
+        };
+        image[..bytes].fill(0);
+        for (i, spec) in self.abi.regions.iter().enumerate() {
+            if spec.prep == Prep::Armed {
+                let at = self.abi.layout.offset(i) - from;
+                self.arm_one(i, &id, &mut image[at..at + spec.bytes])?;
+            }
+        }
+        if joined {
+            image[bytes..].copy_from_slice(input);
+        }
+        let copied = self
+            .driver
+            .copy_to_device(r.region_base.offset(from), image);
+        drop(host);
+        copied.map_err(|err| self.unlaunched_error(&mut self.lock(), err))?;
+        Ok(joined)
+    }
+
+    /// [`arm_records`](Self::arm_records) region by region: one memset
+    /// per run of zeroed regions, one copy per armed region.
+    fn arm_each(&self, slot: usize, run: RunId) -> Result<(), ErrorKind> {
         let r = &self.regions[slot];
         let d = &self.driver;
         let id = self.identity(slot, run);
@@ -78,37 +122,39 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 .map_err(e)?;
         }
         for (i, spec) in self.abi.regions.iter().enumerate() {
-            let span = r.abi[i];
-            match spec.prep {
-                Prep::Stamped | Prep::Zeroed => {}
-                Prep::Armed => {
-                    // A small region is armed from the stack; a larger one
-                    // through the slot's scratch buffer (its token is held).
-                    let mut small = [0u8; SMALL_RECORD];
-                    let mut host;
-                    let bytes = if spec.bytes <= SMALL_RECORD {
-                        &mut small[..spec.bytes]
-                    } else {
-                        host = self.block(slot);
-                        let b = &mut host.scratch[..spec.bytes];
-                        b.fill(0);
-                        b
-                    };
-                    // Not armed: the run could not prove its record, so it
-                    // must not run.
-                    let armed = match self.abi.get.builtin() {
-                        Builtin::Runclaim => RunclaimAbi.arm(i, &id, bytes),
-                        Builtin::User => {
-                            let abi = self.abi.get.get();
-                            adapter_call(self.id, || abi.arm(i, &id, bytes)).and_then(|r| r)
-                        }
-                    };
-                    armed.map_err(|err| ErrorKind::Adapter(Box::new(err)))?;
-                    d.copy_to_device(span.ptr(), bytes).map_err(e)?;
-                }
+            if spec.prep != Prep::Armed {
+                continue;
             }
+            let span = r.abi[i];
+            // A small region is armed from the stack; a larger one
+            // through the slot's scratch buffer (its token is held).
+            let mut small = [0u8; SMALL_RECORD];
+            let mut host;
+            let bytes = if spec.bytes <= SMALL_RECORD {
+                &mut small[..spec.bytes]
+            } else {
+                host = self.block(slot);
+                let b = &mut host.scratch[..spec.bytes];
+                b.fill(0);
+                b
+            };
+            self.arm_one(i, &id, bytes)?;
+            d.copy_to_device(span.ptr(), bytes).map_err(e)?;
         }
         Ok(())
+    }
+
+    /// The adapter arms region `i` for run `id` into `bytes` (zeroed).
+    /// Not armed, the run could not prove its record, so it must not run.
+    fn arm_one(&self, i: usize, id: &RunIdentity, bytes: &mut [u8]) -> Result<(), ErrorKind> {
+        let armed = match self.abi.get.builtin() {
+            Builtin::Runclaim => RunclaimAbi.arm(i, id, bytes),
+            Builtin::User => {
+                let abi = self.abi.get.get();
+                adapter_call(self.id, || abi.arm(i, id, bytes)).and_then(|r| r)
+            }
+        };
+        armed.map_err(|err| ErrorKind::Adapter(Box::new(err)))
     }
 
     /// Reads one record back: into `small` when it fits, else into the
@@ -139,12 +185,15 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
     }
 
-    /// Reads the slot's status and timing records back and checks that
-    /// both are this run's and the run succeeded; returns the wall.
+    /// Reads the slot's status and timing records back (or takes them
+    /// from `read`, the joint range already read with a replay's output)
+    /// and checks that both are this run's and the run succeeded; returns
+    /// the wall.
     pub(super) fn check_records(
         &self,
         slot: usize,
         info: &RunInfo,
+        read: Option<&[u8]>,
     ) -> Result<WallRecord, ErrorKind> {
         let id = self.identity(slot, info.run);
         let user = self.abi.get.get();
@@ -170,18 +219,18 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         };
         let (failed, wall) = if let Some((offset, bytes)) = self.abi.layout.joint {
             // Both records close together: one copy reads them.
-            let mut joint = [0u8; RegionLayout::JOINT_READ];
-            let joint = &mut joint[..bytes.min(RegionLayout::JOINT_READ)];
-            let src = self.regions[slot].region_base.offset(offset);
-            if let Err(err) = self.driver.copy_from_device(joint, src) {
-                return Err(self.driver_error(
-                    &mut self.lock(),
-                    err,
-                    info.run,
-                    slot,
-                    Some(info.seq),
-                ));
-            }
+            let mut buf = [0u8; RegionLayout::JOINT_READ];
+            let joint = if let Some(read) = read {
+                read
+            } else {
+                let joint = &mut buf[..bytes.min(RegionLayout::JOINT_READ)];
+                let src = self.regions[slot].region_base.offset(offset);
+                if let Err(err) = self.driver.copy_from_device(joint, src) {
+                    let mut st = self.lock();
+                    return Err(self.driver_error(&mut st, err, info.run, slot, Some(info.seq)));
+                }
+                joint
+            };
             let of = |r: RecordAt| {
                 let at = self.abi.layout.record(r).saturating_sub(offset);
                 joint.get(at..at.saturating_add(r.bytes)).unwrap_or(&[])

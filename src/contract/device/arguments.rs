@@ -12,6 +12,7 @@
 
 use std::sync::atomic::Ordering;
 
+use super::abi::RegionLayout;
 use super::state::State;
 use super::{Device, SlotHost};
 use crate::contract::code::CodeRef;
@@ -60,8 +61,14 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             }
             st.new_run()
         };
-        self.copy_in(slot, &args, arena.outputs)?;
-        self.arm_records(slot, run)?;
+        // The regions prepared first: the arena input (right after them)
+        // may travel in the same copy.
+        let input = args.tensors.iter().find_map(|t| match t.data {
+            Data::ArenaIn(b) if t.dir.reads() => Some(b),
+            _ => None,
+        });
+        let joined = self.arm_records(slot, run, input.unwrap_or(&[]))?;
+        self.copy_in(slot, &args, arena.outputs, joined)?;
         Ok(RunInfo {
             run,
             seq: 0,
@@ -69,6 +76,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             code: code.handle,
             chained: arena.chained,
             chainable: arena.chainable,
+            replayed: false,
         })
     }
 
@@ -133,12 +141,14 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
 
     /// One memset over the pure host outputs (`outputs`, in staging: see
     /// [`Arena::outputs`]), then one H2D copy per host tensor the kernel
-    /// reads (and the scratch's reset); nothing for device buffers.
+    /// reads (and the scratch's reset) — but the arena input when the
+    /// regions' copy carried it (`joined`); nothing for device buffers.
     fn copy_in(
         &self,
         slot: usize,
         args: &Args<'_, '_>,
         outputs: (usize, usize),
+        joined: bool,
     ) -> Result<(), ErrorKind> {
         let r = &self.regions[slot];
         let e = |err: DriverError| self.unlaunched_error(&mut self.lock(), err);
@@ -151,6 +161,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 Data::HostIn(b) => (b, r.staging.offset(t.at)),
                 Data::HostOut(b) => (b, r.staging.offset(t.at)),
                 Data::Owned(i) => (owned(args.owned, *i), r.staging.offset(t.at)),
+                Data::ArenaIn(_) if joined => continue,
                 Data::ArenaIn(b) => (b, r.input),
                 Data::Scratch { core, init } => (init, core.ptr),
                 Data::Device { .. }
@@ -254,8 +265,13 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
                 });
             }
         }
-        let wall = self.check_records(slot, info)?;
-        self.copy_back(slot, info, args)?;
+        let mut args = args;
+        let joint = self.read_back_replay(slot, info, &mut args)?;
+        let wall = match joint {
+            Some(wall) => wall,
+            None => self.check_records(slot, info, None)?,
+        };
+        self.copy_back(slot, info, args, joint.is_some())?;
         self.finalized.fetch_add(1, Ordering::Relaxed);
         Ok(wall)
     }
@@ -270,9 +286,57 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
     }
 
+    /// A replayed run's records and arena output, read back with one copy
+    /// from the records' copy its graph made right before the output
+    /// (`Device::mirror`): the records checked, then the output copied
+    /// out. `None` when the run was not replayed, has no arena output, or
+    /// one too large to join ([`RegionLayout::JOINT_DATA`]): read apart.
+    fn read_back_replay(
+        &self,
+        slot: usize,
+        info: &RunInfo,
+        args: &mut Args<'_, '_>,
+    ) -> Result<Option<WallRecord>, ErrorKind> {
+        let need = info.len * 4;
+        let mirror = self.mirror(slot).filter(|_| info.replayed);
+        let Some((at, _, bytes)) = mirror.filter(|_| need <= RegionLayout::JOINT_DATA) else {
+            return Ok(None);
+        };
+        let out = args.tensors.iter_mut().find_map(|t| match &mut t.data {
+            Data::ArenaOut(out) if t.dir.writes() => Some(out),
+            _ => None,
+        });
+        let Some(out) = out.and_then(|o| o.get_mut(..need)) else {
+            return Ok(None);
+        };
+        // The slot is held: its scratch is this run's.
+        let mut host = self.block(slot);
+        let Some(buf) = host.scratch.get_mut(..bytes + need) else {
+            return Err(ErrorKind::broken(
+                "a slot's scratch smaller than its read-back",
+            ));
+        };
+        if let Err(err) = self.driver.copy_from_device(buf, at) {
+            drop(host);
+            let mut st = self.lock();
+            return Err(self.driver_error(&mut st, err, info.run, slot, Some(info.seq)));
+        }
+        let (records, data) = buf.split_at(bytes);
+        let wall = self.check_records(slot, info, Some(records))?;
+        out.copy_from_slice(data);
+        Ok(Some(wall))
+    }
+
     /// The run succeeded: one D2H copy per host tensor it wrote, from where
-    /// prepare put it.
-    fn copy_back(&self, slot: usize, info: &RunInfo, args: Args<'_, '_>) -> Result<(), ErrorKind> {
+    /// prepare put it (but the arena output when it was read with the
+    /// records, `arena_read`).
+    fn copy_back(
+        &self,
+        slot: usize,
+        info: &RunInfo,
+        args: Args<'_, '_>,
+        arena_read: bool,
+    ) -> Result<(), ErrorKind> {
         let r = &self.regions[slot];
         let e = |err: DriverError| {
             self.driver_error(&mut self.lock(), err, info.run, slot, Some(info.seq))
@@ -285,6 +349,7 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             let (dst, src): (&mut [u8], DevPtr) = match &mut t.data {
                 Data::HostOut(out) => (out, at),
                 Data::Owned(i) => (owned_mut(owned, *i), at),
+                Data::ArenaOut(_) if arena_read => continue,
                 // Its length was checked before the records were read.
                 Data::ArenaOut(out) => match out.get_mut(..info.len * 4) {
                     Some(out) => (out, r.output),

@@ -16,8 +16,11 @@
 //! The capture, on the AICPU stream (its origin): a record of the fork
 //! event the AICore stream waits for (it joins), the AICore kernel, the
 //! AICPU kernel, `ev_aicore` on the AICore stream waited for by the AICPU
-//! stream (it is joined back), the fence. No completion callback is
-//! captured: an awaited replay looks at its fence on time.
+//! stream (it is joined back), a device copy of the records to right
+//! before the slot's arena output ([`Device::mirror`], where the arena
+//! has room), the fence. Finalize reads a replay's records and output back
+//! with one copy from there. No completion callback is captured: an
+//! awaited replay looks at its fence on time.
 
 use super::Device;
 use super::SlotHost;
@@ -265,6 +268,25 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         Ok((id, graph))
     }
 
+    /// Where a captured run's graph copies the slot's records once both
+    /// kernels are done, `(to, from, bytes)`: right before the slot's arena
+    /// output, in the tail of its arena input (which the run no longer
+    /// reads), so that one read takes a replay's records and output back.
+    /// `None` when the records are not one joint range, or the input is
+    /// smaller than it.
+    pub(super) fn mirror(&self, slot: usize) -> Option<(DevPtr, DevPtr, usize)> {
+        let (offset, bytes) = self.abi.layout.joint?;
+        let half = self.config.arena_half_bytes();
+        let r = &self.regions[slot];
+        (bytes <= half).then(|| {
+            (
+                r.input.offset(half - bytes),
+                r.region_base.offset(offset),
+                bytes,
+            )
+        })
+    }
+
     /// Whether a run can be captured at all, asked before any runtime
     /// call: the driver captures, and the adapter has a replayable form
     /// (a block built once against no region, on the host alone).
@@ -358,6 +380,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
             .and_then(|()| d.launch_aicpu(aicpu, cpu.args()))
             .and_then(|()| d.record_event(r.ev_aicore, aicore))
             .and_then(|()| d.stream_wait_event(aicpu, r.ev_aicore))
+            .and_then(|()| match self.mirror(slot) {
+                #[cfg(test)]
+                Some(_) if skip::SKIP_MIRROR.with(std::cell::Cell::get) => Ok(()),
+                Some((to, from, bytes)) => d.copy_async(aicpu, to, from, bytes),
+                None => Ok(()),
+            })
             .and_then(|()| d.record_event(r.ev_fence, aicpu));
         // A capture must end, or the streams stay capturing: a refused
         // end is asked once more (an end that did not reach the runtime);
@@ -489,6 +517,9 @@ pub(crate) mod skip {
         /// A test's negative control: the next captures' and replays' block
         /// writes are skipped on this thread.
         pub(crate) static SKIP_WRITE: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
+        /// Another: the next captures on this thread leave the records'
+        /// copy out of their graph.
+        pub(crate) static SKIP_MIRROR: std::cell::Cell<bool> = const { std::cell::Cell::new(false) };
     }
 }
 
@@ -512,6 +543,51 @@ mod tests {
         );
         for (sim, config) in [runclaim, a2a3] {
             skipped_write_is_caught(SimDriver::stepped(sim), config.max_elements(4));
+        }
+    }
+
+    /// A replay's records are read from the copy its graph made next to
+    /// its output: a graph without that copy (the negative control) is
+    /// refused by its records at its first finalize — the bytes there are
+    /// no record of this run — while the same capture with it finalizes.
+    #[test]
+    fn a_graph_without_the_records_copy_is_caught_by_its_records() {
+        use super::skip::SKIP_MIRROR;
+        for skip in [false, true] {
+            let sim = SimDriver::stepped(SimConfig::default());
+            let config = DeviceConfig::default().max_elements(64);
+            let mut dev = Device::<_, 2>::open(sim, config).unwrap();
+            let runner = dev
+                .publish(&[Callable::program("f", &Program::new().add(1))])
+                .unwrap();
+            let code = runner.code("f").unwrap();
+            let mut out = Outputs::<0>::new(64);
+            let spec = RunSpec::new(code, Input::Host(&[1]));
+            SKIP_MIRROR.with(|s| s.set(skip));
+            let captured = runner
+                .prepare(runner.take_slot::<0>().unwrap(), spec)
+                .unwrap()
+                .capture();
+            SKIP_MIRROR.with(|s| s.set(false));
+            let (run, capture) = captured.unwrap();
+            let done = run.fence().unwrap().finalize(&mut out);
+            if skip {
+                let e = done.unwrap_err();
+                assert!(
+                    matches!(
+                        e.kind(),
+                        ErrorKind::RecordMismatch { .. }
+                            | ErrorKind::RecordMissing(_)
+                            | ErrorKind::RecordMalformed { .. }
+                    ),
+                    "{:?}",
+                    e.kind()
+                );
+            } else {
+                drop(done.unwrap());
+                assert_eq!(out.values(), [2]);
+            }
+            drop(capture);
         }
     }
 

@@ -190,6 +190,7 @@ impl<K: Claim, B: Bindings> RunOf<Prepared, K, B> {
             Ok(l) => {
                 self.info.seq = l.seq;
                 self.info.len = l.len;
+                self.info.replayed = l.capture != 0;
                 Ok((self.into_state(), l.capture))
             }
             Err(LaunchFail::NotSubmitted(k)) => {

@@ -1,7 +1,8 @@
 //! The instant driver's capture (opt-in, [`InstantDriver::with_capture`]):
-//! a capture records the AICore kernel's code and the AICPU kernel's
-//! replayable block, a replay reads the run's block from the device span
-//! that block names and executes it at once — so the contract's cost per
+//! a capture records the AICore kernel's code, the AICPU kernel's
+//! replayable block and the device copies queued meanwhile, a replay reads
+//! the run's block from the device span that block names, executes it at
+//! once, then makes the copies — so the contract's cost per
 //! replayed run can be timed apart from any device.
 
 use super::{ArgBlock, Captured, Inner, InstantDriver};
@@ -62,7 +63,7 @@ impl InstantDriver {
 
     /// Runs the whole replay at once: the AICPU kernel's block read from
     /// the device span its replayable block names, then executed as a
-    /// launch would be.
+    /// launch would be, then the captured copies.
     pub(super) fn launch_graph(&self, graph: GraphId, s: StreamId) -> Result<(), DriverError> {
         if !self.capture {
             return Err(DriverError::new(
@@ -88,6 +89,7 @@ impl InstantDriver {
                 Some(Captured {
                     code: Some(c),
                     aicpu: Some(b),
+                    ..
                 }),
             )) if b.len() == envelope.len() => {
                 envelope.copy_from_slice(b);
@@ -115,7 +117,15 @@ impl InstantDriver {
             Err(e) => Err(invalid(e.field)),
         };
         g.scratch = scratch;
-        done
+        done?;
+        // The captured copies, in the order they were queued.
+        let Inner { graphs, memory, .. } = &mut *g;
+        if let Some((_, Some(c))) = graphs.iter().find(|(h, _)| *h == graph.raw()) {
+            for &(from, to, len) in &c.copies {
+                memory.copy_within(from..from + len, to);
+            }
+        }
+        Ok(())
     }
 
     pub(super) fn destroy_graph(&self, graph: GraphId) -> Result<(), DriverError> {

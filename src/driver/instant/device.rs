@@ -34,12 +34,15 @@ pub(super) struct Inner {
     pub(super) scratch: Vec<u8>,
 }
 
-/// What a capture recorded: the AICore kernel's code and the AICPU
-/// kernel's block (a replayable one, naming the run's block in memory).
+/// What a capture recorded: the AICore kernel's code, the AICPU kernel's
+/// block (a replayable one, naming the run's block in memory), and the
+/// device copies queued meanwhile (`(from, to, len)` in memory), run after
+/// the kernels at a replay.
 #[derive(Debug, Clone, Default)]
 pub(super) struct Captured {
     pub(super) code: Option<usize>,
     pub(super) aicpu: Option<Vec<u8>>,
+    pub(super) copies: Vec<(usize, usize, usize)>,
 }
 
 impl Inner {

@@ -264,6 +264,11 @@ impl Driver for InstantDriver {
         Inner::check(&g.streams, Op::CopyAsync, HandleKind::Stream, s.raw())?;
         let from = g.range(Op::CopyAsync, src.raw(), len)?;
         let to = g.range(Op::CopyAsync, dst.raw(), len)?;
+        if let Some((_, c)) = &mut g.capturing {
+            // Captured: it runs at each replay, after the kernels.
+            c.copies.push((from.start, to.start, len));
+            return Ok(());
+        }
         g.memory.copy_within(from, to.start);
         Ok(())
     }
