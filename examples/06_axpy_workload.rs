@@ -4,7 +4,7 @@
 //! - `y` is **device-resident**: one `DeviceBuffer<f32>` that every queued
 //!   run binds ([`Dir::InOut`]) — run k reads run k−1's `y` and writes the
 //!   new one in place, in stream order, with no host step between runs.
-//! - `a` is an f32 scalar (its bits).
+//! - `a` is an f32 scalar.
 //! - `x_k` is a per-run host input and `out_k` a per-run host output (both
 //!   owned by the workload): the kernel copies the new `y` into `out_k`, so
 //!   the host sees every intermediate `y` without touching the buffer.
@@ -52,8 +52,7 @@ const OUT: usize = 2;
 /// `y = a·x + y`, then `out = y`, over this worker's share of the elements.
 fn axpy() -> SimKernel {
     SimKernel::new(|k| {
-        let bits = k.scalar(0).and_then(|s| u32::try_from(s).ok()).unwrap_or(0);
-        let a = f32::from_bits(bits);
+        let a: f32 = k.scalar_as(0).unwrap_or(0.0);
         let n = k.tensor(Y).map_or(0, |t| t.elements());
         let share = k.share(n);
         let len = usize::try_from(share.end - share.start).unwrap_or(0);
@@ -134,7 +133,7 @@ where
                     w.buffer(&y, Dir::InOut)
                         .owned(x, Dir::In)
                         .owned(vec![0f32; N], Dir::Out)
-                        .scalar(u64::from(A.to_bits()));
+                        .scalar(A);
                     w
                 };
                 pipe.submit(work, next)

@@ -745,6 +745,74 @@ fn empty_tensors_zero_staging_foreign_tokens_and_orphaned_buffers_are_safe() {
     });
 }
 
+/// Typed scalars through the contract, under both ABIs: the kernel sees
+/// each one's bytes zero-extended in its 64-bit slot (a negative `i32`'s
+/// high bytes zero: `as u64` would have set them) and reads each back by
+/// its type; `set_scalar` refills by type. The `u64` case's bytes are what
+/// they always were.
+#[test]
+fn typed_scalars_reach_the_kernel_zero_extended_and_read_back_by_type() {
+    use half::{bf16, f16};
+    use runclaim::sim::SimKernel;
+    each(|abi| {
+        let sim = abi.stepped(SimConfig::default());
+        // out[0..6]: the raw slots; out[6]: the typed sum, as f64 bits.
+        let echo = sim.register_kernel(SimKernel::new(|k| {
+            if k.worker() != 0 {
+                return Ok(());
+            }
+            let mut out: Vec<u64> = k.scalars().to_vec();
+            let sum = f64::from(k.scalar_as::<f32>(0).unwrap_or(0.0))
+                + f64::from(k.scalar_as::<f16>(1).unwrap_or(f16::ZERO))
+                + f64::from(k.scalar_as::<bf16>(2).unwrap_or(bf16::ZERO))
+                + f64::from(k.scalar_as::<i32>(3).unwrap_or(0))
+                + f64::from(k.scalar_as::<u8>(4).unwrap_or(0));
+            out.push(sum.to_bits());
+            k.write_tensor(0, 0, &out)
+        }));
+        let mut dev = device::<2>(&sim, abi);
+        let runner = dev.publish(&[Callable::new("echo", echo)]).unwrap();
+        let mut w = Workload::new(runner.code("echo").unwrap());
+        w.owned(vec![0u64; 7], Dir::Out)
+            .scalar(1.5f32)
+            .scalar(f16::from_f32(0.25))
+            .scalar(bf16::from_f32(2.0))
+            .scalar(-2i32)
+            .scalar(7u8)
+            .scalar(u64::MAX);
+        let run = |w: &mut Workload<'_>| {
+            let p = runner
+                .prepare(runner.take_slot::<0>().unwrap(), &mut *w)
+                .unwrap();
+            drop(p.launch().unwrap().fence().unwrap().finalize().unwrap());
+            w.owned_at::<u64>(0).unwrap().to_vec()
+        };
+        let got = run(&mut w);
+        let want = [
+            u64::from(1.5f32.to_bits()),
+            u64::from(f16::from_f32(0.25).to_bits()),
+            u64::from(bf16::from_f32(2.0).to_bits()),
+            0xffff_fffe,
+            7,
+            u64::MAX,
+        ];
+        assert_eq!(got[..6], want, "{}: the slots", abi.name());
+        // Exact in f64: every term is a small power-of-two fraction.
+        assert_eq!(got[6], (1.5 + 0.25 + 2.0 - 2.0 + 7.0f64).to_bits());
+        w.set_scalar(3, i32::MIN).unwrap();
+        w.set_scalar(0, -0.5f32).unwrap();
+        let got = run(&mut w);
+        assert_eq!(
+            got[3],
+            0x8000_0000,
+            "{}: refilled, zero-extended",
+            abi.name()
+        );
+        let sum = -0.5 + 0.25 + 2.0 + f64::from(i32::MIN) + 7.0;
+        assert_eq!(got[6], sum.to_bits());
+    });
+}
+
 /// A kernel written in Rust, through the contract: `y = a·x + y` over f32
 /// with `y` a device buffer, `x` a host input, `a` a scalar; an armed fault
 /// faults it like any kernel, and a drain recovers.

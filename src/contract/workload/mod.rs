@@ -477,10 +477,39 @@ impl<'a> Workload<'a> {
         self.tensor(data, dir, Elem::of::<T>())
     }
 
-    /// Appends a `u64` scalar (pass an `f32` as `f32::to_bits(x).into()`).
+    /// Appends a scalar of any [`Pod`](bytemuck::Pod) type of 1 to 8 bytes
+    /// (`f32`, `f16`, `bf16`, `i32`, `u64`, …), encoded as
+    /// [`scalar_bits`](crate::driver::abi::scalar_bits) says: its bytes in
+    /// the low bytes of a 64-bit slot, zero-extended. A kernel reads it
+    /// back by type (`scalar_as::<f32>(i)`).
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+    /// # use runclaim::driver::abi::Program;
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+    /// let mut work = Workload::new(runner.code("f")?);
+    /// work.scalar(0.5f32).scalar(half::f16::ONE).scalar(-3i32).scalar(7u64);
+    /// assert_eq!(work.scalar_count(), 4);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    ///
+    /// A type above 8 bytes does not compile:
+    ///
+    /// ```compile_fail,E0080
+    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+    /// # use runclaim::driver::abi::Program;
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
+    /// let mut work = Workload::new(runner.code("f")?);
+    /// work.scalar([0u32; 3]);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
     #[inline]
-    pub fn scalar(&mut self, value: u64) -> &mut Self {
-        self.scalars.push(value);
+    pub fn scalar<T: bytemuck::Pod>(&mut self, value: T) -> &mut Self {
+        self.scalars.push(crate::driver::abi::scalar_bits(value));
         self
     }
 

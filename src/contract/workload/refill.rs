@@ -34,13 +34,14 @@ impl<'a> Workload<'a> {
     ///
     /// # Errors
     /// [`ErrorKind::NoScalar`] when the workload has no scalar `index`.
-    pub fn set_scalar(&mut self, index: usize, value: u64) -> Result<(), Error> {
+    pub fn set_scalar<T: bytemuck::Pod>(&mut self, index: usize, value: T) -> Result<(), Error> {
+        let bits = crate::driver::abi::scalar_bits(value);
         let count = self.scalars.len();
         let slot = self
             .scalars
             .get_mut(index)
             .ok_or_else(|| refused((), ErrorKind::NoScalar { index, count }))?;
-        *slot = value;
+        *slot = bits;
         Ok(())
     }
 

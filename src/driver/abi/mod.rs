@@ -35,6 +35,7 @@ mod program;
 mod records;
 mod replay;
 mod runclaim;
+mod scalar;
 mod workload;
 
 use static_assertions::const_assert_eq;
@@ -53,6 +54,7 @@ pub use program::{CodeError, Instr, Program};
 pub use records::{RunArgs, StatusRecord, WallRecord};
 pub use replay::ReplayArgs;
 pub use runclaim::RunclaimAbi;
+pub use scalar::{scalar_bits, scalar_from_bits};
 pub use workload::{ArgBlock, Dir, TensorArg, WorkArgs};
 
 /// Device timestamp counter frequency of the a2a3 generation (50 MHz).

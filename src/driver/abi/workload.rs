@@ -395,6 +395,13 @@ impl<'b> WorkArgs<'b> {
         })
     }
 
+    /// Scalar `i` decoded as `T` ([`scalar_from_bits`](super::scalar_from_bits)),
+    /// `None` beyond the count.
+    #[must_use]
+    pub fn scalar_as<T: bytemuck::Pod>(&self, i: usize) -> Option<T> {
+        self.scalar(i).map(super::scalar_from_bits)
+    }
+
     /// The scalars, in argument order.
     #[must_use]
     pub fn scalars(&self) -> impl ExactSizeIterator<Item = u64> + '_ {

@@ -118,6 +118,14 @@ impl<'a> KernelCtx<'a> {
         self.run.scalar(i)
     }
 
+    /// Scalar `i` as the `T` the host gave it
+    /// ([`Workload::scalar`](crate::Workload::scalar)), `None` beyond the
+    /// count.
+    #[must_use]
+    pub fn scalar_as<T: bytemuck::Pod>(&self, i: usize) -> Option<T> {
+        self.run.scalar_as(i)
+    }
+
     /// This worker's share of `len` elements
     /// ([`abi::worker_share`]): the shares of all workers cover `0..len`
     /// exactly once.

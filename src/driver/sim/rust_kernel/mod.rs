@@ -71,9 +71,9 @@ type TimeFn = dyn Fn(&KernelRun) -> Duration + Send + Sync;
 /// use runclaim::sim::{SimConfig, SimDriver, SimKernel};
 ///
 /// let sim = SimDriver::stepped(SimConfig::default());
-/// // y = a*x + y over f32; `a` is the first scalar (its f32 bits).
+/// // y = a*x + y over f32; `a` is the first scalar (an f32).
 /// let axpy = sim.register_kernel(SimKernel::new(|k| {
-///     let a = f32::from_bits(k.scalar(0).unwrap_or(0) as u32);
+///     let a: f32 = k.scalar_as(0).unwrap_or(0.0);
 ///     let n = k.tensor(0).map_or(0, |t| t.elements());
 ///     let share = k.share(n);
 ///     let len = (share.end - share.start) as usize;

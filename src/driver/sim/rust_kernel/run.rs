@@ -137,6 +137,14 @@ impl KernelRun {
         &self.scalars
     }
 
+    /// Scalar `i` decoded as `T`
+    /// ([`scalar_from_bits`](crate::driver::abi::scalar_from_bits)),
+    /// `None` beyond the count.
+    #[must_use]
+    pub fn scalar_as<T: bytemuck::Pod>(&self, i: usize) -> Option<T> {
+        self.scalar(i).map(crate::driver::abi::scalar_from_bits)
+    }
+
     /// Scalar `i`, `None` beyond the count.
     #[must_use]
     pub fn scalar(&self, i: usize) -> Option<u64> {
