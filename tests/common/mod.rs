@@ -16,6 +16,7 @@ pub mod join;
 pub mod listed;
 pub mod model;
 pub mod pipeline_suite;
+pub mod replaying;
 pub mod suite;
 
 use runclaim::contract::{Slot, SlotOf};

@@ -9,6 +9,7 @@ use runclaim::driver::abi::Program;
 use runclaim::sim::{Fault, Kernel, SimConfig};
 use runclaim::{Callable, Device, Input, Outputs, RunSpec};
 
+use super::replaying::{Captures, LaunchVia, LaunchedVia};
 use super::{LaunchIn, Target, checks};
 
 /// Generates one `#[test]` per suite function for a target expression, and
@@ -80,10 +81,11 @@ fn open<T: Target>(t: &T, sim: SimConfig) -> Device<T::D, 2> {
 pub fn queued_runs_are_in_flight_together<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
     let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
-    let r0 = runner.launched::<0>(code, Input::Host(&[1, 2]));
-    let r1 = runner.launched::<1>(code, Input::Host(&[3, 4]));
+    let r0 = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1, 2]));
+    let r1 = runner.launched_via::<1>(&mut caps, code, Input::Host(&[3, 4]));
     assert_eq!(
         runner.health().in_flight,
         2,
@@ -142,6 +144,7 @@ pub fn ordering_chain_a_c_b_across_a_publication<T: Target>(t: &T) {
     let expect = |v: u32| (((v + 3) * 5) ^ 0x55) + 7;
     {
         let runner = dev.publish(&[a.clone(), c.clone()]).unwrap();
+        let mut caps = Captures::new(t);
         let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
         let ra = runner
             .prepare(
@@ -149,7 +152,7 @@ pub fn ordering_chain_a_c_b_across_a_publication<T: Target>(t: &T) {
                 RunSpec::new(runner.code("A").unwrap(), Input::Host(&x)),
             )
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap();
         let rc = runner
             .prepare(
@@ -157,7 +160,7 @@ pub fn ordering_chain_a_c_b_across_a_publication<T: Target>(t: &T) {
                 RunSpec::new(runner.code("C").unwrap(), Input::Previous),
             )
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap();
         // Both in flight; finalize in reverse order.
         rc.fence().unwrap().finalize(&mut o1).unwrap();
@@ -167,6 +170,7 @@ pub fn ordering_chain_a_c_b_across_a_publication<T: Target>(t: &T) {
     }
     let before = t.stats(dev.driver()).streams_created;
     let runner = dev.publish(&[b]).unwrap();
+    let mut caps = Captures::new(t);
     let mut o0 = Outputs::<0>::new(8);
     runner
         .prepare(
@@ -174,7 +178,7 @@ pub fn ordering_chain_a_c_b_across_a_publication<T: Target>(t: &T) {
             RunSpec::new(runner.code("B").unwrap(), Input::Previous),
         )
         .unwrap()
-        .launch()
+        .launch_via(&mut caps)
         .unwrap()
         .fence()
         .unwrap()
@@ -223,10 +227,11 @@ pub fn a_b_a_publication_recreates_the_aicore_stream_each_time<T: Target>(t: &T)
 pub fn result_readable_while_successor_executes<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
     let mut o0 = Outputs::<0>::new(8);
-    let r0 = runner.launched::<0>(code, Input::Host(&[10]));
-    let r1 = runner.launched::<1>(code, Input::Previous);
+    let r0 = runner.launched_via::<0>(&mut caps, code, Input::Host(&[10]));
+    let r1 = runner.launched_via::<1>(&mut caps, code, Input::Previous);
     let done = r0.fence().unwrap().finalize(&mut o0).unwrap();
     assert_eq!(o0.values(), &[11], "run N read back");
     // Run N+1 has not completed: polling hands it back not ready.
@@ -241,7 +246,7 @@ pub fn result_readable_while_successor_executes<T: Target>(t: &T) {
     let r2 = runner
         .prepare(done.token, RunSpec::new(code, Input::Previous))
         .unwrap()
-        .launch()
+        .launch_via(&mut caps)
         .unwrap();
     let mut o1 = Outputs::<1>::new(8);
     r1.fence().unwrap().finalize(&mut o1).unwrap();
@@ -252,14 +257,15 @@ pub fn result_readable_while_successor_executes<T: Target>(t: &T) {
 pub fn known_run_error_fails_that_run_alone<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
     t.inject(
         runner.device().driver(),
         Fault::RunError { nth: 1, code: 42 },
     );
     let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
-    let bad = runner.launched::<0>(code, Input::Host(&[1]));
-    let good = runner.launched::<1>(code, Input::Host(&[7]));
+    let bad = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
+    let good = runner.launched_via::<1>(&mut caps, code, Input::Host(&[7]));
     let bad_id = bad.id();
     let err = bad.fence().unwrap().finalize(&mut o0).unwrap_err();
     assert_eq!(err.kind(), &ErrorKind::RunFailed { code: 42 });
@@ -287,6 +293,7 @@ pub fn known_run_error_fails_that_run_alone<T: Target>(t: &T) {
 pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
     let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
     let (mut t0, mut t1) = (
@@ -297,12 +304,12 @@ pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
         let r0 = runner
             .prepare(t0, RunSpec::new(code, Input::Host(&[i])))
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap();
         let r1 = runner
             .prepare(t1, RunSpec::new(code, Input::Host(&[i + 100])))
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap();
         let (id0, id1) = (r0.id(), r1.id());
         let f1 = r1.fence().unwrap().finalize(&mut o1).unwrap();
@@ -319,10 +326,11 @@ pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
 pub fn finalize_in_any_order<T: Target>(t: &T) {
     let mut dev = Device::<_, 3>::open(t.stepped(cfg()), t.config()).unwrap();
     let runner = dev.publish(&[prog_add(5)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add5").unwrap();
-    let r0 = runner.launched::<0>(code, Input::Host(&[0]));
-    let r1 = runner.launched::<1>(code, Input::Previous);
-    let r2 = runner.launched::<2>(code, Input::Previous);
+    let r0 = runner.launched_via::<0>(&mut caps, code, Input::Host(&[0]));
+    let r1 = runner.launched_via::<1>(&mut caps, code, Input::Previous);
+    let r2 = runner.launched_via::<2>(&mut caps, code, Input::Previous);
     assert_eq!(runner.health().in_flight, 3);
     let (mut o0, mut o1, mut o2) = (
         Outputs::<0>::new(1),
@@ -346,9 +354,10 @@ pub fn dropped_and_forgotten_runs_then_publish_and_drop<T: Target>(t: &T) {
     let mut dev = Device::<_, 2>::open(drv, t.config()).unwrap();
     {
         let runner = dev.publish(&[prog_add(1)]).unwrap();
+        let mut caps = Captures::new(t);
         let code = runner.code("add1").unwrap();
-        let dropped = runner.launched::<0>(code, Input::Host(&[1]));
-        let forgotten = runner.launched::<1>(code, Input::Host(&[2]));
+        let dropped = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
+        let forgotten = runner.launched_via::<1>(&mut caps, code, Input::Host(&[2]));
         drop(dropped); // waits for its own fence, then frees slot 0
         assert!(
             runner.take_slot::<0>().is_ok(),
@@ -364,6 +373,7 @@ pub fn dropped_and_forgotten_runs_then_publish_and_drop<T: Target>(t: &T) {
     }
     // Publication waits for the forgotten run and reclaims its slot.
     let runner = dev.publish(&[prog_add(2)]).unwrap();
+    let mut caps = Captures::new(t);
     assert_eq!(runner.health().in_flight, 0);
     let mut o1 = Outputs::<1>::new(1);
     let code = runner.code("add2").unwrap();
@@ -377,8 +387,11 @@ pub fn dropped_and_forgotten_runs_then_publish_and_drop<T: Target>(t: &T) {
     assert_eq!(o1.values(), &[3]);
     // Forget a launched run once more, then close the device: it drains the
     // forgotten run before releasing anything.
-    let r = runner.launched::<0>(code, Input::Host(&[1]));
+    let r = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
     std::mem::forget(r);
+    // A capture borrows the runner: it goes first (its graph is destroyed
+    // once the forgotten run is proven done, at the latest by the close).
+    drop(caps);
     let stats = t.probe(dev.driver());
     dev.close().unwrap();
     let s = stats();
@@ -396,6 +409,7 @@ pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let mut runner = dev.publish(&[prog_add(1)]).unwrap();
     {
+        let mut caps = Captures::new(t);
         let code = runner.code("add1").unwrap();
         t.inject(
             runner.device().driver(),
@@ -410,7 +424,7 @@ pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
                 RunSpec::new(code, Input::Host(&[1])),
             )
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap_err();
         assert!(matches!(err.kind(), ErrorKind::PartialLaunch(_)), "{err}");
         assert!(err.value().is_none(), "the run is gone");
@@ -427,7 +441,7 @@ pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
                 RunSpec::new(code, Input::Host(&[1])),
             )
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap_err();
         assert!(matches!(err.kind(), ErrorKind::Poisoned(_)));
         assert!(err.value().is_some());
@@ -449,6 +463,7 @@ pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
 pub fn fence_timeout_hands_the_run_back<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
     // The run's fence (its second record) becomes visible 3 ms late: longer
     // than a 1 ms wait, shorter than the configured 4 ms fence timeout.
@@ -459,7 +474,7 @@ pub fn fence_timeout_hands_the_run_back<T: Target>(t: &T) {
             delay: Duration::from_millis(3),
         },
     );
-    let run = runner.launched::<0>(code, Input::Host(&[1; 8]));
+    let run = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1; 8]));
     // A wait shorter than the watchdog: not yet, and nothing is poisoned.
     let err = run.fence_for(Duration::from_millis(1)).unwrap_err();
     assert!(
@@ -476,13 +491,14 @@ pub fn hung_run_poisons_and_quarantines_until_drained<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let mut runner = dev.publish(&[prog_add(1)]).unwrap();
     {
+        let mut caps = Captures::new(t);
         let code = runner.code("add1").unwrap();
         // The AICPU stream's completion record never completes.
         t.inject(
             runner.device().driver(),
             Fault::EventNeverCompletes { nth: 2 },
         );
-        let run = runner.launched::<0>(code, Input::Host(&[1]));
+        let run = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
         let id = run.id();
         let err = run.fence().unwrap_err();
         assert!(
@@ -503,7 +519,7 @@ pub fn hung_run_poisons_and_quarantines_until_drained<T: Target>(t: &T) {
                 RunSpec::new(code, Input::Host(&[1])),
             )
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap_err();
         assert!(matches!(err.kind(), ErrorKind::Poisoned(_)));
     }
@@ -575,6 +591,7 @@ pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let mut runner = dev.publish(&[prog_add(1)]).unwrap();
     {
+        let mut caps = Captures::new(t);
         let code = runner.code("add1").unwrap();
         t.inject(
             runner.device().driver(),
@@ -583,8 +600,8 @@ pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {
                 nth: 1,
             },
         );
-        let r0 = runner.launched::<0>(code, Input::Host(&[1]));
-        let r1 = runner.launched::<1>(code, Input::Host(&[2]));
+        let r0 = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
+        let r1 = runner.launched_via::<1>(&mut caps, code, Input::Host(&[2]));
         let e0 = r0.fence().unwrap_err();
         assert!(matches!(e0.kind(), ErrorKind::Fault(_)), "{e0}");
         let e1 = r1.fence().unwrap_err();
@@ -613,6 +630,7 @@ pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {
 pub fn chain_needs_a_predecessor<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
     let err = runner
         .prepare(
@@ -620,7 +638,7 @@ pub fn chain_needs_a_predecessor<T: Target>(t: &T) {
             RunSpec::new(code, Input::Previous),
         )
         .unwrap()
-        .launch()
+        .launch_via(&mut caps)
         .unwrap_err();
     assert_eq!(err.kind(), &ErrorKind::NoChainValue);
     let prepared = err
@@ -702,8 +720,9 @@ pub fn foreign_tokens_and_code_are_refused<T: Target>(t: &T) {
 pub fn fence_from_another_thread<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
-    let run = runner.launched::<1>(code, Input::Host(&[41]));
+    let run = runner.launched_via::<1>(&mut caps, code, Input::Host(&[41]));
     let values = std::thread::scope(|s| {
         s.spawn(move || {
             let mut o = Outputs::<1>::new(1);
@@ -719,8 +738,9 @@ pub fn fence_from_another_thread<T: Target>(t: &T) {
 pub fn try_fence_polls_without_waiting<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
-    let mut run = runner.launched::<0>(code, Input::Host(&[1]));
+    let mut run = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
     let mut polls = 0;
     let fenced = loop {
         match run.try_fence() {
@@ -756,6 +776,7 @@ pub fn real_time_queue_runs_correctly<T: Target>(t: &T) {
     );
     let mut dev = Device::<_, 2>::open(drv, t.config()).unwrap();
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
     let (mut o0, mut o1) = (Outputs::<0>::new(4), Outputs::<1>::new(4));
     let (mut t0, mut t1) = (
@@ -766,12 +787,12 @@ pub fn real_time_queue_runs_correctly<T: Target>(t: &T) {
         let r0 = runner
             .prepare(t0, RunSpec::new(code, Input::Host(&[i])))
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap();
         let r1 = runner
             .prepare(t1, RunSpec::new(code, Input::Previous))
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap();
         t0 = r0.fence().unwrap().finalize(&mut o0).unwrap().token;
         t1 = r1.fence().unwrap().finalize(&mut o1).unwrap().token;
@@ -785,9 +806,10 @@ pub fn real_time_queue_runs_correctly<T: Target>(t: &T) {
 pub fn finalize_into_a_small_buffer_hands_the_run_back<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(10)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add10").unwrap();
     let fenced = runner
-        .launched::<0>(code, Input::Host(&[1, 2, 3, 4]))
+        .launched_via::<0>(&mut caps, code, Input::Host(&[1, 2, 3, 4]))
         .fence()
         .unwrap();
     let id = fenced.id();
@@ -813,7 +835,7 @@ pub fn finalize_into_a_small_buffer_hands_the_run_back<T: Target>(t: &T) {
     assert_eq!(done.run, id);
     // Giving up on a fenced run frees its slot for the next run.
     let fenced = runner
-        .launched::<1>(code, Input::Host(&[5]))
+        .launched_via::<1>(&mut caps, code, Input::Host(&[5]))
         .fence()
         .unwrap();
     let token = fenced.into_token();

@@ -1,0 +1,202 @@
+//! The contract suite's launches under [`Target::replay`]: a per-test
+//! store of each slot's [`Capture`] ([`Captures`]) and the launch through
+//! it ([`LaunchVia`]) — the first run of a slot captures, later runs of
+//! that slot replay the held capture, a refusal that asks for a new
+//! capture (another shape, a stale capture) recaptures, and a capture
+//! refused as unavailable falls back to a launch for that slot from then
+//! on: the pipeline lanes' policy (`src/contract/replay.rs`), here over
+//! the typed `Run` API.
+//!
+//! A capture borrows the runner, so a test that publishes (or drains)
+//! again drops its `Captures` first, as it drops its runs.
+
+use runclaim::contract::{ErrorKind, ReplayRefusal, Slot, SlotOf};
+use runclaim::driver::Driver;
+use runclaim::{Capture, CodeRef, Error, Input, Launched, Prepared, Run, RunSpec, Runner};
+
+use super::Target;
+
+/// One slot's replay: no capture yet, its capture, or unavailable (the
+/// driver or the adapter refused to capture: the slot launches).
+pub enum Held<'r, const I: usize> {
+    Wanted,
+    Captured(Capture<'r, I>),
+    Unavailable,
+}
+
+/// How the runs of a test were launched, as [`LaunchVia`] chose.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Counts {
+    /// Launched (replay off, or capture unavailable).
+    pub launched: u64,
+    /// Captured (a slot's first run, or a recapture).
+    pub captured: u64,
+    /// Replays of a held capture.
+    pub replayed: u64,
+    /// Replays refused as another shape or stale, then recaptured.
+    pub recaptured: u64,
+}
+
+/// A test's captures, one per slot (up to depth 3, the suite's deepest);
+/// launches through it are plain launches when the target does not replay.
+pub struct Captures<'r> {
+    on: bool,
+    s0: Held<'r, 0>,
+    s1: Held<'r, 1>,
+    s2: Held<'r, 2>,
+    counts: Counts,
+}
+
+impl Captures<'_> {
+    /// Empty: replaying when `t` replays.
+    pub fn new<T: Target>(t: &T) -> Self {
+        Captures {
+            on: t.replay(),
+            s0: Held::Wanted,
+            s1: Held::Wanted,
+            s2: Held::Wanted,
+            counts: Counts::default(),
+        }
+    }
+
+    /// How this test's runs were launched so far.
+    pub fn counts(&self) -> Counts {
+        self.counts
+    }
+}
+
+/// Picks slot `I`'s entry of a [`Captures`].
+pub trait HeldIn<const I: usize> {
+    #[doc(hidden)]
+    fn held<'a, 'r>(caps: &'a mut Captures<'r>) -> &'a mut Held<'r, I>;
+}
+
+impl HeldIn<0> for Slot<0> {
+    fn held<'a, 'r>(caps: &'a mut Captures<'r>) -> &'a mut Held<'r, 0> {
+        &mut caps.s0
+    }
+}
+
+impl HeldIn<1> for Slot<1> {
+    fn held<'a, 'r>(caps: &'a mut Captures<'r>) -> &'a mut Held<'r, 1> {
+        &mut caps.s1
+    }
+}
+
+impl HeldIn<2> for Slot<2> {
+    fn held<'a, 'r>(caps: &'a mut Captures<'r>) -> &'a mut Held<'r, 2> {
+        &mut caps.s2
+    }
+}
+
+type Launch<'r, const I: usize> = Result<Run<'r, Launched, I>, Error<Option<Run<'r, Prepared, I>>>>;
+
+/// Whether a replay's refusal asks for a new capture (what the run differs
+/// in, or a stale capture), as the pipeline lanes decide.
+fn recapture(kind: &ErrorKind) -> bool {
+    matches!(kind, ErrorKind::Replay(r) if !matches!(**r,
+        ReplayRefusal::DriverCannotCapture | ReplayRefusal::AdapterCannotReplay))
+}
+
+/// A prepared run launched through a test's [`Captures`].
+pub trait LaunchVia<'r, const I: usize> {
+    /// Launched, or (the target replaying) captured or replayed as its
+    /// slot's entry says; errors as [`Run::launch`]'s, the prepared run
+    /// handed back where nothing was submitted.
+    fn launch_via(self, caps: &mut Captures<'r>) -> Launch<'r, I>;
+}
+
+impl<'r, const I: usize> LaunchVia<'r, I> for Run<'r, Prepared, I>
+where
+    Slot<I>: HeldIn<I>,
+{
+    fn launch_via(self, caps: &mut Captures<'r>) -> Launch<'r, I> {
+        if !caps.on {
+            caps.counts.launched += 1;
+            return self.launch();
+        }
+        let mut counts = caps.counts;
+        let held = <Slot<I> as HeldIn<I>>::held(caps);
+        let r = launch_held(self, held, &mut counts);
+        caps.counts = counts;
+        r
+    }
+}
+
+fn launch_held<'r, const I: usize>(
+    prepared: Run<'r, Prepared, I>,
+    held: &mut Held<'r, I>,
+    counts: &mut Counts,
+) -> Launch<'r, I> {
+    let prepared = match held {
+        Held::Unavailable => {
+            counts.launched += 1;
+            return prepared.launch();
+        }
+        Held::Wanted => prepared,
+        Held::Captured(capture) => match prepared.replay(capture) {
+            Ok(run) => {
+                counts.replayed += 1;
+                return Ok(run);
+            }
+            Err(e) if recapture(e.kind()) => {
+                counts.recaptured += 1;
+                // The old graph goes before the new one is made.
+                *held = Held::Wanted;
+                match e.into_parts() {
+                    (Some(prepared), _) => prepared,
+                    (None, e) => return Err(e.map_value(|()| None)),
+                }
+            }
+            Err(e) => return Err(e),
+        },
+    };
+    match prepared.capture() {
+        Ok((run, capture)) => {
+            counts.captured += 1;
+            *held = Held::Captured(capture);
+            Ok(run)
+        }
+        Err(e) if matches!(e.kind(), ErrorKind::Replay(_)) => {
+            *held = Held::Unavailable;
+            counts.launched += 1;
+            match e.into_parts() {
+                (Some(prepared), _) => prepared.launch(),
+                (None, e) => Err(e.map_value(|()| None)),
+            }
+        }
+        Err(e) => Err(e),
+    }
+}
+
+/// [`LaunchIn::launched`](super::LaunchIn::launched) through a test's
+/// [`Captures`].
+pub trait LaunchedVia<'r, const DEPTH: usize> {
+    /// The launched (or captured, or replayed) run in slot `I`.
+    fn launched_via<const I: usize>(
+        &'r self,
+        caps: &mut Captures<'r>,
+        code: CodeRef<'r>,
+        input: Input<'_>,
+    ) -> Run<'r, Launched, I>
+    where
+        Slot<I>: SlotOf<DEPTH> + HeldIn<I>;
+}
+
+impl<'r, D: Driver, const DEPTH: usize> LaunchedVia<'r, DEPTH> for Runner<'_, D, DEPTH> {
+    fn launched_via<const I: usize>(
+        &'r self,
+        caps: &mut Captures<'r>,
+        code: CodeRef<'r>,
+        input: Input<'_>,
+    ) -> Run<'r, Launched, I>
+    where
+        Slot<I>: SlotOf<DEPTH> + HeldIn<I>,
+    {
+        let token = self.take_slot::<I>().expect("take the slot");
+        self.prepare(token, RunSpec::new(code, input))
+            .expect("prepare")
+            .launch_via(caps)
+            .expect("launch")
+    }
+}
