@@ -7,13 +7,20 @@ contract_suite!(common::Sim);
 
 pipeline_suite!(common::Sim);
 
-/// The pipeline suite with every pipeline replaying its runs
+/// The contract suite launching every run through capture and replay
+/// (`common::replaying`: a slot's first run captured, its later runs
+/// replayed, recaptured when refused), and the pipeline suite with every
+/// pipeline replaying its runs
 /// ([`Pipeline::replay`](runclaim::Pipeline::replay)).
 mod replay {
+    crate::contract_suite!(crate::common::Replaying(crate::common::Sim));
+
     crate::pipeline_suite!(crate::common::Replaying(crate::common::Sim));
 
     /// And under the a2a3 kernel ABI.
     mod a2a3 {
+        crate::contract_suite!(crate::common::Replaying(crate::common::SimA2a3));
+
         crate::pipeline_suite!(crate::common::Replaying(crate::common::SimA2a3));
     }
 }

@@ -10,7 +10,7 @@
 //! A capture borrows the runner, so a test that publishes (or drains)
 //! again drops its `Captures` first, as it drops its runs.
 
-use runclaim::contract::{ErrorKind, ReplayRefusal, Slot, SlotOf};
+use runclaim::contract::{ContractStats, ErrorKind, ReplayRefusal, Slot, SlotOf};
 use runclaim::driver::Driver;
 use runclaim::{Capture, CodeRef, Error, Input, Launched, Prepared, Run, RunSpec, Runner};
 
@@ -62,6 +62,33 @@ impl Captures<'_> {
     /// How this test's runs were launched so far.
     pub fn counts(&self) -> Counts {
         self.counts
+    }
+
+    /// Asserts how this test's runs were launched — as `replaying` says
+    /// when the target replays, every one launched when it does not — and
+    /// that the device counted the same (`stats`, the runner's device's):
+    /// every capture, and a replay for each capture's first run and each
+    /// replay of a held capture. So a replaying target whose runs were
+    /// silently launched fails here, on the device's count.
+    pub fn expect(&self, stats: ContractStats, replaying: Counts) {
+        let runs = replaying.launched + replaying.captured + replaying.replayed;
+        let (want, device) = if self.on {
+            let device = (replaying.captured, replaying.captured + replaying.replayed);
+            (replaying, device)
+        } else {
+            let launched = Counts {
+                launched: runs,
+                ..Counts::default()
+            };
+            (launched, (0, 0))
+        };
+        assert_eq!(
+            (stats.captures, stats.replays),
+            device,
+            "the device's (captures, replays): {stats:?}"
+        );
+        assert_eq!(self.counts, want, "how the runs were launched");
+        assert_eq!(stats.launched, runs, "every run launched once: {stats:?}");
     }
 }
 
@@ -199,4 +226,12 @@ impl<'r, D: Driver, const DEPTH: usize> LaunchedVia<'r, DEPTH> for Runner<'_, D,
             .launch_via(caps)
             .expect("launch")
     }
+}
+
+/// Which `record_event` of a fresh device a slot's first run's fence is:
+/// its second launched (the AICore kernel's completion record first), its
+/// third captured (the capture's fork record first) — a fault armed on a
+/// run's fence counts the records the target makes.
+pub fn fence_record<T: Target>(t: &T) -> u64 {
+    if t.replay() { 3 } else { 2 }
 }

@@ -9,7 +9,7 @@ use runclaim::driver::abi::Program;
 use runclaim::sim::{Fault, Kernel, SimConfig};
 use runclaim::{Callable, Device, Input, Outputs, RunSpec};
 
-use super::replaying::{Captures, LaunchVia, LaunchedVia};
+use super::replaying::{self, Captures, Counts, LaunchVia, LaunchedVia};
 use super::{LaunchIn, Target, checks};
 
 /// Generates one `#[test]` per suite function for a target expression, and
@@ -252,6 +252,14 @@ pub fn result_readable_while_successor_executes<T: Target>(t: &T) {
     r1.fence().unwrap().finalize(&mut o1).unwrap();
     r2.fence().unwrap().finalize(&mut o0).unwrap();
     assert_eq!((o1.values(), o0.values()), (&[12][..], &[13][..]));
+    // Replaying: slot 0's third run replays the capture of its first,
+    // chained on slot 1's output where the capture had a host input.
+    let replaying = Counts {
+        captured: 2,
+        replayed: 1,
+        ..Counts::default()
+    };
+    caps.expect(runner.device().stats(), replaying);
 }
 
 pub fn known_run_error_fails_that_run_alone<T: Target>(t: &T) {
@@ -282,12 +290,23 @@ pub fn known_run_error_fails_that_run_alone<T: Target>(t: &T) {
         &[8],
         "the queued successor completes correctly"
     );
-    // The failed run's slot is usable at once.
-    let again = runner
-        .run_serial(token0, RunSpec::new(code, Input::Host(&[2])), &mut o0)
+    // The failed run's slot is usable at once (replaying, its capture
+    // replays: the failure was the run's, not the graph's).
+    let again = runner.prepare(token0, RunSpec::new(code, Input::Host(&[2])));
+    let again = again
+        .unwrap()
+        .launch_via(&mut caps)
+        .unwrap()
+        .fence()
         .unwrap();
+    again.finalize(&mut o0).unwrap();
     assert_eq!(o0.values(), &[3]);
-    drop(again);
+    let replaying = Counts {
+        captured: 2,
+        replayed: 1,
+        ..Counts::default()
+    };
+    caps.expect(runner.device().stats(), replaying);
 }
 
 pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
@@ -301,8 +320,13 @@ pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
         runner.take_slot::<1>().unwrap(),
     );
     for i in 0..6u32 {
+        // Slot 0's input grows at the fourth run (replaying: larger than
+        // its capture, so captured again; the new graph's records too are
+        // each run's own).
+        let x = [i, i + 50];
+        let grown = if i < 3 { 1 } else { 2 };
         let r0 = runner
-            .prepare(t0, RunSpec::new(code, Input::Host(&[i])))
+            .prepare(t0, RunSpec::new(code, Input::Host(&x[..grown])))
             .unwrap()
             .launch_via(&mut caps)
             .unwrap();
@@ -317,10 +341,20 @@ pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
         assert_eq!((f0.wall.run_id, f0.wall.slot), (id0.get(), 0));
         assert_eq!((f1.wall.run_id, f1.wall.slot), (id1.get(), 1));
         assert_eq!((o0.run(), o1.run()), (Some(id0), Some(id1)));
+        assert_eq!(o0.values()[0], i + 1);
         assert!(f0.wall.end <= f1.wall.dispatched, "slot 0's run ran first");
         t0 = f0.token;
         t1 = f1.token;
     }
+    // Replaying: each slot's first run captured, slot 0's again when it
+    // grew; every other run replayed.
+    let replaying = Counts {
+        captured: 3,
+        replayed: 9,
+        recaptured: 1,
+        ..Counts::default()
+    };
+    caps.expect(runner.device().stats(), replaying);
 }
 
 pub fn finalize_in_any_order<T: Target>(t: &T) {
@@ -400,13 +434,21 @@ pub fn dropped_and_forgotten_runs_then_publish_and_drop<T: Target>(t: &T) {
         "no stream with queued work was destroyed"
     );
     assert_eq!(
-        (s.live_streams(), s.live_events(), s.live_allocations()),
-        (0, 0, 0)
+        (
+            s.live_streams(),
+            s.live_events(),
+            s.live_allocations(),
+            s.live_graphs
+        ),
+        (0, 0, 0, 0)
     );
 }
 
 pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
+    if t.replay() {
+        return a_failed_capture_call_reaches_nothing(t, &mut dev);
+    }
     let mut runner = dev.publish(&[prog_add(1)]).unwrap();
     {
         let mut caps = Captures::new(t);
@@ -460,17 +502,68 @@ pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
     assert_eq!(runner.serial::<0>(code, Input::Host(&[4])), [5]);
 }
 
+/// [`partial_launch_poisons_until_drained`] replaying: the slot's first
+/// run is captured, and a capture's calls reach nothing on the device
+/// (captured tasks do not run; a replay is one call, queued whole or not
+/// at all), so the failed `launch_aicpu` is no partial launch: the run
+/// comes back, nothing is poisoned or quarantined, the same run captures
+/// at the next try, and the slot's next run replays that capture.
+fn a_failed_capture_call_reaches_nothing<T: Target>(t: &T, dev: &mut Device<T::D, 2>) {
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
+    let code = runner.code("add1").unwrap();
+    t.inject(
+        runner.device().driver(),
+        Fault::FailCall {
+            op: Op::LaunchAicpu,
+            nth: 1,
+        },
+    );
+    let spec = RunSpec::new(code, Input::Host(&[1]));
+    let err = runner
+        .prepare(runner.take_slot::<0>().unwrap(), spec)
+        .unwrap()
+        .launch_via(&mut caps)
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::Driver(e) if e.op() == Op::LaunchAicpu),
+        "{err}"
+    );
+    let h = runner.health();
+    assert_eq!((h.poisoned, h.quarantined.len(), h.in_flight), (None, 0, 0));
+    let prepared = err
+        .into_value()
+        .expect("nothing was submitted: the run comes back");
+    let mut o = Outputs::<0>::new(1);
+    let run = prepared.launch_via(&mut caps).unwrap();
+    let token = run.fence().unwrap().finalize(&mut o).unwrap().token;
+    assert_eq!(o.values(), &[2]);
+    let spec = RunSpec::new(code, Input::Host(&[4]));
+    let run = runner.prepare(token, spec).unwrap().launch_via(&mut caps);
+    run.unwrap().fence().unwrap().finalize(&mut o).unwrap();
+    assert_eq!(o.values(), &[5]);
+    let want = Counts {
+        captured: 1,
+        replayed: 1,
+        ..Counts::default()
+    };
+    assert_eq!(caps.counts(), want);
+    let s = runner.device().stats();
+    assert_eq!((s.captures, s.replays), (1, 2), "{s:?}");
+}
+
 pub fn fence_timeout_hands_the_run_back<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
     let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
-    // The run's fence (its second record) becomes visible 3 ms late: longer
-    // than a 1 ms wait, shorter than the configured 4 ms fence timeout.
+    // The run's fence (its second record launched, its third captured)
+    // becomes visible 3 ms late: longer than a 1 ms wait, shorter than the
+    // configured 4 ms fence timeout.
     t.inject(
         runner.device().driver(),
         Fault::DelayEvent {
-            nth: 2,
+            nth: replaying::fence_record(t),
             delay: Duration::from_millis(3),
         },
     );
@@ -496,7 +589,9 @@ pub fn hung_run_poisons_and_quarantines_until_drained<T: Target>(t: &T) {
         // The AICPU stream's completion record never completes.
         t.inject(
             runner.device().driver(),
-            Fault::EventNeverCompletes { nth: 2 },
+            Fault::EventNeverCompletes {
+                nth: replaying::fence_record(t),
+            },
         );
         let run = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
         let id = run.id();
@@ -540,6 +635,7 @@ pub fn shared_device_recovers_from_faults_by_itself<T: Target>(t: &T) {
         runclaim::SharedDevice::<_, 2>::open(t.stepped(cfg()), t.config().max_elements(64))
             .unwrap();
     shared.publish(&[prog_add(1)]).unwrap();
+    shared.replay(t.replay());
     let code = shared.code("add1").unwrap();
     let (mut right, mut own, mut resubmitted) = (0, 0, 0);
     for k in 0..12u32 {
@@ -580,6 +676,15 @@ pub fn shared_device_recovers_from_faults_by_itself<T: Target>(t: &T) {
     let h = shared.health();
     assert_eq!(h.recoveries, 4, "{h:?}");
     assert_eq!((h.poisoned, h.lost), (None, None));
+    let s = shared.stats();
+    if t.replay() {
+        // Every run replayed; each recovery let every graph go, so a run
+        // after it captured again; the rest replayed a held capture.
+        assert_eq!(s.replays, s.launched, "{s:?}");
+        assert!(s.captures > h.recoveries && s.captures < s.replays, "{s:?}");
+    } else {
+        assert_eq!((s.captures, s.replays), (0, 0), "{s:?}");
+    }
 }
 
 /// The driver behind a shared device (its faults are armed through it).
@@ -619,10 +724,18 @@ pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {
         assert_eq!(runner.health().quarantined.len(), 2);
     }
     let report = runner.drain().unwrap();
-    assert_eq!(
-        report.streams_recreated, 2,
-        "both streams faulted (AICore by watchdog)"
-    );
+    if t.replay() {
+        // The kernels ran on their graphs' own streams: the faulted replay
+        // faulted the AICPU stream it was queued on, and the AICore stream
+        // held nothing. Every graph is let go of with the faulted streams.
+        assert_eq!(report.streams_recreated, 1, "the AICPU stream alone");
+        assert_eq!(t.stats(runner.device().driver()).live_graphs, 0);
+    } else {
+        assert_eq!(
+            report.streams_recreated, 2,
+            "both streams faulted (AICore by watchdog)"
+        );
+    }
     let code = runner.code("add1").unwrap();
     assert_eq!(runner.serial::<1>(code, Input::Host(&[9])), [10]);
 }
@@ -798,6 +911,12 @@ pub fn real_time_queue_runs_correctly<T: Target>(t: &T) {
         t1 = r1.fence().unwrap().finalize(&mut o1).unwrap().token;
         assert_eq!((o0.values(), o1.values()), (&[i + 1][..], &[i + 2][..]));
     }
+    let replaying = Counts {
+        captured: 2,
+        replayed: 38,
+        ..Counts::default()
+    };
+    caps.expect(runner.device().stats(), replaying);
 }
 
 /// A finalize into a buffer that is too small hands the *fenced run* back:
