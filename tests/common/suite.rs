@@ -729,7 +729,11 @@ pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {
         // faulted the AICPU stream it was queued on, and the AICore stream
         // held nothing. Every graph is let go of with the faulted streams.
         assert_eq!(report.streams_recreated, 1, "the AICPU stream alone");
-        assert_eq!(t.stats(runner.device().driver()).live_graphs, 0);
+        let graphs = t.stats(runner.device().driver()).live_graphs;
+        assert_eq!(
+            graphs, 0,
+            "the drain waited for the graphs and destroyed them"
+        );
     } else {
         assert_eq!(
             report.streams_recreated, 2,
