@@ -45,6 +45,7 @@ pub struct Captures<'r> {
     s1: Held<'r, 1>,
     s2: Held<'r, 2>,
     counts: Counts,
+    refused: Vec<ReplayRefusal>,
 }
 
 impl Captures<'_> {
@@ -56,12 +57,18 @@ impl Captures<'_> {
             s1: Held::Wanted,
             s2: Held::Wanted,
             counts: Counts::default(),
+            refused: Vec::new(),
         }
     }
 
     /// How this test's runs were launched so far.
     pub fn counts(&self) -> Counts {
         self.counts
+    }
+
+    /// Why each recapture's replay was refused, in order.
+    pub fn refusals(&self) -> &[ReplayRefusal] {
+        &self.refused
     }
 
     /// Asserts how this test's runs were launched — as `replaying` says
@@ -142,10 +149,10 @@ where
             caps.counts.launched += 1;
             return self.launch();
         }
-        let mut counts = caps.counts;
+        let (mut counts, mut refused) = (caps.counts, std::mem::take(&mut caps.refused));
         let held = <Slot<I> as HeldIn<I>>::held(caps);
-        let r = launch_held(self, held, &mut counts);
-        caps.counts = counts;
+        let r = launch_held(self, held, (&mut counts, &mut refused));
+        (caps.counts, caps.refused) = (counts, refused);
         r
     }
 }
@@ -153,7 +160,7 @@ where
 fn launch_held<'r, const I: usize>(
     prepared: Run<'r, Prepared, I>,
     held: &mut Held<'r, I>,
-    counts: &mut Counts,
+    (counts, refused): (&mut Counts, &mut Vec<ReplayRefusal>),
 ) -> Launch<'r, I> {
     let prepared = match held {
         Held::Unavailable => {
@@ -168,6 +175,9 @@ fn launch_held<'r, const I: usize>(
             }
             Err(e) if recapture(e.kind()) => {
                 counts.recaptured += 1;
+                if let ErrorKind::Replay(r) = e.kind() {
+                    refused.push(**r);
+                }
                 // The old graph goes before the new one is made.
                 *held = Held::Wanted;
                 match e.into_parts() {

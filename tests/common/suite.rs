@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use runclaim::contract::{ErrorKind, PoisonCause};
-use runclaim::driver::Op;
+use runclaim::contract::{ErrorKind, PoisonCause, ReplayRefusal, TensorDiff};
 use runclaim::driver::abi::Program;
+use runclaim::driver::{Driver, Op};
 use runclaim::sim::{Fault, Kernel, SimConfig};
 use runclaim::{Callable, Device, Input, Outputs, RunSpec};
 
@@ -27,6 +27,7 @@ macro_rules! contract_suite {
             result_readable_while_successor_executes,
             known_run_error_fails_that_run_alone,
             records_carry_their_own_run_id,
+            code_uploaded_behind_the_runner_changes_no_run,
             finalize_in_any_order,
             dropped_and_forgotten_runs_then_publish_and_drop,
             partial_launch_poisons_until_drained,
@@ -355,6 +356,56 @@ pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
         ..Counts::default()
     };
     caps.expect(runner.device().stats(), replaying);
+    if t.replay() {
+        let larger = TensorDiff::Larger {
+            captured: 4,
+            now: 8,
+        };
+        let grew = ReplayRefusal::Tensor {
+            index: 0,
+            diff: larger,
+        };
+        assert_eq!(caps.refusals(), [grew]);
+    }
+}
+
+/// Code uploaded straight through `Device::driver()` between a slot's runs
+/// (another user of the NPU) changes no run's values: the AICore stream is
+/// re-created for the new code, and — replaying — the slot's capture, made
+/// before the upload, is refused as stale and captured again.
+pub fn code_uploaded_behind_the_runner_changes_no_run<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
+    let code = runner.code("add1").unwrap();
+    let mut o0 = Outputs::<0>::new(1);
+    let mut token = runner.take_slot::<0>().unwrap();
+    for i in 0..4u32 {
+        if i == 2 {
+            let d = runner.device().driver();
+            let other = d.register_code(&Program::new().mul(7).encode()).unwrap();
+            d.release_code(other.handle).unwrap();
+        }
+        let prepared = runner.prepare(token, RunSpec::new(code, Input::Host(&[i])));
+        let run = prepared.unwrap().launch_via(&mut caps).unwrap();
+        token = run.fence().unwrap().finalize(&mut o0).unwrap().token;
+        assert_eq!(o0.values(), &[i + 1], "run {i}");
+    }
+    let s = runner.device().stats();
+    assert_eq!(
+        s.aicore_recreations, 2,
+        "at the first launch, and after the upload"
+    );
+    let replaying = Counts {
+        captured: 2,
+        replayed: 2,
+        recaptured: 1,
+        ..Counts::default()
+    };
+    caps.expect(s, replaying);
+    if t.replay() {
+        assert_eq!(caps.refusals(), [ReplayRefusal::Stale]);
+    }
 }
 
 pub fn finalize_in_any_order<T: Target>(t: &T) {
