@@ -11,8 +11,13 @@
 //! again drops its `Captures` first, as it drops its runs.
 
 use runclaim::contract::{ContractStats, ErrorKind, ReplayRefusal, Slot, SlotOf};
-use runclaim::driver::Driver;
-use runclaim::{Capture, CodeRef, Error, Input, Launched, Prepared, Run, RunSpec, Runner};
+use runclaim::driver::abi::Program;
+use runclaim::driver::{Driver, Op};
+use runclaim::sim::Fault;
+use runclaim::{
+    Callable, Capture, CodeRef, Device, Error, Input, Launched, Outputs, Prepared, Run, RunSpec,
+    Runner,
+};
 
 use super::Target;
 
@@ -35,6 +40,19 @@ pub struct Counts {
     pub replayed: u64,
     /// Replays refused as another shape or stale, then recaptured.
     pub recaptured: u64,
+}
+
+impl Counts {
+    /// A replaying test's: `captured` (recaptures included), `replayed`
+    /// held captures, `recaptured` after a refusal; none launched.
+    pub fn replaying(captured: u64, replayed: u64, recaptured: u64) -> Self {
+        Counts {
+            launched: 0,
+            captured,
+            replayed,
+            recaptured,
+        }
+    }
 }
 
 /// A test's captures, one per slot (up to depth 3, the suite's deepest);
@@ -244,4 +262,50 @@ impl<'r, D: Driver, const DEPTH: usize> LaunchedVia<'r, DEPTH> for Runner<'_, D,
 /// run's fence counts the records the target makes.
 pub fn fence_record<T: Target>(t: &T) -> u64 {
     if t.replay() { 3 } else { 2 }
+}
+
+/// [`partial_launch_poisons_until_drained`](super::suite::partial_launch_poisons_until_drained)
+/// replaying: the slot's first
+/// run is captured, and a capture's calls reach nothing on the device
+/// (captured tasks do not run; a replay is one call, queued whole or not
+/// at all), so the failed `launch_aicpu` is no partial launch: the run
+/// comes back, nothing is poisoned or quarantined, the same run captures
+/// at the next try, and the slot's next run replays that capture.
+pub fn a_failed_capture_call_reaches_nothing<T: Target>(t: &T, dev: &mut Device<T::D, 2>) {
+    let runner = dev
+        .publish(&[Callable::program("add1", &Program::new().add(1))])
+        .unwrap();
+    let mut caps = Captures::new(t);
+    let code = runner.code("add1").unwrap();
+    t.inject(
+        runner.device().driver(),
+        Fault::FailCall {
+            op: Op::LaunchAicpu,
+            nth: 1,
+        },
+    );
+    let spec = RunSpec::new(code, Input::Host(&[1]));
+    let err = runner
+        .prepare(runner.take_slot::<0>().unwrap(), spec)
+        .unwrap()
+        .launch_via(&mut caps)
+        .unwrap_err();
+    assert!(
+        matches!(err.kind(), ErrorKind::Driver(e) if e.op() == Op::LaunchAicpu),
+        "{err}"
+    );
+    let h = runner.health();
+    assert_eq!((h.poisoned, h.quarantined.len(), h.in_flight), (None, 0, 0));
+    let prepared = err
+        .into_value()
+        .expect("nothing was submitted: the run comes back");
+    let mut o = Outputs::<0>::new(1);
+    let run = prepared.launch_via(&mut caps).unwrap();
+    let token = run.fence().unwrap().finalize(&mut o).unwrap().token;
+    assert_eq!(o.values(), &[2]);
+    let spec = RunSpec::new(code, Input::Host(&[4]));
+    let run = runner.prepare(token, spec).unwrap().launch_via(&mut caps);
+    run.unwrap().fence().unwrap().finalize(&mut o).unwrap();
+    assert_eq!(o.values(), &[5]);
+    caps.expect(runner.device().stats(), Counts::replaying(1, 1, 0));
 }

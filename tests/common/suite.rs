@@ -255,11 +255,7 @@ pub fn result_readable_while_successor_executes<T: Target>(t: &T) {
     assert_eq!((o1.values(), o0.values()), (&[12][..], &[13][..]));
     // Replaying: slot 0's third run replays the capture of its first,
     // chained on slot 1's output where the capture had a host input.
-    let replaying = Counts {
-        captured: 2,
-        replayed: 1,
-        ..Counts::default()
-    };
+    let replaying = Counts::replaying(2, 1, 0);
     caps.expect(runner.device().stats(), replaying);
 }
 
@@ -302,11 +298,7 @@ pub fn known_run_error_fails_that_run_alone<T: Target>(t: &T) {
         .unwrap();
     again.finalize(&mut o0).unwrap();
     assert_eq!(o0.values(), &[3]);
-    let replaying = Counts {
-        captured: 2,
-        replayed: 1,
-        ..Counts::default()
-    };
+    let replaying = Counts::replaying(2, 1, 0);
     caps.expect(runner.device().stats(), replaying);
 }
 
@@ -349,12 +341,7 @@ pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
     }
     // Replaying: each slot's first run captured, slot 0's again when it
     // grew; every other run replayed.
-    let replaying = Counts {
-        captured: 3,
-        replayed: 9,
-        recaptured: 1,
-        ..Counts::default()
-    };
+    let replaying = Counts::replaying(3, 9, 1);
     caps.expect(runner.device().stats(), replaying);
     if t.replay() {
         let larger = TensorDiff::Larger {
@@ -396,12 +383,7 @@ pub fn code_uploaded_behind_the_runner_changes_no_run<T: Target>(t: &T) {
         s.aicore_recreations, 2,
         "at the first launch, and after the upload"
     );
-    let replaying = Counts {
-        captured: 2,
-        replayed: 2,
-        recaptured: 1,
-        ..Counts::default()
-    };
+    let replaying = Counts::replaying(2, 2, 1);
     caps.expect(s, replaying);
     if t.replay() {
         assert_eq!(caps.refusals(), [ReplayRefusal::Stale]);
@@ -498,7 +480,7 @@ pub fn dropped_and_forgotten_runs_then_publish_and_drop<T: Target>(t: &T) {
 pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     if t.replay() {
-        return a_failed_capture_call_reaches_nothing(t, &mut dev);
+        return replaying::a_failed_capture_call_reaches_nothing(t, &mut dev);
     }
     let mut runner = dev.publish(&[prog_add(1)]).unwrap();
     {
@@ -551,56 +533,6 @@ pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
     assert!(runner.health().poisoned.is_none());
     let code = runner.code("add1").unwrap();
     assert_eq!(runner.serial::<0>(code, Input::Host(&[4])), [5]);
-}
-
-/// [`partial_launch_poisons_until_drained`] replaying: the slot's first
-/// run is captured, and a capture's calls reach nothing on the device
-/// (captured tasks do not run; a replay is one call, queued whole or not
-/// at all), so the failed `launch_aicpu` is no partial launch: the run
-/// comes back, nothing is poisoned or quarantined, the same run captures
-/// at the next try, and the slot's next run replays that capture.
-fn a_failed_capture_call_reaches_nothing<T: Target>(t: &T, dev: &mut Device<T::D, 2>) {
-    let runner = dev.publish(&[prog_add(1)]).unwrap();
-    let mut caps = Captures::new(t);
-    let code = runner.code("add1").unwrap();
-    t.inject(
-        runner.device().driver(),
-        Fault::FailCall {
-            op: Op::LaunchAicpu,
-            nth: 1,
-        },
-    );
-    let spec = RunSpec::new(code, Input::Host(&[1]));
-    let err = runner
-        .prepare(runner.take_slot::<0>().unwrap(), spec)
-        .unwrap()
-        .launch_via(&mut caps)
-        .unwrap_err();
-    assert!(
-        matches!(err.kind(), ErrorKind::Driver(e) if e.op() == Op::LaunchAicpu),
-        "{err}"
-    );
-    let h = runner.health();
-    assert_eq!((h.poisoned, h.quarantined.len(), h.in_flight), (None, 0, 0));
-    let prepared = err
-        .into_value()
-        .expect("nothing was submitted: the run comes back");
-    let mut o = Outputs::<0>::new(1);
-    let run = prepared.launch_via(&mut caps).unwrap();
-    let token = run.fence().unwrap().finalize(&mut o).unwrap().token;
-    assert_eq!(o.values(), &[2]);
-    let spec = RunSpec::new(code, Input::Host(&[4]));
-    let run = runner.prepare(token, spec).unwrap().launch_via(&mut caps);
-    run.unwrap().fence().unwrap().finalize(&mut o).unwrap();
-    assert_eq!(o.values(), &[5]);
-    let want = Counts {
-        captured: 1,
-        replayed: 1,
-        ..Counts::default()
-    };
-    assert_eq!(caps.counts(), want);
-    let s = runner.device().stats();
-    assert_eq!((s.captures, s.replays), (1, 2), "{s:?}");
 }
 
 pub fn fence_timeout_hands_the_run_back<T: Target>(t: &T) {
@@ -966,11 +898,7 @@ pub fn real_time_queue_runs_correctly<T: Target>(t: &T) {
         t1 = r1.fence().unwrap().finalize(&mut o1).unwrap().token;
         assert_eq!((o0.values(), o1.values()), (&[i + 1][..], &[i + 2][..]));
     }
-    let replaying = Counts {
-        captured: 2,
-        replayed: 38,
-        ..Counts::default()
-    };
+    let replaying = Counts::replaying(2, 38, 0);
     caps.expect(runner.device().stats(), replaying);
 }
 
