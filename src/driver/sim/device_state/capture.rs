@@ -585,21 +585,12 @@ impl DeviceState {
             return 0;
         };
         let live = |s: &&Stream| s.fault.is_none();
-        let private: usize = g
-            .streams
-            .iter()
-            .filter_map(|p| self.streams.get(p))
-            .filter(live)
-            .map(|s| s.queue.len())
-            .sum();
-        let queued = self
-            .streams
-            .values()
-            .filter(live)
-            .flat_map(|s| &s.queue)
-            .filter(|t| matches!(t.kind, TaskKind::Graph { graph: g2, .. } if g2 == graph))
-            .count();
-        private + queued * (g.tasks.len() + g.ends.len())
+        let private = g.streams.iter().filter_map(|p| self.streams.get(p));
+        let left: usize = private.filter(live).map(|s| s.queue.len()).sum();
+        let queued = self.streams.values().filter(live).flat_map(|s| &s.queue);
+        let is_replay =
+            |t: &&Task| matches!(t.kind, TaskKind::Graph { graph: r, .. } if r == graph);
+        left + queued.filter(is_replay).count() * (g.tasks.len() + g.ends.len())
     }
 
     /// Destroys `graph`, its private streams and events; refused while a
