@@ -91,3 +91,39 @@ pub fn cfg() -> SimConfig {
         assert!(err.contains(&format!("[{dropped:?}]")), "{err}");
     }
 }
+
+/// The replay helper's fallback (`common::replaying`), which no suite
+/// target reaches (each captures): on a device that cannot capture, a
+/// replaying target's runs are launched — the slot's first run asks, is
+/// refused before any runtime call, and launches; its later runs launch
+/// without asking — and the device counts no capture and no replay.
+#[test]
+fn the_replay_helper_launches_where_capture_is_unavailable() {
+    use common::replaying::{Captures, Counts, LaunchVia};
+    use runclaim::driver::abi::Program;
+    use runclaim::sim::{SimConfig, SimDriver};
+    use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+
+    let sim = SimDriver::stepped(SimConfig::default().capture(false));
+    let mut dev = Device::<_, 2>::open(sim, DeviceConfig::default()).unwrap();
+    let runner = dev
+        .publish(&[Callable::program("inc", &Program::new().add(1))])
+        .unwrap();
+    let mut caps = Captures::new(&common::Replaying(common::Sim));
+    let code = runner.code("inc").unwrap();
+    let (mut token, mut out) = (runner.take_slot::<0>().unwrap(), Outputs::<0>::new(1));
+    for i in 0..3u32 {
+        let prepared = runner.prepare(token, RunSpec::new(code, Input::Host(&[i])));
+        let run = prepared.unwrap().launch_via(&mut caps).unwrap();
+        token = run.fence().unwrap().finalize(&mut out).unwrap().token;
+        assert_eq!(out.values(), &[i + 1]);
+    }
+    let launched = Counts {
+        launched: 3,
+        ..Counts::default()
+    };
+    assert_eq!(caps.counts(), launched);
+    assert!(caps.refusals().is_empty(), "no recapture was asked for");
+    let s = runner.device().stats();
+    assert_eq!((s.launched, s.captures, s.replays), (3, 0, 0), "{s:?}");
+}
