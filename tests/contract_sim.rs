@@ -7,13 +7,20 @@ contract_suite!(common::Sim);
 
 pipeline_suite!(common::Sim);
 
-/// The pipeline suite with every pipeline replaying its runs
+/// The contract suite launching every run through capture and replay
+/// (`common::replaying`: a slot's first run captured, its later runs
+/// replayed, recaptured when refused), and the pipeline suite with every
+/// pipeline replaying its runs
 /// ([`Pipeline::replay`](runclaim::Pipeline::replay)).
 mod replay {
+    crate::contract_suite!(crate::common::Replaying(crate::common::Sim));
+
     crate::pipeline_suite!(crate::common::Replaying(crate::common::Sim));
 
     /// And under the a2a3 kernel ABI.
     mod a2a3 {
+        crate::contract_suite!(crate::common::Replaying(crate::common::SimA2a3));
+
         crate::pipeline_suite!(crate::common::Replaying(crate::common::SimA2a3));
     }
 }
@@ -83,4 +90,40 @@ pub fn cfg() -> SimConfig {
         let err = common::listed::check(common::suite::SOURCE, &rest).unwrap_err();
         assert!(err.contains(&format!("[{dropped:?}]")), "{err}");
     }
+}
+
+/// The replay helper's fallback (`common::replaying`), which no suite
+/// target reaches (each captures): on a device that cannot capture, a
+/// replaying target's runs are launched — the slot's first run asks, is
+/// refused before any runtime call, and launches; its later runs launch
+/// without asking — and the device counts no capture and no replay.
+#[test]
+fn the_replay_helper_launches_where_capture_is_unavailable() {
+    use common::replaying::{Captures, Counts, LaunchVia};
+    use runclaim::driver::abi::Program;
+    use runclaim::sim::{SimConfig, SimDriver};
+    use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, RunSpec};
+
+    let sim = SimDriver::stepped(SimConfig::default().capture(false));
+    let mut dev = Device::<_, 2>::open(sim, DeviceConfig::default()).unwrap();
+    let runner = dev
+        .publish(&[Callable::program("inc", &Program::new().add(1))])
+        .unwrap();
+    let mut caps = Captures::new(&common::Replaying(common::Sim));
+    let code = runner.code("inc").unwrap();
+    let (mut token, mut out) = (runner.take_slot::<0>().unwrap(), Outputs::<0>::new(1));
+    for i in 0..3u32 {
+        let prepared = runner.prepare(token, RunSpec::new(code, Input::Host(&[i])));
+        let run = prepared.unwrap().launch_via(&mut caps).unwrap();
+        token = run.fence().unwrap().finalize(&mut out).unwrap().token;
+        assert_eq!(out.values(), &[i + 1]);
+    }
+    let launched = Counts {
+        launched: 3,
+        ..Counts::default()
+    };
+    assert_eq!(caps.counts(), launched);
+    assert!(caps.refusals().is_empty(), "no recapture was asked for");
+    let s = runner.device().stats();
+    assert_eq!((s.launched, s.captures, s.replays), (3, 0, 0), "{s:?}");
 }

@@ -17,12 +17,18 @@ mod a2a3 {
     crate::pipeline_suite!(crate::common::acl::AclA2a3);
 }
 
-/// The pipeline suite replaying every run through the acl driver's
-/// `aclmdlRI*` calls on the fake runtime, under both kernel ABIs.
+/// The contract suite launching every run through capture and replay
+/// (`common::replaying`), and the pipeline suite replaying every run,
+/// through the acl driver's `aclmdlRI*` calls on the fake runtime, under
+/// both kernel ABIs.
 mod replay {
+    crate::contract_suite!(crate::common::Replaying(crate::common::acl::Acl));
+
     crate::pipeline_suite!(crate::common::Replaying(crate::common::acl::Acl));
 
     mod a2a3 {
+        crate::contract_suite!(crate::common::Replaying(crate::common::acl::AclA2a3));
+
         crate::pipeline_suite!(crate::common::Replaying(crate::common::acl::AclA2a3));
     }
 }

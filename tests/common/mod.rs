@@ -16,6 +16,7 @@ pub mod join;
 pub mod listed;
 pub mod model;
 pub mod pipeline_suite;
+pub mod replaying;
 pub mod suite;
 
 use runclaim::contract::{Slot, SlotOf};
@@ -95,7 +96,8 @@ pub trait Target: Sync {
     fn config(&self) -> DeviceConfig {
         DeviceConfig::default()
     }
-    /// Whether the pipeline suite's pipelines replay their runs.
+    /// Whether the suites replay their runs: the pipeline suite's
+    /// pipelines, and the contract suite's launches (`replaying`).
     fn replay(&self) -> bool {
         false
     }
@@ -134,7 +136,9 @@ impl Target for SimA2a3 {
 /// The simulator, used directly.
 pub struct Sim;
 
-/// A target whose pipelines replay every run they can.
+/// A target whose runs are replayed wherever they can be: the pipeline
+/// suite's pipelines, the contract suite's launches (through
+/// [`replaying::Captures`]).
 pub struct Replaying<T>(pub T);
 
 impl<T: Target> Target for Replaying<T> {

@@ -3,12 +3,13 @@
 
 use std::time::Duration;
 
-use runclaim::contract::{ErrorKind, PoisonCause};
-use runclaim::driver::Op;
+use runclaim::contract::{ErrorKind, PoisonCause, ReplayRefusal, TensorDiff};
 use runclaim::driver::abi::Program;
+use runclaim::driver::{Driver, Op};
 use runclaim::sim::{Fault, Kernel, SimConfig};
 use runclaim::{Callable, Device, Input, Outputs, RunSpec};
 
+use super::replaying::{self, Captures, Counts, LaunchVia, LaunchedVia};
 use super::{LaunchIn, Target, checks};
 
 /// Generates one `#[test]` per suite function for a target expression, and
@@ -26,6 +27,7 @@ macro_rules! contract_suite {
             result_readable_while_successor_executes,
             known_run_error_fails_that_run_alone,
             records_carry_their_own_run_id,
+            code_uploaded_behind_the_runner_changes_no_run,
             finalize_in_any_order,
             dropped_and_forgotten_runs_then_publish_and_drop,
             partial_launch_poisons_until_drained,
@@ -80,10 +82,11 @@ fn open<T: Target>(t: &T, sim: SimConfig) -> Device<T::D, 2> {
 pub fn queued_runs_are_in_flight_together<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
     let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
-    let r0 = runner.launched::<0>(code, Input::Host(&[1, 2]));
-    let r1 = runner.launched::<1>(code, Input::Host(&[3, 4]));
+    let r0 = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1, 2]));
+    let r1 = runner.launched_via::<1>(&mut caps, code, Input::Host(&[3, 4]));
     assert_eq!(
         runner.health().in_flight,
         2,
@@ -142,6 +145,7 @@ pub fn ordering_chain_a_c_b_across_a_publication<T: Target>(t: &T) {
     let expect = |v: u32| (((v + 3) * 5) ^ 0x55) + 7;
     {
         let runner = dev.publish(&[a.clone(), c.clone()]).unwrap();
+        let mut caps = Captures::new(t);
         let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
         let ra = runner
             .prepare(
@@ -149,7 +153,7 @@ pub fn ordering_chain_a_c_b_across_a_publication<T: Target>(t: &T) {
                 RunSpec::new(runner.code("A").unwrap(), Input::Host(&x)),
             )
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap();
         let rc = runner
             .prepare(
@@ -157,7 +161,7 @@ pub fn ordering_chain_a_c_b_across_a_publication<T: Target>(t: &T) {
                 RunSpec::new(runner.code("C").unwrap(), Input::Previous),
             )
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap();
         // Both in flight; finalize in reverse order.
         rc.fence().unwrap().finalize(&mut o1).unwrap();
@@ -167,6 +171,7 @@ pub fn ordering_chain_a_c_b_across_a_publication<T: Target>(t: &T) {
     }
     let before = t.stats(dev.driver()).streams_created;
     let runner = dev.publish(&[b]).unwrap();
+    let mut caps = Captures::new(t);
     let mut o0 = Outputs::<0>::new(8);
     runner
         .prepare(
@@ -174,7 +179,7 @@ pub fn ordering_chain_a_c_b_across_a_publication<T: Target>(t: &T) {
             RunSpec::new(runner.code("B").unwrap(), Input::Previous),
         )
         .unwrap()
-        .launch()
+        .launch_via(&mut caps)
         .unwrap()
         .fence()
         .unwrap()
@@ -223,10 +228,11 @@ pub fn a_b_a_publication_recreates_the_aicore_stream_each_time<T: Target>(t: &T)
 pub fn result_readable_while_successor_executes<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
     let mut o0 = Outputs::<0>::new(8);
-    let r0 = runner.launched::<0>(code, Input::Host(&[10]));
-    let r1 = runner.launched::<1>(code, Input::Previous);
+    let r0 = runner.launched_via::<0>(&mut caps, code, Input::Host(&[10]));
+    let r1 = runner.launched_via::<1>(&mut caps, code, Input::Previous);
     let done = r0.fence().unwrap().finalize(&mut o0).unwrap();
     assert_eq!(o0.values(), &[11], "run N read back");
     // Run N+1 has not completed: polling hands it back not ready.
@@ -241,25 +247,30 @@ pub fn result_readable_while_successor_executes<T: Target>(t: &T) {
     let r2 = runner
         .prepare(done.token, RunSpec::new(code, Input::Previous))
         .unwrap()
-        .launch()
+        .launch_via(&mut caps)
         .unwrap();
     let mut o1 = Outputs::<1>::new(8);
     r1.fence().unwrap().finalize(&mut o1).unwrap();
     r2.fence().unwrap().finalize(&mut o0).unwrap();
     assert_eq!((o1.values(), o0.values()), (&[12][..], &[13][..]));
+    // Replaying: slot 0's third run replays the capture of its first,
+    // chained on slot 1's output where the capture had a host input.
+    let replaying = Counts::replaying(2, 1, 0);
+    caps.expect(runner.device().stats(), replaying);
 }
 
 pub fn known_run_error_fails_that_run_alone<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
     t.inject(
         runner.device().driver(),
         Fault::RunError { nth: 1, code: 42 },
     );
     let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
-    let bad = runner.launched::<0>(code, Input::Host(&[1]));
-    let good = runner.launched::<1>(code, Input::Host(&[7]));
+    let bad = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
+    let good = runner.launched_via::<1>(&mut caps, code, Input::Host(&[7]));
     let bad_id = bad.id();
     let err = bad.fence().unwrap().finalize(&mut o0).unwrap_err();
     assert_eq!(err.kind(), &ErrorKind::RunFailed { code: 42 });
@@ -276,17 +287,25 @@ pub fn known_run_error_fails_that_run_alone<T: Target>(t: &T) {
         &[8],
         "the queued successor completes correctly"
     );
-    // The failed run's slot is usable at once.
-    let again = runner
-        .run_serial(token0, RunSpec::new(code, Input::Host(&[2])), &mut o0)
+    // The failed run's slot is usable at once (replaying, its capture
+    // replays: the failure was the run's, not the graph's).
+    let again = runner.prepare(token0, RunSpec::new(code, Input::Host(&[2])));
+    let again = again
+        .unwrap()
+        .launch_via(&mut caps)
+        .unwrap()
+        .fence()
         .unwrap();
+    again.finalize(&mut o0).unwrap();
     assert_eq!(o0.values(), &[3]);
-    drop(again);
+    let replaying = Counts::replaying(2, 1, 0);
+    caps.expect(runner.device().stats(), replaying);
 }
 
 pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
     let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
     let (mut t0, mut t1) = (
@@ -294,15 +313,20 @@ pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
         runner.take_slot::<1>().unwrap(),
     );
     for i in 0..6u32 {
+        // Slot 0's input grows at the fourth run (replaying: larger than
+        // its capture, so captured again; the new graph's records too are
+        // each run's own).
+        let x = [i, i + 50];
+        let grown = if i < 3 { 1 } else { 2 };
         let r0 = runner
-            .prepare(t0, RunSpec::new(code, Input::Host(&[i])))
+            .prepare(t0, RunSpec::new(code, Input::Host(&x[..grown])))
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap();
         let r1 = runner
             .prepare(t1, RunSpec::new(code, Input::Host(&[i + 100])))
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap();
         let (id0, id1) = (r0.id(), r1.id());
         let f1 = r1.fence().unwrap().finalize(&mut o1).unwrap();
@@ -310,19 +334,70 @@ pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
         assert_eq!((f0.wall.run_id, f0.wall.slot), (id0.get(), 0));
         assert_eq!((f1.wall.run_id, f1.wall.slot), (id1.get(), 1));
         assert_eq!((o0.run(), o1.run()), (Some(id0), Some(id1)));
+        assert_eq!(o0.values()[0], i + 1);
         assert!(f0.wall.end <= f1.wall.dispatched, "slot 0's run ran first");
         t0 = f0.token;
         t1 = f1.token;
+    }
+    // Replaying: each slot's first run captured, slot 0's again when it
+    // grew; every other run replayed.
+    let replaying = Counts::replaying(3, 9, 1);
+    caps.expect(runner.device().stats(), replaying);
+    if t.replay() {
+        let larger = TensorDiff::Larger {
+            captured: 4,
+            now: 8,
+        };
+        let grew = ReplayRefusal::Tensor {
+            index: 0,
+            diff: larger,
+        };
+        assert_eq!(caps.refusals(), [grew]);
+    }
+}
+
+/// Code uploaded straight through `Device::driver()` between a slot's runs
+/// (another user of the NPU) changes no run's values: the AICore stream is
+/// re-created for the new code, and — replaying — the slot's capture, made
+/// before the upload, is refused as stale and captured again.
+pub fn code_uploaded_behind_the_runner_changes_no_run<T: Target>(t: &T) {
+    let mut dev = open(t, cfg());
+    let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
+    let code = runner.code("add1").unwrap();
+    let mut o0 = Outputs::<0>::new(1);
+    let mut token = runner.take_slot::<0>().unwrap();
+    for i in 0..4u32 {
+        if i == 2 {
+            let d = runner.device().driver();
+            let other = d.register_code(&Program::new().mul(7).encode()).unwrap();
+            d.release_code(other.handle).unwrap();
+        }
+        let prepared = runner.prepare(token, RunSpec::new(code, Input::Host(&[i])));
+        let run = prepared.unwrap().launch_via(&mut caps).unwrap();
+        token = run.fence().unwrap().finalize(&mut o0).unwrap().token;
+        assert_eq!(o0.values(), &[i + 1], "run {i}");
+    }
+    let s = runner.device().stats();
+    assert_eq!(
+        s.aicore_recreations, 2,
+        "at the first launch, and after the upload"
+    );
+    let replaying = Counts::replaying(2, 2, 1);
+    caps.expect(s, replaying);
+    if t.replay() {
+        assert_eq!(caps.refusals(), [ReplayRefusal::Stale]);
     }
 }
 
 pub fn finalize_in_any_order<T: Target>(t: &T) {
     let mut dev = Device::<_, 3>::open(t.stepped(cfg()), t.config()).unwrap();
     let runner = dev.publish(&[prog_add(5)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add5").unwrap();
-    let r0 = runner.launched::<0>(code, Input::Host(&[0]));
-    let r1 = runner.launched::<1>(code, Input::Previous);
-    let r2 = runner.launched::<2>(code, Input::Previous);
+    let r0 = runner.launched_via::<0>(&mut caps, code, Input::Host(&[0]));
+    let r1 = runner.launched_via::<1>(&mut caps, code, Input::Previous);
+    let r2 = runner.launched_via::<2>(&mut caps, code, Input::Previous);
     assert_eq!(runner.health().in_flight, 3);
     let (mut o0, mut o1, mut o2) = (
         Outputs::<0>::new(1),
@@ -346,9 +421,10 @@ pub fn dropped_and_forgotten_runs_then_publish_and_drop<T: Target>(t: &T) {
     let mut dev = Device::<_, 2>::open(drv, t.config()).unwrap();
     {
         let runner = dev.publish(&[prog_add(1)]).unwrap();
+        let mut caps = Captures::new(t);
         let code = runner.code("add1").unwrap();
-        let dropped = runner.launched::<0>(code, Input::Host(&[1]));
-        let forgotten = runner.launched::<1>(code, Input::Host(&[2]));
+        let dropped = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
+        let forgotten = runner.launched_via::<1>(&mut caps, code, Input::Host(&[2]));
         drop(dropped); // waits for its own fence, then frees slot 0
         assert!(
             runner.take_slot::<0>().is_ok(),
@@ -364,6 +440,7 @@ pub fn dropped_and_forgotten_runs_then_publish_and_drop<T: Target>(t: &T) {
     }
     // Publication waits for the forgotten run and reclaims its slot.
     let runner = dev.publish(&[prog_add(2)]).unwrap();
+    let mut caps = Captures::new(t);
     assert_eq!(runner.health().in_flight, 0);
     let mut o1 = Outputs::<1>::new(1);
     let code = runner.code("add2").unwrap();
@@ -377,8 +454,11 @@ pub fn dropped_and_forgotten_runs_then_publish_and_drop<T: Target>(t: &T) {
     assert_eq!(o1.values(), &[3]);
     // Forget a launched run once more, then close the device: it drains the
     // forgotten run before releasing anything.
-    let r = runner.launched::<0>(code, Input::Host(&[1]));
+    let r = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
     std::mem::forget(r);
+    // A capture borrows the runner: it goes first (its graph is destroyed
+    // once the forgotten run is proven done, at the latest by the close).
+    drop(caps);
     let stats = t.probe(dev.driver());
     dev.close().unwrap();
     let s = stats();
@@ -387,15 +467,24 @@ pub fn dropped_and_forgotten_runs_then_publish_and_drop<T: Target>(t: &T) {
         "no stream with queued work was destroyed"
     );
     assert_eq!(
-        (s.live_streams(), s.live_events(), s.live_allocations()),
-        (0, 0, 0)
+        (
+            s.live_streams(),
+            s.live_events(),
+            s.live_allocations(),
+            s.live_graphs
+        ),
+        (0, 0, 0, 0)
     );
 }
 
 pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
+    if t.replay() {
+        return replaying::a_failed_capture_call_reaches_nothing(t, &mut dev);
+    }
     let mut runner = dev.publish(&[prog_add(1)]).unwrap();
     {
+        let mut caps = Captures::new(t);
         let code = runner.code("add1").unwrap();
         t.inject(
             runner.device().driver(),
@@ -410,7 +499,7 @@ pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
                 RunSpec::new(code, Input::Host(&[1])),
             )
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap_err();
         assert!(matches!(err.kind(), ErrorKind::PartialLaunch(_)), "{err}");
         assert!(err.value().is_none(), "the run is gone");
@@ -427,7 +516,7 @@ pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
                 RunSpec::new(code, Input::Host(&[1])),
             )
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap_err();
         assert!(matches!(err.kind(), ErrorKind::Poisoned(_)));
         assert!(err.value().is_some());
@@ -449,17 +538,19 @@ pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
 pub fn fence_timeout_hands_the_run_back<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
-    // The run's fence (its second record) becomes visible 3 ms late: longer
-    // than a 1 ms wait, shorter than the configured 4 ms fence timeout.
+    // The run's fence (its second record launched, its third captured)
+    // becomes visible 3 ms late: longer than a 1 ms wait, shorter than the
+    // configured 4 ms fence timeout.
     t.inject(
         runner.device().driver(),
         Fault::DelayEvent {
-            nth: 2,
+            nth: replaying::fence_record(t),
             delay: Duration::from_millis(3),
         },
     );
-    let run = runner.launched::<0>(code, Input::Host(&[1; 8]));
+    let run = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1; 8]));
     // A wait shorter than the watchdog: not yet, and nothing is poisoned.
     let err = run.fence_for(Duration::from_millis(1)).unwrap_err();
     assert!(
@@ -476,13 +567,16 @@ pub fn hung_run_poisons_and_quarantines_until_drained<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let mut runner = dev.publish(&[prog_add(1)]).unwrap();
     {
+        let mut caps = Captures::new(t);
         let code = runner.code("add1").unwrap();
         // The AICPU stream's completion record never completes.
         t.inject(
             runner.device().driver(),
-            Fault::EventNeverCompletes { nth: 2 },
+            Fault::EventNeverCompletes {
+                nth: replaying::fence_record(t),
+            },
         );
-        let run = runner.launched::<0>(code, Input::Host(&[1]));
+        let run = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
         let id = run.id();
         let err = run.fence().unwrap_err();
         assert!(
@@ -503,7 +597,7 @@ pub fn hung_run_poisons_and_quarantines_until_drained<T: Target>(t: &T) {
                 RunSpec::new(code, Input::Host(&[1])),
             )
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap_err();
         assert!(matches!(err.kind(), ErrorKind::Poisoned(_)));
     }
@@ -524,6 +618,7 @@ pub fn shared_device_recovers_from_faults_by_itself<T: Target>(t: &T) {
         runclaim::SharedDevice::<_, 2>::open(t.stepped(cfg()), t.config().max_elements(64))
             .unwrap();
     shared.publish(&[prog_add(1)]).unwrap();
+    shared.replay(t.replay());
     let code = shared.code("add1").unwrap();
     let (mut right, mut own, mut resubmitted) = (0, 0, 0);
     for k in 0..12u32 {
@@ -564,6 +659,15 @@ pub fn shared_device_recovers_from_faults_by_itself<T: Target>(t: &T) {
     let h = shared.health();
     assert_eq!(h.recoveries, 4, "{h:?}");
     assert_eq!((h.poisoned, h.lost), (None, None));
+    let s = shared.stats();
+    if t.replay() {
+        // Every run replayed; each recovery let every graph go, so a run
+        // after it captured again; the rest replayed a held capture.
+        assert_eq!(s.replays, s.launched, "{s:?}");
+        assert!(s.captures > h.recoveries && s.captures < s.replays, "{s:?}");
+    } else {
+        assert_eq!((s.captures, s.replays), (0, 0), "{s:?}");
+    }
 }
 
 /// The driver behind a shared device (its faults are armed through it).
@@ -575,6 +679,7 @@ pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let mut runner = dev.publish(&[prog_add(1)]).unwrap();
     {
+        let mut caps = Captures::new(t);
         let code = runner.code("add1").unwrap();
         t.inject(
             runner.device().driver(),
@@ -583,8 +688,8 @@ pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {
                 nth: 1,
             },
         );
-        let r0 = runner.launched::<0>(code, Input::Host(&[1]));
-        let r1 = runner.launched::<1>(code, Input::Host(&[2]));
+        let r0 = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
+        let r1 = runner.launched_via::<1>(&mut caps, code, Input::Host(&[2]));
         let e0 = r0.fence().unwrap_err();
         assert!(matches!(e0.kind(), ErrorKind::Fault(_)), "{e0}");
         let e1 = r1.fence().unwrap_err();
@@ -602,10 +707,22 @@ pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {
         assert_eq!(runner.health().quarantined.len(), 2);
     }
     let report = runner.drain().unwrap();
-    assert_eq!(
-        report.streams_recreated, 2,
-        "both streams faulted (AICore by watchdog)"
-    );
+    if t.replay() {
+        // The kernels ran on their graphs' own streams: the faulted replay
+        // faulted the AICPU stream it was queued on, and the AICore stream
+        // held nothing. Every graph is let go of with the faulted streams.
+        assert_eq!(report.streams_recreated, 1, "the AICPU stream alone");
+        let graphs = t.stats(runner.device().driver()).live_graphs;
+        assert_eq!(
+            graphs, 0,
+            "the drain waited for the graphs and destroyed them"
+        );
+    } else {
+        assert_eq!(
+            report.streams_recreated, 2,
+            "both streams faulted (AICore by watchdog)"
+        );
+    }
     let code = runner.code("add1").unwrap();
     assert_eq!(runner.serial::<1>(code, Input::Host(&[9])), [10]);
 }
@@ -613,6 +730,7 @@ pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {
 pub fn chain_needs_a_predecessor<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
     let err = runner
         .prepare(
@@ -620,7 +738,7 @@ pub fn chain_needs_a_predecessor<T: Target>(t: &T) {
             RunSpec::new(code, Input::Previous),
         )
         .unwrap()
-        .launch()
+        .launch_via(&mut caps)
         .unwrap_err();
     assert_eq!(err.kind(), &ErrorKind::NoChainValue);
     let prepared = err
@@ -702,8 +820,9 @@ pub fn foreign_tokens_and_code_are_refused<T: Target>(t: &T) {
 pub fn fence_from_another_thread<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
-    let run = runner.launched::<1>(code, Input::Host(&[41]));
+    let run = runner.launched_via::<1>(&mut caps, code, Input::Host(&[41]));
     let values = std::thread::scope(|s| {
         s.spawn(move || {
             let mut o = Outputs::<1>::new(1);
@@ -719,8 +838,9 @@ pub fn fence_from_another_thread<T: Target>(t: &T) {
 pub fn try_fence_polls_without_waiting<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
-    let mut run = runner.launched::<0>(code, Input::Host(&[1]));
+    let mut run = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
     let mut polls = 0;
     let fenced = loop {
         match run.try_fence() {
@@ -756,6 +876,7 @@ pub fn real_time_queue_runs_correctly<T: Target>(t: &T) {
     );
     let mut dev = Device::<_, 2>::open(drv, t.config()).unwrap();
     let runner = dev.publish(&[prog_add(1)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add1").unwrap();
     let (mut o0, mut o1) = (Outputs::<0>::new(4), Outputs::<1>::new(4));
     let (mut t0, mut t1) = (
@@ -766,17 +887,19 @@ pub fn real_time_queue_runs_correctly<T: Target>(t: &T) {
         let r0 = runner
             .prepare(t0, RunSpec::new(code, Input::Host(&[i])))
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap();
         let r1 = runner
             .prepare(t1, RunSpec::new(code, Input::Previous))
             .unwrap()
-            .launch()
+            .launch_via(&mut caps)
             .unwrap();
         t0 = r0.fence().unwrap().finalize(&mut o0).unwrap().token;
         t1 = r1.fence().unwrap().finalize(&mut o1).unwrap().token;
         assert_eq!((o0.values(), o1.values()), (&[i + 1][..], &[i + 2][..]));
     }
+    let replaying = Counts::replaying(2, 38, 0);
+    caps.expect(runner.device().stats(), replaying);
 }
 
 /// A finalize into a buffer that is too small hands the *fenced run* back:
@@ -785,9 +908,10 @@ pub fn real_time_queue_runs_correctly<T: Target>(t: &T) {
 pub fn finalize_into_a_small_buffer_hands_the_run_back<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(10)]).unwrap();
+    let mut caps = Captures::new(t);
     let code = runner.code("add10").unwrap();
     let fenced = runner
-        .launched::<0>(code, Input::Host(&[1, 2, 3, 4]))
+        .launched_via::<0>(&mut caps, code, Input::Host(&[1, 2, 3, 4]))
         .fence()
         .unwrap();
     let id = fenced.id();
@@ -813,7 +937,7 @@ pub fn finalize_into_a_small_buffer_hands_the_run_back<T: Target>(t: &T) {
     assert_eq!(done.run, id);
     // Giving up on a fenced run frees its slot for the next run.
     let fenced = runner
-        .launched::<1>(code, Input::Host(&[5]))
+        .launched_via::<1>(&mut caps, code, Input::Host(&[5]))
         .fence()
         .unwrap();
     let token = fenced.into_token();

@@ -254,12 +254,20 @@ impl Driver for SimDriver {
         })
     }
 
-    /// As `aclmdlRIDestroy`: waits (bounded by the device watchdog) for a
-    /// replay of the graph to finish, then destroys it; still running
-    /// after the bound, it is refused ([`CaptureRule::GraphRunning`](crate::driver::CaptureRule::GraphRunning)).
+    /// As `aclmdlRIDestroy`: waits (bounded by the device watchdog once
+    /// per task of the graph's replays still to finish: each ends or
+    /// faults within one of its start) for a replay of the graph to
+    /// finish, then destroys it; still running after the bound, it is
+    /// refused ([`CaptureRule::GraphRunning`](crate::driver::CaptureRule::GraphRunning)).
     fn graph_destroy(&self, graph: GraphId) -> Result<(), DriverError> {
         let op = Op::GraphDestroy;
-        let bound = self.lock().cfg.watchdog;
+        let bound = {
+            let core = self.lock();
+            let left = core.graph_work_left(graph.raw()).max(1);
+            core.cfg
+                .watchdog
+                .saturating_mul(u32::try_from(left).unwrap_or(u32::MAX))
+        };
         let mine = |c: &DeviceState| c.own_graph(self.owner, graph.raw());
         let idle = |c: &DeviceState| Ok(c.graph_idle(graph.raw()).then(|| c.now()));
         match self.blocking(op, bound, mine, idle) {

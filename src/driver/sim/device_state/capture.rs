@@ -578,6 +578,21 @@ impl DeviceState {
             })
     }
 
+    /// Tasks of `graph`'s replays not yet done: those on its unfaulted
+    /// private streams, and every task of a replay still queued whole.
+    pub fn graph_work_left(&self, graph: u64) -> usize {
+        let Some(g) = self.captures.graphs.get(&graph) else {
+            return 0;
+        };
+        let live = |s: &&Stream| s.fault.is_none();
+        let private = g.streams.iter().filter_map(|p| self.streams.get(p));
+        let left: usize = private.filter(live).map(|s| s.queue.len()).sum();
+        let queued = self.streams.values().filter(live).flat_map(|s| &s.queue);
+        let is_replay =
+            |t: &&Task| matches!(t.kind, TaskKind::Graph { graph: r, .. } if r == graph);
+        left + queued.filter(is_replay).count() * (g.tasks.len() + g.ends.len())
+    }
+
     /// Destroys `graph`, its private streams and events; refused while a
     /// replay of it is on a private stream (unless that stream faulted).
     pub fn graph_destroy(&mut self, owner: Owner, graph: u64) -> Result<(), DriverErrorKind> {

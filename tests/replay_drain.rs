@@ -1,0 +1,74 @@
+//! A drain after a faulted replay: the replay's AICore kernel runs on its
+//! graph's own stream, which the contract's streams do not follow, and
+//! hangs (its AICPU kernel faulted) until the device watchdog ends it. The
+//! drain's destroy of the graph waits for it, so when the drain returns no
+//! kernel of the faulted run still runs and no graph is left.
+//!
+//! Found by the contract suite run replaying (`tests/contract_sim.rs`,
+//! `replay::kernel_fault_poisons_and_drain_recovers`): the destroy's wait
+//! was bounded by one watchdog from the call, and the hung kernel had
+//! started one step after it, so the drain released the slot while the
+//! kernel ran, and the graph stayed.
+
+use std::time::Duration;
+
+use runclaim::driver::abi::Program;
+use runclaim::sim::trace::{TaskTag, TraceKind};
+use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
+use runclaim::{Callable, Device, DeviceConfig, Input, RunSpec};
+
+#[test]
+fn a_drain_after_a_faulted_replay_waits_for_its_graphs_kernels() {
+    let cfg = SimConfig::default().watchdog(Duration::from_millis(2));
+    let sim = SimDriver::stepped(cfg);
+    let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let callable = Callable::program("inc", &Program::new().add(1));
+    let mut runner = dev.publish(&[callable]).unwrap();
+    let faulted = {
+        let code = runner.code("inc").unwrap();
+        sim.inject(Fault::KernelFault {
+            kernel: Kernel::Aicpu,
+            nth: 1,
+        });
+        let token = runner.take_slot::<0>().unwrap();
+        let prepared = runner
+            .prepare(token, RunSpec::new(code, Input::Host(&[1])))
+            .unwrap();
+        let (run, capture) = prepared.capture().unwrap();
+        let id = run.id().get();
+        let err = run.fence().unwrap_err();
+        assert!(
+            matches!(err.kind(), runclaim::contract::ErrorKind::Fault(_)),
+            "{err}"
+        );
+        drop((err, capture));
+        id
+    };
+    let report = runner.drain().unwrap();
+    let (trace, stats) = (sim.trace(), sim.stats());
+    assert_eq!(report.streams_recreated, 1, "the launch (AICPU) stream");
+    assert_eq!(stats.live_graphs, 0, "the drain destroyed the graph");
+    let ended = trace.iter().any(|t| {
+        t.run == faulted
+            && matches!(
+                t.what,
+                TraceKind::Faulted(_) | TraceKind::Finished(TaskTag::Aicore)
+            )
+            && trace.iter().any(|s| {
+                s.run == faulted
+                    && s.stream == t.stream
+                    && s.what == TraceKind::Started(TaskTag::Aicore)
+            })
+    });
+    assert!(
+        ended,
+        "the faulted run's AICore kernel ended before the drain returned: {trace:#?}"
+    );
+    let code = runner.code("inc").unwrap();
+    let mut out = runclaim::Outputs::<0>::new(1);
+    let spec = RunSpec::new(code, Input::Host(&[9]));
+    runner
+        .run_serial(runner.take_slot::<0>().unwrap(), spec, &mut out)
+        .unwrap();
+    assert_eq!(out.values(), &[10]);
+}
