@@ -72,3 +72,50 @@ fn a_drain_after_a_faulted_replay_waits_for_its_graphs_kernels() {
         .unwrap();
     assert_eq!(out.values(), &[10]);
 }
+
+/// The same drain with the graph's destroy refused: the replay may still
+/// run on the graph's own streams, so its slot stays quarantined (the
+/// other slot is back in service); the next drain destroys the graph and
+/// releases the slot. Negative control: without the quarantine, the slot
+/// would be taken while its graph still exists.
+#[test]
+fn a_slot_whose_graph_could_not_be_destroyed_stays_quarantined_until_a_drain_destroys_it() {
+    use runclaim::driver::Op;
+    let cfg = SimConfig::default().watchdog(Duration::from_millis(2));
+    let sim = SimDriver::stepped(cfg);
+    let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    let callable = Callable::program("inc", &Program::new().add(1));
+    let mut runner = dev.publish(&[callable]).unwrap();
+    {
+        let code = runner.code("inc").unwrap();
+        sim.inject(Fault::KernelFault {
+            kernel: Kernel::Aicpu,
+            nth: 1,
+        });
+        let token = runner.take_slot::<0>().unwrap();
+        let prepared = runner
+            .prepare(token, RunSpec::new(code, Input::Host(&[1])))
+            .unwrap();
+        let (run, capture) = prepared.capture().unwrap();
+        drop((run.fence().unwrap_err(), capture));
+    }
+    sim.inject(Fault::FailCall {
+        op: Op::GraphDestroy,
+        nth: 1,
+    });
+    runner.drain().unwrap();
+    assert_eq!(sim.stats().live_graphs, 1, "the destroy was refused");
+    assert_eq!(runner.health().quarantined.len(), 1);
+    assert!(runner.take_slot::<0>().is_err(), "slot 0 is out of service");
+    drop(runner.take_slot::<1>().unwrap());
+    let report = runner.drain().unwrap();
+    assert_eq!(sim.stats().live_graphs, 0, "the next drain destroyed it");
+    assert_eq!(report.released, 1, "the slot kept for its graph, released");
+    let code = runner.code("inc").unwrap();
+    let mut out = runclaim::Outputs::<0>::new(1);
+    let spec = RunSpec::new(code, Input::Host(&[9]));
+    runner
+        .run_serial(runner.take_slot::<0>().unwrap(), spec, &mut out)
+        .unwrap();
+    assert_eq!(out.values(), &[10]);
+}

@@ -462,10 +462,12 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         self.destroy_doomed(&mut st);
     }
 
-    /// Destroys every doomed graph whose slot has no run in flight (so no
-    /// replay of it runs: the destroy, which waits for one, does not wait
-    /// under the lock); the rest stay doomed, as do those the driver
-    /// refused.
+    /// Destroys every doomed graph whose slot has no run in flight; the
+    /// rest stay doomed, as do those the driver refused. A slot with no run
+    /// in flight has no replay of its graph running — but after a fault:
+    /// a replay whose AICPU kernel faulted may leave its AICore kernel
+    /// running on the graph's own stream, and the destroy (under the state
+    /// lock, at a drain) waits for it, bounded by the device's watchdog.
     pub(super) fn destroy_doomed(&self, st: &mut State<DEPTH>) {
         if !st.graphs.has_doomed() {
             return;

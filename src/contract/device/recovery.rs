@@ -70,6 +70,14 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         (report.retired, report.cleared) = st.queue.quiet();
         self.destroy_doomed(&mut st);
         report.released = st.slots.reset_all();
+        // A graph whose destroy was refused may still run a replay (on its
+        // own streams, which no sync here covered): its slot stays out of
+        // service until a later drain destroys it.
+        // (Empty, as it is unless a destroy failed, it allocates nothing.)
+        let kept: Vec<usize> = st.graphs.doomed_slots().collect();
+        for slot in kept {
+            st.quarantine(slot);
+        }
         drop(st);
         self.reclaim_buffers();
         Ok(report)

@@ -495,18 +495,8 @@ impl<'a> Workload<'a> {
     /// # Ok::<(), runclaim::Error>(())
     /// ```
     ///
-    /// A type above 8 bytes does not compile:
-    ///
-    /// ```compile_fail,E0080
-    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
-    /// # use runclaim::driver::abi::Program;
-    /// # use runclaim::sim::{SimConfig, SimDriver};
-    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
-    /// # let runner = device.publish(&[Callable::program("f", &Program::new().add(1))])?;
-    /// let mut work = Workload::new(runner.code("f")?);
-    /// work.scalar([0u32; 3]);
-    /// # Ok::<(), runclaim::Error>(())
-    /// ```
+    /// A type above 8 bytes does not compile (E0080, as
+    /// [`scalar_bits`](crate::driver::abi::scalar_bits) shows).
     #[inline]
     pub fn scalar<T: bytemuck::Pod>(&mut self, value: T) -> &mut Self {
         self.scalars.push(crate::driver::abi::scalar_bits(value));

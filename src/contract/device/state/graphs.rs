@@ -138,6 +138,11 @@ impl Graphs {
         !self.doomed.is_empty()
     }
 
+    /// The slots of the graphs still doomed (destroys refused).
+    pub fn doomed_slots(&self) -> impl Iterator<Item = usize> + '_ {
+        self.doomed.iter().map(|d| d.slot)
+    }
+
     /// Every region and fork event, taken (the teardown releases them).
     pub fn take_regions(&mut self) -> Vec<SlotCapture> {
         self.regions.iter_mut().filter_map(Option::take).collect()
