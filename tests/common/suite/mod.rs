@@ -3,18 +3,27 @@
 
 use std::time::Duration;
 
-use runclaim::contract::{ErrorKind, PoisonCause, ReplayRefusal, TensorDiff};
+use runclaim::contract::{ErrorKind, ReplayRefusal, TensorDiff};
 use runclaim::driver::abi::Program;
-use runclaim::driver::{Driver, Op};
-use runclaim::sim::{Fault, Kernel, SimConfig};
+use runclaim::sim::SimConfig;
 use runclaim::{Callable, Device, Input, Outputs, RunSpec};
 
-use super::replaying::{self, Captures, Counts, LaunchVia, LaunchedVia};
-use super::{LaunchIn, Target, checks};
+use super::replaying::{Captures, Counts, LaunchVia, LaunchedVia};
+use super::{Target, checks};
+
+mod faults;
+mod publication;
+
+// Every scenario at `suite::NAME`, as `contract_suite!` calls them (a
+// test binary without the suite uses none).
+#[allow(unused_imports)]
+pub use faults::*;
+#[allow(unused_imports)]
+pub use publication::*;
 
 /// Generates one `#[test]` per suite function for a target expression, and
 /// `every_contract_suite_function_is_listed`, which fails when a suite function
-/// (`pub fn NAME<T: Target>(t: &T)` in this file) is missing from the list
+/// (`pub fn NAME<T: Target>(t: &T)` in this module's files) is missing from the list
 /// below: a function left off would otherwise compile and never run.
 #[macro_export]
 macro_rules! contract_suite {
@@ -63,8 +72,12 @@ macro_rules! contract_suite {
     };
 }
 
-/// This file, for [`super::listed::check`] against `contract_suite!`'s list.
-pub const SOURCE: &str = include_str!("suite.rs");
+/// This module's files, for [`super::listed::check`] against `contract_suite!`'s list.
+pub const SOURCE: &str = concat!(
+    include_str!("mod.rs"),
+    include_str!("faults.rs"),
+    include_str!("publication.rs"),
+);
 
 /// Watchdog 2 ms, so a hung kernel faults after 2,000 steps.
 pub fn cfg() -> SimConfig {
@@ -130,101 +143,6 @@ pub fn serial_runs_never_overlap<T: Target>(t: &T) {
     }
 }
 
-#[allow(
-    clippy::many_single_char_names,
-    reason = "a, b, c name the three callables, in the order they are published"
-)]
-pub fn ordering_chain_a_c_b_across_a_publication<T: Target>(t: &T) {
-    // Two resident images: publishing B evicts A (least recently used) and
-    // lands at A's address, where the old AICore stream still caches A.
-    let mut dev = open(t, cfg().code_slots(2));
-    let a = Callable::program("A", &Program::new().add(3));
-    let c = Callable::program("C", &Program::new().mul(5));
-    let b = Callable::program("B", &Program::new().xor(0x55).add(7));
-    let x = [1u32, 2, 3, 1000];
-    let expect = |v: u32| (((v + 3) * 5) ^ 0x55) + 7;
-    {
-        let runner = dev.publish(&[a.clone(), c.clone()]).unwrap();
-        let mut caps = Captures::new(t);
-        let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
-        let ra = runner
-            .prepare(
-                runner.take_slot::<0>().unwrap(),
-                RunSpec::new(runner.code("A").unwrap(), Input::Host(&x)),
-            )
-            .unwrap()
-            .launch_via(&mut caps)
-            .unwrap();
-        let rc = runner
-            .prepare(
-                runner.take_slot::<1>().unwrap(),
-                RunSpec::new(runner.code("C").unwrap(), Input::Previous),
-            )
-            .unwrap()
-            .launch_via(&mut caps)
-            .unwrap();
-        // Both in flight; finalize in reverse order.
-        rc.fence().unwrap().finalize(&mut o1).unwrap();
-        ra.fence().unwrap().finalize(&mut o0).unwrap();
-        let mid: Vec<u32> = x.iter().map(|v| (v + 3) * 5).collect();
-        assert_eq!(o1.values(), &mid[..]);
-    }
-    let before = t.stats(dev.driver()).streams_created;
-    let runner = dev.publish(&[b]).unwrap();
-    let mut caps = Captures::new(t);
-    let mut o0 = Outputs::<0>::new(8);
-    runner
-        .prepare(
-            runner.take_slot::<0>().unwrap(),
-            RunSpec::new(runner.code("B").unwrap(), Input::Previous),
-        )
-        .unwrap()
-        .launch_via(&mut caps)
-        .unwrap()
-        .fence()
-        .unwrap()
-        .finalize(&mut o0)
-        .unwrap();
-    let want: Vec<u32> = x.iter().map(|&v| expect(v)).collect();
-    assert_eq!(
-        o0.values(),
-        &want[..],
-        "exact final values: order and fresh code"
-    );
-    let s = t.stats(runner.device().driver());
-    assert_eq!(
-        s.streams_created,
-        before + 1,
-        "the AICore stream was re-created"
-    );
-    assert_eq!(s.stale_executions, 0);
-}
-
-pub fn a_b_a_publication_recreates_the_aicore_stream_each_time<T: Target>(t: &T) {
-    let mut dev = open(t, cfg().code_slots(1));
-    let a = Callable::program("f", &Program::new().add(1));
-    let b = Callable::program("f", &Program::new().mul(10));
-    let mut created = Vec::new();
-    for (callable, want) in [(&a, 6u32), (&b, 50), (&a, 6), (&a, 6)] {
-        let runner = dev.publish(std::slice::from_ref(callable)).unwrap();
-        let mut o = Outputs::<0>::new(1);
-        runner
-            .run_serial(
-                runner.take_slot::<0>().unwrap(),
-                RunSpec::new(runner.code("f").unwrap(), Input::Host(&[5])),
-                &mut o,
-            )
-            .unwrap();
-        assert_eq!(o.values(), &[want]);
-        created.push(t.stats(runner.device().driver()).streams_created);
-    }
-    // Open created 2 streams; A, B, A each re-create the AICore stream once;
-    // the final dedup hit re-creates nothing.
-    assert_eq!(created, vec![3, 4, 5, 5]);
-    assert_eq!(t.stats(dev.driver()).stale_executions, 0);
-    assert_eq!(dev.stats().aicore_recreations, 3);
-}
-
 pub fn result_readable_while_successor_executes<T: Target>(t: &T) {
     let mut dev = open(t, cfg());
     let runner = dev.publish(&[prog_add(1)]).unwrap();
@@ -255,49 +173,6 @@ pub fn result_readable_while_successor_executes<T: Target>(t: &T) {
     assert_eq!((o1.values(), o0.values()), (&[12][..], &[13][..]));
     // Replaying: slot 0's third run replays the capture of its first,
     // chained on slot 1's output where the capture had a host input.
-    let replaying = Counts::replaying(2, 1, 0);
-    caps.expect(runner.device().stats(), replaying);
-}
-
-pub fn known_run_error_fails_that_run_alone<T: Target>(t: &T) {
-    let mut dev = open(t, cfg());
-    let runner = dev.publish(&[prog_add(1)]).unwrap();
-    let mut caps = Captures::new(t);
-    let code = runner.code("add1").unwrap();
-    t.inject(
-        runner.device().driver(),
-        Fault::RunError { nth: 1, code: 42 },
-    );
-    let (mut o0, mut o1) = (Outputs::<0>::new(8), Outputs::<1>::new(8));
-    let bad = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
-    let good = runner.launched_via::<1>(&mut caps, code, Input::Host(&[7]));
-    let bad_id = bad.id();
-    let err = bad.fence().unwrap().finalize(&mut o0).unwrap_err();
-    assert_eq!(err.kind(), &ErrorKind::RunFailed { code: 42 });
-    assert_eq!((err.run(), err.slot()), (Some(bad_id), Some(0)));
-    assert!(o0.values().is_empty());
-    let token0 = err.into_value().into_token();
-    assert!(
-        runner.health().poisoned.is_none(),
-        "a known run error does not poison"
-    );
-    good.fence().unwrap().finalize(&mut o1).unwrap();
-    assert_eq!(
-        o1.values(),
-        &[8],
-        "the queued successor completes correctly"
-    );
-    // The failed run's slot is usable at once (replaying, its capture
-    // replays: the failure was the run's, not the graph's).
-    let again = runner.prepare(token0, RunSpec::new(code, Input::Host(&[2])));
-    let again = again
-        .unwrap()
-        .launch_via(&mut caps)
-        .unwrap()
-        .fence()
-        .unwrap();
-    again.finalize(&mut o0).unwrap();
-    assert_eq!(o0.values(), &[3]);
     let replaying = Counts::replaying(2, 1, 0);
     caps.expect(runner.device().stats(), replaying);
 }
@@ -353,40 +228,6 @@ pub fn records_carry_their_own_run_id<T: Target>(t: &T) {
             diff: larger,
         };
         assert_eq!(caps.refusals(), [grew]);
-    }
-}
-
-/// Code uploaded straight through `Device::driver()` between a slot's runs
-/// (another user of the NPU) changes no run's values: the AICore stream is
-/// re-created for the new code, and — replaying — the slot's capture, made
-/// before the upload, is refused as stale and captured again.
-pub fn code_uploaded_behind_the_runner_changes_no_run<T: Target>(t: &T) {
-    let mut dev = open(t, cfg());
-    let runner = dev.publish(&[prog_add(1)]).unwrap();
-    let mut caps = Captures::new(t);
-    let code = runner.code("add1").unwrap();
-    let mut o0 = Outputs::<0>::new(1);
-    let mut token = runner.take_slot::<0>().unwrap();
-    for i in 0..4u32 {
-        if i == 2 {
-            let d = runner.device().driver();
-            let other = d.register_code(&Program::new().mul(7).encode()).unwrap();
-            d.release_code(other.handle).unwrap();
-        }
-        let prepared = runner.prepare(token, RunSpec::new(code, Input::Host(&[i])));
-        let run = prepared.unwrap().launch_via(&mut caps).unwrap();
-        token = run.fence().unwrap().finalize(&mut o0).unwrap().token;
-        assert_eq!(o0.values(), &[i + 1], "run {i}");
-    }
-    let s = runner.device().stats();
-    assert_eq!(
-        s.aicore_recreations, 2,
-        "at the first launch, and after the upload"
-    );
-    let replaying = Counts::replaying(2, 2, 1);
-    caps.expect(s, replaying);
-    if t.replay() {
-        assert_eq!(caps.refusals(), [ReplayRefusal::Stale]);
     }
 }
 
@@ -475,256 +316,6 @@ pub fn dropped_and_forgotten_runs_then_publish_and_drop<T: Target>(t: &T) {
         ),
         (0, 0, 0, 0)
     );
-}
-
-pub fn partial_launch_poisons_until_drained<T: Target>(t: &T) {
-    let mut dev = open(t, cfg());
-    if t.replay() {
-        return replaying::a_failed_capture_call_reaches_nothing(t, &mut dev);
-    }
-    let mut runner = dev.publish(&[prog_add(1)]).unwrap();
-    {
-        let mut caps = Captures::new(t);
-        let code = runner.code("add1").unwrap();
-        t.inject(
-            runner.device().driver(),
-            Fault::FailCall {
-                op: Op::LaunchAicpu,
-                nth: 1,
-            },
-        );
-        let err = runner
-            .prepare(
-                runner.take_slot::<0>().unwrap(),
-                RunSpec::new(code, Input::Host(&[1])),
-            )
-            .unwrap()
-            .launch_via(&mut caps)
-            .unwrap_err();
-        assert!(matches!(err.kind(), ErrorKind::PartialLaunch(_)), "{err}");
-        assert!(err.value().is_none(), "the run is gone");
-        let h = runner.health();
-        assert_eq!(
-            h.poisoned.map(|p| p.cause),
-            Some(PoisonCause::PartialLaunch)
-        );
-        assert!(h.quarantined.contains(0));
-        // No further launch while poisoned; the prepared run comes back.
-        let err = runner
-            .prepare(
-                runner.take_slot::<1>().unwrap(),
-                RunSpec::new(code, Input::Host(&[1])),
-            )
-            .unwrap()
-            .launch_via(&mut caps)
-            .unwrap_err();
-        assert!(matches!(err.kind(), ErrorKind::Poisoned(_)));
-        assert!(err.value().is_some());
-        assert!(matches!(
-            runner.take_slot::<0>().unwrap_err().kind(),
-            ErrorKind::SlotQuarantined { .. }
-        ));
-    }
-    // The orphaned AICore kernel ends at the device watchdog; the drain sees
-    // the queue quiet, re-creates the faulted stream and releases the slot.
-    let report = runner.drain().unwrap();
-    assert_eq!(report.released, 1);
-    assert!(report.cleared.is_some());
-    assert!(runner.health().poisoned.is_none());
-    let code = runner.code("add1").unwrap();
-    assert_eq!(runner.serial::<0>(code, Input::Host(&[4])), [5]);
-}
-
-pub fn fence_timeout_hands_the_run_back<T: Target>(t: &T) {
-    let mut dev = open(t, cfg());
-    let runner = dev.publish(&[prog_add(1)]).unwrap();
-    let mut caps = Captures::new(t);
-    let code = runner.code("add1").unwrap();
-    // The run's fence (its second record launched, its third captured)
-    // becomes visible 3 ms late: longer than a 1 ms wait, shorter than the
-    // configured 4 ms fence timeout.
-    t.inject(
-        runner.device().driver(),
-        Fault::DelayEvent {
-            nth: replaying::fence_record(t),
-            delay: Duration::from_millis(3),
-        },
-    );
-    let run = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1; 8]));
-    // A wait shorter than the watchdog: not yet, and nothing is poisoned.
-    let err = run.fence_for(Duration::from_millis(1)).unwrap_err();
-    assert!(
-        matches!(err.kind(), ErrorKind::Timeout { overran: None, .. }),
-        "{err}"
-    );
-    assert!(runner.health().poisoned.is_none());
-    let mut o = Outputs::<0>::new(8);
-    err.into_value().fence().unwrap().finalize(&mut o).unwrap();
-    assert_eq!(o.values(), &[2; 8]);
-}
-
-pub fn hung_run_poisons_and_quarantines_until_drained<T: Target>(t: &T) {
-    let mut dev = open(t, cfg());
-    let mut runner = dev.publish(&[prog_add(1)]).unwrap();
-    {
-        let mut caps = Captures::new(t);
-        let code = runner.code("add1").unwrap();
-        // The AICPU stream's completion record never completes.
-        t.inject(
-            runner.device().driver(),
-            Fault::EventNeverCompletes {
-                nth: replaying::fence_record(t),
-            },
-        );
-        let run = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
-        let id = run.id();
-        let err = run.fence().unwrap_err();
-        assert!(
-            matches!(err.kind(), ErrorKind::Timeout { overran: Some(r), .. } if *r == id),
-            "{err}"
-        );
-        assert_eq!(
-            runner.health().poisoned.map(|p| (p.cause, p.run, p.slot)),
-            Some((PoisonCause::Overrun, Some(id), Some(0))),
-            "attributed to the hung run"
-        );
-        drop(err); // dropping the unproven run quarantines its slot at once
-        assert!(runner.health().quarantined.contains(0));
-        // Slot 1 is fine, but nothing launches while poisoned.
-        let err = runner
-            .prepare(
-                runner.take_slot::<1>().unwrap(),
-                RunSpec::new(code, Input::Host(&[1])),
-            )
-            .unwrap()
-            .launch_via(&mut caps)
-            .unwrap_err();
-        assert!(matches!(err.kind(), ErrorKind::Poisoned(_)));
-    }
-    // The streams themselves are quiet: a drain proves it, and no slot stays
-    // blocked for good.
-    let r = runner.drain().unwrap();
-    assert_eq!((r.released, r.retired), (1, 1));
-    let code = runner.code("add1").unwrap();
-    assert_eq!(runner.serial::<0>(code, Input::Host(&[1])), [2]);
-}
-
-/// A shared device through this driver, one run in three faulting (an
-/// injected AICore or AICPU fault): each faulted run fails naming itself,
-/// a run behind it names it (`collateral`), the device recovers by itself
-/// at the next submission, and every other run's value is right.
-pub fn shared_device_recovers_from_faults_by_itself<T: Target>(t: &T) {
-    let shared =
-        runclaim::SharedDevice::<_, 2>::open(t.stepped(cfg()), t.config().max_elements(64))
-            .unwrap();
-    shared.publish(&[prog_add(1)]).unwrap();
-    shared.replay(t.replay());
-    let code = shared.code("add1").unwrap();
-    let (mut right, mut own, mut resubmitted) = (0, 0, 0);
-    for k in 0..12u32 {
-        if k % 3 == 1 {
-            let kernel = if k % 2 == 0 {
-                Kernel::Aicore
-            } else {
-                Kernel::Aicpu
-            };
-            t.inject(
-                shared_driver(&shared),
-                Fault::KernelFault { kernel, nth: 1 },
-            );
-        }
-        let input = [k];
-        loop {
-            let ticket = shared
-                .submit_blocking(RunSpec::new(code, Input::Host(&input)))
-                .unwrap_or_else(|e| panic!("run {k}: submission refused: {e}"));
-            let run = ticket.run();
-            match ticket.wait() {
-                Ok(done) => {
-                    assert_eq!(done.values, [k + 1], "run {k}");
-                    right += 1;
-                    break;
-                }
-                Err(e) if e.collateral().is_some() => resubmitted += 1,
-                Err(e) => {
-                    assert_eq!(e.run(), Some(run), "an own fault names its run: {e}");
-                    assert!(matches!(e.kind(), ErrorKind::Fault(_)), "{e}");
-                    own += 1;
-                    break;
-                }
-            }
-        }
-    }
-    assert_eq!((right + own, own), (12, 4), "resubmitted {resubmitted}");
-    let h = shared.health();
-    assert_eq!(h.recoveries, 4, "{h:?}");
-    assert_eq!((h.poisoned, h.lost), (None, None));
-    let s = shared.stats();
-    if t.replay() {
-        // Every run replayed; each recovery let every graph go, so a run
-        // after it captured again; the rest replayed a held capture.
-        assert_eq!(s.replays, s.launched, "{s:?}");
-        assert!(s.captures > h.recoveries && s.captures < s.replays, "{s:?}");
-    } else {
-        assert_eq!((s.captures, s.replays), (0, 0), "{s:?}");
-    }
-}
-
-/// The driver behind a shared device (its faults are armed through it).
-fn shared_driver<D: runclaim::driver::Driver>(s: &runclaim::SharedDevice<D, 2>) -> &D {
-    s.driver()
-}
-
-pub fn kernel_fault_poisons_and_drain_recovers<T: Target>(t: &T) {
-    let mut dev = open(t, cfg());
-    let mut runner = dev.publish(&[prog_add(1)]).unwrap();
-    {
-        let mut caps = Captures::new(t);
-        let code = runner.code("add1").unwrap();
-        t.inject(
-            runner.device().driver(),
-            Fault::KernelFault {
-                kernel: Kernel::Aicpu,
-                nth: 1,
-            },
-        );
-        let r0 = runner.launched_via::<0>(&mut caps, code, Input::Host(&[1]));
-        let r1 = runner.launched_via::<1>(&mut caps, code, Input::Host(&[2]));
-        let e0 = r0.fence().unwrap_err();
-        assert!(matches!(e0.kind(), ErrorKind::Fault(_)), "{e0}");
-        let e1 = r1.fence().unwrap_err();
-        // The successor was dropped by the faulted stream: its error names
-        // the run that faulted, never the fault as its own.
-        assert!(
-            matches!(e1.kind(), ErrorKind::FaultAhead { run, .. } if Some(*run) == e0.run()),
-            "{e1}"
-        );
-        assert_eq!(
-            runner.health().poisoned.map(|p| p.cause),
-            Some(PoisonCause::DeviceFault)
-        );
-        drop((e0, e1));
-        assert_eq!(runner.health().quarantined.len(), 2);
-    }
-    let report = runner.drain().unwrap();
-    if t.replay() {
-        // The kernels ran on their graphs' own streams: the faulted replay
-        // faulted the AICPU stream it was queued on, and the AICore stream
-        // held nothing. Every graph is let go of with the faulted streams.
-        assert_eq!(report.streams_recreated, 1, "the AICPU stream alone");
-        let graphs = t.stats(runner.device().driver()).live_graphs;
-        assert_eq!(
-            graphs, 0,
-            "the drain waited for the graphs and destroyed them"
-        );
-    } else {
-        assert_eq!(
-            report.streams_recreated, 2,
-            "both streams faulted (AICore by watchdog)"
-        );
-    }
-    let code = runner.code("add1").unwrap();
-    assert_eq!(runner.serial::<1>(code, Input::Host(&[9])), [10]);
 }
 
 pub fn chain_needs_a_predecessor<T: Target>(t: &T) {
@@ -949,27 +540,4 @@ pub fn finalize_into_a_small_buffer_hands_the_run_back<T: Target>(t: &T) {
         )
         .unwrap();
     drop((done, again));
-}
-
-/// Two callables with one name are refused before anything is registered,
-/// naming the name; an unknown name is a failed *lookup*, not a prepare.
-pub fn publication_names_are_unique_and_lookups_say_so<T: Target>(t: &T) {
-    let mut dev = open(t, cfg());
-    let probe = t.probe(dev.driver());
-    let registrations = || probe().registrations;
-    let before = registrations();
-    let twice = [
-        Callable::program("f", &Program::new().add(1)),
-        Callable::program("f", &Program::new().mul(2)),
-    ];
-    let err = dev.publish(&twice).unwrap_err();
-    assert_eq!(err.kind(), &ErrorKind::DuplicateCallable("f".into()));
-    assert_eq!(err.action(), runclaim::contract::Action::Publish);
-    assert!(err.to_string().contains("\"f\""), "{err}");
-    assert_eq!(registrations(), before, "refused before any registration");
-    let runner = dev.publish(&[prog_add(1)]).unwrap();
-    let err = runner.code("nope").unwrap_err();
-    assert_eq!(err.kind(), &ErrorKind::UnknownCallable("nope".into()));
-    assert_eq!(err.action(), runclaim::contract::Action::Lookup);
-    assert!(err.to_string().starts_with("lookup"), "{err}");
 }
