@@ -67,10 +67,7 @@ async fn task(shared: Shared, id: u32, runs: u32) -> Result<u32, runclaim::Error
         let x = (id << 20) | i;
         if i % 2 == 0 {
             let input = [x];
-            let done = shared
-                .submit(RunSpec::new(code, Input::Host(&input)))
-                .await?
-                .await?;
+            let done = shared.run(RunSpec::new(code, Input::Host(&input))).await?;
             right += u32::from(done.values == [f(x)]);
         } else {
             // The workload comes back with each result, to refill in place.
@@ -78,7 +75,7 @@ async fn task(shared: Shared, id: u32, runs: u32) -> Result<u32, runclaim::Error
             if let Some(t) = w.owned_mut::<u32>(0) {
                 t.copy_from_slice(&[x, !x]);
             }
-            let done = shared.submit(w).await?.await?;
+            let done = shared.run(w).await?;
             work = done.work;
             let back = work.as_ref().and_then(|w| w.owned_at::<u32>(0));
             right += u32::from(back == Some(&[f(x), f(!x)][..]));

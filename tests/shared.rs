@@ -555,3 +555,78 @@ fn a_blocking_submission_to_a_full_device_sleeps_once_on_the_run_it_waits_for() 
         assert_eq!(t.wait().unwrap().values, [f(x)]);
     }
 }
+
+/// One call to run: `run(work).await` and `run_blocking(work)` resolve to
+/// the result (a spec's values; a workload comes back in it), and a
+/// refused submission resolves to its error in the same type, a workload
+/// handed back inside it.
+#[test]
+fn run_is_one_await_and_a_refusal_hands_the_workload_back() {
+    let sim = SimDriver::real_time(SimConfig::default());
+    let shared = shared::<2>(sim);
+    let done = pollster::block_on(shared.run(spec(&shared, &[1, 2]))).unwrap();
+    assert_eq!(done.values, [f(1), f(2)]);
+    assert_eq!(
+        shared.run_blocking(spec(&shared, &[5])).unwrap().values,
+        [f(5)]
+    );
+    let mut w = Workload::new(shared.code("f").unwrap());
+    w.owned(vec![7u32], Dir::InOut);
+    let done = pollster::block_on(shared.run(w)).unwrap();
+    let w = done.work.expect("the workload, back with its result");
+    assert_eq!(w.owned_at::<u32>(0).unwrap(), [f(7)]);
+    // Refused before it is prepared (the device closed): the same error
+    // type as a run's own, the workload inside it.
+    shared.close();
+    let e = pollster::block_on(shared.run(w)).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Closed);
+    let w = e.into_value().expect("the refused workload, back");
+    assert_eq!(w.owned_at::<u32>(0).unwrap(), [f(7)]);
+    let e = shared.run_blocking(spec(&shared, &[1])).unwrap_err();
+    assert_eq!(e.kind(), &ErrorKind::Closed);
+    assert!(
+        e.into_value().is_none(),
+        "a spec is Copy: nothing to hand back"
+    );
+}
+
+/// A `run` future dropped mid-way — waiting for a slot, or launched and
+/// waiting for its fence — takes nothing and loses no one else's result:
+/// the device serves the next run, and every slot comes back.
+#[test]
+fn a_dropped_run_future_loses_nothing() {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let shared = shared::<2>(sim.clone());
+    let a = shared.try_submit(spec(&shared, &[1])).unwrap();
+    let b = shared.try_submit(spec(&shared, &[2])).unwrap();
+    // Waiting for a slot (both are busy): dropped in the queue.
+    let mut waiting = Box::pin(shared.run(spec(&shared, &[3])));
+    assert!(
+        waiting
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending()
+    );
+    drop(waiting);
+    assert_eq!(a.wait().unwrap().values, [f(1)]);
+    // Launched (a slot was free), then dropped waiting for its fence.
+    let mut launched = Box::pin(shared.run(spec(&shared, &[4])));
+    assert!(
+        launched
+            .as_mut()
+            .poll(&mut Context::from_waker(Waker::noop()))
+            .is_pending()
+    );
+    drop(launched);
+    assert_eq!(b.wait().unwrap().values, [f(2)]);
+    assert_eq!(
+        shared.run_blocking(spec(&shared, &[5])).unwrap().values,
+        [f(5)]
+    );
+    assert_eq!(
+        shared.run_blocking(spec(&shared, &[6])).unwrap().values,
+        [f(6)]
+    );
+    let s = shared.stats();
+    assert_eq!(s.launched, 5, "the queued one never launched: {s:?}");
+}

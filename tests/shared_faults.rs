@@ -278,3 +278,23 @@ fn a_submission_cancelled_mid_recovery_leaves_it_to_the_next() {
     let h = shared.health();
     assert_eq!((h.recoveries, h.recovering, h.poisoned), (1, false, None));
 }
+
+/// `run` passes a collateral error through as it is, never retrying: the
+/// run behind a faulted one resolves to `FaultAhead` naming it, and the
+/// device launched nothing more for it.
+#[test]
+fn run_passes_a_collateral_error_through_unretried() {
+    let s = faulted(1);
+    let f = s.code("f").unwrap();
+    let a = s.try_submit(RunSpec::new(f, Input::Host(&[1]))).unwrap();
+    let ra = a.run();
+    let behind = s.run_blocking(RunSpec::new(f, Input::Host(&[2])));
+    let e = behind.unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::FaultAhead { run, .. } if *run == ra),
+        "{e}"
+    );
+    assert_eq!(e.collateral(), Some(Some(ra)));
+    assert_eq!(s.stats().launched, 2, "no retry");
+    assert!(matches!(a.wait().unwrap_err().kind(), ErrorKind::Fault(_)));
+}

@@ -40,6 +40,9 @@ pub(crate) mod sealed {
             src: &impl Source<K>,
             tag: T,
         ) -> Result<RunId, (Error, T, Self)>;
+        /// What a refused submission hands back where a finished run's
+        /// workload goes (a spec, `Copy`, none).
+        fn into_workload(self) -> Option<Workload<'r>>;
     }
 
     impl<'r> Sealed<'r> for RunSpec<'_> {
@@ -60,6 +63,10 @@ pub(crate) mod sealed {
             lane.submit(src, tag, (), |token, ()| RunOf::prepare(port, token, self))
                 .map_err(|(e, tag, ())| (e, tag, self))
         }
+
+        fn into_workload(self) -> Option<Workload<'r>> {
+            None
+        }
     }
 
     impl<'r> Sealed<'r> for Workload<'r> {
@@ -68,6 +75,10 @@ pub(crate) mod sealed {
         }
 
         #[inline]
+        fn into_workload(self) -> Option<Workload<'r>> {
+            Some(self)
+        }
+
         fn submit_into<K: Claim, T>(
             self,
             lane: &mut Lane<'r, K, T>,

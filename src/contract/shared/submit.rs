@@ -11,10 +11,13 @@ use super::hub::{Hub, SUBMIT};
 use super::recovery::Look;
 use super::ticket::Ticket;
 use super::{Inner, SharedDevice, blocking};
+use crate::contract::completed::Done;
 use crate::contract::error::{Error, ErrorKind};
 use crate::contract::pipeline::Submit;
+use crate::contract::pipeline::results::sealed::Sealed;
 use crate::contract::slot::{Depth, SupportedDepth};
 use crate::contract::wait::{FenceWait, polled_after_ready};
+use crate::contract::workload::Workload;
 use crate::driver::Driver;
 
 impl<D: Driver + 'static, const DEPTH: usize> SharedDevice<D, DEPTH>
@@ -67,6 +70,72 @@ where
             waits: [None; DEPTH],
             mode: Mode::Wait,
         }
+    }
+
+    /// Runs `work` and resolves to its result: [`submit`](SharedDevice::submit)
+    /// and the [`Ticket`] awaited, in one future — the common case. A
+    /// refused submission resolves to its error at once, a workload handed
+    /// back inside it (a [`RunSpec`](crate::RunSpec) is `Copy`: the caller
+    /// still has it), in the same error type as the run's own; a
+    /// collateral error ([`Error::collateral`]) comes back as it is, never
+    /// retried. Code that wants admission and completion apart (to submit
+    /// more while a run executes, or for backpressure) uses `submit`.
+    /// Dropped at any point it is cancel-safe, as a submission and a
+    /// ticket are.
+    ///
+    /// ```
+    /// use runclaim::{Callable, DeviceConfig, Input, RunSpec, SharedDevice};
+    /// use runclaim::driver::abi::Program;
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    ///
+    /// let shared = SharedDevice::<_, 2>::open(SimDriver::real_time(SimConfig::default()), DeviceConfig::default())?;
+    /// shared.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// let inc = shared.code("inc")?;
+    /// let done = pollster::block_on(shared.run(RunSpec::new(inc, Input::Host(&[41]))))?;
+    /// assert_eq!(done.values, [42]);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`submit`](SharedDevice::submit), then as the ticket.
+    pub fn run<W: Submit<'static>>(
+        &self,
+        work: W,
+    ) -> impl Future<Output = Result<Done, Error<Option<Workload<'static>>>>> {
+        let submitted = self.submit(work);
+        async move {
+            let ticket = submitted
+                .await
+                .map_err(|e| e.map_value(Sealed::into_workload))?;
+            ticket.await
+        }
+    }
+
+    /// [`run`](SharedDevice::run), blocking the thread:
+    /// [`submit_blocking`](SharedDevice::submit_blocking), then
+    /// [`Ticket::wait`].
+    ///
+    /// ```
+    /// use runclaim::{Callable, DeviceConfig, Input, RunSpec, SharedDevice};
+    /// use runclaim::driver::abi::Program;
+    /// use runclaim::sim::{SimConfig, SimDriver};
+    ///
+    /// let shared = SharedDevice::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// shared.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// let done = shared.run_blocking(RunSpec::new(shared.code("inc")?, Input::Host(&[1, 2])))?;
+    /// assert_eq!(done.values, [2, 3]);
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    ///
+    /// # Errors
+    /// As [`run`](SharedDevice::run).
+    pub fn run_blocking<W: Submit<'static>>(
+        &self,
+        work: W,
+    ) -> Result<Done, Error<Option<Workload<'static>>>> {
+        self.submit_blocking(work)
+            .map_err(|e| e.map_value(Sealed::into_workload))?
+            .wait()
     }
 
     /// [`submit`](SharedDevice::submit), blocking the thread while every
