@@ -129,6 +129,10 @@ where
     ///
     /// # Errors
     /// As [`run`](SharedDevice::run).
+    #[allow(
+        clippy::result_large_err,
+        reason = "a result hands the workload back by value, as a ticket's does (the rule: never lost); it moves once per run"
+    )]
     pub fn run_blocking<W: Submit<'static>>(
         &self,
         work: W,
