@@ -20,7 +20,9 @@
 //! a fixed number of times, printing nothing, when `RUNCLAIM_BENCH_WORKLOAD`
 //! names it (`spec`, `0`, `4` or `16`; `RUNCLAIM_BENCH_ITERS` runs, default
 //! 10,000; `replayspec` or `replay4`: the same `RunSpec` or 4-argument run
-//! replayed from its slot's capture on `InstantDriver::with_capture`) — run
+//! replayed from its slot's capture on `InstantDriver::with_capture`;
+//! `dynspec`, `dyn0`, `dyn4`, `dyn16`: the case through a driver-erased
+//! device, `Box<dyn Driver>`) — run
 //! it under callgrind twice with different counts and divide the
 //! difference:
 //!
@@ -38,7 +40,7 @@ use runclaim::driver::abi::{
     self, BlockBuf, DevSpan, Dir, Program, RunArgs, StatusRecord, TensorArg, WallRecord, WorkArgs,
 };
 use runclaim::driver::instant::InstantDriver;
-use runclaim::driver::{DevPtr, Driver};
+use runclaim::driver::{AnyDriver, DevPtr, Driver};
 use runclaim::{Callable, Device, DeviceBuffer, DeviceConfig, Input, Outputs, RunSpec, Workload};
 use runclaim::{Launched, Pipeline, Run, Runner, SlotToken};
 
@@ -293,8 +295,8 @@ impl Case {
 
 /// A serial-cycle bench on one slot of a depth-2 instant device: the host
 /// tensors, the device buffers, the slot's token.
-struct WorkBench<'r, const I: usize> {
-    runner: &'r Runner<'r, InstantDriver, 2>,
+struct WorkBench<'r, D: Driver, const I: usize> {
+    runner: &'r Runner<'r, D, 2>,
     code: CodeRef<'r>,
     bufs: &'r [DeviceBuffer<u32>],
     ins: [[u32; ELEMS]; 4],
@@ -303,11 +305,11 @@ struct WorkBench<'r, const I: usize> {
     token: Option<SlotToken<'r, I>>,
 }
 
-impl<'r, const I: usize> WorkBench<'r, I>
+impl<'r, D: Driver, const I: usize> WorkBench<'r, D, I>
 where
     Slot<I>: SlotOf<2>,
 {
-    fn new(runner: &'r Runner<'r, InstantDriver, 2>, bufs: &'r [DeviceBuffer<u32>]) -> Self {
+    fn new(runner: &'r Runner<'r, D, 2>, bufs: &'r [DeviceBuffer<u32>]) -> Self {
         WorkBench {
             runner,
             code: runner.code("f").unwrap(),
@@ -378,8 +380,8 @@ where
 }
 
 /// A depth-2 instant device with `f` (`+1`) and six device buffers.
-fn work_device() -> (Device<InstantDriver, 2>, Vec<DeviceBuffer<u32>>) {
-    let dev = instant_device::<2>();
+fn work_device<D: Driver>(driver: D) -> (Device<D, 2>, Vec<DeviceBuffer<u32>>) {
+    let dev = Device::open(driver, DeviceConfig::default().max_elements(ELEMS)).unwrap();
     let bufs = (0..6)
         .map(|_| dev.alloc_buffer::<u32>(ELEMS).unwrap())
         .collect();
@@ -394,11 +396,11 @@ const CASES: [Case; 4] = [Case::Spec, Case::Args0, Case::Args4, Case::Args16];
 /// batches and the medians of its per-round differences over the
 /// 0-argument workload and over the `RunSpec` cycle.
 fn workloads() -> Vec<(Case, f64, f64, f64)> {
-    let (mut dev, bufs) = work_device();
+    let (mut dev, bufs) = work_device(InstantDriver::new());
     let runner = dev
         .publish(&[Callable::program("f", &Program::new().add(1))])
         .unwrap();
-    let mut w = WorkBench::<0>::new(&runner, &bufs);
+    let mut w = WorkBench::<_, 0>::new(&runner, &bufs);
     for case in CASES {
         for _ in 0..BATCH / 10 {
             w.cycle(case);
@@ -769,16 +771,28 @@ fn workload_only(case: &str) {
         }
         return;
     }
+    // `dyn…`: the same case through a driver-erased device
+    // (`Box<dyn Driver>`), for what erasure costs per run.
+    match case.strip_prefix("dyn") {
+        Some(case) => counted(
+            work_device(Box::new(InstantDriver::new()) as AnyDriver),
+            case,
+        ),
+        None => counted(work_device(InstantDriver::new()), case),
+    }
+}
+
+/// `case` run `RUNCLAIM_BENCH_ITERS` times after 100 warm-up runs on `dev`.
+fn counted<D: Driver>((mut dev, bufs): (Device<D, 2>, Vec<DeviceBuffer<u32>>), case: &str) {
     let case = Case::parse(case)
-        .unwrap_or_else(|| panic!("RUNCLAIM_BENCH_WORKLOAD: spec, 0, 4 or 16, not {case:?}"));
+        .unwrap_or_else(|| panic!("RUNCLAIM_BENCH_WORKLOAD: [dyn]spec, 0, 4 or 16, not {case:?}"));
     let iters: u64 = std::env::var("RUNCLAIM_BENCH_ITERS")
         .map_or(Ok(10_000), |s| s.parse())
         .expect("RUNCLAIM_BENCH_ITERS: a whole number");
-    let (mut dev, bufs) = work_device();
     let runner = dev
         .publish(&[Callable::program("f", &Program::new().add(1))])
         .unwrap();
-    let mut w = WorkBench::<0>::new(&runner, &bufs);
+    let mut w = WorkBench::<D, 0>::new(&runner, &bufs);
     for _ in 0..100 {
         w.cycle(case);
     }

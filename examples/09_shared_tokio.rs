@@ -1,4 +1,4 @@
-//! One simulated NPU shared by many tokio tasks through a [`SharedDevice`]
+//! One simulated NPU shared by many tokio tasks through a [`SharedDevice`](runclaim::SharedDevice)
 //! — no `Box::leak`, no owner task with channels written by hand — and
 //! what that costs against a typed [`Pipeline`] on the same NPU.
 //!
@@ -30,9 +30,7 @@ use std::time::{Duration, Instant};
 
 use runclaim::driver::abi::{Dir, Program};
 use runclaim::sim::{LatencyModel, SimConfig, SimDriver};
-use runclaim::{
-    Callable, Device, DeviceConfig, Input, Outputs, Pipeline, RunSpec, SharedDevice, Workload,
-};
+use runclaim::{Callable, Device, DeviceConfig, Input, Outputs, Pipeline, RunSpec, Workload};
 
 #[path = "support/cpu.rs"]
 mod cpu;
@@ -43,7 +41,11 @@ mod stamp;
 use quantiles::{quantile, us};
 use stamp::Stamped;
 
-type Shared = SharedDevice<SimDriver, 4>;
+/// The handle every task takes, whatever the driver: a driver-erased
+/// device (`AnySharedDevice` is `SharedDevice<Box<dyn Driver>, 4>`), so
+/// `task` below runs unchanged on the simulator or the `acl` driver —
+/// only `open` names the driver.
+type Shared = runclaim::contract::AnySharedDevice<4>;
 /// What a task answers (`Send`: it crosses tokio's threads).
 type Res<T> = Result<T, Box<dyn Error + Send + Sync>>;
 
@@ -119,7 +121,7 @@ async fn typed(sim: SimDriver, runs: u32) -> Result<(u32, Duration), runclaim::E
 /// typed fence future on a second device of the same NPU — so that any
 /// load on the machine hits both alike.
 async fn wakes(sim: &SimDriver, n: u32) -> Result<(Vec<Duration>, Vec<Duration>), runclaim::Error> {
-    let shared = Shared::open(sim.clone(), DeviceConfig::default())?;
+    let shared = Shared::open(Box::new(sim.clone()), DeviceConfig::default())?;
     shared.publish(&callables())?;
     let code = shared.code("f")?;
     let mut device = Device::<_, 4>::open(sim.clone(), DeviceConfig::default())?;
@@ -158,7 +160,7 @@ async fn long_waits() -> Result<[(Option<Duration>, Duration, bool); 2], runclai
             .latency(LatencyModel::default().kernel(long)),
     );
     let config = DeviceConfig::default().fence_timeout(Duration::from_secs(20));
-    let shared = Shared::open(sim.clone(), config.clone())?;
+    let shared = Shared::open(Box::new(sim.clone()), config.clone())?;
     shared.publish(&callables())?;
     let ticket = shared
         .submit(RunSpec::new(shared.code("f")?, Input::Host(&[7])))
@@ -190,7 +192,7 @@ async fn cancelled(rounds: u32) -> Result<(u32, bool), runclaim::Error> {
     let sim = SimDriver::real_time(
         SimConfig::default().latency(LatencyModel::default().kernel(Duration::from_millis(5))),
     );
-    let shared = Shared::open(sim, DeviceConfig::default())?;
+    let shared = Shared::open(Box::new(sim), DeviceConfig::default())?;
     shared.publish(&callables())?;
     let code = shared.code("f")?;
     let (mut timed_out, mut right) = (0, true);
@@ -222,7 +224,7 @@ async fn drops() -> Result<(Duration, Duration), runclaim::Error> {
             SimConfig::default().latency(LatencyModel::default().kernel(Duration::from_millis(50))),
         )
     };
-    let shared = Shared::open(slow(), DeviceConfig::default())?;
+    let shared = Shared::open(Box::new(slow()), DeviceConfig::default())?;
     shared.publish(&callables())?;
     let code = shared.code("f")?;
     let mut tickets = Vec::new();
@@ -273,7 +275,7 @@ async fn main() -> Res<()> {
     let bound = 1.0 / (model.kernel + model.dispatch_gap).as_secs_f64();
 
     // ----- 1. many tasks, one device ------------------------------------
-    let shared = Shared::open(sim.clone(), DeviceConfig::default())?;
+    let shared = Shared::open(Box::new(sim.clone()), DeviceConfig::default())?;
     shared.publish(&callables())?;
     let per = runs / tasks;
     let t0 = Instant::now();

@@ -59,7 +59,9 @@ pub use run::FenceFuture;
 pub use run::Run;
 pub use runner::DrainFuture;
 pub use runner::Runner;
-pub use shared::{PublishFuture, SharedCloseFuture, SharedDevice, SubmitFuture, Ticket};
+pub use shared::{
+    AnySharedDevice, PublishFuture, SharedCloseFuture, SharedDevice, SubmitFuture, Ticket,
+};
 pub use slot::{Depth, Slot, SlotOf, SlotSet, SlotToken, SupportedDepth};
 pub use spec::{Input, RunSpec};
 pub use states::{Fenced, Launched, Prepared, State};

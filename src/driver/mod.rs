@@ -57,6 +57,31 @@ pub use error::{
     ThreadTrouble,
 };
 pub use handles::{CodeHandle, DevPtr, EventId, GraphId, StreamId};
+
+/// A driver whose type is erased: any [`Driver`] boxed (`Box`, like `Arc`
+/// and `&`, implements `Driver` by forwarding). A device over it —
+/// [`AnySharedDevice`](crate::contract::AnySharedDevice),
+/// `Device<AnyDriver, N>` — has one type whichever driver it runs on, so
+/// a function that takes it works with the simulator and the `acl`
+/// driver unchanged. What the erasure costs: one indirect call per
+/// runtime call (docs/performance.md measures it per run).
+///
+/// ```
+/// use runclaim::driver::{AnyDriver, Driver};
+/// use runclaim::driver::instant::InstantDriver;
+/// use runclaim::sim::SimDriver;
+///
+/// let drivers: Vec<AnyDriver> = vec![
+///     Box::new(SimDriver::stepped(Default::default())),
+///     Box::new(InstantDriver::new()),
+/// ];
+/// for d in &drivers {
+///     let p = d.alloc(4)?;
+///     d.free(p)?;
+/// }
+/// # Ok::<(), runclaim::driver::DriverError>(())
+/// ```
+pub type AnyDriver = Box<dyn Driver>;
 pub use info::{Capabilities, Completion, DriverInfo, Registration, STREAM_CAPACITY};
 pub use notify::{Notice, wake_after};
 

@@ -30,6 +30,31 @@ use self::claim::Cell;
 use self::hub::{Hub, SharedLane};
 pub use self::submit::SubmitFuture;
 pub use self::ticket::Ticket;
+
+/// A shared device over an erased driver ([`AnyDriver`]): one type for the
+/// simulator and the `acl` driver alike, to name in a function, a struct
+/// field or a task's signature (`DEPTH` stays a const generic, default 2).
+/// Open one with a boxed driver.
+///
+/// ```
+/// use runclaim::contract::AnySharedDevice;
+/// use runclaim::driver::abi::Program;
+/// use runclaim::sim::{SimConfig, SimDriver};
+/// use runclaim::{Callable, DeviceConfig, Input, RunSpec};
+///
+/// // Takes the device whatever it runs on.
+/// fn triple(shared: &AnySharedDevice<4>, x: u32) -> Result<u32, runclaim::Error> {
+///     let code = shared.code("x3")?;
+///     Ok(shared.run_blocking(RunSpec::new(code, Input::Host(&[x])))?.values[0])
+/// }
+///
+/// let sim = SimDriver::stepped(SimConfig::default());
+/// let shared = AnySharedDevice::<4>::open(Box::new(sim), DeviceConfig::default())?;
+/// shared.publish(&[Callable::program("x3", &Program::new().mul(3))])?;
+/// assert_eq!(triple(&shared, 5)?, 15);
+/// # Ok::<(), runclaim::Error>(())
+/// ```
+pub type AnySharedDevice<const DEPTH: usize = 2> = SharedDevice<crate::driver::AnyDriver, DEPTH>;
 use crate::contract::buffer::DeviceBuffer;
 use crate::contract::code::CodeRef;
 use crate::contract::config::DeviceConfig;
