@@ -155,7 +155,7 @@ mod sync;
 pub use contract::{
     Callable, Capture, CodeRef, Completed, Device, DeviceBuffer, DeviceConfig, Error, Fenced,
     Finalized, Input, Launched, Outputs, Pipeline, Prepared, Run, RunSpec, Runner, SharedDevice,
-    SlotToken, Workload,
+    SlotToken, WithoutValue, Workload,
 };
 pub use driver::sim;
 

@@ -50,7 +50,7 @@ pub use config::{ConfigError, DeviceConfig};
 pub use device::{CloseFuture, ContractStats, Device, DrainReport, Health, LostCause};
 pub use error::{
     Action, BufferId, Error, ErrorKind, Poison, PoisonCause, Record, ReplayRefusal, RunId,
-    TensorDiff,
+    TensorDiff, WithoutValue,
 };
 pub use outputs::{Finalized, Outputs};
 pub use pipeline::{CompleteFuture, Pipeline, PipelineDrainFuture, Rejected, Submit, Unfinished};

@@ -12,6 +12,7 @@
 
 mod ids;
 mod kind;
+mod plain;
 mod poison;
 mod replay;
 
@@ -19,6 +20,7 @@ use std::fmt;
 
 pub use self::ids::{BufferId, RunId};
 pub use self::kind::{ErrorKind, Record};
+pub use self::plain::WithoutValue;
 use self::poison::who;
 pub use self::poison::{Poison, PoisonCause};
 pub use self::replay::{ReplayRefusal, TensorDiff};
