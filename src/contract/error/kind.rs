@@ -258,7 +258,7 @@ pub enum ErrorKind {
     },
     /// A host tensor does not fit in the slot's staging region.
     #[error(
-        "host tensor {tensor} of {bytes} bytes does not fit in the {capacity}-byte staging region after the host tensors before it"
+        "host tensor {tensor} of {bytes} bytes does not fit in the {capacity}-byte staging region after the host tensors before it (raise DeviceConfig::staging_bytes, or keep the tensor in a DeviceBuffer)"
     )]
     StagingFull {
         /// The tensor's index in the workload.
