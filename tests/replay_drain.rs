@@ -15,35 +15,59 @@ use std::time::Duration;
 use runclaim::driver::abi::Program;
 use runclaim::sim::trace::{TaskTag, TraceKind};
 use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
-use runclaim::{Callable, Device, DeviceConfig, Input, RunSpec};
+use runclaim::{Callable, Device, DeviceConfig, Input, RunSpec, Runner};
+
+/// Slot 0's first run, captured, faulting in its AICPU kernel: its id
+/// (its error and its capture dropped).
+fn faulted_replay(sim: &SimDriver, runner: &Runner<'_, SimDriver, 2>) -> u64 {
+    let code = runner.code("inc").unwrap();
+    sim.inject(Fault::KernelFault {
+        kernel: Kernel::Aicpu,
+        nth: 1,
+    });
+    let token = runner.take_slot::<0>().unwrap();
+    let prepared = runner
+        .prepare(token, RunSpec::new(code, Input::Host(&[1])))
+        .unwrap();
+    let (run, capture) = prepared.capture().unwrap();
+    let id = run.id().get();
+    let err = run.fence().unwrap_err();
+    assert!(
+        matches!(err.kind(), runclaim::contract::ErrorKind::Fault(_)),
+        "{err}"
+    );
+    drop((err, capture));
+    id
+}
+
+/// A stepped device (2 ms watchdog), for `inc`.
+fn device() -> (SimDriver, Device<SimDriver, 2>) {
+    let cfg = SimConfig::default().watchdog(Duration::from_millis(2));
+    let sim = SimDriver::stepped(cfg);
+    let dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
+    (sim, dev)
+}
+
+fn inc() -> [Callable; 1] {
+    [Callable::program("inc", &Program::new().add(1))]
+}
+
+/// The next run in slot 0 computes right.
+fn serves(runner: &Runner<'_, SimDriver, 2>) {
+    let code = runner.code("inc").unwrap();
+    let mut out = runclaim::Outputs::<0>::new(1);
+    let spec = RunSpec::new(code, Input::Host(&[9]));
+    runner
+        .run_serial(runner.take_slot::<0>().unwrap(), spec, &mut out)
+        .unwrap();
+    assert_eq!(out.values(), &[10]);
+}
 
 #[test]
 fn a_drain_after_a_faulted_replay_waits_for_its_graphs_kernels() {
-    let cfg = SimConfig::default().watchdog(Duration::from_millis(2));
-    let sim = SimDriver::stepped(cfg);
-    let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    let callable = Callable::program("inc", &Program::new().add(1));
-    let mut runner = dev.publish(&[callable]).unwrap();
-    let faulted = {
-        let code = runner.code("inc").unwrap();
-        sim.inject(Fault::KernelFault {
-            kernel: Kernel::Aicpu,
-            nth: 1,
-        });
-        let token = runner.take_slot::<0>().unwrap();
-        let prepared = runner
-            .prepare(token, RunSpec::new(code, Input::Host(&[1])))
-            .unwrap();
-        let (run, capture) = prepared.capture().unwrap();
-        let id = run.id().get();
-        let err = run.fence().unwrap_err();
-        assert!(
-            matches!(err.kind(), runclaim::contract::ErrorKind::Fault(_)),
-            "{err}"
-        );
-        drop((err, capture));
-        id
-    };
+    let (sim, mut dev) = device();
+    let mut runner = dev.publish(&inc()).unwrap();
+    let faulted = faulted_replay(&sim, &runner);
     let report = runner.drain().unwrap();
     let (trace, stats) = (sim.trace(), sim.stats());
     assert_eq!(report.streams_recreated, 1, "the launch (AICPU) stream");
@@ -64,13 +88,7 @@ fn a_drain_after_a_faulted_replay_waits_for_its_graphs_kernels() {
         ended,
         "the faulted run's AICore kernel ended before the drain returned: {trace:#?}"
     );
-    let code = runner.code("inc").unwrap();
-    let mut out = runclaim::Outputs::<0>::new(1);
-    let spec = RunSpec::new(code, Input::Host(&[9]));
-    runner
-        .run_serial(runner.take_slot::<0>().unwrap(), spec, &mut out)
-        .unwrap();
-    assert_eq!(out.values(), &[10]);
+    serves(&runner);
 }
 
 /// The same drain with the graph's destroy refused: the replay may still
@@ -81,24 +99,9 @@ fn a_drain_after_a_faulted_replay_waits_for_its_graphs_kernels() {
 #[test]
 fn a_slot_whose_graph_could_not_be_destroyed_stays_quarantined_until_a_drain_destroys_it() {
     use runclaim::driver::Op;
-    let cfg = SimConfig::default().watchdog(Duration::from_millis(2));
-    let sim = SimDriver::stepped(cfg);
-    let mut dev = Device::<_, 2>::open(sim.clone(), DeviceConfig::default()).unwrap();
-    let callable = Callable::program("inc", &Program::new().add(1));
-    let mut runner = dev.publish(&[callable]).unwrap();
-    {
-        let code = runner.code("inc").unwrap();
-        sim.inject(Fault::KernelFault {
-            kernel: Kernel::Aicpu,
-            nth: 1,
-        });
-        let token = runner.take_slot::<0>().unwrap();
-        let prepared = runner
-            .prepare(token, RunSpec::new(code, Input::Host(&[1])))
-            .unwrap();
-        let (run, capture) = prepared.capture().unwrap();
-        drop((run.fence().unwrap_err(), capture));
-    }
+    let (sim, mut dev) = device();
+    let mut runner = dev.publish(&inc()).unwrap();
+    faulted_replay(&sim, &runner);
     sim.inject(Fault::FailCall {
         op: Op::GraphDestroy,
         nth: 1,
@@ -111,11 +114,5 @@ fn a_slot_whose_graph_could_not_be_destroyed_stays_quarantined_until_a_drain_des
     let report = runner.drain().unwrap();
     assert_eq!(sim.stats().live_graphs, 0, "the next drain destroyed it");
     assert_eq!(report.released, 1, "the slot kept for its graph, released");
-    let code = runner.code("inc").unwrap();
-    let mut out = runclaim::Outputs::<0>::new(1);
-    let spec = RunSpec::new(code, Input::Host(&[9]));
-    runner
-        .run_serial(runner.take_slot::<0>().unwrap(), spec, &mut out)
-        .unwrap();
-    assert_eq!(out.values(), &[10]);
+    serves(&runner);
 }
