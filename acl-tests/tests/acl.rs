@@ -443,7 +443,10 @@ fn an_old_mode_wait_is_released_by_the_events_next_record() {
     d.record_event(marker, held).unwrap();
     // Held: the work behind the wait does not run…
     let err = d.sync_stream(held, Duration::from_millis(30)).unwrap_err();
-    assert!(matches!(err.kind(), DriverErrorKind::Timeout { .. }), "{err}");
+    assert!(
+        matches!(err.kind(), DriverErrorKind::Timeout { .. }),
+        "{err}"
+    );
     assert_eq!(d.query_event(marker).unwrap(), Completion::NotReady);
     // …until the event is recorded, here on another stream.
     // SAFETY: the event above (its argument order is `aclrtRecordEvent`'s:

@@ -39,9 +39,14 @@ const LINES: [&str; 17] = [
     "idle.gap",
 ];
 
-/// A real-time fake device whose watchdog outlasts the check's holds.
+/// A real-time fake device whose watchdog outlasts the check's holds (and
+/// bounds how long a fill blocked on a held stream sleeps before it sees
+/// the release: to the simulator's next time point, the watchdog).
 fn config() -> FakeConfig {
-    FakeConfig::from_sim(&SimConfig::default().watchdog(Duration::from_secs(5)), true)
+    FakeConfig::from_sim(
+        &SimConfig::default().watchdog(Duration::from_millis(500)),
+        true,
+    )
 }
 
 /// A fresh device of library `lib` (its control `c`), configured, with

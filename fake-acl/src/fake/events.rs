@@ -71,9 +71,12 @@ pub unsafe extern "C" fn aclrtDestroyEvent(evt: *mut c_void) -> c_int {
 pub unsafe extern "C" fn aclrtRecordEvent(evt: *mut c_void, stm: *mut c_void) -> c_int {
     call(Waited::Event, |id, s| {
         let e = event_of(id, Op::RecordEvent, evt)?;
-        s.record_event(e, stream_of(id, Op::RecordEvent, stm)?)?;
-        with_dev(id, |d| d.unrecorded.remove(&e.raw()));
+        let st = stream_of(id, Op::RecordEvent, stm)?;
+        // The gate first: the record's submission then wakes the device,
+        // which finds the waits satisfied.
         open_gate(id, s, e);
+        s.record_event(e, st)?;
+        with_dev(id, |d| d.unrecorded.remove(&e.raw()));
         Ok(())
     })
 }

@@ -224,12 +224,27 @@ fn set_message(m: &str) {
     });
 }
 
+/// An unconfigured device's simulator configuration: the default, with
+/// the watchdog `RUNCLAIM_FAKE_WATCHDOG_MS` names, if it names one (the
+/// real runtime's op watchdog is at least about 4.3 s; the simulator's
+/// default is 100 ms, which a check that holds a stream can outlast).
+fn unconfigured() -> SimConfig {
+    let mut c = SimConfig::default();
+    if let Some(ms) = std::env::var("RUNCLAIM_FAKE_WATCHDOG_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        c.watchdog = std::time::Duration::from_millis(ms.max(1));
+    }
+    c
+}
+
 fn new_sim(cfg: Option<&FakeConfig>, model: Option<&ModelHandle>) -> Arc<SimDriver> {
     let real_time = match cfg {
         Some(c) => c.real_time == 1,
         None => std::env::var("RUNCLAIM_FAKE_MODE").as_deref() == Ok("realtime"),
     };
-    let mut c = cfg.map_or_else(SimConfig::default, |c| c.to_sim());
+    let mut c = cfg.map_or_else(unconfigured, |c| c.to_sim());
     if let Some(m) = model {
         c.device_model = m.clone();
     }
