@@ -19,7 +19,7 @@ use runclaim::driver::acl::{AclConfig, AclDriver};
 use runclaim::sim::SimConfig;
 
 /// Every line, in the order the check prints them.
-const LINES: [&str; 17] = [
+const LINES: [&str; 18] = [
     "runtime",
     "symbols.required",
     "symbols.optional",
@@ -30,6 +30,7 @@ const LINES: [&str; 17] = [
     "sync.timeout",
     "event.elapsed",
     "memory.alignment",
+    "memory.copy",
     "memory.ordering",
     "callback.thread",
     "callback.report",

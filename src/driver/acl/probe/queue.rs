@@ -43,6 +43,7 @@ pub(super) fn checks(api: &Arc<Api>, device: i32, cfg: &ProbeConfig) -> Vec<Chec
     out.push(
         alignment(api).unwrap_or_else(|e| failed("memory.alignment", Need::Informational, &e)),
     );
+    out.push(copy(api).unwrap_or_else(|e| failed("memory.copy", Need::Required, &e)));
     out.push(ordering(api).unwrap_or_else(|e| failed("memory.ordering", Need::Required, &e)));
     out
 }
@@ -441,6 +442,25 @@ fn alignment(api: &Api) -> Result<Check, ProbeError> {
         format!(
             "8 allocations of 1 B to 64 KiB: every address a multiple of {align} B (32 B or more expected)"
         ),
+    ))
+}
+
+/// A synchronous round trip: 4 KiB of a pattern to the device and back.
+fn copy(api: &Api) -> Result<Check, ProbeError> {
+    let m = raw::malloc(api, 4096)?;
+    let data: Vec<u8> = (0..4096u32).map(|i| (i % 251).to_le_bytes()[0]).collect();
+    raw::write(api, &m, &data)?;
+    let back = raw::read(api, &m)?;
+    let same = back == data;
+    let first = back.iter().zip(&data).position(|(a, b)| a != b);
+    Ok(Check::new(
+        "memory.copy",
+        Need::Required,
+        if same { Verdict::Ok } else { Verdict::Differs },
+        match first {
+            None => "aclrtMemcpy 4 KiB host to device and back: every byte as written".to_owned(),
+            Some(i) => format!("aclrtMemcpy 4 KiB host to device and back: byte {i} differs"),
+        },
     ))
 }
 

@@ -9,8 +9,8 @@ use std::ffi::c_void;
 use std::ptr::null_mut;
 
 use super::super::ffi::{
-    ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST, AclrtEvent,
-    AclrtStream,
+    ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST,
+    ACL_MEMCPY_HOST_TO_DEVICE, AclrtEvent, AclrtStream,
 };
 use super::super::load::Api;
 use super::ProbeError;
@@ -278,6 +278,25 @@ pub(super) fn read(api: &Api, m: &Mem<'_>) -> Rc<Vec<u8>> {
         )
     })?;
     Ok(out)
+}
+
+/// `aclrtMemcpy` host to device of `data` into the start of `m`.
+pub(super) fn write(api: &Api, m: &Mem<'_>, data: &[u8]) -> Rc<()> {
+    if data.len() > m.len {
+        return Err(ProbeError::Range);
+    }
+    // SAFETY: `data` is a readable host buffer of `data.len()` bytes, no
+    // more than the live allocation `m` holds (checked above), whose size
+    // is `destMax`.
+    rc("aclrtMemcpy", unsafe {
+        (api.memcpy)(
+            m.ptr,
+            m.len,
+            data.as_ptr().cast(),
+            data.len(),
+            ACL_MEMCPY_HOST_TO_DEVICE,
+        )
+    })
 }
 
 /// `aclrtSetDevice(device)` on the calling thread.
