@@ -78,6 +78,59 @@ fn hold<'a>(api: &'a Api, s: &Stream<'_>) -> Result<Event<'a>, ProbeError> {
     Ok(e)
 }
 
+/// A held stream that is released when dropped if it was not before; one
+/// that does not drain within 5 s of its release is left to the runtime
+/// (destroying it would wait for the wait): never a hang, whatever an
+/// early return skipped.
+struct Held<'a> {
+    api: &'a Api,
+    stream: Option<Stream<'a>>,
+    other: Stream<'a>,
+    gate: Event<'a>,
+    released: Option<i32>,
+}
+
+impl<'a> Held<'a> {
+    fn new(api: &'a Api) -> Result<Self, ProbeError> {
+        let stream = raw::stream(api)?;
+        let other = raw::stream(api)?;
+        let gate = hold(api, &stream)?;
+        Ok(Held {
+            api,
+            stream: Some(stream),
+            other,
+            gate,
+            released: None,
+        })
+    }
+
+    /// The held stream's handle.
+    fn h(&self) -> Handle {
+        self.stream.as_ref().map_or(Handle::NULL, |s| s.h)
+    }
+
+    /// Records the gate on the other stream and synchronizes the held one
+    /// (5 s): its code.
+    fn release(&mut self) -> Result<i32, ProbeError> {
+        raw::record(self.api, self.gate.h, self.other.h)?;
+        let code = raw::sync_stream(self.api, self.h(), 5000);
+        self.released = Some(code);
+        Ok(code)
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let drained = match self.released {
+            Some(code) => code == 0,
+            None => self.release().is_ok_and(|c| c == 0),
+        };
+        if let (false, Some(s)) = (drained, self.stream.take()) {
+            s.forget();
+        }
+    }
+}
+
 /// What the helper thread saw.
 #[derive(Default)]
 struct Fill {
@@ -315,12 +368,17 @@ fn unrecorded(api: &Api) -> Result<Check, ProbeError> {
     let other = raw::stream(api)?;
     let m = raw::malloc(api, 64)?;
     raw::wait(api, s.h, e.h)?;
-    raw::memset_async(api, &m, 0, 64, 1, s.h)?;
-    let synced = raw::sync_stream(api, s.h, 1000);
-    if synced != 0 {
-        // The wait held the stream: release it before the stream goes.
-        let _ = raw::record(api, e.h, other.h);
-        let _ = raw::sync_stream(api, s.h, 5000);
+    let synced = match raw::memset_async(api, &m, 0, 64, 1, s.h) {
+        Ok(()) => raw::sync_stream(api, s.h, 1000),
+        Err(ProbeError::Code { code, .. }) => code,
+        Err(_) => -1,
+    };
+    // A wait that held the stream: released by a record, else the stream
+    // is left to the runtime (destroying it would wait for the wait).
+    if synced != 0
+        && (raw::record(api, e.h, other.h).is_err() || raw::sync_stream(api, s.h, 5000) != 0)
+    {
+        s.forget();
     }
     let ok = status == 1 && synced == 0;
     Ok(Check::new(
@@ -338,18 +396,15 @@ fn unrecorded(api: &Api) -> Result<Check, ProbeError> {
 /// sync and the stream's run out with their codes; after the release both
 /// complete.
 fn held(api: &Api) -> Result<[Check; 2], ProbeError> {
-    let s = raw::stream(api)?;
-    let other = raw::stream(api)?;
-    let gate = hold(api, &s)?;
+    let mut held = Held::new(api)?;
     let e = raw::event(api, FLAGS, ex(api))?;
-    let rec = raw::record(api, e.h, s.h);
+    let rec = raw::record(api, e.h, held.h());
     let before = raw::query_event(api, e.h);
     let ev_sync = raw::sync_event(api, e.h, 20);
     let ev_zero = raw::sync_event(api, e.h, 0);
-    let st_sync = raw::sync_stream(api, s.h, 20);
-    let st_zero = raw::sync_stream(api, s.h, 0);
-    raw::record(api, gate.h, other.h)?;
-    let released = raw::sync_stream(api, s.h, 5000);
+    let st_sync = raw::sync_stream(api, held.h(), 20);
+    let st_zero = raw::sync_stream(api, held.h(), 0);
+    let released = held.release()?;
     let after = raw::query_event(api, e.h);
     rec?;
     let (before, after) = (before?, after?);
@@ -467,20 +522,18 @@ fn copy(api: &Api) -> Result<Check, ProbeError> {
 /// Stream order of memsets and a copy behind a held stream: the host sees
 /// the last writes, not the synchronous memset before them.
 fn ordering(api: &Api) -> Result<Check, ProbeError> {
-    let s = raw::stream(api)?;
-    let other = raw::stream(api)?;
     let (a, b) = (raw::malloc(api, 256)?, raw::malloc(api, 256)?);
     raw::memset(api, &a, 0x11)?;
     raw::memset(api, &b, 0x44)?;
-    let gate = hold(api, &s)?;
+    let mut held = Held::new(api)?;
     let queued = (|| {
-        raw::memset_async(api, &a, 0, 256, 0x22, s.h)?;
-        raw::memset_async(api, &a, 128, 128, 0x33, s.h)?;
-        raw::copy_async(api, &b, &a, s.h)
+        raw::memset_async(api, &a, 0, 256, 0x22, held.h())?;
+        raw::memset_async(api, &a, 128, 128, 0x33, held.h())?;
+        raw::copy_async(api, &b, &a, held.h())
     })();
     let early = raw::read(api, &b);
-    raw::record(api, gate.h, other.h)?;
-    let synced = raw::sync_stream(api, s.h, 5000);
+    let synced = held.release()?;
+    drop(held);
     queued?;
     let (early, seen) = (early?, raw::read(api, &b)?);
     let want = |i: usize| if i < 128 { 0x22 } else { 0x33 };

@@ -41,6 +41,9 @@ unsafe impl Send for Handle {}
 unsafe impl Sync for Handle {}
 
 impl Handle {
+    /// No handle (what a stream guard that was given up answers).
+    pub(super) const NULL: Handle = Handle(null_mut());
+
     pub(super) fn raw(self) -> *mut c_void {
         self.0
     }
