@@ -7,7 +7,7 @@
 //! (`RUNCLAIM_LIBASCENDCL` / `RUNCLAIM_LIBRUNTIME`, `$ASCEND_HOME_PATH`,
 //! `$ASCEND_TOOLKIT_HOME`, the default install roots, the system loader).
 //! CI points both variables at the fake runtime library
-//! (`target/release/deps/libfake_acl.so`, with `RUNCLAIM_FAKE_MODE=realtime`
+//! (`target/debug/deps/libfake_acl.so`, with `RUNCLAIM_FAKE_MODE=realtime`
 //! and `RUNCLAIM_FAKE_WATCHDOG_MS=500`, see `.ci/run`). Against the fake,
 //! use its real-time mode: in stepped mode an enqueue blocked on a held
 //! stream drives the simulated device to its watchdog, and
