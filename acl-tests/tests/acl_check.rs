@@ -74,6 +74,7 @@ fn line<'a>(lines: &'a [Check], name: &str) -> &'a Check {
     lines.iter().find(|l| l.name == name).expect(name)
 }
 
+/// The lines as the check prints them (shown with `--nocapture`).
 fn show(lines: &[Check]) -> String {
     lines
         .iter()
@@ -85,6 +86,7 @@ fn show(lines: &[Check]) -> String {
 #[test]
 fn every_line_holds_on_the_fake() {
     let lines = probe::run(&device("fake_acl", false, 0));
+    eprintln!("{}\n", show(&lines));
     let names: Vec<&str> = lines.iter().map(|l| l.name).collect();
     assert_eq!(names, LINES, "{}", show(&lines));
     for l in &lines {
@@ -110,6 +112,7 @@ fn every_line_holds_on_the_fake() {
 #[test]
 fn the_lite_fake_reports_what_it_lacks_as_unavailable() {
     let lines = probe::run(&device("fake_acl_lite", true, 0));
+    eprintln!("{}\n", show(&lines));
     assert_eq!(
         required_differences(&lines),
         Vec::<&str>::new(),
@@ -148,6 +151,7 @@ fn the_lite_fake_reports_what_it_lacks_as_unavailable() {
 #[test]
 fn an_ex_event_not_ready_before_its_record_is_caught() {
     let lines = probe::run(&device("fake_acl", false, QUIRK_EX_EVENT_NOT_READY));
+    eprintln!("{}\n", show(&lines));
     assert_eq!(
         required_differences(&lines),
         ["event.unrecorded"],
@@ -163,6 +167,7 @@ fn an_ex_event_not_ready_before_its_record_is_caught() {
 #[test]
 fn a_full_stream_that_fails_instead_of_blocking_is_caught() {
     let lines = probe::run(&device("fake_acl", false, QUIRK_FULL_STREAM_FAILS));
+    eprintln!("{}\n", show(&lines));
     assert_eq!(
         required_differences(&lines),
         ["stream.capacity"],
@@ -179,6 +184,7 @@ fn a_full_stream_that_fails_instead_of_blocking_is_caught() {
 #[test]
 fn a_lost_async_memset_is_caught() {
     let lines = probe::run(&device("fake_acl", false, QUIRK_MEMSET_ASYNC_LOST));
+    eprintln!("{}\n", show(&lines));
     assert_eq!(
         required_differences(&lines),
         ["memory.ordering"],
@@ -201,6 +207,7 @@ fn a_nan_elapsed_time_is_caught() {
     .expect("open the acl driver on the fake library");
     control().inject_elapsed(d.device_id(), f32::NAN);
     let lines = probe::run(&cfg);
+    eprintln!("{}\n", show(&lines));
     assert_eq!(
         required_differences(&lines),
         ["event.elapsed"],
@@ -218,6 +225,7 @@ fn quirks_off_again_hold() {
     let cfg = device("fake_acl", false, QUIRK_FULL_STREAM_FAILS);
     control().quirks(cfg.acl.device_id, 0);
     let lines = probe::run(&cfg);
+    eprintln!("{}\n", show(&lines));
     assert_eq!(
         required_differences(&lines),
         Vec::<&str>::new(),
@@ -231,6 +239,7 @@ fn quirks_off_again_hold() {
 fn a_missing_runtime_is_one_line() {
     let cfg = ProbeConfig::new(0).libraries("/nowhere/libascendcl.so", "/nowhere/libruntime.so");
     let lines = probe::run(&cfg);
+    eprintln!("{}\n", show(&lines));
     assert_eq!(lines.len(), 1);
     assert_eq!(
         (lines[0].name, lines[0].verdict),

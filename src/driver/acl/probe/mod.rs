@@ -135,14 +135,15 @@ pub struct ProbeConfig {
 
 impl ProbeConfig {
     /// Device `device`, libraries by the driver's search order, 64 memsets
-    /// of 4 KiB, up to 8,192 tasks, a 20 ms stall.
+    /// of 4 KiB, up to 65,536 tasks (twice the runtime's largest stream
+    /// queue, `STREAM_SQ_MAX_DEPTH`), a 20 ms stall.
     #[must_use]
     pub fn new(device: i32) -> Self {
         ProbeConfig {
             acl: AclConfig::new(device, ""),
             gap_tasks: 64,
             gap_bytes: 4096,
-            capacity_limit: 8192,
+            capacity_limit: 65_536,
             stall: Duration::from_millis(20),
         }
     }
@@ -283,12 +284,13 @@ fn finalize(api: &Api) {
 
 /// Where the runtime was found, its version, devices and `SoC`.
 fn runtime_line(api: &Api, device: i32) -> Check {
-    let version = match result::get_version(api) {
+    let got = result::get_version(api);
+    let old = matches!(got, Some(Ok((a, b, _))) if (a, b) < (1, 16));
+    let version = match got {
         Some(Ok((a, b, c))) => format!("ACL {a}.{b}.{c}"),
         Some(Err(e)) => format!("aclrtGetVersion failed: {e:?}"),
         None => "version unknown (no aclrtGetVersion)".into(),
     };
-    let old = matches!(result::get_version(api), Some(Ok((a, b, _))) if (a, b) < (1, 16));
     let count = api.get_device_count.map_or_else(
         || "device count unknown".to_owned(),
         |f| {
