@@ -393,8 +393,9 @@ fn without_the_new_call_events_fall_back_and_the_driver_answers_for_unrecorded_o
 #[test]
 fn the_fake_runtime_models_both_event_calls() {
     // Spoken to directly, on a thread the driver bound: old mode reports
-    // NOT_READY before the first record and a stream wait on it is never
-    // satisfied (the device watchdog ends it); new mode is complete.
+    // NOT_READY before the first record and a stream wait on it is not
+    // satisfied until the event is recorded (here it never is: the device
+    // watchdog ends it); new mode is complete.
     let d = open(&fast(), false);
     let s = d.create_stream().unwrap();
     let create: RawCreateEvent = raw_symbol("fake_acl", "aclrtCreateEventWithFlag");
@@ -416,6 +417,43 @@ fn the_fake_runtime_models_both_event_calls() {
     assert_eq!(control().runtime(d.device_id()).unsatisfiable_waits, 1);
     let err = d.sync_stream(s, Duration::from_millis(50)).unwrap_err();
     assert!(err.is_device_fault(), "the watchdog ended the wait: {err}");
+}
+
+/// The runtime sends a wait on an old-mode event that is not recorded yet
+/// to the device, on the hardware id it gave the event at creation, and a
+/// later record of the event sets that id (hicann/runtime:
+/// `ApiImpl::EventCreate` in `src/runtime/api/impl/api_impl.cc`,
+/// `Event::WaitSendCheck` and `Event::Record` in
+/// `src/runtime/core/src/event/event.cc`): the record releases the wait. The
+/// runtime check holds streams this way.
+#[test]
+fn an_old_mode_wait_is_released_by_the_events_next_record() {
+    let d = open(&fast().watchdog(Duration::from_secs(5)), true);
+    let (held, other) = (d.create_stream().unwrap(), d.create_stream().unwrap());
+    let create: RawCreateEvent = raw_symbol("fake_acl", "aclrtCreateEventWithFlag");
+    let wait: RawStreamWait = raw_symbol("fake_acl", "aclrtStreamWaitEvent");
+    let record: RawStreamWait = raw_symbol("fake_acl", "aclrtRecordEvent");
+    let mut old = std::ptr::null_mut();
+    // SAFETY: a valid out-pointer; the driver's live stream.
+    unsafe {
+        assert_eq!(create(&raw mut old, 0x1), 0);
+        assert_eq!(wait(ptr(held.raw()), old), 0);
+    }
+    let marker = d.create_event().unwrap();
+    d.record_event(marker, held).unwrap();
+    // Held: the work behind the wait does not run…
+    let err = d.sync_stream(held, Duration::from_millis(30)).unwrap_err();
+    assert!(
+        matches!(err.kind(), DriverErrorKind::Timeout { .. }),
+        "{err}"
+    );
+    assert_eq!(d.query_event(marker).unwrap(), Completion::NotReady);
+    // …until the event is recorded, here on another stream.
+    // SAFETY: the event above (its argument order is `aclrtRecordEvent`'s:
+    // event, stream) and the driver's live stream.
+    assert_eq!(unsafe { record(old, ptr(other.raw())) }, 0);
+    d.sync_stream(held, Duration::from_secs(2)).unwrap();
+    assert_eq!(d.query_event(marker).unwrap(), Completion::Complete);
 }
 
 #[test]

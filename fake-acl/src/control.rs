@@ -261,6 +261,21 @@ pub const INJECT_CODE: u32 = 8;
 /// what a runtime could hand back).
 pub const INJECT_ELAPSED: u32 = 9;
 
+/// `runclaim_fake_quirks` bit: `aclrtCreateEventExWithFlag` events report
+/// *not ready* before their first record (the runtime reports them
+/// complete: `Event::QueryEventStatus`, hicann/runtime
+/// `src/runtime/core/src/event/event.cc`).
+pub const QUIRK_EX_EVENT_NOT_READY: u32 = 1;
+
+/// `runclaim_fake_quirks` bit: an `aclrtMemcpyAsync` or `aclrtMemsetAsync`
+/// onto a full stream fails at once with 207008 (`ACL_ERROR_RT_NO_STREAM_RESOURCE`) instead of blocking
+/// until there is room, as the runtime's does.
+pub const QUIRK_FULL_STREAM_FAILS: u32 = 2;
+
+/// `runclaim_fake_quirks` bit: `aclrtMemsetAsync` returns success and
+/// queues nothing (the memory keeps what it held).
+pub const QUIRK_MEMSET_ASYNC_LOST: u32 = 4;
+
 /// What the fake runtime itself observed on one device
 /// (`runclaim_fake_runtime`): the calls the real runtime is stricter about
 /// than the simulator. Kept after the device is released.
@@ -292,7 +307,8 @@ pub struct FakeRuntime {
     /// with 107000, like the real runtime).
     pub zero_timeouts: u64,
     /// `aclrtStreamWaitEvent` calls on an old-mode event never recorded:
-    /// the real runtime queues a device wait nothing satisfies.
+    /// the real runtime queues a device wait that only the event's next
+    /// record satisfies.
     pub unsatisfiable_waits: u64,
     /// The last memory call: 1 `aclrtMemcpy`, 2 `aclrtMemcpyAsync`,
     /// 3 `aclrtMemset`, 4 `aclrtMemsetAsync` (0: none yet).

@@ -7,7 +7,8 @@
 //! API ([`control`]) before `aclrtSetDevice` creates it (stepped mode with the
 //! default configuration otherwise). Like the real runtime, every call needs
 //! the calling thread bound to a device (`aclrtSetDevice`), else it returns
-//! 107002. `RUNCLAIM_FAKE_MODE=realtime` makes unconfigured devices real-time.
+//! 107002. `RUNCLAIM_FAKE_MODE=realtime` makes unconfigured devices real-time,
+//! `RUNCLAIM_FAKE_WATCHDOG_MS=N` gives them an N ms device watchdog.
 //!
 //! # Kernel protocols
 //!

@@ -51,6 +51,7 @@ type Callbacks = unsafe extern "C" fn(i32, *mut FakeCallbacks) -> i32;
 type StopOnFailure = unsafe extern "C" fn(i32, u32) -> i32;
 type Registrations = unsafe extern "C" fn() -> u64;
 type HoldReport = unsafe extern "C" fn(i32) -> i32;
+type Quirks = unsafe extern "C" fn(i32, u32) -> i32;
 
 /// The fake's test-control functions, resolved from the same loaded library
 /// the driver uses (one dlopen handle per path).
@@ -67,6 +68,7 @@ pub struct Control {
     stop_on_failure: StopOnFailure,
     registrations: Registrations,
     hold_report: HoldReport,
+    quirks: Quirks,
     /// Absent from the lite variant (an optional-symbols control).
     set_version: Option<SetVersion>,
     _lib: Library,
@@ -99,6 +101,7 @@ impl Control {
                     .get::<Registrations>("runclaim_fake_exception_registrations")
                     .unwrap(),
                 hold_report: *lib.get::<HoldReport>("runclaim_fake_hold_report").unwrap(),
+                quirks: *lib.get::<Quirks>("runclaim_fake_quirks").unwrap(),
                 set_version: lib
                     .get::<SetVersion>("runclaim_fake_set_version")
                     .ok()
@@ -155,6 +158,14 @@ impl Control {
     pub fn inject_elapsed(&self, device: i32, ms: f32) {
         // SAFETY: plain values.
         let rc = unsafe { (self.inject)(device, INJECT_ELAPSED, 0, 1, u64::from(ms.to_bits())) };
+        assert_eq!(rc, 0);
+    }
+
+    /// Sets `device`'s quirks (`fake_acl::control::QUIRK_*` bits; 0: none):
+    /// each makes it behave unlike the runtime in one respect.
+    pub fn quirks(&self, device: i32, bits: u32) {
+        // SAFETY: plain values.
+        let rc = unsafe { (self.quirks)(device, bits) };
         assert_eq!(rc, 0);
     }
 

@@ -189,3 +189,28 @@ pub unsafe extern "C" fn aclrtSetCurrentContext(ctx: *mut c_void) -> c_int {
     set_current(Some(id));
     0
 }
+
+/// The device count: the fake accepts any device id, so it reports one
+/// more than the highest id configured or live (at least 1).
+#[cfg(feature = "optional-symbols")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetDeviceCount(count: *mut u32) -> c_int {
+    if count.is_null() {
+        set_message("NULL out-pointer");
+        return PARAM_INVALID;
+    }
+    let st = state();
+    let top = st.devices.keys().chain(st.configs.keys()).max().copied();
+    drop(st);
+    let n = top.map_or(1, |d| d.saturating_add(1).max(1).cast_unsigned());
+    // SAFETY: non-NULL out-pointer from the caller (ACL contract).
+    unsafe { count.write(n) };
+    0
+}
+
+/// The `SoC` name: the fake's own, a static string.
+#[cfg(feature = "optional-symbols")]
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn aclrtGetSocName() -> *const c_char {
+    c"fake-acl (runclaim simulator)".as_ptr()
+}

@@ -2,7 +2,8 @@
 //! until recorded) and `aclrtCreateEventExWithFlag` (complete before the
 //! first record), destroy, record, `aclrtQueryEventStatus`,
 //! `aclrtStreamWaitEvent` (an old-mode wait on a never-recorded event waits
-//! for ever), the timed sync, elapsed time and timestamps.
+//! for the event's next record), the timed sync, elapsed time and
+//! timestamps.
 
 use std::ffi::{c_int, c_void};
 
@@ -14,10 +15,14 @@ use runclaim::sim::{Fault, SimDriver};
 
 #[cfg(not(feature = "omit-required"))]
 use super::note;
+#[cfg(feature = "optional-symbols")]
+use super::quirk;
 use super::shim::{call, call_out, event_of, export, stream_of};
 #[cfg(feature = "optional-symbols")]
 use super::streams::{refuse_timeout, timeout_of};
 use super::with_dev;
+#[cfg(feature = "optional-symbols")]
+use crate::control::QUIRK_EX_EVENT_NOT_READY;
 
 /// Old mode: not ready until its first record.
 #[unsafe(no_mangle)]
@@ -39,7 +44,11 @@ pub unsafe extern "C" fn aclrtCreateEventExWithFlag(evt: *mut *mut c_void, _flag
     // SAFETY: `evt` is the caller's out-pointer (ACL contract).
     unsafe {
         call_out(evt, Waited::Event, |id, s| {
-            s.create_event().map(|e| export(id, e.raw()))
+            let e = s.create_event()?;
+            if quirk(id, QUIRK_EX_EVENT_NOT_READY) {
+                with_dev(id, |d| d.unrecorded.insert(e.raw()));
+            }
+            Ok(export(id, e.raw()))
         })
     }
 }
@@ -62,7 +71,11 @@ pub unsafe extern "C" fn aclrtDestroyEvent(evt: *mut c_void) -> c_int {
 pub unsafe extern "C" fn aclrtRecordEvent(evt: *mut c_void, stm: *mut c_void) -> c_int {
     call(Waited::Event, |id, s| {
         let e = event_of(id, Op::RecordEvent, evt)?;
-        s.record_event(e, stream_of(id, Op::RecordEvent, stm)?)?;
+        let st = stream_of(id, Op::RecordEvent, stm)?;
+        // The gate first: the record's submission then wakes the device,
+        // which finds the waits satisfied.
+        open_gate(id, s, e);
+        s.record_event(e, st)?;
         with_dev(id, |d| d.unrecorded.remove(&e.raw()));
         Ok(())
     })
@@ -85,23 +98,38 @@ pub unsafe extern "C" fn aclrtQueryEventStatus(evt: *mut c_void, status: *mut u3
     }
 }
 
-/// The simulator event a wait on a never-recorded old-mode event waits
-/// for: recorded once, with the simulator's "never completes" fault armed
-/// for exactly that record, on a stream of its own.
+/// The simulator event a wait on never-recorded old-mode event `old`
+/// waits for: recorded once, with the simulator's "never completes" fault
+/// armed for exactly that record, on the device's gate stream. The old
+/// event's next record destroys it ([`open_gate`]).
 #[cfg_attr(
     feature = "omit-required",
     allow(dead_code, reason = "used by the symbol the incomplete variant omits")
 )]
-fn limbo(device: i32, s: &SimDriver) -> Result<EventId, DriverError> {
-    if let Some(Some(e)) = with_dev(device, |d| d.limbo) {
+fn gate(device: i32, s: &SimDriver, old: EventId) -> Result<EventId, DriverError> {
+    if let Some(Some(e)) = with_dev(device, |d| d.gates.get(&old.raw()).copied()) {
         return Ok(e);
     }
-    let stream = s.create_stream()?;
+    let stream = if let Some(st) = with_dev(device, |d| d.gate_stream).flatten() {
+        st
+    } else {
+        let st = s.create_stream()?;
+        with_dev(device, |d| d.gate_stream = Some(st));
+        st
+    };
     let e = s.create_event()?;
     s.inject(Fault::EventNeverCompletes { nth: 1 });
     s.record_event(e, stream)?;
-    with_dev(device, |d| d.limbo = Some(e));
+    with_dev(device, |d| d.gates.insert(old.raw(), e));
     Ok(e)
+}
+
+/// The record of old-mode event `old`: the waits queued on it before its
+/// first record are satisfied (their gate event is destroyed).
+fn open_gate(device: i32, s: &SimDriver, old: EventId) {
+    if let Some(Some(g)) = with_dev(device, |d| d.gates.remove(&old.raw())) {
+        let _ = s.destroy_event(g);
+    }
 }
 
 #[cfg(not(feature = "omit-required"))]
@@ -111,9 +139,9 @@ pub unsafe extern "C" fn aclrtStreamWaitEvent(stm: *mut c_void, evt: *mut c_void
         let st = stream_of(id, Op::StreamWaitEvent, stm)?;
         let e = event_of(id, Op::StreamWaitEvent, evt)?;
         if unrecorded(id, e) {
-            // Old mode: the device waits for a record that never comes.
+            // Old mode: the device waits for the event's next record.
             note(id, |rt| rt.unsatisfiable_waits += 1);
-            return s.stream_wait_event(st, limbo(id, s)?);
+            return s.stream_wait_event(st, gate(id, s, e)?);
         }
         s.stream_wait_event(st, e)
     })

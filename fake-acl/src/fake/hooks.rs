@@ -223,3 +223,17 @@ pub unsafe extern "C" fn runclaim_fake_trace(
     }
     isize::try_from(n).unwrap_or(-1)
 }
+
+/// Sets device `device`'s quirks (`control::QUIRK_*` bits; 0: none): each
+/// makes the device behave unlike the runtime in one respect, for the
+/// runtime check's negative controls. They apply at once to a live device
+/// and stay for its later lives, until changed. Always 0.
+#[unsafe(no_mangle)]
+pub unsafe extern "C" fn runclaim_fake_quirks(device: i32, bits: u32) -> c_int {
+    let mut st = state();
+    st.quirks.insert(device, bits);
+    if let Some(dev) = st.devices.get_mut(&device) {
+        dev.quirks = bits;
+    }
+    0
+}

@@ -3,13 +3,14 @@
 //! `destMax` / `count` is recorded for tests.
 
 use std::ffi::{c_int, c_void};
+use std::sync::Arc;
 
-use runclaim::driver::acl::codes::Waited;
+use runclaim::driver::acl::codes::{AclError, Waited};
 use runclaim::driver::{Driver, DriverError, DriverErrorKind, Op};
 
 use super::shim::{call, call_out, dev_ptr, host, opaque, stream_of};
-use super::{PARAM_INVALID, current, note, set_message};
-use crate::control::FRESH_BYTE;
+use super::{PARAM_INVALID, current, note, quirk, set_message, with_dev};
+use crate::control::{FRESH_BYTE, QUIRK_FULL_STREAM_FAILS, QUIRK_MEMSET_ASYNC_LOST};
 
 /// The byte C's memset stores: the value converted to `unsigned char`.
 fn memset_byte(value: i32) -> u8 {
@@ -129,6 +130,13 @@ pub unsafe extern "C" fn aclrtMemcpyAsync(
         set_message("the fake supports device-to-device async copies within destMax only");
         return PARAM_INVALID;
     }
+    if let Some(id) = current()
+        && quirk(id, QUIRK_FULL_STREAM_FAILS)
+        && full(id, stm)
+    {
+        set_message("the stream is full");
+        return AclError::ACL_ERROR_RT_NO_STREAM_RESOURCE;
+    }
     call(Waited::Stream, |id, s| {
         s.copy_async(
             stream_of(id, Op::CopyAsync, stm)?,
@@ -156,6 +164,17 @@ pub unsafe extern "C" fn aclrtMemset(
     })
 }
 
+/// Whether stream `stm` of `device` holds as many tasks as it can (for
+/// [`QUIRK_FULL_STREAM_FAILS`], which `aclrtMemcpyAsync` and
+/// `aclrtMemsetAsync` honour).
+fn full(device: i32, stm: *mut c_void) -> bool {
+    let Some(sim) = with_dev(device, |d| Arc::clone(&d.sim)) else {
+        return false;
+    };
+    stream_of(device, Op::MemsetAsync, stm)
+        .is_ok_and(|st| sim.queued(st) >= sim.config().stream_capacity)
+}
+
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtMemsetAsync(
     ptr: *mut c_void,
@@ -168,6 +187,15 @@ pub unsafe extern "C" fn aclrtMemsetAsync(
     if count > max {
         set_message("memset count above maxCount");
         return PARAM_INVALID;
+    }
+    if let Some(id) = current() {
+        if quirk(id, QUIRK_MEMSET_ASYNC_LOST) {
+            return 0;
+        }
+        if quirk(id, QUIRK_FULL_STREAM_FAILS) && full(id, stm) {
+            set_message("the stream is full");
+            return AclError::ACL_ERROR_RT_NO_STREAM_RESOURCE;
+        }
     }
     call(Waited::Stream, |id, s| {
         s.memset_async(

@@ -22,9 +22,18 @@
 //! - **Events.** `aclrtCreateEventExWithFlag` events report complete before
 //!   their first record (the simulator's behaviour). `aclrtCreateEventWithFlag`
 //!   ("old mode") events report *not ready* until recorded, a timed sync on
-//!   one times out, and a stream wait on one queues a device wait that
-//!   nothing satisfies (the stream stalls until the device watchdog faults
-//!   it).
+//!   one times out, and a stream wait on one queues a device wait that only
+//!   the event's next record satisfies (until then the stream stalls, and
+//!   the device watchdog faults it). The runtime allocates an old-mode
+//!   event's hardware id when it creates it (`ApiImpl::EventCreate` →
+//!   `Event::GenEventId`), sends a wait on it while it is not recorded
+//!   (`Event::WaitSendCheck`) and records the same id later
+//!   (`Event::Record`), in hicann/runtime's `src/runtime/api/impl/api_impl.cc`
+//!   and `src/runtime/core/src/event/event.cc`. The fake releases the
+//!   waits when the record is enqueued, not when the device reaches it.
+//! - **Quirks** (`runclaim_fake_quirks`, for the runtime check's negative
+//!   controls): a device can be told to behave unlike the runtime in one
+//!   respect each — see `control::QUIRK_*`.
 //! - **Zero timeouts.** `aclrtSynchronize*WithTimeout(x, 0)` returns 107000.
 //! - **Programs.** Each `rtRegisterAllKernel` returns a distinct handle that
 //!   holds (pins) its code until `rtDevBinaryUnRegister`; a handle value may
@@ -105,7 +114,7 @@ use std::ffi::{CString, c_int};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use runclaim::driver::acl::codes::AclError;
-use runclaim::driver::{CodeHandle, Driver, EventId};
+use runclaim::driver::{CodeHandle, Driver, EventId, StreamId};
 use runclaim::sim::{ModelHandle, SimConfig, SimDriver};
 
 use super::control::{FakeConfig, FakeRuntime, FakeStats, FakeTraceEntry, encode_trace};
@@ -125,13 +134,19 @@ struct Dev {
     codes: Vec<(u64, c_int)>,
     /// Old-mode events (simulator ids) not recorded yet.
     unrecorded: BTreeSet<u64>,
-    /// A simulator event whose record never completes: what an old-mode
-    /// wait on a never-recorded event waits for.
+    /// Per old-mode event (simulator id) that a stream waits on before its
+    /// first record: the simulator event whose record never completes that
+    /// those waits wait for, until the old-mode event's record destroys it
+    /// (a wait on a destroyed simulator event is satisfied).
+    gates: BTreeMap<u64, EventId>,
+    /// The stream the gates' never-completing records are queued on.
     #[cfg_attr(
         feature = "omit-required",
         allow(dead_code, reason = "used by the symbol the incomplete variant omits")
     )]
-    limbo: Option<EventId>,
+    gate_stream: Option<StreamId>,
+    /// Behaviours steered away from the runtime's (`runclaim_fake_quirks`).
+    quirks: u32,
     /// The next elapsed time to report instead of the simulator's.
     elapsed: Option<f32>,
 }
@@ -157,6 +172,8 @@ struct State {
     /// Each device's registrations by index; `None` = free (reused lowest
     /// first). A device's table outlives its reset, as the programs do.
     programs: BTreeMap<i32, Vec<Option<Program>>>,
+    /// Each device's quirks (`runclaim_fake_quirks`), kept across releases.
+    quirks: BTreeMap<i32, u32>,
     inits: u32,
 }
 
@@ -167,6 +184,7 @@ static STATE: Mutex<State> = Mutex::new(State {
     runtime: BTreeMap::new(),
     retired: BTreeMap::new(),
     programs: BTreeMap::new(),
+    quirks: BTreeMap::new(),
     inits: 0,
 });
 
@@ -206,12 +224,27 @@ fn set_message(m: &str) {
     });
 }
 
+/// An unconfigured device's simulator configuration: the default, with
+/// the watchdog `RUNCLAIM_FAKE_WATCHDOG_MS` names, if it names one (the
+/// real runtime's op watchdog is at least about 4.3 s; the simulator's
+/// default is 100 ms, which a check that holds a stream can outlast).
+fn unconfigured() -> SimConfig {
+    let mut c = SimConfig::default();
+    if let Some(ms) = std::env::var("RUNCLAIM_FAKE_WATCHDOG_MS")
+        .ok()
+        .and_then(|v| v.parse::<u64>().ok())
+    {
+        c.watchdog = std::time::Duration::from_millis(ms.max(1));
+    }
+    c
+}
+
 fn new_sim(cfg: Option<&FakeConfig>, model: Option<&ModelHandle>) -> Arc<SimDriver> {
     let real_time = match cfg {
         Some(c) => c.real_time == 1,
         None => std::env::var("RUNCLAIM_FAKE_MODE").as_deref() == Ok("realtime"),
     };
-    let mut c = cfg.map_or_else(SimConfig::default, |c| c.to_sim());
+    let mut c = cfg.map_or_else(unconfigured, |c| c.to_sim());
     if let Some(m) = model {
         c.device_model = m.clone();
     }
@@ -229,13 +262,20 @@ fn new_dev(st: &State, device: i32) -> Dev {
         sim: new_sim(st.configs.get(&device), st.models.get(&device)),
         codes: Vec::new(),
         unrecorded: BTreeSet::new(),
-        limbo: None,
+        gates: BTreeMap::new(),
+        gate_stream: None,
+        quirks: st.quirks.get(&device).copied().unwrap_or(0),
         elapsed: None,
     }
 }
 
 fn runtime(st: &mut State, device: i32) -> &mut FakeRuntime {
     st.runtime.entry(device).or_default()
+}
+
+/// Whether quirk `bit` (`control::QUIRK_*`) is set for live `device`.
+fn quirk(device: i32, bit: u32) -> bool {
+    with_dev(device, |d| d.quirks & bit != 0).unwrap_or(false)
 }
 
 /// Runs `f` on the device's fake-level record, if the device is live.

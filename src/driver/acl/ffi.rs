@@ -353,6 +353,8 @@ pub type FnEventElapsed =
 pub type FnEventTimestamp =
     unsafe extern "C" fn(event: AclrtEvent, timestamp: *mut u64) -> AclError;
 pub type FnSetOpTimeout = unsafe extern "C" fn(timeout_us: u64, actual_us: *mut u64) -> AclError;
+pub type FnGetDeviceCount = unsafe extern "C" fn(count: *mut u32) -> AclError;
+pub type FnGetSocName = unsafe extern "C" fn() -> *const c_char;
 pub type FnRegisterAllKernel =
     unsafe extern "C" fn(bin: *const RtDevBinary, handle: *mut *mut c_void) -> AclError;
 pub type FnKernelLaunchWithHandleV2 = unsafe extern "C" fn(

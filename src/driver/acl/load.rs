@@ -23,11 +23,11 @@ use super::ffi::{
     FnCaptureBegin, FnCaptureEnd, FnCaptureGetInfo, FnCreateEventWithFlag, FnCreateStream,
     FnDevBinaryUnRegister, FnEvent, FnEventElapsed, FnEventSyncTimeout, FnEventTimestamp,
     FnExceptionInfoField, FnExecuteAsync, FnFree, FnFuncGetByName, FnGetCurrentContext,
-    FnGetVersion, FnKernelLaunchWithHandleV2, FnLaunchCallback, FnLaunchCpuKernel, FnMalloc,
-    FnMemcpy, FnMemcpyAsync, FnMemset, FnMemsetAsync, FnModelDestroy, FnProcessReport,
-    FnQueryEventStatus, FnRecordEvent, FnRegisterAllKernel, FnSetCurrentContext, FnSetDevice,
-    FnSetExceptionInfoCallback, FnSetOpTimeout, FnStream, FnStreamQuery, FnStreamSyncTimeout,
-    FnStreamWaitEvent, FnSubscribeReport,
+    FnGetDeviceCount, FnGetSocName, FnGetVersion, FnKernelLaunchWithHandleV2, FnLaunchCallback,
+    FnLaunchCpuKernel, FnMalloc, FnMemcpy, FnMemcpyAsync, FnMemset, FnMemsetAsync, FnModelDestroy,
+    FnProcessReport, FnQueryEventStatus, FnRecordEvent, FnRegisterAllKernel, FnSetCurrentContext,
+    FnSetDevice, FnSetExceptionInfoCallback, FnSetOpTimeout, FnStream, FnStreamQuery,
+    FnStreamSyncTimeout, FnStreamWaitEvent, FnSubscribeReport,
 };
 
 /// Which vendor library.
@@ -455,6 +455,9 @@ api_table! {
         get_current_context: FnGetCurrentContext = AscendCl "aclrtGetCurrentContext";
         set_current_context: FnSetCurrentContext = AscendCl "aclrtSetCurrentContext";
         get_version: FnGetVersion = AscendCl "aclrtGetVersion";
+        // Read by the runtime check only (`probe`).
+        get_device_count: FnGetDeviceCount = AscendCl "aclrtGetDeviceCount";
+        get_soc_name: FnGetSocName = AscendCl "aclrtGetSocName";
         binary_unload: FnBinaryUnload = Runtime "rtsBinaryUnload";
         dev_binary_unregister: FnDevBinaryUnRegister = Runtime "rtDevBinaryUnRegister";
         subscribe_report: FnSubscribeReport = AscendCl "aclrtSubscribeReport";

@@ -63,6 +63,7 @@
 //! | `aclrtCreateEventExWithFlag` | — | events from `aclrtCreateEventWithFlag`; the driver answers for never-recorded ones |
 //! | `aclrtGetCurrentContext`, `aclrtSetCurrentContext` | — | threads are bound with `aclrtSetDevice` (each counted and reset) |
 //! | `aclrtGetVersion` | — | the version is not checked |
+//! | `aclrtGetDeviceCount`, `aclrtGetSocName` | — | read only by the runtime check (`examples/npu_check.rs`), which then reports them unavailable |
 //! | `rtDevBinaryUnRegister` | — | registered code is kept for the process's life |
 //! | `aclFinalizeReference`, `rtsBinaryUnload` | — | not called at drop |
 //! | `aclrtSubscribeReport`, `aclrtUnSubscribeReport`, `aclrtLaunchCallback`, `aclrtProcessReport` | — | no completion callbacks: `notify_event` wakes on time ([`Notice::Timer`]) |
@@ -237,6 +238,8 @@ mod ffi;
 mod lifecycle;
 mod load;
 mod notify;
+#[doc(hidden)]
+pub mod probe;
 mod ptr;
 mod registry;
 mod result;

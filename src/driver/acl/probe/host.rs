@@ -1,0 +1,394 @@
+//! What the runtime does on the host: completion callbacks (which thread
+//! runs them, how soon, what `aclrtProcessReport` answers with no
+//! subscription and on timeout), the exception-info callback, and the op
+//! watchdog the runtime applies for a request.
+//!
+//! `aclrtProcessReport` runs the due callbacks on the calling thread after
+//! it found the thread's subscription (`ApiImpl::ProcessReport`,
+//! hicann/runtime `src/runtime/api/impl/api_impl.cc`); without one it
+//! returns at once with `ACL_ERROR_RT_THREAD_SUBSCRIBE`, on a timeout with
+//! `ACL_ERROR_RT_REPORT_TIMEOUT` (`aclrtProcessReportImpl`,
+//! `src/acl/aclrt_impl/callback.cpp`).
+
+use std::ffi::c_void;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, PoisonError};
+use std::thread::ThreadId;
+use std::time::{Duration, Instant};
+
+use super::super::ffi::{ACL_CALLBACK_NO_BLOCK, FnLaunchCallback, FnSubscribeReport};
+use super::super::load::Api;
+use super::raw;
+use super::{Check, Need, ProbeError, Verdict, code_name, failed};
+
+/// `ACL_ERROR_RT_THREAD_SUBSCRIBE`.
+const THREAD_SUBSCRIBE: i32 = 107_012;
+/// `ACL_ERROR_RT_REPORT_TIMEOUT`.
+const REPORT_TIMEOUT: i32 = 507_012;
+
+/// Every line of this file, in order.
+pub(super) fn checks(api: &Arc<Api>, device: i32) -> Vec<Check> {
+    let mut out = callbacks(api, device).unwrap_or_else(|e| {
+        vec![
+            failed("callback.thread", Need::Required, &e),
+            failed("callback.report", Need::Required, &e),
+        ]
+    });
+    out.push(exception(api));
+    out.push(watchdog(api));
+    out
+}
+
+/// Where and when each callback ran: (key, thread, time).
+static RAN: Mutex<Vec<(usize, ThreadId, Instant)>> = Mutex::new(Vec::new());
+
+/// The check's callback: notes where and when it ran. Its user data is an
+/// integer key, never dereferenced.
+extern "C" fn note_callback(user_data: *mut c_void) {
+    let key = user_data.addr();
+    RAN.lock().unwrap_or_else(PoisonError::into_inner).push((
+        key,
+        std::thread::current().id(),
+        Instant::now(),
+    ));
+}
+
+/// The check's exception-info callback: does nothing.
+extern "C" fn ignore_exception(_info: *mut c_void) {}
+
+/// `aclrtProcessReport(ms)`: the code; `None` without the symbol.
+fn process_report(api: &Api, ms: i32) -> Option<i32> {
+    let f = api.process_report?;
+    // SAFETY: a plain timeout; the callbacks it may run are the check's own
+    // `note_callback`, which touches nothing but `RAN`.
+    Some(unsafe { f(ms) })
+}
+
+/// The callback calls, all present.
+#[derive(Clone, Copy)]
+struct Calls {
+    subscribe: FnSubscribeReport,
+    unsubscribe: FnSubscribeReport,
+    launch: FnLaunchCallback,
+}
+
+/// The callback lines.
+fn callbacks(api: &Arc<Api>, device: i32) -> Result<Vec<Check>, ProbeError> {
+    let (Some(subscribe), Some(unsubscribe), Some(launch), Some(_)) = (
+        api.subscribe_report,
+        api.unsubscribe_report,
+        api.launch_callback,
+        api.process_report,
+    ) else {
+        let why = "no aclrtSubscribeReport / aclrtLaunchCallback / aclrtProcessReport: the driver wakes on time";
+        return Ok(vec![
+            Check::new("callback.thread", Need::Required, Verdict::Unavailable, why),
+            Check::new("callback.report", Need::Required, Verdict::Unavailable, why),
+        ]);
+    };
+    let calls = Calls {
+        subscribe,
+        unsubscribe,
+        launch,
+    };
+    // No subscription on this thread: at once, with a code.
+    let started = Instant::now();
+    let unsubscribed = process_report(api, 200).unwrap_or(0);
+    let unsub_ms = started.elapsed().as_millis();
+    let reactor = Reactor::start(api, device)?;
+    let launched = launch_three(api, &reactor, calls);
+    let reactor_id = reactor.handle.thread().id();
+    let codes = reactor.stop();
+    let launched = launched?;
+    Ok(vec![
+        thread_line(&launched, reactor_id),
+        report_line(unsubscribed, unsub_ms, &codes),
+    ])
+}
+
+/// The reactor thread: reports in 50 ms slices until stopped.
+struct Reactor {
+    handle: std::thread::JoinHandle<()>,
+    stop: Arc<AtomicBool>,
+    codes: Arc<Mutex<Vec<(i32, u128)>>>,
+}
+
+impl Reactor {
+    fn start(api: &Arc<Api>, device: i32) -> Result<Self, ProbeError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let codes = Arc::new(Mutex::new(Vec::new()));
+        let (api, flag, seen) = (Arc::clone(api), Arc::clone(&stop), Arc::clone(&codes));
+        let handle = std::thread::Builder::new()
+            .name("npu-check-reactor".into())
+            .spawn(move || reactor_loop(&api, device, &flag, &seen))
+            .map_err(|_| ProbeError::Missing("a reactor thread"))?;
+        Ok(Reactor {
+            handle,
+            stop,
+            codes,
+        })
+    }
+
+    /// Stops and joins it (within one 50 ms report); the codes it saw.
+    fn stop(self) -> Vec<(i32, u128)> {
+        self.stop.store(true, Ordering::SeqCst);
+        let _ = self.handle.join();
+        self.codes
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
+}
+
+/// Keys of callbacks, unique in the process (checks may run side by side).
+static NEXT_KEY: AtomicUsize = AtomicUsize::new(1);
+
+/// What three callbacks did.
+struct Callbacks {
+    subscribed: i32,
+    /// (key, launched at, code).
+    launched: Vec<(usize, Instant, i32)>,
+    /// (key, thread, ran at), in the order they ran.
+    ran: Vec<(usize, ThreadId, Instant)>,
+    synced: i32,
+    unsubscribed: i32,
+}
+
+/// Subscribes the reactor to a stream, launches three callbacks behind a
+/// memset each, waits for them (2 s at most), lets the reactor's reports
+/// run out once, unsubscribes.
+fn launch_three(api: &Api, reactor: &Reactor, calls: Calls) -> Result<Callbacks, ProbeError> {
+    let tid = pthread_of(&reactor.handle);
+    let stream = raw::stream(api)?;
+    let mem = raw::malloc(api, 4096)?;
+    // SAFETY: the reactor thread's id (it binds the device itself) and a
+    // live stream of this check.
+    let subscribed = unsafe { (calls.subscribe)(tid, stream.h.raw()) };
+    let mut launched = Vec::new();
+    if subscribed == 0 {
+        for _ in 0..3 {
+            raw::memset_async(api, &mem, 0, 4096, 1, stream.h)?;
+            let key = NEXT_KEY.fetch_add(1, Ordering::Relaxed);
+            let at = Instant::now();
+            let user = std::ptr::without_provenance_mut::<c_void>(key);
+            // SAFETY: a callback that lives for the process, integer user
+            // data it never dereferences, a defined block type, a live
+            // stream with a subscribed thread.
+            let code = unsafe {
+                (calls.launch)(note_callback, user, ACL_CALLBACK_NO_BLOCK, stream.h.raw())
+            };
+            launched.push((key, at, code));
+        }
+    }
+    let synced = raw::sync_stream(api, stream.h, 5000);
+    let mine = |ran: &[(usize, ThreadId, Instant)]| -> Vec<(usize, ThreadId, Instant)> {
+        ran.iter()
+            .filter(|(k, ..)| launched.iter().any(|(l, ..)| l == k))
+            .copied()
+            .collect()
+    };
+    let deadline = Instant::now() + Duration::from_secs(2);
+    while mine(&RAN.lock().unwrap_or_else(PoisonError::into_inner)).len() < launched.len()
+        && Instant::now() < deadline
+    {
+        std::thread::sleep(Duration::from_millis(1));
+    }
+    // Nothing more queued: the reactor's next report times out.
+    std::thread::sleep(Duration::from_millis(120));
+    let unsubscribed = if subscribed == 0 {
+        // SAFETY: the subscription made above, by its stream.
+        unsafe { (calls.unsubscribe)(tid, stream.h.raw()) }
+    } else {
+        0
+    };
+    let mut all = RAN.lock().unwrap_or_else(PoisonError::into_inner);
+    let ran = mine(&all);
+    all.retain(|(k, ..)| !launched.iter().any(|(l, ..)| l == k));
+    Ok(Callbacks {
+        subscribed,
+        launched,
+        ran,
+        synced,
+        unsubscribed,
+    })
+}
+
+/// `callback.thread`: all ran, on the subscribed thread, in stream order.
+fn thread_line(l: &Callbacks, reactor: ThreadId) -> Check {
+    let on_reactor = l.ran.iter().all(|(_, t, _)| *t == reactor);
+    let in_order = l
+        .ran
+        .iter()
+        .map(|(k, ..)| *k)
+        .eq(l.launched.iter().map(|(k, ..)| *k));
+    let delays: Vec<String> = l
+        .ran
+        .iter()
+        .filter_map(|(k, _, at)| {
+            let (_, sent, _) = l.launched.iter().find(|(key, ..)| key == k)?;
+            Some(format!(
+                "{} us",
+                at.saturating_duration_since(*sent).as_micros()
+            ))
+        })
+        .collect();
+    let codes: Vec<i32> = l.launched.iter().map(|(.., c)| *c).collect();
+    let ok = l.subscribed == 0
+        && codes.iter().all(|&c| c == 0)
+        && l.ran.len() == l.launched.len()
+        && on_reactor
+        && in_order;
+    Check::new(
+        "callback.thread",
+        Need::Required,
+        if ok { Verdict::Ok } else { Verdict::Differs },
+        format!(
+            "subscribe {}, {} launched behind a 4 KiB memset each (codes {codes:?}), {} ran, {} on the subscribed thread, {}; after launch: {}; sync {}, unsubscribe {}",
+            code_name(l.subscribed),
+            l.launched.len(),
+            l.ran.len(),
+            if on_reactor { "all" } else { "NOT all" },
+            if in_order {
+                "in stream order"
+            } else {
+                "OUT of order"
+            },
+            if delays.is_empty() {
+                "-".to_owned()
+            } else {
+                delays.join(", ")
+            },
+            code_name(l.synced),
+            code_name(l.unsubscribed),
+        ),
+    )
+}
+
+/// `callback.report`: no subscription answers at once, a subscribed
+/// thread with nothing due times out with its code.
+fn report_line(unsubscribed: i32, unsub_ms: u128, codes: &[(i32, u128)]) -> Check {
+    let timed_out = codes.iter().find(|(c, _)| *c == REPORT_TIMEOUT);
+    let ok = unsubscribed == THREAD_SUBSCRIBE && unsub_ms < 100 && timed_out.is_some();
+    Check::new(
+        "callback.report",
+        Need::Required,
+        if ok { Verdict::Ok } else { Verdict::Differs },
+        format!(
+            "aclrtProcessReport(200 ms) with no subscription: {} after {unsub_ms} ms (107012 at once expected); subscribed, nothing due, 50 ms: {} (507012 expected)",
+            code_name(unsubscribed),
+            timed_out.map_or_else(
+                || format!(
+                    "codes {:?}",
+                    codes.iter().map(|(c, _)| *c).collect::<Vec<_>>()
+                ),
+                |(c, ms)| format!("{} after {ms} ms", code_name(*c))
+            ),
+        ),
+    )
+}
+
+/// The reactor: binds the device, reports in 50 ms slices until stopped,
+/// noting every code other than 0 with how long it took.
+fn reactor_loop(api: &Api, device: i32, stop: &AtomicBool, codes: &Mutex<Vec<(i32, u128)>>) {
+    if raw::set_device(api, device).is_err() {
+        return;
+    }
+    while !stop.load(Ordering::SeqCst) {
+        let t = Instant::now();
+        let rc = process_report(api, 50).unwrap_or(0);
+        if rc != 0 {
+            let mut c = codes.lock().unwrap_or_else(PoisonError::into_inner);
+            if c.len() < 64 {
+                c.push((rc, t.elapsed().as_millis()));
+            }
+            if rc == THREAD_SUBSCRIBE {
+                // Not subscribed yet (or any more): do not spin.
+                std::thread::sleep(Duration::from_millis(1));
+            }
+        }
+    }
+    raw::reset_device(api, device);
+}
+
+#[cfg(unix)]
+fn pthread_of(h: &std::thread::JoinHandle<()>) -> u64 {
+    use std::os::unix::thread::JoinHandleExt;
+    #[allow(
+        clippy::useless_conversion,
+        reason = "pthread_t is a u64 on 64-bit Linux, narrower elsewhere"
+    )]
+    u64::from(h.as_pthread_t())
+}
+
+#[cfg(not(unix))]
+fn pthread_of(_: &std::thread::JoinHandle<()>) -> u64 {
+    0
+}
+
+/// `aclrtSetExceptionInfoCallback`, and the fault codes the driver maps.
+fn exception(api: &Api) -> Check {
+    let name = "exception.callback";
+    let Some(f) = api.set_exception_info_callback else {
+        return Check::new(
+            name,
+            Need::Informational,
+            Verdict::Unavailable,
+            "no aclrtSetExceptionInfoCallback: a fault wakes waiters at their deadline",
+        );
+    };
+    // SAFETY: a callback that lives for the process and touches nothing.
+    let rc = unsafe { f(ignore_exception) };
+    let faults = [
+        507_014, 507_015, 507_017, 507_018, 507_035, 107_022, 507_899, 507_901,
+    ];
+    let mapped: Vec<String> = faults.iter().map(|&c| code_name(c)).collect();
+    Check::new(
+        name,
+        Need::Informational,
+        if rc == 0 {
+            Verdict::Ok
+        } else {
+            Verdict::Differs
+        },
+        format!(
+            "registration -> {}; fault codes the driver maps (not caused here): {}",
+            code_name(rc),
+            mapped.join(", ")
+        ),
+    )
+}
+
+/// The op watchdog the runtime applies when asked for 1 s.
+fn watchdog(api: &Api) -> Check {
+    let name = "watchdog.floor";
+    let Some(f) = api.set_op_timeout else {
+        return Check::new(
+            name,
+            Need::Informational,
+            Verdict::Unavailable,
+            "no aclrtSetOpExecuteTimeOutV2: declare the watchdog in DeviceConfig",
+        );
+    };
+    let mut actual = 0u64;
+    // SAFETY: a plain value and a valid out-pointer.
+    let rc = unsafe { f(1_000_000, &raw mut actual) };
+    if rc != 0 {
+        return Check::new(
+            name,
+            Need::Informational,
+            Verdict::Differs,
+            format!("aclrtSetOpExecuteTimeOutV2(1 s) -> {}", code_name(rc)),
+        );
+    }
+    let note = if actual >= 1_000_000 {
+        "raised to the runtime's granularity; the driver uses what was applied"
+    } else {
+        "below the request (the reference runtime raises it, to 4294967 us where its credit scale is 2^32 ns); the driver uses the larger of the two"
+    };
+    Check::new(
+        name,
+        Need::Informational,
+        Verdict::Ok,
+        format!("requested 1000000 us, applied {actual} us: {note}"),
+    )
+}
