@@ -106,13 +106,20 @@ fn a_slot_whose_graph_could_not_be_destroyed_stays_quarantined_until_a_drain_des
         op: Op::GraphDestroy,
         nth: 1,
     });
-    runner.drain().unwrap();
+    let report = runner.drain().unwrap();
     assert_eq!(sim.stats().live_graphs, 1, "the destroy was refused");
+    assert_eq!(
+        report.kept.iter().collect::<Vec<_>>(),
+        [0],
+        "the report says which slot stays out"
+    );
+    assert_eq!(report.released, 0, "slot 0 is not counted as returned");
     assert_eq!(runner.health().quarantined.len(), 1);
     assert!(runner.take_slot::<0>().is_err(), "slot 0 is out of service");
     drop(runner.take_slot::<1>().unwrap());
     let report = runner.drain().unwrap();
     assert_eq!(sim.stats().live_graphs, 0, "the next drain destroyed it");
     assert_eq!(report.released, 1, "the slot kept for its graph, released");
+    assert!(report.kept.is_empty());
     serves(&runner);
 }

@@ -6,9 +6,10 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use runclaim::contract::ErrorKind;
+use runclaim::contract::{ErrorKind, LostCause};
+use runclaim::driver::Op;
 use runclaim::driver::abi::Program;
-use runclaim::sim::{SimConfig, SimDriver};
+use runclaim::sim::{Fault, Kernel, SimConfig, SimDriver};
 use runclaim::{Callable, DeviceConfig, Input, RunSpec, SharedDevice};
 
 fn callables(k: u32) -> [Callable; 1] {
@@ -130,4 +131,79 @@ fn a_publication_racing_replays_destroys_their_graphs_and_none_runs_stale_code()
         s.captures
     );
     assert_eq!(sim.stats().stale_executions, 0, "no graph ran old code");
+}
+
+/// A shared device replaying whose first replay faulted (its AICPU kernel).
+fn faulted_replay() -> (SimDriver, SharedDevice<SimDriver, 4>) {
+    let sim = SimDriver::stepped(SimConfig::default());
+    let shared = shared(&sim);
+    let code = shared.code("f").unwrap();
+    sim.inject(Fault::KernelFault {
+        kernel: Kernel::Aicpu,
+        nth: 1,
+    });
+    let e = shared
+        .submit_blocking(RunSpec::new(code, Input::Host(&[1])))
+        .unwrap()
+        .wait()
+        .unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Fault(_)), "{e}");
+    (sim, shared)
+}
+
+/// A replay faults and, in the recovery that follows, the driver refuses
+/// its graph's destroy once: the recovery's drain keeps the slot out of
+/// service (the graph may still replay on its own streams) and drains
+/// again, which destroys it — one refused call does not lose the device.
+#[test]
+fn a_refused_graph_destroy_in_a_recovery_is_retried_and_the_device_stays() {
+    let (sim, shared) = faulted_replay();
+    let code = shared.code("f").unwrap();
+    sim.inject(Fault::FailCall {
+        op: Op::GraphDestroy,
+        nth: 1,
+    });
+    let done = shared
+        .submit_blocking(RunSpec::new(code, Input::Host(&[5])))
+        .unwrap()
+        .wait()
+        .unwrap();
+    assert_eq!(done.values, [6]);
+    let h = shared.health();
+    assert_eq!((h.lost, h.recoveries), (None, 1), "{h:?}");
+    assert_eq!(
+        sim.stats().live_graphs,
+        1,
+        "the faulted graph went; one new"
+    );
+}
+
+/// The same with every destroy refused: the recovery's drains are bounded
+/// (four in all), then the device closes as lost, naming the slot, and
+/// every later submission is told so — no hang, no endless recovery.
+#[test]
+fn a_graph_that_cannot_be_destroyed_closes_the_device_after_bounded_drains() {
+    let (sim, shared) = faulted_replay();
+    let code = shared.code("f").unwrap();
+    for nth in 1..=4 {
+        sim.inject(Fault::FailCall {
+            op: Op::GraphDestroy,
+            nth,
+        });
+    }
+    let destroys = |sim: &SimDriver| sim.stats().calls.get(&Op::GraphDestroy).copied();
+    let before = destroys(&sim).unwrap_or(0);
+    let e = shared
+        .submit_blocking(RunSpec::new(code, Input::Host(&[5])))
+        .unwrap_err();
+    assert!(
+        matches!(e.kind(), ErrorKind::Lost(LostCause::Slot { .. })),
+        "{e}"
+    );
+    assert_eq!(sim.stats().live_graphs, 1, "never destroyed");
+    assert_eq!(destroys(&sim), Some(before + 4), "one drain and three more");
+    let e = shared
+        .submit_blocking(RunSpec::new(code, Input::Host(&[6])))
+        .unwrap_err();
+    assert!(matches!(e.kind(), ErrorKind::Lost(_)), "{e}");
 }

@@ -707,7 +707,9 @@ where
             }
             let before = sim.stats().steps;
             let mut drained = runner.drain();
-            if drained.is_err() && model.faulty {
+            // Refused, or a slot kept out of service by a refused graph
+            // destroy: with the faults cleared, the next drain recovers.
+            if drained.as_ref().map_or(true, |r| !r.kept.is_empty()) && model.faulty {
                 sim.clear_faults();
                 drained = runner.drain();
             }

@@ -9,6 +9,7 @@ use std::task::{Context, Poll};
 use super::{Device, DrainReport};
 use crate::contract::error::{Action, Error, ErrorKind};
 use crate::contract::inflight::Proof;
+use crate::contract::slot::SlotSet;
 use crate::contract::wait::{DrainWait, polled_after_ready};
 use crate::driver::{Driver, DriverError};
 
@@ -69,15 +70,19 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         (report.retired, report.cleared) = st.queue.quiet();
         self.destroy_doomed(&mut st);
-        report.released = st.slots.reset_all();
         // A graph whose destroy was refused may still run a replay (on its
         // own streams, which no sync here covered): its slot stays out of
-        // service until a later drain destroys it.
+        // service until a later drain destroys it, and the report says so.
         // (Empty, as it is unless a destroy failed, it allocates nothing.)
-        let kept: Vec<usize> = st.graphs.doomed_slots().collect();
-        for slot in kept {
+        let mut kept = SlotSet::new();
+        st.graphs.doomed_slots().for_each(|slot| kept.insert(slot));
+        let (quarantined, _) = st.slots.sets();
+        let still = kept.iter().filter(|&s| quarantined.contains(s)).count();
+        report.released = st.slots.reset_all() - still;
+        for slot in kept.iter() {
             st.quarantine(slot);
         }
+        report.kept = kept;
         drop(st);
         self.reclaim_buffers();
         Ok(report)

@@ -183,6 +183,12 @@ pub struct DrainReport {
     pub retired: usize,
     /// Quarantined slots returned to service.
     pub released: usize,
+    /// Slots the drain kept out of service (empty unless the driver
+    /// refused to destroy a captured run's graph, which may still replay on
+    /// the graph's own streams): a later drain retries the destroy and
+    /// returns them. [`Pipeline::new`](crate::Pipeline::new) and
+    /// `take_slot` refuse such a slot as quarantined until then.
+    pub kept: SlotSet,
     /// Faulted streams re-created.
     pub streams_recreated: usize,
     /// The poison cleared, if the runner was poisoned.
