@@ -653,8 +653,8 @@ where
     let mut turn = || {
         let done = pipe.complete().unwrap().expect("a pending run");
         let mut w = done.work.expect("a workload");
-        assert_eq!(w.owned_at::<u32>(1).map(|o| o[0]), Some(done.tag + 1));
-        w.owned_mut::<u32>(0).unwrap().fill(next);
+        assert_eq!(w.get::<u32>(1).ok().map(|o| o[0]), Some(done.tag + 1));
+        w.get_mut::<u32>(0).unwrap().fill(next);
         w.set_scalar(0, u64::from(next)).unwrap();
         let buffer = if next % 2 == 0 { &shared } else { &other };
         w.set_buffer(2, buffer.slice(0..4 + next as usize % 5))

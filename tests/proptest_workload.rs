@@ -1503,17 +1503,17 @@ fn check_handed_back(
     };
     let (i, o) = owned_places(p.kind);
     if let Some(i) = i
-        && work.owned_at::<u32>(i) != Some(&p.input[..])
+        && work.get::<u32>(i).ok() != Some(&p.input[..])
     {
         return Err(format!(
             "handed back: {what} of tag {}: input {:?}, submitted {:?}",
             p.tag,
-            work.owned_at::<u32>(i),
+            work.get::<u32>(i).ok(),
             p.input
         ));
     }
     if let Some(o) = o {
-        let got = work.owned_at::<u32>(o).unwrap_or(&[]);
+        let got = work.get::<u32>(o).ok().unwrap_or(&[]);
         let marker = vec![Some(MARK); p.out_len];
         let want = out.unwrap_or(&marker);
         known_eq(&format!("values: {what} of tag {}", p.tag), want, got)?;
@@ -1857,7 +1857,7 @@ fn complete<const D: usize>(
                 && !*fired
                 && let Some(w) = done.work.as_mut()
                 && let Some(o) = owned_places(p.kind).1
-                && let Some(v) = w.owned_mut::<u32>(o).and_then(|v| v.first_mut())
+                && let Some(v) = w.get_mut::<u32>(o).ok().and_then(|v| v.first_mut())
             {
                 *fired = true;
                 *v ^= 1;
@@ -1893,7 +1893,7 @@ fn complete<const D: usize>(
             if flaw == PFlaw::CopyBackOnFailure
                 && let Some(w) = r.work.as_mut()
                 && let Some(o) = owned_places(p.kind).1
-                && let Some(v) = w.owned_mut::<u32>(o)
+                && let Some(v) = w.get_mut::<u32>(o).ok()
             {
                 v.fill(0);
             }

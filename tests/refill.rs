@@ -74,13 +74,13 @@ fn a_refill_refuses_what_would_change_a_tensor_and_hands_back_what_it_was_given(
     let mut z = [7u32; 3];
     let back = w.set_output(0, &mut z).unwrap_err().into_value();
     back[0] = 8; // the caller's slice, usable again
-    let e = w.replace_owned(3, vec![1u8; 2]).unwrap_err();
+    let e = w.replace(3, vec![1u8; 2]).unwrap_err();
     assert!(matches!(
         kind(&e),
         ErrorKind::TensorMismatch { tensor: 3, .. }
     ));
     assert_eq!(e.into_value(), vec![1u8; 2]);
-    let e = w.replace_owned(0, vec![1u32; 2]).unwrap_err();
+    let e = w.replace(0, vec![1u32; 2]).unwrap_err();
     assert!(matches!(
         kind(&e),
         ErrorKind::TensorMismatch {
@@ -168,14 +168,14 @@ fn a_pipeline_reuses_one_workload_for_ever_its_length_changing() {
         .scalar(0);
     for k in 1..40usize {
         let k32 = u32::try_from(k).unwrap();
-        let old = w.replace_owned(0, vec![k32; k % 7 + 1]).unwrap();
+        let old = w.replace(0, vec![k32; k % 7 + 1]).unwrap();
         assert!(old.len() <= 7);
-        w.replace_owned(1, vec![0u32; k % 7 + 1]).unwrap();
+        w.replace(1, vec![0u32; k % 7 + 1]).unwrap();
         w.set_scalar(0, k as u64).unwrap();
         pipe.submit(w, k).unwrap();
         let done = pipe.complete().unwrap().expect("pending");
         assert_eq!(done.tag, k);
         w = done.work.expect("a workload's run comes back with it");
-        assert_eq!(w.owned_at::<u32>(1), Some(&vec![k32 + 1; k % 7 + 1][..]));
+        assert_eq!(w.get::<u32>(1).ok(), Some(&vec![k32 + 1; k % 7 + 1][..]));
     }
 }

@@ -130,7 +130,7 @@ fn try_submit_refuses_a_full_device_and_hands_the_work_back() {
     assert_eq!(e.action(), Action::Submit);
     assert!(e.to_string().starts_with("submit"), "{e}");
     let w = e.into_value();
-    assert_eq!(w.owned_at::<u32>(0), Some(&[7, 8][..]));
+    assert_eq!(w.get::<u32>(0).ok(), Some(&[7, 8][..]));
     // A waiter ahead: a free slot does not let a try jump it.
     let mut waiting = shared.submit(spec(&shared, &[3]));
     assert!(poll(&mut waiting).is_pending());
@@ -144,7 +144,7 @@ fn try_submit_refuses_a_full_device_and_hands_the_work_back() {
     };
     let done = shared.try_submit(w).unwrap().wait().unwrap();
     let w = done.work.expect("a workload's run hands its workload back");
-    assert_eq!(w.owned_at::<u32>(0), Some(&[f(7), f(8)][..]));
+    assert_eq!(w.get::<u32>(0).ok(), Some(&[f(7), f(8)][..]));
     assert_eq!(waiting.wait().unwrap().values, [f(3)]);
 }
 
@@ -356,7 +356,7 @@ fn a_failed_run_hands_its_workload_back() {
     let e = shared.try_submit(w).unwrap().wait().unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::Fault(_)), "{e}");
     let w = e.into_value().expect("the workload, back");
-    assert_eq!(w.owned_at::<u32>(0).map(<[u32]>::len), Some(1));
+    assert_eq!(w.get::<u32>(0).ok().map(<[u32]>::len), Some(1));
 }
 
 /// The host may touch a shared device buffer only while no workload (so no

@@ -60,6 +60,15 @@ impl<T, const N: usize> ArgList<T, N> {
     }
 
     /// Item `index`, if there is one.
+    pub(crate) fn get(&self, index: usize) -> Option<&T> {
+        if index < N {
+            self.head().get(index)
+        } else {
+            self.spill.get(index - N)
+        }
+    }
+
+    /// Item `index`, if there is one.
     pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
         if index < N {
             self.head_mut().get_mut(index)
