@@ -225,7 +225,8 @@ impl<T> fmt::Debug for TensorId<T> {
         f.debug_struct("TensorId")
             .field("index", &self.index)
             .field("elem", &std::any::type_name::<T>())
-            .finish_non_exhaustive()
+            .field("workload", &self.work)
+            .finish()
     }
 }
 impl<T> Clone for OwnedId<T> {
@@ -250,7 +251,8 @@ impl<T> fmt::Debug for OwnedId<T> {
         f.debug_struct("OwnedId")
             .field("index", &self.id.index)
             .field("elem", &std::any::type_name::<T>())
-            .finish_non_exhaustive()
+            .field("workload", &self.id.work)
+            .finish()
     }
 }
 
@@ -619,4 +621,21 @@ fn broken(action: Action) -> Error {
         action,
         ErrorKind::broken("an owned tensor's buffer disagrees with its tensor"),
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{OwnedId, TensorId};
+
+    /// An id is two words, and `Option` of one costs nothing more (the
+    /// identity is never zero); it crosses threads whatever its element
+    /// type names.
+    #[test]
+    fn an_id_is_two_words_send_and_sync() {
+        fn send_sync<X: Send + Sync + Copy>() {}
+        send_sync::<TensorId<*const u8>>();
+        send_sync::<OwnedId<f32>>();
+        assert_eq!(size_of::<TensorId<f32>>(), 2 * size_of::<u64>());
+        assert_eq!(size_of::<Option<OwnedId<u8>>>(), size_of::<OwnedId<u8>>());
+    }
 }
