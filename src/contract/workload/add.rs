@@ -27,6 +27,7 @@ impl<'a> Workload<'a> {
     /// work.set_input(x, &[3, 4, 5])?;
     /// # Ok::<(), runclaim::Error>(())
     /// ```
+    #[must_use = "`input` adds the tensor without an id, and chains"]
     pub fn add_input<T: Pod>(&mut self, data: &'a [T]) -> TensorId<T> {
         let id = self.next_id();
         self.input(data);
@@ -51,6 +52,7 @@ impl<'a> Workload<'a> {
     /// assert_eq!((first, second), ([0, 0], [2, 3]));
     /// # Ok::<(), runclaim::Error>(())
     /// ```
+    #[must_use = "`output` adds the tensor without an id, and chains"]
     pub fn add_output<T: Pod>(&mut self, data: &'a mut [T]) -> TensorId<T> {
         let id = self.next_id();
         self.output(data);
@@ -74,6 +76,7 @@ impl<'a> Workload<'a> {
     /// assert_eq!(y, [2, 3]);
     /// # Ok::<(), runclaim::Error>(())
     /// ```
+    #[must_use = "`inout` adds the tensor without an id, and chains"]
     pub fn add_inout<T: Pod>(&mut self, data: &'a mut [T]) -> TensorId<T> {
         let id = self.next_id();
         self.inout(data);
@@ -95,6 +98,7 @@ impl<'a> Workload<'a> {
     /// work.set_buffer(out, b.slice(2..4))?;
     /// # Ok::<(), runclaim::Error>(())
     /// ```
+    #[must_use = "`buffer` adds the tensor without an id, and chains"]
     pub fn add_buffer<T: Pod>(
         &mut self,
         slice: impl Into<BufferSlice<'a, T>>,
@@ -121,6 +125,7 @@ impl<'a> Workload<'a> {
     /// assert_eq!(work[y], [2, 3]);
     /// # Ok::<(), runclaim::Error>(())
     /// ```
+    #[must_use = "`owned` adds the tensor without an id, and chains"]
     pub fn add_owned<T: Pod + Send + Sync>(&mut self, data: Vec<T>, dir: Dir) -> OwnedId<T> {
         let id = self.next_owned_id();
         self.owned(data, dir);
@@ -146,6 +151,7 @@ impl<'a> Workload<'a> {
     /// assert_eq!(y, [21]);
     /// # Ok::<(), runclaim::Error>(())
     /// ```
+    #[must_use = "`scratch` adds the tensor without an id, and chains"]
     pub fn add_scratch<T: Pod>(
         &mut self,
         scratch: &'a mut Scratch<T>,
@@ -171,6 +177,7 @@ impl<'a> Workload<'a> {
     /// work.set_per_slot(state, &b)?;
     /// # Ok::<(), runclaim::Error>(())
     /// ```
+    #[must_use = "`per_slot` adds the tensor without an id, and chains"]
     pub fn add_per_slot<T: Pod>(&mut self, set: &'a PerSlot<T>, dir: Dir) -> TensorId<T> {
         let id = self.next_id();
         self.per_slot(set, dir);
@@ -193,6 +200,7 @@ impl<'a> Workload<'a> {
     /// assert_eq!(y.index(), 1);
     /// # Ok::<(), runclaim::Error>(())
     /// ```
+    #[must_use = "`shared` adds the tensor without an id, and chains"]
     pub fn add_shared<T: Pod>(
         &mut self,
         buffer: &Arc<DeviceBuffer<T>>,
