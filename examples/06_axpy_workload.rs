@@ -9,8 +9,9 @@
 //!   owned by the workload): the kernel copies the new `y` into `out_k`, so
 //!   the host sees every intermediate `y` without touching the buffer.
 //! - Workloads are reused: each one comes back from `complete` with
-//!   its tensors, is refilled (`owned_mut`) and submitted again — at most
-//!   DEPTH workloads ever exist.
+//!   its tensors, is refilled (`work[x]`, by the typed id `add_owned`
+//!   handed back, which the run's tag carries) and submitted again — at
+//!   most DEPTH workloads ever exist.
 //!
 //! The host reference computes `y_k = a * x_k + y_{k-1}` elementwise in
 //! f32 with the same expression as the kernel (`y += a * x`: one multiply,
@@ -32,7 +33,7 @@ use runclaim::contract::{Depth, SupportedDepth};
 use runclaim::driver::abi::{Dir, WallRecord};
 use runclaim::measure::Report;
 use runclaim::sim::{KernelCode, SimConfig, SimDriver, SimKernel};
-use runclaim::{Callable, Device, DeviceConfig, Pipeline, Workload};
+use runclaim::{Callable, Device, DeviceConfig, OwnedId, Pipeline, Workload};
 
 #[path = "support/flags.rs"]
 mod flags;
@@ -48,6 +49,14 @@ const KERNEL: Duration = Duration::from_micros(200);
 const Y: usize = 0;
 const X: usize = 1;
 const OUT: usize = 2;
+
+/// A workload's host tensors, as `add_owned` handed them back: each run's
+/// tag carries them back to the host with the workload.
+#[derive(Clone, Copy)]
+struct Ids {
+    x: OwnedId<f32>,
+    out: OwnedId<f32>,
+}
 
 /// `y = a·x + y`, then `out = y`, over this worker's share of the elements.
 fn axpy() -> SimKernel {
@@ -116,27 +125,30 @@ where
     {
         let runner = dev.publish(&[Callable::new("axpy", kernel)])?;
         let code = runner.code("axpy")?;
-        let mut pipe = Pipeline::<_, DEPTH, usize>::new(&runner)?;
-        let mut spare: Vec<Workload<'_>> = Vec::with_capacity(DEPTH);
+        let mut pipe = Pipeline::<_, DEPTH, (usize, Ids)>::new(&runner)?;
+        let mut spare: Vec<(Workload<'_>, Ids)> = Vec::with_capacity(DEPTH);
         let (mut next, mut seen) = (0, 0);
         while seen < runs {
             while next < runs && !pipe.is_full() {
-                let work = if let Some(mut w) = spare.pop() {
+                let (work, ids) = if let Some((mut w, ids)) = spare.pop() {
                     // A workload back from `complete`: refill x, resubmit.
-                    fill_x(next, w.owned_mut::<f32>(X).ok_or("tensor x")?);
-                    w
+                    fill_x(next, &mut w[ids.x]);
+                    (w, ids)
                 } else {
                     workloads += 1;
                     let mut x = vec![0f32; N];
                     fill_x(next, &mut x);
                     let mut w = Workload::new(code);
-                    w.buffer(&y, Dir::InOut)
-                        .owned(x, Dir::In)
-                        .owned(vec![0f32; N], Dir::Out)
-                        .scalar(A);
-                    w
+                    w.buffer(&y, Dir::InOut);
+                    let ids = Ids {
+                        x: w.add_owned(x, Dir::In),
+                        out: w.add_owned(vec![0f32; N], Dir::Out),
+                    };
+                    w.scalar(A);
+                    debug_assert_eq!((ids.x.id().index(), ids.out.id().index()), (X, OUT));
+                    (w, ids)
                 };
-                pipe.submit(work, next)
+                pipe.submit(work, (next, ids))
                     .map_err(runclaim::Error::without_value)?;
                 next += 1;
             }
@@ -144,13 +156,13 @@ where
                 .complete()
                 .map_err(runclaim::Error::without_value)?
                 .ok_or("a run is pending")?;
-            if done.tag != seen {
-                return Err(format!("run {} came back as run {seen}", done.tag).into());
+            let (tag, ids) = done.tag;
+            if tag != seen {
+                return Err(format!("run {tag} came back as run {seen}").into());
             }
             let work = done.work.ok_or("a workload's run")?;
-            let xs = work.owned_at::<f32>(X).ok_or("tensor x")?;
-            reference_step(&mut want, xs);
-            let got = work.owned_at::<f32>(OUT).ok_or("tensor out")?;
+            reference_step(&mut want, &work[ids.x]);
+            let got = &work[ids.out];
             if !same_bits(got, &want) {
                 let i = (0..N).find(|&i| got[i].to_bits() != want[i].to_bits());
                 let i = i.unwrap_or(0);
@@ -161,7 +173,7 @@ where
                 .into());
             }
             walls.push(done.wall);
-            spare.push(work);
+            spare.push((work, ids));
             seen += 1;
         }
         // The pipeline (and every workload, and their borrow of `y`) ends

@@ -211,7 +211,7 @@ where
     while seen < runs {
         while next < runs && !pipe.is_full() {
             let work = if let Some(mut w) = spare.pop() {
-                fill_x(next, w.owned_mut::<f32>(X).ok_or("tensor x")?);
+                fill_x(next, w.get_mut::<f32>(X)?); // by index: the type checked
                 w
             } else {
                 let mut x = vec![0f32; COLS];
@@ -237,8 +237,8 @@ where
             return Err(format!("run {} came back as run {seen}", done.tag).into());
         }
         let work = done.work.ok_or("a workload's run")?;
-        let x = work.owned_at::<f32>(X).ok_or("tensor x")?;
-        let y = work.owned_at::<f32>(Y).ok_or("tensor y")?;
+        let x = work.get::<f32>(X)?;
+        let y = work.get::<f32>(Y)?;
         check(&format!("depth {DEPTH}"), seen, y, &reference(&w, &b, x))?;
         walls.push(done.wall);
         spare.push(work);

@@ -62,7 +62,7 @@ fn callables() -> [Callable; 1] {
 async fn task(shared: Shared, id: u32, runs: u32) -> Result<u32, runclaim::Error> {
     let code = shared.code("f")?;
     let mut work = Workload::new(code);
-    work.owned(vec![0u32; 2], Dir::InOut);
+    let t = work.add_owned(vec![0u32; 2], Dir::InOut); // a typed id, good for `work` wherever it goes
     let mut work = Some(work);
     let mut right = 0;
     for i in 0..runs {
@@ -74,12 +74,10 @@ async fn task(shared: Shared, id: u32, runs: u32) -> Result<u32, runclaim::Error
         } else {
             // The workload comes back with each result, to refill in place.
             let Some(mut w) = work.take() else { break };
-            if let Some(t) = w.owned_mut::<u32>(0) {
-                t.copy_from_slice(&[x, !x]);
-            }
+            w[t].copy_from_slice(&[x, !x]);
             let done = shared.run(w).await?;
             work = done.work;
-            let back = work.as_ref().and_then(|w| w.owned_at::<u32>(0));
+            let back = work.as_ref().map(|w| &w[t]);
             right += u32::from(back == Some(&[f(x), f(!x)][..]));
         }
     }

@@ -107,10 +107,7 @@ fn run(o: &Opts, replay: bool) -> Result<Measured, Box<dyn Error>> {
             let work = done
                 .work
                 .ok_or("a workload's run hands its workload back")?;
-            let got = work
-                .owned_at::<u32>(1)
-                .ok_or("the step's output is missing")?
-                .to_vec();
+            let got = work.get::<u32>(1)?.to_vec(); // by index: the type checked
             let want: Vec<u32> = state[seq].iter().map(|&x| f.apply_lossy(x)).collect();
             if got != want {
                 return Err(
@@ -129,7 +126,7 @@ fn run(o: &Opts, replay: bool) -> Result<Measured, Box<dyn Error>> {
         let seq = i % DEPTH;
         let work = if let Some(mut work) = spare.pop() {
             // A workload that came back, refilled in place.
-            work.replace_owned(0, state[seq].clone())
+            work.replace(0, state[seq].clone())
                 .map_err(runclaim::Error::without_value)?;
             work.set_scalar(0, i as u64)?;
             work

@@ -154,8 +154,8 @@ mod sync;
 
 pub use contract::{
     Callable, Capture, CodeRef, Completed, Device, DeviceBuffer, DeviceConfig, Error, Fenced,
-    Finalized, Input, Launched, Outputs, Pipeline, Prepared, Run, RunSpec, Runner, SharedDevice,
-    SlotToken, WithoutValue, Workload,
+    Finalized, Input, Launched, Outputs, OwnedId, Pipeline, Prepared, Run, RunSpec, Runner,
+    SharedDevice, SlotToken, TensorId, WithoutValue, Workload,
 };
 pub use driver::sim;
 

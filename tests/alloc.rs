@@ -653,8 +653,8 @@ where
     let mut turn = || {
         let done = pipe.complete().unwrap().expect("a pending run");
         let mut w = done.work.expect("a workload");
-        assert_eq!(w.owned_at::<u32>(1).map(|o| o[0]), Some(done.tag + 1));
-        w.owned_mut::<u32>(0).unwrap().fill(next);
+        assert_eq!(w.get::<u32>(1).ok().map(|o| o[0]), Some(done.tag + 1));
+        w.get_mut::<u32>(0).unwrap().fill(next);
         w.set_scalar(0, u64::from(next)).unwrap();
         let buffer = if next % 2 == 0 { &shared } else { &other };
         w.set_buffer(2, buffer.slice(0..4 + next as usize % 5))
@@ -676,6 +676,76 @@ where
 fn no_allocation_per_pipeline_workload_run_in_steady_state() {
     assert_eq!(pipeline_workload_runs::<2>(), 0);
     assert_eq!(pipeline_workload_runs::<4>(), 0);
+}
+
+/// A workload's tensors as its id-returning builders handed them back:
+/// what each run's tag carries through the pipeline.
+#[derive(Clone, Copy)]
+struct Ids {
+    x: runclaim::OwnedId<u32>,
+    y: runclaim::OwnedId<u32>,
+    b: runclaim::TensorId<u32>,
+}
+
+/// [`pipeline_workload_runs`], every tensor named by its typed id
+/// (`work[x]`, `get`, `set_buffer(id, ..)`, `replace`): the identity and
+/// type checks allocate nothing either.
+fn pipeline_workload_runs_by_id<const D: usize>() -> usize
+where
+    Depth<D>: SupportedDepth,
+{
+    let mut dev = Device::<_, D>::open(InstantDriver::new(), DeviceConfig::default()).unwrap();
+    let shared = dev.alloc_buffer::<u32>(8).unwrap();
+    let other = dev.alloc_buffer::<u32>(8).unwrap();
+    let runner = dev
+        .publish(&[Callable::program("f", &Program::new().add(1))])
+        .unwrap();
+    let code = runner.code("f").unwrap();
+    let mut pipe = Pipeline::<_, D, (u32, Ids)>::new(&runner).unwrap();
+    let mut spare = (0..D).map(|_| vec![0u32; 8]).collect::<Vec<_>>();
+    for k in 0..D {
+        let k = u32::try_from(k).unwrap();
+        let mut w = Workload::new(code);
+        let ids = Ids {
+            x: w.add_owned(vec![k; 8], Dir::In),
+            y: w.add_owned(vec![0u32; 8], Dir::Out),
+            b: w.add_buffer(&shared, Dir::In),
+        };
+        w.scalar(u64::from(k));
+        pipe.submit(w, (k, ids)).unwrap();
+    }
+    let mut next = u32::try_from(D).unwrap();
+    let mut turn = || {
+        let done = pipe.complete().unwrap().expect("a pending run");
+        let (tag, ids) = done.tag;
+        let mut w = done.work.expect("a workload");
+        assert_eq!(w[ids.y][0], tag + 1);
+        assert_eq!(w.get(ids.y).map(|y| y[7]).ok(), Some(tag + 1));
+        // Swap the input for a spare buffer of the same capacity, refilled.
+        let mut x = spare.pop().expect("a spare input");
+        x.fill(next);
+        spare.push(w.replace(ids.x, x).unwrap());
+        w.set_scalar(0, u64::from(next)).unwrap();
+        let buffer = if next % 2 == 0 { &shared } else { &other };
+        w.set_buffer(ids.b, buffer.slice(0..4 + next as usize % 5))
+            .unwrap();
+        pipe.submit(w, (next, ids)).unwrap();
+        next += 1;
+    };
+    for _ in 0..50 {
+        turn();
+    }
+    allocations_in(|| {
+        for _ in 0..1_000 {
+            turn();
+        }
+    })
+}
+
+#[test]
+fn no_allocation_per_pipeline_workload_run_refilled_by_id() {
+    assert_eq!(pipeline_workload_runs_by_id::<2>(), 0);
+    assert_eq!(pipeline_workload_runs_by_id::<4>(), 0);
 }
 
 /// A real-time simulator's copies, memsets, queries and waits first bring

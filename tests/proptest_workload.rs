@@ -48,6 +48,13 @@
 //! runs, so a host read of the shared buffer afterwards sees what they
 //! wrote; and after a drain the pipeline goes on.
 //!
+//! **Tensor ids** (`tensor_ids_*`): a workload of random owned `u32`,
+//! owned `f32` and borrowed tensors (past the 16 inline ones too), built
+//! with the id-returning builders: every id reads what its index reads,
+//! another workload built alike refuses every id (`ForeignTensor`), and a
+//! bare index probed with a type answers as a model says (`NoTensor`, then
+//! the element type, then the kind).
+//!
 //! The negative controls at the end break the model or the harness on
 //! purpose and require each checker to catch it.
 //!
@@ -1503,17 +1510,17 @@ fn check_handed_back(
     };
     let (i, o) = owned_places(p.kind);
     if let Some(i) = i
-        && work.owned_at::<u32>(i) != Some(&p.input[..])
+        && work.get::<u32>(i).ok() != Some(&p.input[..])
     {
         return Err(format!(
             "handed back: {what} of tag {}: input {:?}, submitted {:?}",
             p.tag,
-            work.owned_at::<u32>(i),
+            work.get::<u32>(i).ok(),
             p.input
         ));
     }
     if let Some(o) = o {
-        let got = work.owned_at::<u32>(o).unwrap_or(&[]);
+        let got = work.get::<u32>(o).ok().unwrap_or(&[]);
         let marker = vec![Some(MARK); p.out_len];
         let want = out.unwrap_or(&marker);
         known_eq(&format!("values: {what} of tag {}", p.tag), want, got)?;
@@ -1857,7 +1864,7 @@ fn complete<const D: usize>(
                 && !*fired
                 && let Some(w) = done.work.as_mut()
                 && let Some(o) = owned_places(p.kind).1
-                && let Some(v) = w.owned_mut::<u32>(o).and_then(|v| v.first_mut())
+                && let Some(v) = w.get_mut::<u32>(o).ok().and_then(|v| v.first_mut())
             {
                 *fired = true;
                 *v ^= 1;
@@ -1893,7 +1900,7 @@ fn complete<const D: usize>(
             if flaw == PFlaw::CopyBackOnFailure
                 && let Some(w) = r.work.as_mut()
                 && let Some(o) = owned_places(p.kind).1
-                && let Some(v) = w.owned_mut::<u32>(o)
+                && let Some(v) = w.get_mut::<u32>(o).ok()
             {
                 v.fill(0);
             }
@@ -2114,4 +2121,151 @@ fn a_model_that_frees_a_forgotten_slot_at_a_host_wait_is_caught_by_the_slot_chec
         ),
     ];
     typed_control(&ops, Flaw::SlotBackAfterWait, "take slot 0");
+}
+
+/// A tensor of the id property: what was added, and its id.
+#[derive(Clone, Copy, Debug)]
+enum Added {
+    OwnedU32(runclaim::OwnedId<u32>),
+    OwnedF32(runclaim::OwnedId<f32>),
+    InputU32(runclaim::TensorId<u32>),
+}
+
+/// Builds a workload of `kinds` (0: an owned `u32`, 1: an owned `f32`,
+/// 2: a borrowed `u32` input), each tensor `i` holding `i` (one element),
+/// with the id-returning builders.
+fn id_workload<'a>(
+    code: runclaim::CodeRef<'a>,
+    kinds: &[u8],
+    input: &'a [u32],
+) -> (Workload<'a>, Vec<Added>) {
+    let mut w = Workload::new(code);
+    let ids = kinds
+        .iter()
+        .enumerate()
+        .map(|(i, k)| {
+            let v = u32::try_from(i).expect("few tensors");
+            match k % 3 {
+                0 => Added::OwnedU32(w.add_owned(vec![v], Dir::In)),
+                1 => Added::OwnedF32(w.add_owned(vec![v as f32], Dir::In)),
+                _ => Added::InputU32(w.add_input(input)),
+            }
+        })
+        .collect();
+    (w, ids)
+}
+
+/// Checks that every id reads what its index reads in its own workload
+/// and is refused by `twin`, built alike; and that a bare index probed
+/// with a type answers as the model says: `NoTensor` past the tensors,
+/// then the element type, then the kind. (`typed: false` flaws the model:
+/// an owned tensor answers a probe of either type with its data.)
+fn ids_agree_with_indices(
+    kinds: &[u8],
+    probes: &[(usize, u8)],
+    typed: bool,
+) -> Result<(), TestCaseError> {
+    let mut dev = Device::<_, 2>::open(
+        SimDriver::stepped(SimConfig::default()),
+        DeviceConfig::default(),
+    )
+    .unwrap();
+    let runner = dev.publish(&callables()).unwrap();
+    let code = runner.code("p0").unwrap();
+    let input = [7u32];
+    let (w, ids) = id_workload(code, kinds, &input);
+    let (twin, _) = id_workload(code, kinds, &input);
+    let foreign = |i: usize| ErrorKind::ForeignTensor { tensor: i };
+    for (i, id) in ids.iter().enumerate() {
+        let v = u32::try_from(i).unwrap();
+        match *id {
+            Added::OwnedU32(id) => {
+                prop_assert_eq!(id.id().index(), i);
+                prop_assert_eq!(w.get(id).ok(), Some(&[v][..]));
+                prop_assert_eq!(&w[id], w.get::<u32>(i).unwrap());
+                prop_assert_eq!(twin.get(id).unwrap_err().kind().clone(), foreign(i));
+            }
+            Added::OwnedF32(id) => {
+                prop_assert_eq!(w.get(id).ok(), Some(&[v as f32][..]));
+                prop_assert_eq!(twin.get(id).unwrap_err().kind().clone(), foreign(i));
+            }
+            Added::InputU32(id) => {
+                let e = w.get(id).unwrap_err();
+                prop_assert_eq!(
+                    e.kind().clone(),
+                    ErrorKind::TensorMismatch {
+                        tensor: i,
+                        is: "a host input"
+                    }
+                );
+                prop_assert_eq!(twin.get(id).unwrap_err().kind().clone(), foreign(i));
+            }
+        }
+    }
+    for &(i, ty) in probes {
+        let (got, is_u32) = if ty % 2 == 0 {
+            (w.get::<u32>(i).map(|v| f64::from(v[0])), true)
+        } else {
+            (w.get::<f32>(i).map(|v| f64::from(v[0])), false)
+        };
+        let want = match kinds.get(i).map(|k| k % 3) {
+            None => Err(ErrorKind::NoTensor {
+                index: i,
+                count: kinds.len(),
+            }),
+            Some(0 | 1) if !typed => Ok(i as f64),
+            Some(0) if is_u32 => Ok(i as f64),
+            Some(1) if !is_u32 => Ok(i as f64),
+            Some(2) if !is_u32 => Err(ErrorKind::TensorMismatch {
+                tensor: i,
+                is: "of another element type",
+            }),
+            Some(2) => Err(ErrorKind::TensorMismatch {
+                tensor: i,
+                is: "a host input",
+            }),
+            Some(_) => Err(ErrorKind::TensorMismatch {
+                tensor: i,
+                is: "of another element type",
+            }),
+        };
+        prop_assert_eq!(
+            got.map_err(|e| e.kind().clone()),
+            want,
+            "probe {} as {}",
+            i,
+            if is_u32 { "u32" } else { "f32" }
+        );
+    }
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig {
+        failure_persistence: Some(Box::new(FileFailurePersistence::Direct(
+            "proptest-regressions/proptest_workload.txt",
+        ))),
+        ..ProptestConfig::default()
+    })]
+
+    /// Typed ids and bare indices name the same tensors, past the 16
+    /// inline ones too; another workload built alike takes none of the ids.
+    #[test]
+    fn tensor_ids_agree_with_indices_and_no_other_workload_takes_them(
+        kinds in prop::collection::vec(0u8..3, 1..24),
+        probes in prop::collection::vec((0usize..30, 0u8..2), 1..16),
+    ) {
+        ids_agree_with_indices(&kinds, &probes, true)?;
+    }
+}
+
+/// Negative control for the id property's checker: a model that forgets
+/// the element type check (an owned `f32` tensor answering a `u32` probe
+/// with its data) is caught on such a probe — and the real model passes
+/// the same case.
+#[test]
+fn a_model_without_the_type_check_is_caught_by_the_id_property() {
+    let case = ([0u8, 1, 2], [(1usize, 0u8)]);
+    assert!(ids_agree_with_indices(&case.0, &case.1, false).is_err());
+    assert!(ids_agree_with_indices(&case.0, &case.1, true).is_ok());
 }

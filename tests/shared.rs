@@ -130,7 +130,7 @@ fn try_submit_refuses_a_full_device_and_hands_the_work_back() {
     assert_eq!(e.action(), Action::Submit);
     assert!(e.to_string().starts_with("submit"), "{e}");
     let w = e.into_value();
-    assert_eq!(w.owned_at::<u32>(0), Some(&[7, 8][..]));
+    assert_eq!(w.get::<u32>(0).ok(), Some(&[7, 8][..]));
     // A waiter ahead: a free slot does not let a try jump it.
     let mut waiting = shared.submit(spec(&shared, &[3]));
     assert!(poll(&mut waiting).is_pending());
@@ -144,7 +144,7 @@ fn try_submit_refuses_a_full_device_and_hands_the_work_back() {
     };
     let done = shared.try_submit(w).unwrap().wait().unwrap();
     let w = done.work.expect("a workload's run hands its workload back");
-    assert_eq!(w.owned_at::<u32>(0), Some(&[f(7), f(8)][..]));
+    assert_eq!(w.get::<u32>(0).ok(), Some(&[f(7), f(8)][..]));
     assert_eq!(waiting.wait().unwrap().values, [f(3)]);
 }
 
@@ -356,7 +356,7 @@ fn a_failed_run_hands_its_workload_back() {
     let e = shared.try_submit(w).unwrap().wait().unwrap_err();
     assert!(matches!(e.kind(), ErrorKind::Fault(_)), "{e}");
     let w = e.into_value().expect("the workload, back");
-    assert_eq!(w.owned_at::<u32>(0).map(<[u32]>::len), Some(1));
+    assert_eq!(w.get::<u32>(0).ok().map(<[u32]>::len), Some(1));
 }
 
 /// The host may touch a shared device buffer only while no workload (so no
@@ -571,17 +571,17 @@ fn run_is_one_await_and_a_refusal_hands_the_workload_back() {
         [f(5)]
     );
     let mut w = Workload::new(shared.code("f").unwrap());
-    w.owned(vec![7u32], Dir::InOut);
+    let t = w.add_owned(vec![7u32], Dir::InOut);
     let done = pollster::block_on(shared.run(w)).unwrap();
     let w = done.work.expect("the workload, back with its result");
-    assert_eq!(w.owned_at::<u32>(0).unwrap(), [f(7)]);
+    assert_eq!(w[t], [f(7)]);
     // Refused before it is prepared (the device closed): the same error
     // type as a run's own, the workload inside it.
     shared.close();
     let e = pollster::block_on(shared.run(w)).unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::Closed);
     let w = e.into_value().expect("the refused workload, back");
-    assert_eq!(w.owned_at::<u32>(0).unwrap(), [f(7)]);
+    assert_eq!(w[t], [f(7)]);
     let e = shared.run_blocking(spec(&shared, &[1])).unwrap_err();
     assert_eq!(e.kind(), &ErrorKind::Closed);
     assert!(

@@ -452,7 +452,7 @@ fn an_output_never_shows_a_previous_runs_staged_bytes() {
         let mut w = Workload::new(f);
         w.output(&mut z).owned(vec![0x2222_2222u32; 16], Dir::Out);
         serial(&mut w);
-        assert_eq!(w.owned_at::<u32>(1), Some(&[0; 16][..]), "{abi:?}");
+        assert_eq!(w.get::<u32>(1).ok(), Some(&[0; 16][..]), "{abi:?}");
         drop(w);
         assert_eq!(z, [0; 16], "{abi:?}: unwritten, so zero");
         let mut part = [0x3333_3333u32; 8];
@@ -643,7 +643,7 @@ fn a_pipeline_passes_owned_tensors_in_and_out() {
         while seen < 200 {
             while next < 200 && !pipe.is_full() {
                 let work = if let Some(mut w) = spare.pop() {
-                    w.owned_mut::<u32>(0).unwrap().fill(next);
+                    w.get_mut::<u32>(0).unwrap().fill(next);
                     w
                 } else {
                     let mut w = Workload::new(f);
@@ -658,7 +658,7 @@ fn a_pipeline_passes_owned_tensors_in_and_out() {
             let done = pipe.complete().unwrap().expect("pending");
             assert_eq!(done.tag, seen);
             let work = done.work.expect("a workload");
-            assert_eq!(work.owned_at::<u32>(1), Some(&[seen + 1; 8][..]));
+            assert_eq!(work.get::<u32>(1).ok(), Some(&[seen + 1; 8][..]));
             spare.push(work);
             seen += 1;
         }
@@ -681,7 +681,7 @@ fn a_refused_workload_submit_hands_everything_back() {
         assert!(matches!(e.kind(), ErrorKind::StagingFull { tensor: 0, .. }));
         let back = e.into_value();
         assert_eq!(back.tag, "t");
-        assert_eq!({ back.work }.take_owned::<u8>(0).map(|v| v.len()), Some(17));
+        assert_eq!({ back.work }.take::<u8>(0).ok().map(|v| v.len()), Some(17));
     });
 }
 
@@ -785,7 +785,7 @@ fn typed_scalars_reach_the_kernel_zero_extended_and_read_back_by_type() {
                 .prepare(runner.take_slot::<0>().unwrap(), &mut *w)
                 .unwrap();
             drop(p.launch().unwrap().fence().unwrap().finalize().unwrap());
-            w.owned_at::<u64>(0).unwrap().to_vec()
+            w.get::<u64>(0).unwrap().to_vec()
         };
         let got = run(&mut w);
         let want = [
@@ -916,7 +916,7 @@ fn a_scratch_check_observes_a_pipeline_orphan_without_settling_it() {
             pipe.submit(w, "b").unwrap(); // waits for the orphan, observing it
             let b = pipe.complete().unwrap().expect("b");
             assert_eq!(
-                b.work.as_ref().and_then(|w| w.owned_at::<u32>(0)),
+                b.work.as_ref().and_then(|w| w.get::<u32>(0).ok()),
                 Some(&[11, 21, 31, 41][..])
             );
             // Lane 0 reclaims its orphan by its own fence, and goes on.
@@ -1140,7 +1140,7 @@ fn a_lane_hands_a_workload_back_once_and_never_to_the_next_run() {
         let a = pipe.complete().unwrap().expect("run 0");
         let w = a.work.expect("run 0 is a workload's");
         assert!(a.values.is_empty());
-        assert_eq!(w.owned_at::<u32>(1), Some(&[2; 4][..]));
+        assert_eq!(w.get::<u32>(1).ok(), Some(&[2; 4][..]));
         pipe.submit(runclaim::RunSpec::new(f, runclaim::Input::Host(&[7])), 2)
             .unwrap(); // lane 0 again
         let b = pipe.complete().unwrap().expect("run 1");

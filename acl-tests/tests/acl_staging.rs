@@ -68,7 +68,7 @@ fn a_host_output_never_shows_fresh_memory_or_a_previous_runs_bytes() {
         let mut w = Workload::new(f);
         w.output(&mut z).owned(vec![0x2222_2222u32; 16], Dir::Out);
         serial::<_, 0>(&runner, &mut w);
-        assert_eq!(w.owned_at::<u32>(1), Some(&[0; 16][..]), "{abi:?}");
+        assert_eq!(w.get::<u32>(1).ok(), Some(&[0; 16][..]), "{abi:?}");
         drop(w);
         assert_eq!(z, [0; 16], "{abi:?}: not the previous run's bytes");
         let mut part = [0x3333_3333u32; 8];

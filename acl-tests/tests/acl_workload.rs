@@ -947,7 +947,7 @@ fn workloads_run_through_the_contract_over_the_fake(abi: Abi) {
             if pipe.is_full() {
                 let done = pipe.complete().unwrap().expect("pending");
                 let w = done.work.expect("a workload");
-                assert_eq!(w.owned_at::<u32>(1), Some(&[done.tag * 2 + 1; 4][..]));
+                assert_eq!(w.get::<u32>(1).ok(), Some(&[done.tag * 2 + 1; 4][..]));
             }
             let mut work = Workload::new(f);
             work.owned(vec![k; 4], Dir::In)
@@ -956,7 +956,7 @@ fn workloads_run_through_the_contract_over_the_fake(abi: Abi) {
         }
         while let Some(done) = pipe.complete().unwrap() {
             let w = done.work.expect("a workload");
-            assert_eq!(w.owned_at::<u32>(1), Some(&[done.tag * 2 + 1; 4][..]));
+            assert_eq!(w.get::<u32>(1).ok(), Some(&[done.tag * 2 + 1; 4][..]));
         }
         // The last launch was an AICPU one, of the adapter's size.
         assert_eq!(

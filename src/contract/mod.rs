@@ -65,4 +65,4 @@ pub use shared::{
 pub use slot::{Depth, Slot, SlotOf, SlotSet, SlotToken, SupportedDepth};
 pub use spec::{Input, RunSpec};
 pub use states::{Fenced, Launched, Prepared, State};
-pub use workload::{Bindings, NoWorkload, WithWorkload, Workload};
+pub use workload::{Bindings, NoWorkload, OwnedId, TensorId, TensorIndex, WithWorkload, Workload};

@@ -350,7 +350,8 @@ pub enum ErrorKind {
         /// The buffer.
         buffer: BufferId,
     },
-    /// A refill names a tensor the workload does not have.
+    /// A refill or an access ([`Workload::get`](crate::Workload::get) and
+    /// its siblings) names a tensor the workload does not have.
     #[error("the workload has {count} tensors: there is no tensor {index}")]
     NoTensor {
         /// The index asked for.
@@ -366,14 +367,42 @@ pub enum ErrorKind {
         /// Scalars the workload has.
         count: usize,
     },
-    /// A refill would change what a tensor is: its kind (a host input, a
-    /// host output, a device buffer, …) or its element type.
-    #[error("tensor {tensor} is {is}: a refill keeps what a tensor is")]
+    /// A refill would change what a tensor is — its kind (a host input, a
+    /// host output, a device buffer, …) or its element type — or an access
+    /// ([`Workload::get`](crate::Workload::get) and its siblings) asks a
+    /// tensor for what it is not (an owned host tensor, of element type
+    /// `T`).
+    #[error(
+        "tensor {tensor} is {is}: a refill keeps what a tensor is, an access asks for what it is"
+    )]
     TensorMismatch {
         /// The tensor's index in the workload.
         tensor: usize,
         /// What it is ("a host input", …, or "of another element type").
         is: &'static str,
+    },
+    /// A [`TensorId`](crate::TensorId) or [`OwnedId`](crate::OwnedId)
+    /// given to a workload other than the one that handed it out: refused
+    /// whatever tensor of this workload its index would name.
+    ///
+    /// ```
+    /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
+    /// # use runclaim::contract::ErrorKind;
+    /// # use runclaim::driver::abi::{Dir, Program};
+    /// # use runclaim::sim::{SimConfig, SimDriver};
+    /// # let mut device = Device::<_, 2>::open(SimDriver::stepped(SimConfig::default()), DeviceConfig::default())?;
+    /// # let runner = device.publish(&[Callable::program("inc", &Program::new().add(1))])?;
+    /// let (mut a, mut b) = (Workload::new(runner.code("inc")?), Workload::new(runner.code("inc")?));
+    /// let ya = a.add_owned(vec![1u32], Dir::InOut);
+    /// b.add_owned(vec![2u32], Dir::InOut);
+    /// let err = b.get(ya).unwrap_err(); // `b` has a `u32` tensor 0, but not `a`'s
+    /// assert_eq!(err.kind(), &ErrorKind::ForeignTensor { tensor: 0 });
+    /// # Ok::<(), runclaim::Error>(())
+    /// ```
+    #[error("the id of tensor {tensor} is another workload's")]
+    ForeignTensor {
+        /// The index the id carries.
+        tensor: usize,
     },
     /// A capture or replay was refused before any runtime call
     /// ([`ReplayRefusal`](super::ReplayRefusal) says why and what differs).

@@ -86,6 +86,11 @@ pub enum Action {
     /// ([`Workload::set_scalar`](crate::contract::Workload::set_scalar) and its
     /// siblings).
     Refill,
+    /// Reading or taking a [`Workload`](crate::contract::Workload)'s owned
+    /// host tensor ([`Workload::get`](crate::contract::Workload::get),
+    /// [`get_mut`](crate::contract::Workload::get_mut),
+    /// [`take`](crate::contract::Workload::take)).
+    Access,
 }
 
 impl fmt::Display for Action {
@@ -109,6 +114,7 @@ impl fmt::Display for Action {
             Action::Read => "read",
             Action::Write => "write",
             Action::Refill => "refill a workload",
+            Action::Access => "access a workload's tensor",
         })
     }
 }

@@ -333,18 +333,19 @@ impl<'r, D: Driver, const DEPTH: usize, T> Pipeline<'r, D, DEPTH, T> {
     /// let inc = runner.code("inc")?;
     /// let mut pipe = Pipeline::new(&runner)?;
     /// let mut w = Workload::new(inc);
-    /// w.owned(vec![1u32; 4], Dir::In).owned(vec![0u32; 4], Dir::Out);
+    /// let x = w.add_owned(vec![1u32; 4], Dir::In);
+    /// let y = w.add_owned(vec![0u32; 4], Dir::Out);
     /// pipe.submit(w, "work")?;
     /// pipe.submit(RunSpec::new(inc, Input::Host(&[7])), "spec")?; // both kinds in one pipeline
     /// let a = pipe.complete()?.expect("pending");
     /// let mut w = a.work.expect("a workload's run comes back with its workload");
-    /// assert_eq!((a.tag, w.owned_at::<u32>(1)), ("work", Some(&[2; 4][..])));
+    /// assert_eq!((a.tag, &w[y]), ("work", &[2; 4][..]));
     /// let b = pipe.complete()?.expect("pending");
     /// assert_eq!((b.tag, b.values), ("spec", &[8][..]));
-    /// w.owned_mut::<u32>(0).expect("tensor 0").fill(9); // refill, resubmit
+    /// w[x].fill(9); // refill, resubmit
     /// pipe.submit(w, "again")?;
     /// let c = pipe.complete()?.and_then(|c| c.work).expect("the workload");
-    /// assert_eq!(c.owned_at::<u32>(1), Some(&[10; 4][..]));
+    /// assert_eq!(c[y], [10; 4]);
     /// # Ok::<(), runclaim::Error>(())
     /// ```
     ///

@@ -60,6 +60,15 @@ impl<T, const N: usize> ArgList<T, N> {
     }
 
     /// Item `index`, if there is one.
+    pub(crate) fn get(&self, index: usize) -> Option<&T> {
+        if index < N {
+            self.head().get(index)
+        } else {
+            self.spill.get(index - N)
+        }
+    }
+
+    /// Item `index`, if there is one.
     pub(crate) fn get_mut(&mut self, index: usize) -> Option<&mut T> {
         if index < N {
             self.head_mut().get_mut(index)
@@ -179,6 +188,7 @@ mod tests {
         *l.get_mut(3).unwrap() = 30;
         *l.get_mut(1).unwrap() = 10;
         assert!(l.get_mut(5).is_none());
+        assert_eq!((l.get(1), l.get(3), l.get(5)), (Some(&10), Some(&30), None));
         let mut parts = l.parts_mut();
         assert_eq!(
             parts.iter_mut().map(|v| *v).collect::<Vec<_>>(),
@@ -187,8 +197,10 @@ mod tests {
         // Short of its inline room: the slots never written are not items.
         let mut short = ArgList::<u32, 4>::new();
         assert!(short.get_mut(0).is_none() && short.parts().iter().next().is_none());
+        assert!(short.get(0).is_none());
         short.push(9);
         assert!(short.get_mut(1).is_none() && short.get_mut(3).is_none());
+        assert!(short.get(1).is_none() && short.get(3).is_none());
         assert_eq!(short.parts_mut().iter().copied().collect::<Vec<_>>(), [9]);
     }
 

@@ -5,14 +5,18 @@
 //!
 //! | file | owns |
 //! |---|---|
-//! | `mod.rs` | `Workload`: building it, reading its owned tensors back |
-//! | `refill.rs` | refilling a workload in place: scalars by index, tensors re-pointed |
+//! | `mod.rs` | `Workload`: building it with the chained builders |
+//! | `ids.rs` | typed tensor handles (`TensorId`, `OwnedId`, `TensorIndex`): reading and taking owned tensors (`work[id]`, `get`, `get_mut`, `take`) |
+//! | `add.rs` | the id-returning twins of the builders (`add_input`, `add_owned`, …) |
+//! | `refill.rs` | refilling a workload in place: scalars by index, tensors re-pointed by id or index |
 //! | `args.rs` | the tensors' data, the lists they are kept in, `Args` (the device's one view of a run's arguments, a `RunSpec`'s lowered), the staging `Packer` |
 //! | `bindings.rs` | `WithWorkload`, `NoWorkload`, `Bindings`: what a run keeps, and the marks a launch makes |
 
+mod add;
 mod arg_list;
 mod args;
 mod bindings;
+mod ids;
 mod refill;
 
 use std::fmt;
@@ -28,6 +32,7 @@ pub(crate) use self::args::{
 };
 
 pub use self::bindings::{Bindings, NoWorkload, WithWorkload};
+pub use self::ids::{OwnedId, TensorId, TensorIndex};
 use super::buffer::{BufferSlice, DeviceBuffer, PerSlot, Scratch};
 use super::code::CodeRef;
 #[allow(unused_imports, reason = "named in the docs")]
@@ -66,6 +71,12 @@ use crate::driver::abi::WorkArgs;
 /// At most [`WorkArgs::MAX_TENSORS`] tensors and
 /// [`WorkArgs::MAX_SCALARS`] scalars (the reference runtime's limits); the
 /// first 16 of each are kept without a heap allocation.
+///
+/// The builders return `&mut Self`, to chain; each has a twin that hands
+/// back the tensor's typed id instead ([`add_input`](Workload::add_input),
+/// [`add_owned`](Workload::add_owned), …: a [`TensorId`] or an
+/// [`OwnedId`]), which the refills and accessors take in place of an index
+/// — `work[id]` reads an owned tensor's data as its element type.
 ///
 /// ```
 /// use runclaim::{Callable, Device, DeviceConfig, Workload};
@@ -184,6 +195,9 @@ pub struct Workload<'a> {
     /// index): what a workload of a shared device binds without a borrow.
     pub(crate) held: Vec<Arc<dyn HeldBuffer>>,
     pub(crate) flaw: Option<Flaw>,
+    /// What the [`TensorId`]s it hands out carry, taken from a process-wide
+    /// counter when it hands out its first (`new` costs nothing more).
+    pub(crate) identity: Option<std::num::NonZeroU64>,
 }
 
 impl fmt::Debug for Workload<'_> {
@@ -207,6 +221,7 @@ impl<'a> Workload<'a> {
             owned: Vec::new(),
             held: Vec::new(),
             flaw: None,
+            identity: None,
         }
     }
 
@@ -309,11 +324,12 @@ impl<'a> Workload<'a> {
     /// in), and handed back with the workload —
     /// what a [`Pipeline`](super::Pipeline) needs, whose results come back
     /// one [`complete`](super::Pipeline::complete) at a time. Read it back
-    /// with [`owned_at`](Workload::owned_at), refill it in place with
-    /// [`owned_mut`](Workload::owned_mut), swap it for another with
-    /// [`replace_owned`](Workload::replace_owned), take it with
-    /// [`take_owned`](Workload::take_owned). (One allocation, here, for
-    /// the box around it; resubmitting the workload allocates nothing.)
+    /// with [`get`](Workload::get) (or `work[id]`, by the [`OwnedId`] that
+    /// [`add_owned`](Workload::add_owned) hands back), refill it in place
+    /// with [`get_mut`](Workload::get_mut), swap it for another with
+    /// [`replace`](Workload::replace), take it with
+    /// [`take`](Workload::take). (One allocation, here, for the box around
+    /// it; resubmitting the workload allocates nothing.)
     ///
     /// ```
     /// # use runclaim::{Callable, Device, DeviceConfig, Workload};
@@ -324,7 +340,7 @@ impl<'a> Workload<'a> {
     /// let mut work = Workload::new(runner.code("inc")?);
     /// work.owned(vec![1u32, 2], Dir::InOut);
     /// runner.prepare(runner.take_slot::<0>()?, &mut work)?.launch()?.fence()?.finalize()?;
-    /// assert_eq!(work.owned_at::<u32>(0), Some(&[2, 3][..]));
+    /// assert_eq!(work.get::<u32>(0)?, [2, 3]);
     /// # Ok::<(), runclaim::Error>(())
     /// ```
     #[inline]
@@ -501,53 +517,6 @@ impl<'a> Workload<'a> {
     pub fn scalar<T: bytemuck::Pod>(&mut self, value: T) -> &mut Self {
         self.scalars.push(crate::driver::abi::scalar_bits(value));
         self
-    }
-
-    /// The owned host buffer of tensor `index`, if it is an owned tensor.
-    pub(crate) fn owned_host(&self, index: usize) -> Option<&dyn OwnedHost> {
-        match self.tensors.parts().iter().nth(index)?.data {
-            Data::Owned(i) => self.owned.get(i).map(AsRef::as_ref),
-            _ => None,
-        }
-    }
-
-    /// [`owned_host`](Self::owned_host), mutable.
-    pub(crate) fn owned_host_mut(&mut self, index: usize) -> Option<&mut Box<dyn OwnedHost>> {
-        match self.tensors.get_mut(index)?.data {
-            Data::Owned(i) => self.owned.get_mut(i),
-            _ => None,
-        }
-    }
-
-    /// The owned host tensor at argument `index`, if it is one, of
-    /// element type `T`.
-    #[must_use]
-    pub fn owned_at<T: Pod + Send + Sync>(&self, index: usize) -> Option<&[T]> {
-        self.owned_host(index)?
-            .as_any()
-            .downcast_ref::<Vec<T>>()
-            .map(Vec::as_slice)
-    }
-
-    /// The owned host tensor at argument `index`, to refill in place
-    /// before the workload is submitted again (its length is fixed here;
-    /// [`replace_owned`](Workload::replace_owned) swaps in a buffer of
-    /// another length).
-    #[must_use]
-    pub fn owned_mut<T: Pod + Send + Sync>(&mut self, index: usize) -> Option<&mut [T]> {
-        self.owned_host_mut(index)?
-            .as_any_mut()
-            .downcast_mut::<Vec<T>>()
-            .map(Vec::as_mut_slice)
-    }
-
-    /// Takes the owned host tensor at argument `index` out, leaving an
-    /// empty one in its place.
-    pub fn take_owned<T: Pod + Send + Sync>(&mut self, index: usize) -> Option<Vec<T>> {
-        self.owned_host_mut(index)?
-            .as_any_mut()
-            .downcast_mut::<Vec<T>>()
-            .map(std::mem::take)
     }
 
     /// Tensors so far.
