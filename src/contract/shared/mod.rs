@@ -31,7 +31,7 @@ use self::hub::{Hub, SharedLane};
 pub use self::submit::SubmitFuture;
 pub use self::ticket::Ticket;
 
-/// A shared device over an erased driver ([`AnyDriver`]): one type for the
+/// A shared device over an erased driver ([`AnyDriver`](crate::driver::AnyDriver)): one type for the
 /// simulator and the `acl` driver alike, to name in a function, a struct
 /// field or a task's signature (`DEPTH` stays a const generic, default 2).
 /// Open one with a boxed driver.
