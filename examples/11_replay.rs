@@ -87,6 +87,9 @@ struct Measured {
     of_limit: f64,
 }
 
+/// A completed step: its tag, wall record and output.
+type Step = (usize, WallRecord, Vec<u32>);
+
 /// One step of a sequence, as the mode submits it: a workload refilled in
 /// place (the spare ones come back with their results), or a `RunSpec`.
 struct Steps<'r> {
@@ -126,7 +129,7 @@ impl<'r> Steps<'r> {
     fn complete<D: runclaim::driver::Driver>(
         &mut self,
         pipe: &mut Pipeline<'r, D, DEPTH, usize>,
-    ) -> Result<Option<(usize, WallRecord, Vec<u32>)>, Box<dyn Error>> {
+    ) -> Result<Option<Step>, Box<dyn Error>> {
         let Some(done) = pipe.complete().without_value()? else {
             return Ok(None);
         };
