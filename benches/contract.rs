@@ -18,7 +18,7 @@
 //!
 //! For an instruction count, the bench binary runs one workload case alone
 //! a fixed number of times, printing nothing, when `RUNCLAIM_BENCH_WORKLOAD`
-//! names it (`spec`, `0`, `4` or `16`; `RUNCLAIM_BENCH_ITERS` runs, default
+//! names it (`spec`, `0`, `4`, `4s` or `16`; `RUNCLAIM_BENCH_ITERS` runs, default
 //! 10,000; `replayspec` or `replay4`: the same `RunSpec` or 4-argument run
 //! replayed from its slot's capture on `InstantDriver::with_capture`;
 //! `dynspec`, `dyn0`, `dyn4`, `dyn16`: the case through a driver-erased
@@ -259,6 +259,8 @@ enum Case {
     Args0,
     /// 1 host input, 1 host output, 2 device buffers (`In`, `InOut`).
     Args4,
+    /// The same 4 tensors and 4 scalars (`u64`, `u32`, `f32`, `i32`).
+    Args4s,
     /// 4 host inputs, 2 host outputs, 6 device buffers (3 `In`, 2 `InOut`,
     /// 1 `Out`), 4 scalars.
     Args16,
@@ -269,6 +271,7 @@ impl Case {
         match self {
             Case::Spec | Case::Args0 => 0,
             Case::Args4 => 4,
+            Case::Args4s => 8,
             Case::Args16 => 16,
         }
     }
@@ -278,6 +281,7 @@ impl Case {
             Case::Spec => "RunSpec, Input::Host",
             Case::Args0 => "no tensor, no scalar",
             Case::Args4 => "1 host in + 1 host out + 2 device buffers",
+            Case::Args4s => "the same + 4 scalars",
             Case::Args16 => "4 host in + 2 host out + 6 device buffers + 4 scalars",
         }
     }
@@ -287,6 +291,7 @@ impl Case {
             "spec" => Some(Case::Spec),
             "0" => Some(Case::Args0),
             "4" => Some(Case::Args4),
+            "4s" => Some(Case::Args4s),
             "16" => Some(Case::Args16),
             _ => None,
         }
@@ -345,6 +350,15 @@ where
                 .output(o0)
                 .buffer(&b[0], Dir::In)
                 .buffer(&b[1], Dir::InOut),
+            Case::Args4s => work
+                .input(&ins[0])
+                .output(o0)
+                .buffer(&b[0], Dir::In)
+                .buffer(&b[1], Dir::InOut)
+                .scalar(1u64)
+                .scalar(2u32)
+                .scalar(0.5f32)
+                .scalar(-1i32),
             Case::Args16 => work
                 .input(&ins[0])
                 .output(o0)
@@ -374,7 +388,7 @@ where
         match case {
             Case::Spec => assert_eq!(self.spec_out.values(), &[8; ELEMS][..]),
             Case::Args0 => {}
-            Case::Args4 | Case::Args16 => assert_eq!(self.outs[0], [8; ELEMS]),
+            Case::Args4 | Case::Args4s | Case::Args16 => assert_eq!(self.outs[0], [8; ELEMS]),
         }
     }
 }
@@ -388,7 +402,13 @@ fn work_device<D: Driver>(driver: D) -> (Device<D, 2>, Vec<DeviceBuffer<u32>>) {
     (dev, bufs)
 }
 
-const CASES: [Case; 4] = [Case::Spec, Case::Args0, Case::Args4, Case::Args16];
+const CASES: [Case; 5] = [
+    Case::Spec,
+    Case::Args0,
+    Case::Args4,
+    Case::Args4s,
+    Case::Args16,
+];
 
 /// ns per run of each workload case and of the `RunSpec` cycle, timed in
 /// rounds of one batch per case (the order rotating each round, so that
@@ -598,6 +618,7 @@ impl ByHand {
         let (host_in, host_out, bufs, scalars): (usize, usize, &[Dir], usize) = match case {
             Case::Spec | Case::Args0 => (0, 0, &[], 0),
             Case::Args4 => (1, 1, &[Dir::In, Dir::InOut], 0),
+            Case::Args4s => (1, 1, &[Dir::In, Dir::InOut], 4),
             Case::Args16 => (
                 4,
                 2,
@@ -760,7 +781,9 @@ fn workload_only(case: &str) {
     }
     if let Some(hand) = case.strip_prefix("hand") {
         let case = Case::parse(hand).unwrap_or_else(|| {
-            panic!("RUNCLAIM_BENCH_WORKLOAD: handspec, hand0, hand4 or hand16, not {case:?}")
+            panic!(
+                "RUNCLAIM_BENCH_WORKLOAD: handspec, hand0, hand4, hand4s or hand16, not {case:?}"
+            )
         });
         let iters: u64 = std::env::var("RUNCLAIM_BENCH_ITERS")
             .map_or(Ok(10_000), |s| s.parse())
@@ -784,8 +807,9 @@ fn workload_only(case: &str) {
 
 /// `case` run `RUNCLAIM_BENCH_ITERS` times after 100 warm-up runs on `dev`.
 fn counted<D: Driver>((mut dev, bufs): (Device<D, 2>, Vec<DeviceBuffer<u32>>), case: &str) {
-    let case = Case::parse(case)
-        .unwrap_or_else(|| panic!("RUNCLAIM_BENCH_WORKLOAD: [dyn]spec, 0, 4 or 16, not {case:?}"));
+    let case = Case::parse(case).unwrap_or_else(|| {
+        panic!("RUNCLAIM_BENCH_WORKLOAD: [dyn]spec, 0, 4, 4s or 16, not {case:?}")
+    });
     let iters: u64 = std::env::var("RUNCLAIM_BENCH_ITERS")
         .map_or(Ok(10_000), |s| s.parse())
         .expect("RUNCLAIM_BENCH_ITERS: a whole number");
@@ -860,7 +884,7 @@ fn main() {
         let cmp = match case {
             Case::Spec => String::new(),
             Case::Args0 => format!("   over RunSpec: {}", per(over_spec)),
-            Case::Args4 | Case::Args16 => format!(
+            Case::Args4 | Case::Args4s | Case::Args16 => format!(
                 "   over 0 args: {}, over RunSpec: {}",
                 per(over_zero),
                 per(over_spec)
@@ -881,7 +905,7 @@ fn main() {
     };
     let zero = own(Case::Args0);
     println!("  the contract's own (minus the same driver calls by hand): {zero:.0} ns at 0 args");
-    for case in [Case::Args4, Case::Args16] {
+    for case in [Case::Args4, Case::Args4s, Case::Args16] {
         let d = own(case) - zero;
         println!(
             "    {:>2} args: {:+.1} ns/arg over 0 args",

@@ -15,6 +15,9 @@
 //! Each step is a `Workload` refilled in place (two owned tensors and a
 //! scalar), or with `--spec` a `RunSpec` (the input copied with the run's
 //! records, the output read back with them: the fewest calls a run makes).
+//! `--submit-us` and `--wake-us` set the model's cost of a launch call
+//! (10 µs) and a blocking wait's wake-up (20 µs); at 0 the host's time per
+//! run is runclaim's and the simulator's own, plus the calls'.
 //!
 //! ```sh
 //! cargo run --release --example 11_replay
@@ -41,6 +44,8 @@ struct Opts {
     runs: usize,
     kernel: Duration,
     per_call: Duration,
+    submit: Duration,
+    wake: Duration,
     spec: bool,
 }
 
@@ -49,9 +54,11 @@ fn parse() -> Result<Opts, String> {
         runs: 10_000,
         kernel: Duration::from_micros(20),
         per_call: Duration::from_micros(5),
+        submit: LatencyModel::default().submit,
+        wake: LatencyModel::default().host_wake,
         spec: false,
     };
-    let usage = "usage: 11_replay [--runs N] [--kernel-us T] [--per-call-us T] [--spec]";
+    let usage = "usage: 11_replay [--runs N] [--kernel-us T] [--per-call-us T] [--submit-us T] [--wake-us T] [--spec]";
     let mut args = std::env::args().skip(1);
     while let Some(flag) = args.next() {
         if flag == "--spec" {
@@ -66,6 +73,8 @@ fn parse() -> Result<Opts, String> {
             "--runs" => o.runs = flags::whole(&v, "--runs", DEPTH * 2)?,
             "--kernel-us" => o.kernel = us(1)?.min(LatencyModel::MAX),
             "--per-call-us" => o.per_call = us(0)?.min(LatencyModel::MAX),
+            "--submit-us" => o.submit = us(0)?.min(LatencyModel::MAX),
+            "--wake-us" => o.wake = us(0)?.min(LatencyModel::MAX),
             _ => return Err(format!("{usage} (got {flag:?})")),
         }
     }
@@ -148,7 +157,9 @@ impl<'r> Steps<'r> {
 fn run(o: &Opts, replay: bool) -> Result<Measured, Box<dyn Error>> {
     let latency = LatencyModel::default()
         .kernel(o.kernel)
-        .per_call(o.per_call);
+        .per_call(o.per_call)
+        .submit(o.submit)
+        .host_wake(o.wake);
     let sim = SimDriver::real_time(SimConfig::default().latency(latency));
     let mut dev =
         Device::<_, DEPTH>::open(sim.clone(), DeviceConfig::default().max_elements(ARENA))?;
@@ -228,8 +239,8 @@ fn main() -> Result<(), Box<dyn Error>> {
     let o = parse()?;
     let form = if o.spec { "RunSpec" } else { "Workload" };
     println!(
-        "{} decode-like steps of {ELEMENTS} elements ({form}), depth {DEPTH}, kernel {:?}, {:?} per runtime call",
-        o.runs, o.kernel, o.per_call
+        "{} decode-like steps of {ELEMENTS} elements ({form}), depth {DEPTH}, kernel {:?}, {:?} per runtime call, {:?} per launch, {:?} wake-up",
+        o.runs, o.kernel, o.per_call, o.submit, o.wake
     );
     println!(
         "{:<9} {:>11} {:>13} {:>12} {:>17} {:>12}",
