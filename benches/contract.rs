@@ -441,7 +441,7 @@ fn workloads() -> Vec<(Case, f64, f64, f64)> {
     for case in CASES {
         w.check(case);
     }
-    let median = |f: &dyn Fn(&[f64; 4]) -> f64| {
+    let median = |f: &dyn Fn(&[f64; CASES.len()]) -> f64| {
         let mut v: Vec<f64> = times.iter().map(f).collect();
         v.sort_by(f64::total_cmp);
         v[v.len() / 2]
