@@ -66,6 +66,10 @@ pub enum Op {
     QueueNotify,
     /// [`Driver::notify_event`](super::Driver::notify_event).
     NotifyEvent,
+    /// Driver set-up outside the trait (loading a library, binding a device).
+    Open,
+    // New variants go last: the order (`Ord`) and each discriminant are
+    // kept across releases.
     /// [`Driver::capture_begin`](super::Driver::capture_begin).
     CaptureBegin,
     /// [`Driver::capture_end`](super::Driver::capture_end).
@@ -74,8 +78,6 @@ pub enum Op {
     GraphLaunch,
     /// [`Driver::graph_destroy`](super::Driver::graph_destroy).
     GraphDestroy,
-    /// Driver set-up outside the trait (loading a library, binding a device).
-    Open,
 }
 
 impl Op {
@@ -106,11 +108,11 @@ impl Op {
         Op::LaunchAicpu,
         Op::QueueNotify,
         Op::NotifyEvent,
+        Op::Open,
         Op::CaptureBegin,
         Op::CaptureEnd,
         Op::GraphLaunch,
         Op::GraphDestroy,
-        Op::Open,
     ];
 
     /// The `Driver` method name, e.g. `"launch_aicpu"`.

@@ -41,6 +41,7 @@ pub use self::replay::{ReplayRefusal, TensorDiff};
 /// ```
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 #[non_exhaustive]
+// New variants go last: a variant's discriminant is kept across releases.
 pub enum Action {
     /// [`Device::open`](crate::contract::Device::open).
     Open,
@@ -54,10 +55,6 @@ pub enum Action {
     Prepare,
     /// [`Run::launch`](crate::contract::Run::launch).
     Launch,
-    /// [`Run::capture`](crate::contract::Run::capture).
-    Capture,
-    /// [`Run::replay`](crate::contract::Run::replay).
-    Replay,
     /// [`Run::fence`](crate::contract::Run::fence) / [`Run::fence_for`](crate::contract::Run::fence_for).
     Fence,
     /// [`Run::try_fence`](crate::contract::Run::try_fence).
@@ -74,14 +71,6 @@ pub enum Action {
     Read,
     /// [`Device::write_buffer`](crate::contract::Device::write_buffer).
     Write,
-    /// A submission refused before its run was prepared or launched:
-    /// [`Pipeline::submit`](crate::contract::Pipeline::submit) with every
-    /// lane owing a result, [`SharedDevice::submit`](crate::contract::SharedDevice::submit)
-    /// and its siblings refused by the device's state (closed, lost,
-    /// recovering, every slot busy for a try). A submission's own prepare
-    /// or launch reports [`Prepare`](Action::Prepare) or
-    /// [`Launch`](Action::Launch).
-    Submit,
     /// Refilling a [`Workload`](crate::contract::Workload) in place
     /// ([`Workload::set_scalar`](crate::contract::Workload::set_scalar) and its
     /// siblings).
@@ -91,6 +80,18 @@ pub enum Action {
     /// [`get_mut`](crate::contract::Workload::get_mut),
     /// [`take`](crate::contract::Workload::take)).
     Access,
+    /// A submission refused before its run was prepared or launched:
+    /// [`Pipeline::submit`](crate::contract::Pipeline::submit) with every
+    /// lane owing a result, [`SharedDevice::submit`](crate::contract::SharedDevice::submit)
+    /// and its siblings refused by the device's state (closed, lost,
+    /// recovering, every slot busy for a try). A submission's own prepare
+    /// or launch reports [`Prepare`](Action::Prepare) or
+    /// [`Launch`](Action::Launch).
+    Submit,
+    /// [`Run::capture`](crate::contract::Run::capture).
+    Capture,
+    /// [`Run::replay`](crate::contract::Run::replay).
+    Replay,
 }
 
 impl fmt::Display for Action {
