@@ -376,22 +376,33 @@ impl Workload<'_> {
         Ok(index)
     }
 
+    /// Where in the owned buffers the owned host tensor `tensor` names is
+    /// held (its element type checked by the caller's downcast).
+    fn owned_slot<T: Pod>(
+        &self,
+        tensor: impl TensorIndex<T>,
+        action: Action,
+    ) -> Result<usize, Error> {
+        let index = self.locate(tensor, action)?;
+        let data = self.tensors.get(index).map(|t| &t.data);
+        match data {
+            Some(&Data::Owned(i)) => Ok(i),
+            _ => Err(mismatch(
+                (),
+                action,
+                index,
+                data.map_or("no tensor", tensor_kind),
+            )),
+        }
+    }
+
     /// The owned host buffer `tensor` names, as a `Vec<T>`.
     pub(super) fn owned_vec<T: Pod + Send + Sync>(
         &mut self,
         tensor: impl TensorIndex<T>,
         action: Action,
     ) -> Result<&mut Vec<T>, Error> {
-        let index = self.locate(tensor, action)?;
-        let data = self.tensors.get(index).map(|t| &t.data);
-        let Some(&Data::Owned(i)) = data else {
-            return Err(mismatch(
-                (),
-                action,
-                index,
-                data.map_or("no tensor", tensor_kind),
-            ));
-        };
+        let i = self.owned_slot(tensor, action)?;
         self.owned
             .get_mut(i)
             .and_then(|held| held.as_any_mut().downcast_mut::<Vec<T>>())
@@ -422,16 +433,7 @@ impl Workload<'_> {
     /// host tensor or holds another element type. [`Action::Access`].
     pub fn get<T: Pod + Send + Sync>(&self, tensor: impl TensorIndex<T>) -> Result<&[T], Error> {
         let action = Action::Access;
-        let index = self.locate(tensor, action)?;
-        let data = self.tensors.get(index).map(|t| &t.data);
-        let Some(&Data::Owned(i)) = data else {
-            return Err(mismatch(
-                (),
-                action,
-                index,
-                data.map_or("no tensor", tensor_kind),
-            ));
-        };
+        let i = self.owned_slot(tensor, action)?;
         self.owned
             .get(i)
             .and_then(|held| held.as_any().downcast_ref::<Vec<T>>())
