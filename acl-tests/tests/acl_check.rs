@@ -12,7 +12,9 @@ use std::time::Duration;
 
 use common::acl::{control, control_lite, lib_path, next_device};
 use fake_acl::control::{
-    FakeConfig, QUIRK_EX_EVENT_NOT_READY, QUIRK_FULL_STREAM_FAILS, QUIRK_MEMSET_ASYNC_LOST,
+    FakeConfig, QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS, QUIRK_EX_EVENT_NOT_READY,
+    QUIRK_FULL_STREAM_FAILS, QUIRK_MEMCPY_TO_DEVICE_LOST, QUIRK_MEMSET_ASYNC_LOST,
+    QUIRK_STREAM_STATUS_INVERTED,
 };
 use runclaim::driver::acl::probe::{self, Check, Need, ProbeConfig, Verdict};
 use runclaim::driver::acl::{AclConfig, AclDriver};
@@ -194,6 +196,66 @@ fn a_lost_async_memset_is_caught() {
     assert_eq!(line(&lines, "capture").verdict, Verdict::Differs);
 }
 
+/// Negative control: a stream status in the event status's numbering
+/// (1 for a stream with nothing left to run) is caught by `stream.create`,
+/// the one line that queries a stream, and only there.
+#[test]
+fn an_inverted_stream_status_is_caught() {
+    let lines = probe::run(&device("fake_acl", false, QUIRK_STREAM_STATUS_INVERTED));
+    eprintln!("{}\n", show(&lines));
+    assert_eq!(
+        required_differences(&lines),
+        ["stream.create"],
+        "{}",
+        show(&lines)
+    );
+    let ev = &line(&lines, "stream.create").evidence;
+    assert!(ev.contains("a new stream's status is 1"), "{ev}");
+}
+
+/// Negative control: a timed event sync that runs out and returns 0 (as
+/// if the event had completed) is caught by `sync.timeout`, with the code;
+/// the stream's timed sync beside it still runs out with 507046.
+#[test]
+fn an_event_sync_timeout_that_succeeds_is_caught() {
+    let lines = probe::run(&device(
+        "fake_acl",
+        false,
+        QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS,
+    ));
+    eprintln!("{}\n", show(&lines));
+    assert_eq!(
+        required_differences(&lines),
+        ["sync.timeout"],
+        "{}",
+        show(&lines)
+    );
+    let sync = &line(&lines, "sync.timeout").evidence;
+    assert!(
+        sync.contains("aclrtSynchronizeEventWithTimeout 20 ms -> 0 (507047 expected)")
+            && sync.contains("-> 507046"),
+        "{sync}"
+    );
+}
+
+/// Negative control: a host-to-device `aclrtMemcpy` that returns 0 and
+/// copies nothing is caught by `memory.copy` (the only line that copies
+/// from the host), at its first byte: the allocation's fresh 0xA5, not the
+/// pattern's 0.
+#[test]
+fn a_lost_host_to_device_copy_is_caught() {
+    let lines = probe::run(&device("fake_acl", false, QUIRK_MEMCPY_TO_DEVICE_LOST));
+    eprintln!("{}\n", show(&lines));
+    assert_eq!(
+        required_differences(&lines),
+        ["memory.copy"],
+        "{}",
+        show(&lines)
+    );
+    let copy = &line(&lines, "memory.copy").evidence;
+    assert!(copy.contains("byte 0 differs"), "{copy}");
+}
+
 /// Negative control: an elapsed time that is not a number is caught by
 /// `event.elapsed` (the fake's existing elapsed-time injection, armed on a
 /// device a driver holds open).
@@ -218,11 +280,19 @@ fn a_nan_elapsed_time_is_caught() {
     drop(d);
 }
 
+/// Every quirk the controls above set.
+const ALL_QUIRKS: u32 = QUIRK_EX_EVENT_NOT_READY
+    | QUIRK_FULL_STREAM_FAILS
+    | QUIRK_MEMSET_ASYNC_LOST
+    | QUIRK_STREAM_STATUS_INVERTED
+    | QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS
+    | QUIRK_MEMCPY_TO_DEVICE_LOST;
+
 /// Without any quirk the same device kinds hold: the controls above fail
-/// for their quirk, not for their device.
+/// for their quirk, not for their device (every quirk set, then cleared).
 #[test]
 fn quirks_off_again_hold() {
-    let cfg = device("fake_acl", false, QUIRK_FULL_STREAM_FAILS);
+    let cfg = device("fake_acl", false, ALL_QUIRKS);
     control().quirks(cfg.acl.device_id, 0);
     let lines = probe::run(&cfg);
     eprintln!("{}\n", show(&lines));

@@ -276,6 +276,30 @@ pub const QUIRK_FULL_STREAM_FAILS: u32 = 2;
 /// queues nothing (the memory keeps what it held).
 pub const QUIRK_MEMSET_ASYNC_LOST: u32 = 4;
 
+/// `runclaim_fake_quirks` bit: `aclrtStreamQuery` answers in the event
+/// status's numbering — 1 for a stream with nothing left to run, 0 while
+/// work is queued — the reverse of the stream status's. The runtime
+/// answers `ACL_STREAM_STATUS_COMPLETE` (0) when `rtStreamQuery` succeeds
+/// and `ACL_STREAM_STATUS_NOT_READY` (1) for
+/// `ACL_ERROR_RT_STREAM_NOT_COMPLETE` (`aclrtStreamQueryImpl`,
+/// hicann/runtime `src/acl/aclrt_impl/stream.cpp`).
+pub const QUIRK_STREAM_STATUS_INVERTED: u32 = 8;
+
+/// `runclaim_fake_quirks` bit: an `aclrtSynchronizeEventWithTimeout` that
+/// runs out returns 0, as if the event had completed. The runtime returns
+/// `ACL_ERROR_RT_EVENT_SYNC_TIMEOUT` (507047)
+/// (`aclrtSynchronizeEventWithTimeoutImpl`, hicann/runtime
+/// `src/acl/aclrt_impl/event.cpp`).
+pub const QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS: u32 = 16;
+
+/// `runclaim_fake_quirks` bit: a host-to-device `aclrtMemcpy` returns
+/// success and copies nothing (the device memory keeps what it held:
+/// [`FRESH_BYTE`] for a fresh allocation). The runtime's `aclrtMemcpy` is
+/// synchronous: the data is at the destination when it returns 0
+/// (`aclrtMemcpyImpl` over `rtMemcpy`, hicann/runtime
+/// `src/acl/aclrt_impl/memory.cpp`).
+pub const QUIRK_MEMCPY_TO_DEVICE_LOST: u32 = 32;
+
 /// What the fake runtime itself observed on one device
 /// (`runclaim_fake_runtime`): the calls the real runtime is stricter about
 /// than the simulator. Kept after the device is released.

@@ -22,7 +22,7 @@ use super::shim::{call, call_out, event_of, export, stream_of};
 use super::streams::{refuse_timeout, timeout_of};
 use super::with_dev;
 #[cfg(feature = "optional-symbols")]
-use crate::control::QUIRK_EX_EVENT_NOT_READY;
+use crate::control::{QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS, QUIRK_EX_EVENT_NOT_READY};
 
 /// Old mode: not ready until its first record.
 #[unsafe(no_mangle)]
@@ -177,14 +177,24 @@ pub unsafe extern "C" fn aclrtSynchronizeEventWithTimeout(evt: *mut c_void, time
     };
     call(Waited::Event, |id, s| {
         let e = event_of(id, Op::SyncEvent, evt)?;
-        if unrecorded(id, e) {
+        let synced = if unrecorded(id, e) {
             // Never completes: the wait runs out.
-            return Err(DriverError::new(
+            Err(DriverError::new(
                 Op::SyncEvent,
                 DriverErrorKind::Timeout { waited: t },
-            ));
+            ))
+        } else {
+            s.sync_event(e, t)
+        };
+        match synced {
+            Err(e)
+                if matches!(e.kind(), DriverErrorKind::Timeout { .. })
+                    && quirk(id, QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS) =>
+            {
+                Ok(())
+            }
+            r => r,
         }
-        s.sync_event(e, t)
     })
 }
 

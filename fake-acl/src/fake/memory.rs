@@ -10,7 +10,9 @@ use runclaim::driver::{Driver, DriverError, DriverErrorKind, Op};
 
 use super::shim::{call, call_out, dev_ptr, host, opaque, stream_of};
 use super::{PARAM_INVALID, current, note, quirk, set_message, with_dev};
-use crate::control::{FRESH_BYTE, QUIRK_FULL_STREAM_FAILS, QUIRK_MEMSET_ASYNC_LOST};
+use crate::control::{
+    FRESH_BYTE, QUIRK_FULL_STREAM_FAILS, QUIRK_MEMCPY_TO_DEVICE_LOST, QUIRK_MEMSET_ASYNC_LOST,
+};
 
 /// The byte C's memset stores: the value converted to `unsigned char`.
 fn memset_byte(value: i32) -> u8 {
@@ -68,7 +70,8 @@ pub unsafe extern "C" fn aclrtMemcpy(
         set_message("memcpy count above isize::MAX");
         return PARAM_INVALID;
     }
-    call(Waited::Stream, |_, s| match kind {
+    call(Waited::Stream, |id, s| match kind {
+        1 if quirk(id, QUIRK_MEMCPY_TO_DEVICE_LOST) => Ok(()),
         1 => {
             // SAFETY: host source readable for `count` bytes (ACL contract);
             // NULL and over-long lengths refused above.

@@ -12,7 +12,8 @@ use runclaim::driver::acl::codes::{AclError, Waited, code_of};
 use runclaim::driver::{CaptureRule, Completion, Driver, DriverErrorKind, Op};
 
 use super::shim::{call, call_coded, call_out, call_out_coded, export, stream_of};
-use super::{PARAM_INVALID, current, note, set_message};
+use super::{PARAM_INVALID, current, note, quirk, set_message};
+use crate::control::QUIRK_STREAM_STATUS_INVERTED;
 
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtCreateStream(stm: *mut *mut c_void) -> c_int {
@@ -56,13 +57,20 @@ pub(super) fn stream_code(kind: &DriverErrorKind, waited: Waited) -> c_int {
     }
 }
 
+/// 0 = `COMPLETE`, 1 = `NOT_READY` (the reverse under
+/// [`QUIRK_STREAM_STATUS_INVERTED`]).
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtStreamQuery(stm: *mut c_void, status: *mut u32) -> c_int {
-    // SAFETY: `status` is the caller's out-pointer. 0 = COMPLETE, 1 = NOT_READY.
+    // SAFETY: `status` is the caller's out-pointer (ACL contract).
     unsafe {
         call_out_coded(status, Waited::Stream, stream_code, |id, s| {
+            let ready = if quirk(id, QUIRK_STREAM_STATUS_INVERTED) {
+                Completion::Complete
+            } else {
+                Completion::NotReady
+            };
             s.query_stream(stream_of(id, Op::QueryStream, stm)?)
-                .map(|c| u32::from(c == Completion::NotReady))
+                .map(|c| u32::from(c == ready))
         })
     }
 }
