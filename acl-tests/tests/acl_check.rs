@@ -12,9 +12,9 @@ use std::time::Duration;
 
 use common::acl::{control, control_lite, lib_path, next_device};
 use fake_acl::control::{
-    FakeConfig, QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS, QUIRK_EX_EVENT_NOT_READY,
-    QUIRK_FULL_STREAM_FAILS, QUIRK_MEMCPY_TO_DEVICE_LOST, QUIRK_MEMSET_ASYNC_LOST,
-    QUIRK_STREAM_STATUS_INVERTED,
+    FakeConfig, QUIRK_CALLBACK_OFF_THREAD, QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS,
+    QUIRK_EX_EVENT_NOT_READY, QUIRK_FULL_STREAM_FAILS, QUIRK_MEMCPY_TO_DEVICE_LOST,
+    QUIRK_MEMSET_ASYNC_LOST, QUIRK_REPORT_WAITS_UNSUBSCRIBED, QUIRK_STREAM_STATUS_INVERTED,
 };
 use runclaim::driver::acl::probe::{self, Check, Need, ProbeConfig, Verdict};
 use runclaim::driver::acl::{AclConfig, AclDriver};
@@ -256,6 +256,56 @@ fn a_lost_host_to_device_copy_is_caught() {
     assert!(copy.contains("byte 0 differs"), "{copy}");
 }
 
+/// Negative control: completion callbacks run on a thread of the
+/// runtime's own (all of them, in stream order) instead of the subscribed
+/// thread are caught by `callback.thread`; `callback.report` still holds:
+/// the subscribed thread's reports, given nothing, time out with 507012.
+#[test]
+fn callbacks_off_the_subscribed_thread_are_caught() {
+    let lines = probe::run(&device("fake_acl", false, QUIRK_CALLBACK_OFF_THREAD));
+    eprintln!("{}\n", show(&lines));
+    assert_eq!(
+        required_differences(&lines),
+        ["callback.thread"],
+        "{}",
+        show(&lines)
+    );
+    let ev = &line(&lines, "callback.thread").evidence;
+    assert!(
+        ev.contains("3 ran, NOT all on the subscribed thread, in stream order"),
+        "{ev}"
+    );
+}
+
+/// The milliseconds after which `callback.report` says the unsubscribed
+/// `aclrtProcessReport` answered.
+fn unsubscribed_ms(report: &str) -> Option<u64> {
+    let (_, rest) = report.split_once("with no subscription: ")?;
+    let (_, rest) = rest.split_once(" after ")?;
+    rest.split(' ').next()?.parse().ok()
+}
+
+/// Negative control: an `aclrtProcessReport` with no subscription that
+/// waits out its 200 ms before answering 107012 (the runtime answers at
+/// once) is caught by `callback.report`, and only there.
+#[test]
+fn an_unsubscribed_report_that_waits_is_caught() {
+    let lines = probe::run(&device("fake_acl", false, QUIRK_REPORT_WAITS_UNSUBSCRIBED));
+    eprintln!("{}\n", show(&lines));
+    assert_eq!(
+        required_differences(&lines),
+        ["callback.report"],
+        "{}",
+        show(&lines)
+    );
+    let report = &line(&lines, "callback.report").evidence;
+    assert!(report.contains("with no subscription: 107012"), "{report}");
+    assert!(
+        unsubscribed_ms(report).is_some_and(|ms| ms >= 100),
+        "{report}"
+    );
+}
+
 /// Negative control: an elapsed time that is not a number is caught by
 /// `event.elapsed` (the fake's existing elapsed-time injection, armed on a
 /// device a driver holds open).
@@ -286,7 +336,9 @@ const ALL_QUIRKS: u32 = QUIRK_EX_EVENT_NOT_READY
     | QUIRK_MEMSET_ASYNC_LOST
     | QUIRK_STREAM_STATUS_INVERTED
     | QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS
-    | QUIRK_MEMCPY_TO_DEVICE_LOST;
+    | QUIRK_MEMCPY_TO_DEVICE_LOST
+    | QUIRK_CALLBACK_OFF_THREAD
+    | QUIRK_REPORT_WAITS_UNSUBSCRIBED;
 
 /// Without any quirk the same device kinds hold: the controls above fail
 /// for their quirk, not for their device (every quirk set, then cleared).

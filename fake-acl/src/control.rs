@@ -300,6 +300,24 @@ pub const QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS: u32 = 16;
 /// `src/acl/aclrt_impl/memory.cpp`).
 pub const QUIRK_MEMCPY_TO_DEVICE_LOST: u32 = 32;
 
+/// `runclaim_fake_quirks` bit: a due completion callback is run by the
+/// fake's own notifier thread as soon as it is due, not handed to the
+/// stream's subscribed thread; that thread's `aclrtProcessReport` never
+/// sees it (it times out). The runtime runs the callbacks inside
+/// `aclrtProcessReport`, on the thread that called it and subscribed
+/// (`ApiImpl::ProcessReport`, hicann/runtime
+/// `src/runtime/api/impl/api_impl.cc`: `ProcessHostFunc` for each report
+/// of the calling thread's group).
+pub const QUIRK_CALLBACK_OFF_THREAD: u32 = 64;
+
+/// `runclaim_fake_quirks` bit: `aclrtProcessReport(timeout)` on a thread
+/// with no subscription waits out a positive `timeout` before it returns
+/// 107012 (`ACL_ERROR_RT_THREAD_SUBSCRIBE`). The runtime returns it at
+/// once: `ApiImpl::ProcessReport` looks the calling thread's subscription
+/// up (`GetGroupIdByThreadId`) before it waits for a report
+/// (hicann/runtime `src/runtime/api/impl/api_impl.cc`).
+pub const QUIRK_REPORT_WAITS_UNSUBSCRIBED: u32 = 128;
+
 /// What the fake runtime itself observed on one device
 /// (`runclaim_fake_runtime`): the calls the real runtime is stricter about
 /// than the simulator. Kept after the device is released.

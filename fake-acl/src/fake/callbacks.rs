@@ -27,7 +27,10 @@
 //!   (`ACL_ERROR_RT_REPORT_TIMEOUT`) when none was due — or when the
 //!   thread's last subscription ended meanwhile (it then serves no device:
 //!   a reactor's shutdown, which unsubscribes, need not wait out the
-//!   timeout).
+//!   timeout). Two quirks steer this away from the runtime for the check's
+//!   negative controls: `QUIRK_CALLBACK_OFF_THREAD` (the monitor runs due
+//!   callbacks itself) and `QUIRK_REPORT_WAITS_UNSUBSCRIBED` (the 107012
+//!   comes after the timeout).
 //! - **The report gate** (`runclaim_fake_hold_report`, for tests): the next
 //!   `aclrtProcessReport` on a thread bound to the device that finds no
 //!   stream subscribed to it is held — after it found none, before it
@@ -75,9 +78,9 @@ use runclaim::driver::acl::codes::{AclError, Waited, code_of};
 use runclaim::driver::{Driver, EventId, Op, StreamId};
 use runclaim::sim::SimDriver;
 
-use super::super::control::FakeCallbacks;
+use super::super::control::{FakeCallbacks, QUIRK_REPORT_WAITS_UNSUBSCRIBED};
 use super::shim::{enter, stream_of};
-use super::{PARAM_INVALID, current, set_message, state};
+use super::{PARAM_INVALID, current, quirk, set_message, state};
 
 /// `aclrtCallback`: `void (*)(void* userData)`.
 type Callback = unsafe extern "C" fn(*mut c_void);
@@ -461,11 +464,15 @@ pub unsafe extern "C" fn aclrtProcessReport(timeout: i32) -> c_int {
     let tid = self_tid();
     let deadline = (timeout > 0)
         .then(|| Instant::now() + Duration::from_millis(u64::from(timeout.unsigned_abs())));
+    let waits = current().is_some_and(|id| quirk(id, QUIRK_REPORT_WAITS_UNSUBSCRIBED));
     let live = live_devices();
     let mut cb = callbacks();
     prune(&mut cb, &live);
     let Some(device) = device_of(&cb, tid) else {
         drop(hold_unsubscribed(cb));
+        if let Some(d) = deadline.filter(|_| waits) {
+            std::thread::sleep(d.saturating_duration_since(Instant::now()));
+        }
         set_message("no stream is subscribed to this thread (aclrtSubscribeReport)");
         return AclError::ACL_ERROR_RT_THREAD_SUBSCRIBE;
     };

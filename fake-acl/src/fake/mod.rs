@@ -278,6 +278,17 @@ fn quirk(device: i32, bit: u32) -> bool {
     with_dev(device, |d| d.quirks & bit != 0).unwrap_or(false)
 }
 
+/// The live devices with quirk `bit` set (for a thread that holds a lock
+/// the device state must not be taken under, to ask before it takes it).
+fn quirked(bit: u32) -> BTreeSet<i32> {
+    state()
+        .devices
+        .iter()
+        .filter(|(_, d)| d.quirks & bit != 0)
+        .map(|(&id, _)| id)
+        .collect()
+}
+
 /// Runs `f` on the device's fake-level record, if the device is live.
 fn with_dev<R>(device: i32, f: impl FnOnce(&mut Dev) -> R) -> Option<R> {
     state().devices.get_mut(&device).map(f)

@@ -2,7 +2,7 @@
 //! their subscribed threads, drops or delivers the ones a fault left
 //! behind, and reports faults to the exception-info callback.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, PoisonError};
 use std::time::Duration;
 
@@ -11,9 +11,12 @@ use runclaim::driver::{DriverErrorKind, StreamId};
 use runclaim::sim::SimDriver;
 use runclaim::sim::trace::TraceKind;
 
+use super::super::quirked;
 use super::{
-    Callbacks, DUE, ExceptionInfo, WORK, callbacks, counters, live_devices, progress, prune,
+    Callback, Callbacks, DUE, ExceptionInfo, UserData, WORK, callbacks, counters, live_devices,
+    progress, prune,
 };
+use crate::control::QUIRK_CALLBACK_OFF_THREAD;
 
 pub(super) fn start_monitor(cb: &mut Callbacks) {
     if cb.monitor {
@@ -30,7 +33,8 @@ pub(super) fn start_monitor(cb: &mut Callbacks) {
 fn monitor() {
     loop {
         let live = live_devices();
-        let mut reports = Vec::new();
+        let off_thread = quirked(QUIRK_CALLBACK_OFF_THREAD);
+        let (mut reports, mut here) = (Vec::new(), Vec::new());
         let mut cb = callbacks();
         prune(&mut cb, &live);
         let watching = cb.subs.values().any(|s| !s.queued.is_empty());
@@ -38,7 +42,7 @@ fn monitor() {
             drop(WORK.wait(cb).unwrap_or_else(PoisonError::into_inner));
             continue;
         }
-        if watching && deliver(&mut cb, &live) {
+        if watching && deliver(&mut cb, &live, (&off_thread, &mut here)) {
             DUE.notify_all();
         }
         if let Some(handler) = cb.handler {
@@ -50,6 +54,14 @@ fn monitor() {
             }
         }
         drop(cb);
+        for (f, user_data) in here {
+            // SAFETY: the caller's callback with the caller's user data,
+            // exactly as given. It runs on this thread, not the subscribed
+            // one — the quirk's whole difference from the runtime — which
+            // only a device whose test set the quirk sees, with a callback
+            // that may run on any thread (the check's locks a mutex).
+            let _ = std::panic::catch_unwind(move || unsafe { f(user_data.0) });
+        }
         for (handler, mut info) in reports {
             // SAFETY: a handler the caller registered for exception reports,
             // called with a valid info for the duration of the call, from a
@@ -65,11 +77,16 @@ fn monitor() {
     }
 }
 
-/// Moves every callback whose task finished to its thread; a stream that
-/// dropped its work before reaching a callback (a fault, a forced destroy)
-/// delivers it anyway or, under stop-on-failure, never. Whether any became
-/// due.
-fn deliver(cb: &mut Callbacks, live: &BTreeMap<i32, (u64, Arc<SimDriver>)>) -> bool {
+/// Moves every callback whose task finished to its thread — or, for a
+/// device in `off_thread` ([`QUIRK_CALLBACK_OFF_THREAD`]), into `here`, for
+/// the monitor to run itself; a stream that dropped its work before
+/// reaching a callback (a fault, a forced destroy) delivers it anyway or,
+/// under stop-on-failure, never. Whether any became due for a thread.
+fn deliver(
+    cb: &mut Callbacks,
+    live: &BTreeMap<i32, (u64, Arc<SimDriver>)>,
+    (off_thread, here): (&BTreeSet<i32>, &mut Vec<(Callback, UserData)>),
+) -> bool {
     let mut any = false;
     let keys: Vec<(i32, u64)> = cb
         .subs
@@ -110,7 +127,10 @@ fn deliver(cb: &mut Callbacks, live: &BTreeMap<i32, (u64, Arc<SimDriver>)>) -> b
             }
         }
         counters(cb, device).dropped += dropped;
-        if !ready.is_empty() {
+        if !ready.is_empty() && off_thread.contains(&device) {
+            counters(cb, device).run += ready.len() as u64;
+            here.extend(ready.into_iter().map(|r| (r.f, r.user_data)));
+        } else if !ready.is_empty() {
             any = true;
             let (_, q) = cb.due.entry(tid).or_insert((device, VecDeque::new()));
             q.extend(ready.into_iter().map(|r| (r.f, r.user_data)));
