@@ -235,6 +235,13 @@ fn another_workloads_id_is_refused_not_read_as_this_workloads_tensor() {
         b.set_buffer(device_buf, &buf).unwrap_err().kind(),
         2
     ));
+    // The id is checked before the slice: a foreign id with a slice past
+    // the buffer is still `ForeignTensor`, not `BufferRange`.
+    let past = buf.slice(0..buf.len() + 1);
+    assert!(foreign(
+        b.set_buffer(device_buf, past).unwrap_err().kind(),
+        2
+    ));
     assert!(foreign(
         b.set_per_slot(per_slot, &set).unwrap_err().kind(),
         3

@@ -123,3 +123,57 @@ fn a_slot_whose_graph_could_not_be_destroyed_stays_quarantined_until_a_drain_des
     assert!(report.kept.is_empty());
     serves(&runner);
 }
+
+/// A device closed while a graph it could not destroy remains (every
+/// destroy refused): a faulted replay may still run on the graph's own
+/// streams, so `close` releases nothing and hands the device back, naming
+/// the refusal; once the driver destroys the graph, the next close
+/// releases everything. Dropped instead, the device leaks its memory.
+/// Negative control: before this, close freed every allocation (live bytes
+/// 0) with the graph still alive (found by an adversarial review).
+#[test]
+fn a_device_with_a_graph_it_could_not_destroy_is_not_released() {
+    use runclaim::driver::Op;
+    let refuse_destroys = |sim: &SimDriver| {
+        for nth in 1..=8 {
+            sim.inject(Fault::FailCall {
+                op: Op::GraphDestroy,
+                nth,
+            });
+        }
+    };
+    for drop_it in [false, true] {
+        let (sim, mut dev) = device();
+        {
+            let mut runner = dev.publish(&inc()).unwrap();
+            faulted_replay(&sim, &runner);
+            refuse_destroys(&sim);
+            assert!(!runner.drain().unwrap().kept.is_empty());
+        }
+        let bytes = sim.stats().live_bytes;
+        assert!(bytes > 0);
+        if drop_it {
+            drop(dev);
+            let s = sim.stats();
+            assert_eq!(
+                (s.live_graphs, s.live_bytes),
+                (1, bytes),
+                "leaked, not freed"
+            );
+            continue;
+        }
+        let e = dev.close().unwrap_err();
+        assert!(e.to_string().contains("graph_destroy"), "{e}");
+        let s = sim.stats();
+        assert_eq!(
+            (s.live_graphs, s.live_bytes),
+            (1, bytes),
+            "nothing released"
+        );
+        let dev = e.into_value().expect("the device, back");
+        sim.clear_faults();
+        dev.close().unwrap();
+        let s = sim.stats();
+        assert_eq!((s.live_graphs, s.live_bytes), (0, 0));
+    }
+}

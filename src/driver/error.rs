@@ -546,7 +546,8 @@ impl fmt::Display for Native {
 #[error("{op}: {kind}{}", native_suffix(.native.as_deref()))]
 pub struct DriverError {
     op: Op,
-    #[source]
+    /// Not a `source()`: the message already says it (see
+    /// [`kind`](DriverError::kind)).
     kind: DriverErrorKind,
     native: Option<Box<Native>>,
 }

@@ -468,16 +468,37 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// a replay whose AICPU kernel faulted may leave its AICore kernel
     /// running on the graph's own stream, and the destroy (under the state
     /// lock, at a drain) waits for it, bounded by the device's watchdog.
-    pub(super) fn destroy_doomed(&self, st: &mut State<DEPTH>) {
+    ///
+    /// Returns the last refusal, if the driver refused any.
+    pub(super) fn destroy_doomed(&self, st: &mut State<DEPTH>) -> Option<DriverError> {
         if !st.graphs.has_doomed() {
-            return;
+            return None;
         }
+        let mut refused = None;
         for d in st.graphs.take_doomed() {
             let busy = st.queue.runs().iter().any(|e| e.slot == d.slot);
-            if busy || self.destroy_graph(d).is_err() {
+            let destroyed = !busy && self.destroy_graph(d).map_err(|e| refused = Some(e)).is_ok();
+            if !destroyed {
                 st.graphs.doom(d);
             }
         }
+        refused
+    }
+
+    /// After a drain: `Some` (why) when a graph whose destroy the driver
+    /// refused is still doomed — a faulted replay may still run on its own
+    /// streams, so none of the device's memory or streams may be released
+    /// (its destroy asked once more first).
+    pub(super) fn stuck_graphs(&self) -> Option<ErrorKind> {
+        let mut st = self.lock();
+        let refused = self.destroy_doomed(&mut st);
+        if !st.graphs.has_doomed() {
+            return None;
+        }
+        Some(refused.map_or_else(
+            || ErrorKind::broken("a doomed graph's slot is busy after a drain"),
+            ErrorKind::from_driver,
+        ))
     }
 
     fn destroy_graph(&self, d: Doomed) -> Result<(), DriverError> {

@@ -96,7 +96,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     /// within the queue budget: nothing was released and the device comes
     /// back (`Some`), to close later — or to drop, which leaks its streams
     /// and memory on purpose (a stream with queued work is never destroyed,
-    /// and memory a kernel may still write is never freed). A driver error
+    /// and memory a kernel may still write is never freed). The same, with
+    /// the driver's refusal, when a captured run's graph could not be
+    /// destroyed (a slot [`DrainReport::kept`] out of service): a faulted
+    /// replay may still run on the graph's own streams. A driver error
     /// while releasing: `None`, the rest was released.
     #[allow(
         clippy::result_large_err,
@@ -105,7 +108,10 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
     pub fn close(mut self) -> Result<(), Error<Option<Self>>> {
         // Nothing is released until the queue is proven quiet: if it is not,
         // the device comes back untouched, to close later.
-        if let Err(k) = self.drain(None) {
+        let quiet = self
+            .drain(None)
+            .and_then(|_| self.stuck_graphs().map_or(Ok(()), Err));
+        if let Err(k) = quiet {
             return Err(Error::new(Some(self), Action::Close, None, None, k));
         }
         self.teardown()
@@ -118,6 +124,11 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         }
         self.closed = true;
         self.drain(None)?;
+        // A graph that could not be destroyed may still run: everything is
+        // leaked on purpose, as for runs not proven complete.
+        if let Some(k) = self.stuck_graphs() {
+            return Err(k);
+        }
         let mut st = self.lock();
         let graphs = self.release_graphs(&mut st);
         let streams = st.streams.take_all();

@@ -159,7 +159,9 @@ pub struct Error<T = ()> {
     run: Option<RunId>,
     /// Slot index, `u32::MAX` = none.
     slot: u32,
-    #[source]
+    /// Not a `source()`: the message already says it (a chain printer
+    /// such as anyhow's `{:#}` would print it twice); [`kind`](Error::kind)
+    /// reaches it by type.
     kind: ErrorKind,
 }
 

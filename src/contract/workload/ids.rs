@@ -320,12 +320,6 @@ impl<T> sealed::Locate for OwnedId<T> {
 }
 impl<T> TensorIndex<T> for OwnedId<T> {}
 
-/// The index `tensor` carries, whatever workload it is checked against
-/// (what an error found before the check names).
-pub(super) fn raw_index<T>(tensor: impl TensorIndex<T>) -> usize {
-    sealed::Locate::locate(tensor).0
-}
-
 /// A workload identity never handed out before in this process.
 fn fresh_identity() -> NonZeroU64 {
     static NEXT: AtomicU64 = AtomicU64::new(1);

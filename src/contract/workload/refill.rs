@@ -163,15 +163,17 @@ impl<'a> Workload<'a> {
     ) -> Result<(), Error> {
         let slice = slice.into();
         let core = slice.buffer().core();
+        // The tensor first: another workload's id is `ForeignTensor`,
+        // whatever the slice.
+        let (index, t) = self.tensor_of(tensor)?;
         let Some((start, len)) = slice.byte_range() else {
             let kind = ErrorKind::BufferRange {
-                tensor: ids::raw_index(tensor),
+                tensor: index,
                 buffer: core.id,
                 len: slice.buffer().len(),
             };
             return Err(refused((), kind));
         };
-        let (index, t) = self.tensor_of(tensor)?;
         match &mut t.data {
             Data::Device {
                 core: c,
@@ -239,18 +241,18 @@ impl<'a> Workload<'a> {
         scratch: &'a mut Scratch<T>,
         init: &'a [T],
     ) -> Result<(), Error<&'a mut Scratch<T>>> {
+        let (index, t) = match self.tensor_of(tensor) {
+            Ok(t) => t,
+            Err(e) => return Err(e.map_value(|()| scratch)),
+        };
         if init.len() > scratch.len() {
             let kind = ErrorKind::BufferRange {
-                tensor: ids::raw_index(tensor),
+                tensor: index,
                 buffer: scratch.id(),
                 len: scratch.len(),
             };
             return Err(refused(scratch, kind));
         }
-        let (index, t) = match self.tensor_of(tensor) {
-            Ok(t) => t,
-            Err(e) => return Err(e.map_value(|()| scratch)),
-        };
         match &mut t.data {
             Data::Scratch { core, init: i } => {
                 *core = scratch.buffer.core();
