@@ -17,10 +17,10 @@ use super::{Check, Need, ProbeConfig, ProbeError, Verdict, code_name, failed};
 use crate::driver::STREAM_CAPACITY;
 
 /// The driver's event flags.
-const FLAGS: u32 = ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE;
+pub(super) const FLAGS: u32 = ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE;
 
 /// Whether the driver's events come from `aclrtCreateEventExWithFlag`.
-fn ex(api: &Api) -> bool {
+pub(super) fn ex(api: &Api) -> bool {
     api.create_event_ex.is_some()
 }
 
