@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use common::acl::{control, control_lite, lib_path, next_device};
 use fake_acl::control::{
-    FakeConfig, QUIRK_CALLBACK_OFF_THREAD, QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS,
+    FakeConfig, QUIRK_CALLBACK_EARLY, QUIRK_CALLBACK_OFF_THREAD, QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS,
     QUIRK_EX_EVENT_NOT_READY, QUIRK_FULL_STREAM_FAILS, QUIRK_MEMCPY_TO_DEVICE_LOST,
     QUIRK_MEMSET_ASYNC_LOST, QUIRK_REPORT_WAITS_UNSUBSCRIBED, QUIRK_STREAM_STATUS_INVERTED,
 };
@@ -277,6 +277,34 @@ fn callbacks_off_the_subscribed_thread_are_caught() {
     );
 }
 
+/// Negative control: completion callbacks that run as soon as they are
+/// queued — on the subscribed thread, in order, but while the stream is
+/// still held ahead of them — are caught by `callback.thread`, both ways it
+/// looks: each ran before the release, and each found the event recorded
+/// ahead of it not ready. `callback.report` still holds: the callbacks come
+/// early, yet the reactor's reports with nothing due still time out, and
+/// the unsubscribed report is not touched.
+#[test]
+fn callbacks_that_run_before_the_work_ahead_are_caught() {
+    let lines = probe::run(&device("fake_acl", false, QUIRK_CALLBACK_EARLY));
+    eprintln!("{}\n", show(&lines));
+    assert_eq!(
+        required_differences(&lines),
+        ["callback.thread"],
+        "{}",
+        show(&lines)
+    );
+    let ev = &line(&lines, "callback.thread").evidence;
+    assert!(
+        ev.contains("3 ran, all on the subscribed thread, in stream order; 3 before the release"),
+        "{ev}"
+    );
+    assert!(
+        ev.contains("as it ran: 0 (NOT_READY), 0 (NOT_READY), 0 (NOT_READY)"),
+        "{ev}"
+    );
+}
+
 /// The milliseconds after which `callback.report` says the unsubscribed
 /// `aclrtProcessReport` answered.
 fn unsubscribed_ms(report: &str) -> Option<u64> {
@@ -338,7 +366,8 @@ const ALL_QUIRKS: u32 = QUIRK_EX_EVENT_NOT_READY
     | QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS
     | QUIRK_MEMCPY_TO_DEVICE_LOST
     | QUIRK_CALLBACK_OFF_THREAD
-    | QUIRK_REPORT_WAITS_UNSUBSCRIBED;
+    | QUIRK_REPORT_WAITS_UNSUBSCRIBED
+    | QUIRK_CALLBACK_EARLY;
 
 /// Without any quirk the same device kinds hold: the controls above fail
 /// for their quirk, not for their device (every quirk set, then cleared).
