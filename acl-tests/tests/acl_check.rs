@@ -12,9 +12,10 @@ use std::time::Duration;
 
 use common::acl::{control, control_lite, lib_path, next_device};
 use fake_acl::control::{
-    FakeConfig, QUIRK_CALLBACK_OFF_THREAD, QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS,
-    QUIRK_EX_EVENT_NOT_READY, QUIRK_FULL_STREAM_FAILS, QUIRK_MEMCPY_TO_DEVICE_LOST,
-    QUIRK_MEMSET_ASYNC_LOST, QUIRK_REPORT_WAITS_UNSUBSCRIBED, QUIRK_STREAM_STATUS_INVERTED,
+    FakeConfig, QUIRK_CALLBACK_EARLY, QUIRK_CALLBACK_OFF_THREAD, QUIRK_EVENT_COMPLETE_AT_RECORD,
+    QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS, QUIRK_EX_EVENT_NOT_READY, QUIRK_FULL_STREAM_FAILS,
+    QUIRK_MEMCPY_TO_DEVICE_LOST, QUIRK_MEMSET_ASYNC_LOST, QUIRK_REPORT_WAITS_UNSUBSCRIBED,
+    QUIRK_STREAM_STATUS_INVERTED,
 };
 use runclaim::driver::acl::probe::{self, Check, Need, ProbeConfig, Verdict};
 use runclaim::driver::acl::{AclConfig, AclDriver};
@@ -213,6 +214,29 @@ fn an_inverted_stream_status_is_caught() {
     assert!(ev.contains("a new stream's status is 1"), "{ev}");
 }
 
+/// Negative control: an event that reports complete as soon as its record
+/// is queued, behind a held stream (the runtime's is not ready until the
+/// stream reached the record), is caught by `event.query`, and only there:
+/// `event.unrecorded` queries events no record was queued for, and
+/// `callback.thread` queries its events after the release, when they are
+/// complete anyway.
+#[test]
+fn an_event_complete_before_the_stream_reached_its_record_is_caught() {
+    let lines = probe::run(&device("fake_acl", false, QUIRK_EVENT_COMPLETE_AT_RECORD));
+    eprintln!("{}\n", show(&lines));
+    assert_eq!(
+        required_differences(&lines),
+        ["event.query"],
+        "{}",
+        show(&lines)
+    );
+    let ev = &line(&lines, "event.query").evidence;
+    assert!(
+        ev.contains("recorded behind a held stream: status 1 (NOT_READY = 0 expected)"),
+        "{ev}"
+    );
+}
+
 /// Negative control: a timed event sync that runs out and returns 0 (as
 /// if the event had completed) is caught by `sync.timeout`, with the code;
 /// the stream's timed sync beside it still runs out with 507046.
@@ -273,6 +297,34 @@ fn callbacks_off_the_subscribed_thread_are_caught() {
     let ev = &line(&lines, "callback.thread").evidence;
     assert!(
         ev.contains("3 ran, NOT all on the subscribed thread, in stream order"),
+        "{ev}"
+    );
+}
+
+/// Negative control: completion callbacks that run as soon as they are
+/// queued — on the subscribed thread, in order, but while the stream is
+/// still held ahead of them — are caught by `callback.thread`, both ways it
+/// looks: each ran before the release, and each found the event recorded
+/// ahead of it not ready. `callback.report` still holds: the callbacks come
+/// early, yet the reactor's reports with nothing due still time out, and
+/// the unsubscribed report is not touched.
+#[test]
+fn callbacks_that_run_before_the_work_ahead_are_caught() {
+    let lines = probe::run(&device("fake_acl", false, QUIRK_CALLBACK_EARLY));
+    eprintln!("{}\n", show(&lines));
+    assert_eq!(
+        required_differences(&lines),
+        ["callback.thread"],
+        "{}",
+        show(&lines)
+    );
+    let ev = &line(&lines, "callback.thread").evidence;
+    assert!(
+        ev.contains("3 ran, all on the subscribed thread, in stream order; 3 before the release"),
+        "{ev}"
+    );
+    assert!(
+        ev.contains("as it ran: 0 (NOT_READY), 0 (NOT_READY), 0 (NOT_READY)"),
         "{ev}"
     );
 }
@@ -338,7 +390,9 @@ const ALL_QUIRKS: u32 = QUIRK_EX_EVENT_NOT_READY
     | QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS
     | QUIRK_MEMCPY_TO_DEVICE_LOST
     | QUIRK_CALLBACK_OFF_THREAD
-    | QUIRK_REPORT_WAITS_UNSUBSCRIBED;
+    | QUIRK_REPORT_WAITS_UNSUBSCRIBED
+    | QUIRK_CALLBACK_EARLY
+    | QUIRK_EVENT_COMPLETE_AT_RECORD;
 
 /// Without any quirk the same device kinds hold: the controls above fail
 /// for their quirk, not for their device (every quirk set, then cleared).

@@ -318,6 +318,26 @@ pub const QUIRK_CALLBACK_OFF_THREAD: u32 = 64;
 /// (hicann/runtime `src/runtime/api/impl/api_impl.cc`).
 pub const QUIRK_REPORT_WAITS_UNSUBSCRIBED: u32 = 128;
 
+/// `runclaim_fake_quirks` bit: a callback `aclrtLaunchCallback` queues is
+/// due at once — when it is enqueued, not when the stream reaches its
+/// task — and goes to the subscribed thread's next `aclrtProcessReport`
+/// even while the tasks ahead of it have not run (a held stream's). Its
+/// task is still queued, so the stream's order and capacity are as
+/// before, and nothing waits for it. The runtime runs a callback when the
+/// stream's execution reaches its task (CANN's `aclrtLaunchCallback`
+/// reference; hicann/runtime source not cited).
+pub const QUIRK_CALLBACK_EARLY: u32 = 256;
+
+/// `runclaim_fake_quirks` bit: `aclrtQueryEventStatus` reports `COMPLETE`
+/// (1) for an event as soon as `aclrtRecordEvent` queued its record,
+/// whether or not the stream reached it (behind a held stream, at once).
+/// Nothing waits on the status, so nothing hangs; an old-mode event not
+/// recorded yet still reports `NOT_READY`. The runtime reports
+/// `ACL_EVENT_RECORDED_STATUS_NOT_READY` (0) until the record recorded in
+/// the stream has executed (CANN's `aclrtEventRecordedStatus` reference;
+/// hicann/runtime source not cited).
+pub const QUIRK_EVENT_COMPLETE_AT_RECORD: u32 = 512;
+
 /// What the fake runtime itself observed on one device
 /// (`runclaim_fake_runtime`): the calls the real runtime is stricter about
 /// than the simulator. Kept after the device is released.

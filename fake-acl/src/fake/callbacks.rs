@@ -27,10 +27,11 @@
 //!   (`ACL_ERROR_RT_REPORT_TIMEOUT`) when none was due — or when the
 //!   thread's last subscription ended meanwhile (it then serves no device:
 //!   a reactor's shutdown, which unsubscribes, need not wait out the
-//!   timeout). Two quirks steer this away from the runtime for the check's
-//!   negative controls: `QUIRK_CALLBACK_OFF_THREAD` (the monitor runs due
-//!   callbacks itself) and `QUIRK_REPORT_WAITS_UNSUBSCRIBED` (the 107012
-//!   comes after the timeout).
+//!   timeout). Three quirks steer this away from the runtime for the
+//!   check's negative controls: `QUIRK_CALLBACK_OFF_THREAD` (the monitor
+//!   runs due callbacks itself), `QUIRK_REPORT_WAITS_UNSUBSCRIBED` (the
+//!   107012 comes after the timeout) and `QUIRK_CALLBACK_EARLY` (a callback
+//!   is due as soon as it is queued, its task still queued behind the rest).
 //! - **The report gate** (`runclaim_fake_hold_report`, for tests): the next
 //!   `aclrtProcessReport` on a thread bound to the device that finds no
 //!   stream subscribed to it is held — after it found none, before it
@@ -78,7 +79,7 @@ use runclaim::driver::acl::codes::{AclError, Waited, code_of};
 use runclaim::driver::{Driver, EventId, Op, StreamId};
 use runclaim::sim::SimDriver;
 
-use super::super::control::{FakeCallbacks, QUIRK_REPORT_WAITS_UNSUBSCRIBED};
+use super::super::control::{FakeCallbacks, QUIRK_CALLBACK_EARLY, QUIRK_REPORT_WAITS_UNSUBSCRIBED};
 use super::shim::{enter, stream_of};
 use super::{PARAM_INVALID, current, quirk, set_message, state};
 
@@ -425,13 +426,20 @@ pub unsafe extern "C" fn aclrtLaunchCallback(
         return code_of(e.kind(), Waited::Stream);
     }
     let (finished, queued) = progress(&sim, st);
+    // Asked before the lock: the device state is never taken under it.
+    let early = quirk(id, QUIRK_CALLBACK_EARLY);
     let mut cb = callbacks();
     let Some(sub) = cb.subs.get_mut(&key) else {
         // Unsubscribed meanwhile: it never runs.
         counters(&mut cb, id).dropped += 1;
         return 0;
     };
-    let target = earliest.max(finished + queued);
+    // QUIRK_CALLBACK_EARLY: due whatever the stream has finished.
+    let target = if early {
+        0
+    } else {
+        earliest.max(finished + queued)
+    };
     let at = sub.queued.partition_point(|q| q.target <= target);
     sub.queued.insert(
         at,

@@ -15,12 +15,12 @@ use runclaim::sim::{Fault, SimDriver};
 
 #[cfg(not(feature = "omit-required"))]
 use super::note;
-#[cfg(feature = "optional-symbols")]
 use super::quirk;
 use super::shim::{call, call_out, event_of, export, stream_of};
 #[cfg(feature = "optional-symbols")]
 use super::streams::{refuse_timeout, timeout_of};
 use super::with_dev;
+use crate::control::QUIRK_EVENT_COMPLETE_AT_RECORD;
 #[cfg(feature = "optional-symbols")]
 use crate::control::{QUIRK_EVENT_SYNC_TIMEOUT_SUCCEEDS, QUIRK_EX_EVENT_NOT_READY};
 
@@ -82,7 +82,8 @@ pub unsafe extern "C" fn aclrtRecordEvent(evt: *mut c_void, stm: *mut c_void) ->
 }
 
 /// The recorded-status enum: `NOT_READY` = 0, `COMPLETE` = 1 (the reverse of
-/// the stream status).
+/// the stream status); [`QUIRK_EVENT_COMPLETE_AT_RECORD`] answers 1 once
+/// the event's record is queued.
 #[unsafe(no_mangle)]
 pub unsafe extern "C" fn aclrtQueryEventStatus(evt: *mut c_void, status: *mut u32) -> c_int {
     // SAFETY: `status` is the caller's out-pointer (ACL contract).
@@ -91,6 +92,9 @@ pub unsafe extern "C" fn aclrtQueryEventStatus(evt: *mut c_void, status: *mut u3
             let e = event_of(id, Op::QueryEvent, evt)?;
             if unrecorded(id, e) {
                 return Ok(0);
+            }
+            if quirk(id, QUIRK_EVENT_COMPLETE_AT_RECORD) {
+                return Ok(1);
             }
             s.query_event(e)
                 .map(|c| u32::from(c == Completion::Complete))

@@ -4,7 +4,7 @@
 //! (`aclrtCreateEventWithFlag`) not recorded yet — the runtime sends that
 //! wait to the device (`Event::WaitSendCheck`, hicann/runtime
 //! `src/runtime/core/src/event/event.cc`) — and released by recording the
-//! event on another stream.
+//! event on another stream (`raw::Held`, which `host.rs` uses too).
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -12,15 +12,15 @@ use std::time::{Duration, Instant};
 
 use super::super::ffi::{ACL_EVENT_SYNC, ACL_EVENT_TIME_LINE};
 use super::super::load::Api;
-use super::raw::{self, Event, Handle, Stream};
+use super::raw::{self, Handle, Held, hold};
 use super::{Check, Need, ProbeConfig, ProbeError, Verdict, code_name, failed};
 use crate::driver::STREAM_CAPACITY;
 
 /// The driver's event flags.
-const FLAGS: u32 = ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE;
+pub(super) const FLAGS: u32 = ACL_EVENT_SYNC | ACL_EVENT_TIME_LINE;
 
 /// Whether the driver's events come from `aclrtCreateEventExWithFlag`.
-fn ex(api: &Api) -> bool {
+pub(super) fn ex(api: &Api) -> bool {
     api.create_event_ex.is_some()
 }
 
@@ -68,66 +68,6 @@ fn stream_create(api: &Api) -> Check {
             format!("a new stream's status is {st}, not COMPLETE (0)"),
         ),
         Err(e) => failed(name, Need::Required, &e),
-    }
-}
-
-/// Holds `s`: a wait on a fresh old-mode event nobody recorded.
-fn hold<'a>(api: &'a Api, s: &Stream<'_>) -> Result<Event<'a>, ProbeError> {
-    let e = raw::event(api, ACL_EVENT_SYNC, false)?;
-    raw::wait(api, s.h, e.h)?;
-    Ok(e)
-}
-
-/// A held stream that is released when dropped if it was not before; one
-/// that does not drain within 5 s of its release is left to the runtime
-/// (destroying it would wait for the wait): never a hang, whatever an
-/// early return skipped.
-struct Held<'a> {
-    api: &'a Api,
-    stream: Option<Stream<'a>>,
-    other: Stream<'a>,
-    gate: Event<'a>,
-    released: Option<i32>,
-}
-
-impl<'a> Held<'a> {
-    fn new(api: &'a Api) -> Result<Self, ProbeError> {
-        let stream = raw::stream(api)?;
-        let other = raw::stream(api)?;
-        let gate = hold(api, &stream)?;
-        Ok(Held {
-            api,
-            stream: Some(stream),
-            other,
-            gate,
-            released: None,
-        })
-    }
-
-    /// The held stream's handle.
-    fn h(&self) -> Handle {
-        self.stream.as_ref().map_or(Handle::NULL, |s| s.h)
-    }
-
-    /// Records the gate on the other stream and synchronizes the held one
-    /// (5 s): its code.
-    fn release(&mut self) -> Result<i32, ProbeError> {
-        raw::record(self.api, self.gate.h, self.other.h)?;
-        let code = raw::sync_stream(self.api, self.h(), 5000);
-        self.released = Some(code);
-        Ok(code)
-    }
-}
-
-impl Drop for Held<'_> {
-    fn drop(&mut self) {
-        let drained = match self.released {
-            Some(code) => code == 0,
-            None => self.release().is_ok_and(|c| c == 0),
-        };
-        if let (false, Some(s)) = (drained, self.stream.take()) {
-            s.forget();
-        }
     }
 }
 

@@ -3,14 +3,16 @@
 //! code: the check reports codes, so nothing here maps them. Streams,
 //! events and allocations are guards that give their handle back to the
 //! runtime when dropped (never a panic; a failure there is ignored, as the
-//! check is over).
+//! check is over); a held stream (`Held`: a wait on an old-mode event
+//! nobody recorded, `queue.rs` says why that holds it) is released when
+//! dropped.
 
 use std::ffi::c_void;
 use std::ptr::null_mut;
 
 use super::super::ffi::{
-    ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE, ACL_MEMCPY_DEVICE_TO_HOST,
-    ACL_MEMCPY_HOST_TO_DEVICE, AclrtEvent, AclrtStream,
+    ACL_EVENT_SYNC, ACL_MEM_MALLOC_HUGE_FIRST, ACL_MEMCPY_DEVICE_TO_DEVICE,
+    ACL_MEMCPY_DEVICE_TO_HOST, ACL_MEMCPY_HOST_TO_DEVICE, AclrtEvent, AclrtStream,
 };
 use super::super::load::Api;
 use super::ProbeError;
@@ -94,6 +96,66 @@ impl Drop for Stream<'_> {
         // SAFETY: a stream this check created and has not destroyed; the
         // check synchronized it (or it is empty) before dropping it.
         let _ = unsafe { (self.api.destroy_stream)(self.h.0) };
+    }
+}
+
+/// Holds `s`: a wait on a fresh old-mode event nobody recorded.
+pub(super) fn hold<'a>(api: &'a Api, s: &Stream<'_>) -> Result<Event<'a>, ProbeError> {
+    let e = event(api, ACL_EVENT_SYNC, false)?;
+    wait(api, s.h, e.h)?;
+    Ok(e)
+}
+
+/// A held stream that is released when dropped if it was not before; one
+/// that does not drain within 5 s of its release is left to the runtime
+/// (destroying it would wait for the wait): never a hang, whatever an
+/// early return skipped.
+pub(super) struct Held<'a> {
+    api: &'a Api,
+    stream: Option<Stream<'a>>,
+    other: Stream<'a>,
+    gate: Event<'a>,
+    released: Option<i32>,
+}
+
+impl<'a> Held<'a> {
+    pub(super) fn new(api: &'a Api) -> Result<Self, ProbeError> {
+        let held = stream(api)?;
+        let other = stream(api)?;
+        let gate = hold(api, &held)?;
+        Ok(Held {
+            api,
+            stream: Some(held),
+            other,
+            gate,
+            released: None,
+        })
+    }
+
+    /// The held stream's handle.
+    pub(super) fn h(&self) -> Handle {
+        self.stream.as_ref().map_or(Handle::NULL, |s| s.h)
+    }
+
+    /// Records the gate on the other stream and synchronizes the held one
+    /// (5 s): its code.
+    pub(super) fn release(&mut self) -> Result<i32, ProbeError> {
+        record(self.api, self.gate.h, self.other.h)?;
+        let code = sync_stream(self.api, self.h(), 5000);
+        self.released = Some(code);
+        Ok(code)
+    }
+}
+
+impl Drop for Held<'_> {
+    fn drop(&mut self) {
+        let drained = match self.released {
+            Some(code) => code == 0,
+            None => self.release().is_ok_and(|c| c == 0),
+        };
+        if let (false, Some(s)) = (drained, self.stream.take()) {
+            s.forget();
+        }
     }
 }
 
