@@ -86,6 +86,16 @@ fn show(lines: &[Check]) -> String {
         .join("\n")
 }
 
+/// The check's lines with `quirk` on: exactly the required line `name`
+/// differs (each printed, so a reader sees what the quirk changed); its
+/// evidence.
+fn differs_alone(quirk: u32, name: &str) -> String {
+    let lines = probe::run(&device("fake_acl", false, quirk));
+    eprintln!("{}\n", show(&lines));
+    assert_eq!(required_differences(&lines), [name], "{}", show(&lines));
+    line(&lines, name).evidence.clone()
+}
+
 #[test]
 fn every_line_holds_on_the_fake() {
     let lines = probe::run(&device("fake_acl", false, 0));
@@ -153,15 +163,7 @@ fn the_lite_fake_reports_what_it_lacks_as_unavailable() {
 /// there.
 #[test]
 fn an_ex_event_not_ready_before_its_record_is_caught() {
-    let lines = probe::run(&device("fake_acl", false, QUIRK_EX_EVENT_NOT_READY));
-    eprintln!("{}\n", show(&lines));
-    assert_eq!(
-        required_differences(&lines),
-        ["event.unrecorded"],
-        "{}",
-        show(&lines)
-    );
-    let ev = &line(&lines, "event.unrecorded").evidence;
+    let ev = &differs_alone(QUIRK_EX_EVENT_NOT_READY, "event.unrecorded");
     assert!(ev.contains("status before a record 0"), "{ev}");
 }
 
@@ -202,15 +204,7 @@ fn a_lost_async_memset_is_caught() {
 /// the one line that queries a stream, and only there.
 #[test]
 fn an_inverted_stream_status_is_caught() {
-    let lines = probe::run(&device("fake_acl", false, QUIRK_STREAM_STATUS_INVERTED));
-    eprintln!("{}\n", show(&lines));
-    assert_eq!(
-        required_differences(&lines),
-        ["stream.create"],
-        "{}",
-        show(&lines)
-    );
-    let ev = &line(&lines, "stream.create").evidence;
+    let ev = &differs_alone(QUIRK_STREAM_STATUS_INVERTED, "stream.create");
     assert!(ev.contains("a new stream's status is 1"), "{ev}");
 }
 
@@ -222,15 +216,7 @@ fn an_inverted_stream_status_is_caught() {
 /// complete anyway.
 #[test]
 fn an_event_complete_before_the_stream_reached_its_record_is_caught() {
-    let lines = probe::run(&device("fake_acl", false, QUIRK_EVENT_COMPLETE_AT_RECORD));
-    eprintln!("{}\n", show(&lines));
-    assert_eq!(
-        required_differences(&lines),
-        ["event.query"],
-        "{}",
-        show(&lines)
-    );
-    let ev = &line(&lines, "event.query").evidence;
+    let ev = &differs_alone(QUIRK_EVENT_COMPLETE_AT_RECORD, "event.query");
     assert!(
         ev.contains("recorded behind a held stream: status 1 (NOT_READY = 0 expected)"),
         "{ev}"
@@ -286,15 +272,7 @@ fn a_lost_host_to_device_copy_is_caught() {
 /// the subscribed thread's reports, given nothing, time out with 507012.
 #[test]
 fn callbacks_off_the_subscribed_thread_are_caught() {
-    let lines = probe::run(&device("fake_acl", false, QUIRK_CALLBACK_OFF_THREAD));
-    eprintln!("{}\n", show(&lines));
-    assert_eq!(
-        required_differences(&lines),
-        ["callback.thread"],
-        "{}",
-        show(&lines)
-    );
-    let ev = &line(&lines, "callback.thread").evidence;
+    let ev = &differs_alone(QUIRK_CALLBACK_OFF_THREAD, "callback.thread");
     assert!(
         ev.contains("3 ran, NOT all on the subscribed thread, in stream order"),
         "{ev}"
@@ -310,15 +288,7 @@ fn callbacks_off_the_subscribed_thread_are_caught() {
 /// the unsubscribed report is not touched.
 #[test]
 fn callbacks_that_run_before_the_work_ahead_are_caught() {
-    let lines = probe::run(&device("fake_acl", false, QUIRK_CALLBACK_EARLY));
-    eprintln!("{}\n", show(&lines));
-    assert_eq!(
-        required_differences(&lines),
-        ["callback.thread"],
-        "{}",
-        show(&lines)
-    );
-    let ev = &line(&lines, "callback.thread").evidence;
+    let ev = &differs_alone(QUIRK_CALLBACK_EARLY, "callback.thread");
     assert!(
         ev.contains("3 ran, all on the subscribed thread, in stream order; 3 before the release"),
         "{ev}"

@@ -26,6 +26,7 @@ mod buffers;
 mod capture;
 mod faults;
 mod fence;
+mod graph_release;
 mod look;
 mod open;
 mod publication;
