@@ -102,10 +102,13 @@ fn a_slot_whose_graph_could_not_be_destroyed_stays_quarantined_until_a_drain_des
     let (sim, mut dev) = device();
     let mut runner = dev.publish(&inc()).unwrap();
     faulted_replay(&sim, &runner);
-    sim.inject(Fault::FailCall {
-        op: Op::GraphDestroy,
-        nth: 1,
-    });
+    // Refused, and refused again when asked once more.
+    for nth in 1..=2 {
+        sim.inject(Fault::FailCall {
+            op: Op::GraphDestroy,
+            nth,
+        });
+    }
     let report = runner.drain().unwrap();
     assert_eq!(sim.stats().live_graphs, 1, "the destroy was refused");
     assert_eq!(

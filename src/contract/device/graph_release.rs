@@ -57,8 +57,13 @@ impl<D: Driver, const DEPTH: usize> Device<D, DEPTH> {
         ))
     }
 
+    /// A refused destroy is asked once more (a refusal that did not reach
+    /// the runtime, as a capture's end is): refused again, the graph stays
+    /// doomed and its slot out of service ([`DrainReport::kept`](super::DrainReport::kept)).
     fn destroy_graph(&self, d: Doomed) -> Result<(), DriverError> {
-        self.driver.graph_destroy(d.graph)
+        self.driver
+            .graph_destroy(d.graph)
+            .or_else(|_| self.driver.graph_destroy(d.graph))
     }
 
     /// The teardown's part: every graph destroyed, every capture region

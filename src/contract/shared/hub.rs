@@ -37,8 +37,6 @@ pub(super) struct Recovery<const DEPTH: usize> {
     pub(super) poison: Option<Poison>,
     pub(super) waits: [Option<FenceWait>; DEPTH],
     pub(super) drain: DrainWait,
-    /// Drains asked again because a slot was kept out of service.
-    pub(super) redrains: u8,
 }
 
 /// The shared device's state under its lock.

@@ -31,6 +31,17 @@ use self::hub::{Hub, SharedLane};
 pub use self::submit::SubmitFuture;
 pub use self::ticket::Ticket;
 
+use crate::contract::buffer::DeviceBuffer;
+use crate::contract::code::CodeRef;
+use crate::contract::config::DeviceConfig;
+use crate::contract::device::{ContractStats, Device, Health};
+use crate::contract::error::{Action, Error, ErrorKind};
+use crate::contract::lane::Lane;
+use crate::contract::slot::{Depth, SupportedDepth};
+use crate::contract::spec::RunSpec;
+use crate::contract::workload::Workload;
+use crate::driver::Driver;
+
 /// A shared device over an erased driver ([`AnyDriver`](crate::driver::AnyDriver)): one type for the
 /// simulator and the `acl` driver alike, to name in a function, a struct
 /// field or a task's signature (`DEPTH` stays a const generic, default 2).
@@ -55,16 +66,6 @@ pub use self::ticket::Ticket;
 /// # Ok::<(), runclaim::Error>(())
 /// ```
 pub type AnySharedDevice<const DEPTH: usize = 2> = SharedDevice<crate::driver::AnyDriver, DEPTH>;
-use crate::contract::buffer::DeviceBuffer;
-use crate::contract::code::CodeRef;
-use crate::contract::config::DeviceConfig;
-use crate::contract::device::{ContractStats, Device, Health};
-use crate::contract::error::{Action, Error, ErrorKind};
-use crate::contract::lane::Lane;
-use crate::contract::slot::{Depth, SupportedDepth};
-use crate::contract::spec::RunSpec;
-use crate::contract::workload::Workload;
-use crate::driver::Driver;
 
 /// A device many tasks share: clone it into every task
 /// (`Clone + Send + Sync + 'static`), [`submit`](SharedDevice::submit) runs

@@ -34,11 +34,6 @@ use crate::contract::slot::{Depth, SupportedDepth};
 use crate::contract::wait::DrainWait;
 use crate::driver::Driver;
 
-/// How many more drains a recovery asks for while a refused graph destroy
-/// keeps a slot out of service, before the device is closed as lost
-/// ([`LostCause::Slot`]).
-const REDRAINS: u8 = 3;
-
 /// What one look at the recovery found.
 pub(super) enum Look {
     /// Nothing to recover (or the recovery just finished): admit.
@@ -86,7 +81,6 @@ where
                 poison: cell.device.poison(),
                 waits: [None; DEPTH],
                 drain: DrainWait::new(None),
-                redrains: 0,
             },
         };
         // Every run in flight settles into its ticket first: the faulted
@@ -97,24 +91,12 @@ where
             self.recovery = Some(r);
             return Look::Waiting;
         }
-        let drained = loop {
-            match cell.device.poll_drain(&mut r.drain, waker) {
-                std::task::Poll::Pending => {
-                    self.recovery = Some(r);
-                    return Look::Waiting;
-                }
-                // A refused graph destroy kept a slot out of service (a
-                // replay may still run on the graph's own streams): the
-                // drain is asked again, a bounded number of times, before
-                // that slot costs the device.
-                std::task::Poll::Ready(Ok(report))
-                    if !report.kept.is_empty() && r.redrains < REDRAINS =>
-                {
-                    r.redrains += 1;
-                    r.drain = DrainWait::new(None);
-                }
-                std::task::Poll::Ready(drained) => break drained,
+        let drained = match cell.device.poll_drain(&mut r.drain, waker) {
+            std::task::Poll::Pending => {
+                self.recovery = Some(r);
+                return Look::Waiting;
             }
+            std::task::Poll::Ready(drained) => drained,
         };
         self.recovery = Some(r);
         self.finish_recovery(cell, drained)
