@@ -25,6 +25,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::thread::ThreadId;
 use std::time::{Duration, Instant};
 
+use super::super::codes;
 use super::super::ffi::{
     ACL_CALLBACK_NO_BLOCK, FnLaunchCallback, FnQueryEventStatus, FnSubscribeReport,
 };
@@ -32,6 +33,7 @@ use super::super::load::Api;
 use super::queue::{FLAGS, ex};
 use super::raw::{self, Handle};
 use super::{Check, Need, ProbeError, Verdict, code_name, failed};
+use crate::driver::DriverErrorKind;
 
 /// `ACL_ERROR_RT_THREAD_SUBSCRIBE`.
 const THREAD_SUBSCRIBE: i32 = 107_012;
@@ -482,10 +484,17 @@ fn exception(api: &Api) -> Check {
     };
     // SAFETY: a callback that lives for the process and touches nothing.
     let rc = unsafe { f(ignore_exception) };
-    let faults = [
-        507_014, 507_015, 507_017, 507_018, 507_035, 107_022, 507_899, 507_901,
-    ];
-    let mapped: Vec<String> = faults.iter().map(|&c| code_name(c)).collect();
+    // The driver's own table: every code it reads as a kernel fault or a
+    // lost device.
+    let mapped: Vec<String> = codes::named()
+        .filter(|&(c, _)| {
+            matches!(
+                codes::kind_of(c),
+                DriverErrorKind::KernelFault(_) | DriverErrorKind::DeviceLost
+            )
+        })
+        .map(|(c, _)| code_name(c))
+        .collect();
     Check::new(
         name,
         Need::Informational,
